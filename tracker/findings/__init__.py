@@ -1,0 +1,66 @@
+"""Turn the raw difference between two revisions into findings. Pure: no I/O.
+
+Each analyser module exposes ``analyse(change, sources, rules) -> list[Finding]``
+and is listed in ``ANALYSERS``. ``analyse_revision`` runs them all, isolates
+failures (an analyser that raises yields an ``analysis.failed`` finding rather
+than aborting the poll) and returns the findings most severe first.
+
+Severities are not chosen in the analysers: they pick a stable *code* and the
+severity comes from the rules table (``severity.toml``, overridable in config).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+from tracker.findings.rules import SeverityRules
+from tracker.model import Finding, RevisionChange, RevisionSources, sort_findings
+
+Analyser = Callable[[RevisionChange, RevisionSources, SeverityRules], list[Finding]]
+
+# Module names under tracker.findings; each exposes analyse(change, sources, rules).
+ANALYSER_MODULES: tuple[str, ...] = (
+    "files",
+    "config",
+    "generation",
+    "tokenizer",
+    "chat_template",
+    "weights",
+    "remote_code",
+    "licence",
+    "consistency",
+)
+
+
+def _load(name: str) -> Analyser | None:
+    try:
+        module = importlib.import_module(f"tracker.findings.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name == f"tracker.findings.{name}":
+            return None  # not written yet
+        raise
+    return module.analyse
+
+
+def analyse_revision(
+    change: RevisionChange, sources: RevisionSources, rules: SeverityRules | None = None
+) -> list[Finding]:
+    rules = rules or SeverityRules.default()
+    findings: list[Finding] = []
+    for name in ANALYSER_MODULES:
+        analyser = _load(name)
+        if analyser is None:
+            continue
+        try:
+            findings.extend(analyser(change, sources, rules))
+        except Exception as exc:  # noqa: BLE001 - one broken analyser must not lose the revision
+            findings.append(
+                rules.finding(
+                    "analysis.failed",
+                    "analysis",
+                    f"{name} analysis failed: {type(exc).__name__}: {exc}",
+                    evidence={"analyser": name},
+                )
+            )
+    return sort_findings(findings)

@@ -1,0 +1,192 @@
+"""The vocabulary shared by every layer: frozen data, no I/O.
+
+Everything here is plain data that the pure core (findings, estimator,
+advisories) takes in and gives back, and that the edges (Hub adapter, store,
+CLI, API) translate to and from their own formats.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, NewType, Protocol
+
+RepoId = NewType("RepoId", str)
+CommitSha = NewType("CommitSha", str)
+
+SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+
+# Hub rules for a repo name: letters, digits, '-', '_', '.'; no '--' or '..';
+# may not start or end with '-' or '.'; at most 96 characters per part.
+_REPO_PART = r"(?!.*(?:--|\.\.))[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
+REPO_ID_RE = re.compile(rf"^{_REPO_PART}/{_REPO_PART}$")
+
+
+def validate_repo_id(value: str) -> RepoId:
+    """Return ``value`` as a RepoId, or raise ValueError saying what is wrong with it."""
+    if not isinstance(value, str) or not value:
+        raise ValueError("repo id is empty; expected 'owner/name'")
+    if value.count("/") != 1:
+        raise ValueError(f"invalid repo id {value!r}: expected exactly one '/' as in 'owner/name'")
+    if not REPO_ID_RE.match(value):
+        raise ValueError(
+            f"invalid repo id {value!r}: each part must be 1-96 letters, digits, '-', '_' or '.', "
+            "not start or end with '-' or '.', and not contain '--' or '..'"
+        )
+    return RepoId(value)
+
+
+class Severity(enum.Enum):
+    """How much a finding matters; ordered, ``CRITICAL`` worst."""
+
+    CRITICAL = "critical"
+    HIGH = "high"
+    MODERATE = "moderate"
+    LOW = "low"
+    INFO = "info"
+
+    @property
+    def rank(self) -> int:
+        """0 for critical .. 4 for info: sort ascending for most severe first."""
+        return _SEVERITY_ORDER.index(self)
+
+    def at_least(self, other: Severity) -> bool:
+        return self.rank <= other.rank
+
+    @classmethod
+    def worst(cls, values: Iterable[Severity]) -> Severity | None:
+        values = list(values)
+        return min(values, key=lambda s: s.rank) if values else None
+
+
+_SEVERITY_ORDER = [Severity.CRITICAL, Severity.HIGH, Severity.MODERATE, Severity.LOW, Severity.INFO]
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One file of a revision as the Hub's tree lists it; never its content."""
+
+    path: str
+    size: int
+    blob_id: str  # git blob sha1 (of the LFS pointer for LFS files)
+    lfs_sha256: str | None = None  # sha256 of the real content, for LFS files
+    xet_hash: str | None = None
+
+    @property
+    def content_id(self) -> str:
+        """What identifies the content: the LFS sha256 where there is one, else the blob id."""
+        return self.lfs_sha256 or self.blob_id
+
+    @property
+    def is_lfs(self) -> bool:
+        return self.lfs_sha256 is not None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The file list of one revision."""
+
+    files: tuple[FileEntry, ...]
+
+    def by_path(self) -> dict[str, FileEntry]:
+        return {f.path: f for f in self.files}
+
+    def get(self, path: str) -> FileEntry | None:
+        for f in self.files:
+            if f.path == path:
+                return f
+        return None
+
+
+@dataclass(frozen=True)
+class Commit:
+    sha: CommitSha
+    date: datetime  # UTC-aware
+    title: str
+    message: str = ""
+    authors: tuple[str, ...] = ()
+    parents: tuple[CommitSha, ...] = ()
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One meaningful upstream change, with its evidence.
+
+    ``code`` is stable (``generation.eos_token_id_changed``); ``category`` is the
+    part of the repo it is about (config, generation, tokenizer, chat_template,
+    weights, code, licence, consistency, estimate, repo, files, dependencies).
+    ``before``/``after`` are JSON-able values; ``evidence`` holds anything else
+    a reader needs (a rendered-prompt diff, an example of drift, ...).
+    """
+
+    code: str
+    category: str
+    severity: Severity
+    summary: str
+    path: str | None = None
+    before: Any = None
+    after: Any = None
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "category": self.category,
+            "severity": self.severity.value,
+            "summary": self.summary,
+            "path": self.path,
+            "before": self.before,
+            "after": self.after,
+            "evidence": dict(self.evidence),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Finding:
+        return cls(
+            code=data["code"],
+            category=data["category"],
+            severity=Severity(data["severity"]),
+            summary=data["summary"],
+            path=data.get("path"),
+            before=data.get("before"),
+            after=data.get("after"),
+            evidence=data.get("evidence") or {},
+        )
+
+
+def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
+    """Most severe first, then by category, code and path, so output is stable."""
+    return sorted(findings, key=lambda f: (f.severity.rank, f.category, f.code, f.path or ""))
+
+
+class RevisionSources(Protocol):
+    """What an analyser may read about the two revisions being compared.
+
+    ``side`` is ``"old"`` or ``"new"``. Every read is capped by the caller and
+    cached by content id; None means the file is absent at that revision (or
+    could not be read, in which case the implementation records why).
+    Implementations: the Hub-backed one in the service, a dict-backed one in tests.
+    """
+
+    def text(self, side: str, path: str) -> bytes | None:
+        """Raw bytes of a small tracked file (config, tokenizer, template, code, README)."""
+
+    def safetensors_header(self, side: str, path: str) -> Mapping[str, Any] | None:
+        """The parsed JSON header of a ``.safetensors`` file, read by range requests."""
+
+    def pickle_globals(self, side: str, path: str) -> list[tuple[str, str]] | None:
+        """(module, name) pairs a pickle-based checkpoint would import, found statically."""
+
+
+@dataclass(frozen=True)
+class RevisionChange:
+    """The two sides of a change, as analysers receive them."""
+
+    repo: RepoId
+    old: Snapshot | None  # None for the first revision read (the baseline)
+    new: Snapshot
+    old_sha: CommitSha | None
+    new_sha: CommitSha
