@@ -1,7 +1,8 @@
 """Severity rules as data: a table from finding code to severity.
 
-The default table is ``severity.toml`` beside this module (documented there);
-``config/tracker.toml`` may override any code under ``[severity]``.
+The default table is the union of the ``severity/*.toml`` files beside this
+module, one per category, each documenting its codes; ``config/tracker.toml``
+may override any code under ``[severity]``.
 """
 
 from __future__ import annotations
@@ -23,9 +24,16 @@ class SeverityRules:
 
     @classmethod
     def default(cls) -> SeverityRules:
-        text = resources.files("tracker.findings").joinpath("severity.toml").read_text("utf-8")
-        data = tomllib.loads(text)
-        return cls(table={code: Severity(value) for code, value in data["severity"].items()})
+        table: dict[str, Severity] = {}
+        folder = resources.files("tracker.findings").joinpath("severity")
+        for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+            if entry.name.endswith(".toml"):
+                data = tomllib.loads(entry.read_text("utf-8"))
+                for code, value in data.get("severity", {}).items():
+                    if code in table:
+                        raise ValueError(f"severity code {code!r} is defined twice ({entry.name})")
+                    table[code] = Severity(value)
+        return cls(table=table)
 
     def with_overrides(self, overrides: Mapping[str, str]) -> SeverityRules:
         """Apply a config ``[severity]`` table; an unknown severity name is a ValueError."""
