@@ -1,0 +1,83 @@
+"""A dict-backed ``RevisionSources`` and helpers to build a ``RevisionChange`` for analyser tests.
+
+Analysers read files only through ``sources``; tests give them the bytes of each
+side directly, so they exercise the same code path as the Hub-backed
+implementation without any network or disk I/O inside the analyser.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+from tracker.model import CommitSha, FileEntry, RepoId, RevisionChange, Snapshot
+
+
+class DictSources:
+    """``RevisionSources`` over two ``{path: bytes}`` dicts (``old`` and ``new``).
+
+    ``text`` returns the bytes or None when the path is absent on that side.
+    ``headers`` / ``globals_`` optionally supply safetensors headers and pickle
+    globals per side (``{"old": {path: ...}, "new": {...}}``); otherwise None.
+    ``reads`` records every (side, path) asked for, so tests can assert that an
+    analyser did not read files it had no reason to.
+    """
+
+    def __init__(
+        self,
+        old: Mapping[str, bytes] | None = None,
+        new: Mapping[str, bytes] | None = None,
+        *,
+        headers: Mapping[str, Mapping[str, Any]] | None = None,
+        globals_: Mapping[str, Mapping[str, list[tuple[str, str]]]] | None = None,
+    ) -> None:
+        self.files = {"old": dict(old or {}), "new": dict(new or {})}
+        self.headers = {side: dict((headers or {}).get(side, {})) for side in ("old", "new")}
+        self.globals = {side: dict((globals_ or {}).get(side, {})) for side in ("old", "new")}
+        self.reads: list[tuple[str, str]] = []
+
+    def _check(self, side: str) -> None:
+        if side not in ("old", "new"):
+            raise ValueError(f"side must be 'old' or 'new', not {side!r}")
+
+    def text(self, side: str, path: str) -> bytes | None:
+        self._check(side)
+        self.reads.append((side, path))
+        return self.files[side].get(path)
+
+    def safetensors_header(self, side: str, path: str) -> Mapping[str, Any] | None:
+        self._check(side)
+        return self.headers[side].get(path)
+
+    def pickle_globals(self, side: str, path: str) -> list[tuple[str, str]] | None:
+        self._check(side)
+        return self.globals[side].get(path)
+
+
+def snapshot(files: Mapping[str, bytes]) -> Snapshot:
+    """A Snapshot listing ``files`` with their sizes and git-style blob ids (content-derived)."""
+    entries = []
+    for path, data in sorted(files.items()):
+        blob = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+        entries.append(FileEntry(path=path, size=len(data), blob_id=blob))
+    return Snapshot(files=tuple(entries))
+
+
+def make_change(
+    old: Mapping[str, bytes] | None,
+    new: Mapping[str, bytes],
+    repo: str = "org/model",
+) -> tuple[RevisionChange, DictSources]:
+    """A RevisionChange between two file dicts plus matching DictSources.
+
+    ``old=None`` models the first revision read (the baseline): ``change.old`` is None.
+    """
+    change = RevisionChange(
+        repo=RepoId(repo),
+        old=snapshot(old) if old is not None else None,
+        new=snapshot(new),
+        old_sha=CommitSha("a" * 40) if old is not None else None,
+        new_sha=CommitSha("b" * 40),
+    )
+    return change, DictSources(old or {}, new)
