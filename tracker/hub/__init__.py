@@ -1,0 +1,5 @@
+"""The Hub adapter: the only package that imports huggingface_hub."""
+
+from tracker.hub.client import CommitListing, Head, HubClient, RepoInfo
+
+__all__ = ["CommitListing", "Head", "HubClient", "RepoInfo"]

@@ -1,0 +1,147 @@
+"""Settings: ``config/tracker.toml`` plus environment overrides.
+
+Lookup order for the file: ``--config``/``TRACKER_CONFIG``, then
+``./config/tracker.toml`` when it exists, else built-in defaults. Environment
+variables win over the file: ``TRACKER_DATABASE_URL`` for the store,
+``HF_ENDPOINT`` and ``HF_TOKEN`` for the Hub (read by huggingface_hub itself,
+so mirrors and private hubs work as users expect). Secrets never live here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tracker.errors import ConfigError
+from tracker.model import RepoId, Severity, validate_repo_id
+
+DEFAULT_CONFIG_PATH = Path("config/tracker.toml")
+DEFAULT_DATABASE_URL = "sqlite:///data/tracker.sqlite3"
+
+_DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(text: str | int | float) -> float:
+    """Seconds in ``"90s"``, ``"15m"``, ``"1h30m"``, ``"2d"`` or a bare number of seconds.
+
+    A regex rather than a dependency: the grammar is five units long.
+    """
+    if isinstance(text, (int, float)):
+        seconds = float(text)
+    else:
+        value = text.strip().lower()
+        if re.fullmatch(r"\d+(?:\.\d+)?", value):
+            seconds = float(value)
+        else:
+            parts = _DURATION_RE.findall(value)
+            if not parts or _DURATION_RE.sub("", value).strip():
+                raise ConfigError(f"invalid duration {text!r}: use e.g. 90s, 15m, 1h30m, 2d")
+            seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
+    if seconds <= 0:
+        raise ConfigError(f"invalid duration {text!r}: must be positive")
+    return seconds
+
+
+def format_duration(seconds: float) -> str:
+    seconds = int(seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds % size == 0 and seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+@dataclass(frozen=True)
+class WatchSpec:
+    repo: RepoId
+    branch: str = "main"
+    every: float | None = None  # seconds; None = the default interval
+
+
+@dataclass(frozen=True)
+class Settings:
+    database_url: str = DEFAULT_DATABASE_URL
+    hub_endpoint: str | None = None  # None: huggingface_hub's own (HF_ENDPOINT or huggingface.co)
+    hub_timeout: float = 30.0
+    hub_max_retries: int = 5
+    hub_max_wait: float = 120.0  # longest Retry-After honoured inline; longer defers the repo
+    poll_every: float = 3600.0
+    poll_jitter: float = 300.0
+    max_file_bytes: int = 64 * 1024 * 1024  # cap on any tracked file read from upstream
+    max_header_bytes: int = 32 * 1024 * 1024  # cap on a safetensors header
+    watch: tuple[WatchSpec, ...] = ()
+    severity: dict[str, str] = field(default_factory=dict)
+    min_advisory_severity: Severity = Severity.LOW
+    tracker_url: str | None = None
+    osv_api_url: str = "https://api.osv.dev"
+    api_host: str = "127.0.0.1"
+    api_port: int = 8080
+    config_path: Path | None = None
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+
+def _get(data: dict[str, Any], section: str, key: str, default: Any) -> Any:
+    value = data.get(section, {})
+    if not isinstance(value, dict):
+        raise ConfigError(f"[{section}] must be a table")
+    return value.get(key, default)
+
+
+def load_settings(path: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None) -> Settings:
+    """Read the config file (if any) and apply environment overrides."""
+    env = dict(os.environ if env is None else env)
+    explicit = path or env.get("TRACKER_CONFIG")
+    config_path = Path(explicit) if explicit else (DEFAULT_CONFIG_PATH if DEFAULT_CONFIG_PATH.exists() else None)
+    data: dict[str, Any] = {}
+    if config_path is not None:
+        try:
+            data = tomllib.loads(config_path.read_text("utf-8"))
+        except FileNotFoundError as exc:
+            raise ConfigError(f"config file not found: {config_path}") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{config_path}: invalid TOML: {exc}") from exc
+
+    try:
+        default_every = parse_duration(_get(data, "poll", "every", "1h"))
+        watch = []
+        for item in data.get("watch", []):
+            if isinstance(item, str):
+                item = {"repo": item}
+            repo = validate_repo_id(item["repo"])
+            every = parse_duration(item["every"]) if "every" in item else None
+            watch.append(WatchSpec(repo=repo, branch=item.get("branch", "main"), every=every))
+        severity = {str(k): str(v) for k, v in data.get("severity", {}).items()}
+        for code, value in severity.items():
+            Severity(value)
+        settings = Settings(
+            database_url=env.get("TRACKER_DATABASE_URL") or _get(data, "database", "url", DEFAULT_DATABASE_URL),
+            hub_endpoint=env.get("HF_ENDPOINT") or _get(data, "hub", "endpoint", None),
+            hub_timeout=parse_duration(_get(data, "hub", "timeout", "30s")),
+            hub_max_retries=int(_get(data, "hub", "max_retries", 5)),
+            hub_max_wait=parse_duration(_get(data, "hub", "max_wait", "2m")),
+            poll_every=default_every,
+            poll_jitter=parse_duration(_get(data, "poll", "jitter", "5m")),
+            max_file_bytes=int(_get(data, "limits", "max_file_bytes", 64 * 1024 * 1024)),
+            max_header_bytes=int(_get(data, "limits", "max_header_bytes", 32 * 1024 * 1024)),
+            watch=tuple(watch),
+            severity=severity,
+            min_advisory_severity=Severity(_get(data, "advisories", "min_severity", "low")),
+            tracker_url=_get(data, "advisories", "tracker_url", None),
+            osv_api_url=env.get("TRACKER_OSV_API_URL") or _get(data, "osv", "api_url", "https://api.osv.dev"),
+            api_host=_get(data, "api", "host", "127.0.0.1"),
+            api_port=int(_get(data, "api", "port", 8080)),
+            config_path=config_path,
+        )
+    except ConfigError:
+        raise
+    except (ValueError, KeyError, TypeError) as exc:
+        where = config_path or "settings"
+        raise ConfigError(f"{where}: {exc}") from exc
+    return settings

@@ -1,0 +1,310 @@
+"""SqlStore: intent-named reads and writes over the tables, SQLite or PostgreSQL alike."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Connection, Engine, and_, func, insert, select, update
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+
+from tracker.errors import StoreError
+from tracker.model import Commit, CommitSha, FileEntry, RepoId, Snapshot
+from tracker.store.tables import blobs, events, repos, revisions
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    """SQLite hands datetimes back naive; they were stored as UTC."""
+    if value is not None and value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value
+
+
+@dataclass(frozen=True)
+class RepoRow:
+    pk: int
+    repo_id: RepoId
+    branch: str
+    every_seconds: float | None
+    state: str
+    hub_uid: str | None
+    renamed_to: str | None
+    last_seen_sha: CommitSha | None
+    defer_until: datetime | None
+    last_polled_at: datetime | None
+    last_error: str | None
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class RevisionRow:
+    pk: int
+    repo_pk: int
+    sha: CommitSha
+    seq: int
+    parent_sha: CommitSha | None
+    date: datetime | None
+    title: str
+    message: str
+    authors: list[str]
+    status: str
+    baseline: bool
+    snapshot: Snapshot | None
+    diff: dict[str, Any] | None
+    findings: list[dict[str, Any]] | None
+    worst_severity: str | None
+    summary: str | None
+    estimate: dict[str, Any] | None
+    analysed_at: datetime | None
+
+
+@dataclass(frozen=True)
+class EventRow:
+    pk: int
+    repo_id: RepoId
+    kind: str
+    revision_sha: str | None
+    detail: dict[str, Any]
+    created_at: datetime
+
+
+def snapshot_to_json(snapshot: Snapshot) -> list[dict[str, Any]]:
+    return [
+        {"path": f.path, "size": f.size, "blob_id": f.blob_id, "lfs_sha256": f.lfs_sha256, "xet_hash": f.xet_hash}
+        for f in snapshot.files
+    ]
+
+
+def snapshot_from_json(data: Iterable[dict[str, Any]]) -> Snapshot:
+    return Snapshot(files=tuple(FileEntry(**item) for item in data))
+
+
+class SqlStore:
+    """The tracker's durable state. Every method is one transaction."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @contextmanager
+    def _tx(self) -> Iterator[Connection]:
+        try:
+            with self.engine.begin() as conn:
+                yield conn
+        except IntegrityError:
+            raise
+        except SQLAlchemyError as exc:
+            raise StoreError(f"database error: {exc}") from exc
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # -- watch list -------------------------------------------------------------------------
+
+    @staticmethod
+    def _repo(row: Any) -> RepoRow:
+        return RepoRow(
+            pk=row.id,
+            repo_id=RepoId(row.repo_id),
+            branch=row.branch,
+            every_seconds=row.every_seconds,
+            state=row.state,
+            hub_uid=row.hub_uid,
+            renamed_to=row.renamed_to,
+            last_seen_sha=row.last_seen_sha,
+            defer_until=_utc(row.defer_until),
+            last_polled_at=_utc(row.last_polled_at),
+            last_error=row.last_error,
+            created_at=_utc(row.created_at),
+        )
+
+    def add_watch(self, repo_id: RepoId, *, branch: str = "main", every: float | None = None,
+                  now: datetime) -> tuple[RepoRow, bool]:
+        """Watch a repo; returns (row, created). Re-adding updates branch and interval."""
+        with self._tx() as conn:
+            row = conn.execute(select(repos).where(repos.c.repo_id == repo_id)).first()
+            if row is None:
+                conn.execute(
+                    insert(repos).values(repo_id=repo_id, branch=branch, every_seconds=every, state="active",
+                                         created_at=now)
+                )
+                created = True
+            else:
+                conn.execute(update(repos).where(repos.c.id == row.id).values(branch=branch, every_seconds=every))
+                created = False
+            row = conn.execute(select(repos).where(repos.c.repo_id == repo_id)).one()
+            return self._repo(row), created
+
+    def remove_watch(self, repo_id: RepoId) -> bool:
+        with self._tx() as conn:
+            return conn.execute(repos.delete().where(repos.c.repo_id == repo_id)).rowcount > 0
+
+    def list_watches(self) -> list[RepoRow]:
+        with self._tx() as conn:
+            return [self._repo(r) for r in conn.execute(select(repos).order_by(repos.c.repo_id))]
+
+    def get_repo(self, repo_id: str) -> RepoRow | None:
+        with self._tx() as conn:
+            row = conn.execute(select(repos).where(repos.c.repo_id == repo_id)).first()
+            return self._repo(row) if row else None
+
+    def update_repo(self, pk: int, **values: Any) -> None:
+        with self._tx() as conn:
+            conn.execute(update(repos).where(repos.c.id == pk).values(**values))
+
+    # -- revisions --------------------------------------------------------------------------
+
+    @staticmethod
+    def _revision(row: Any) -> RevisionRow:
+        return RevisionRow(
+            pk=row.id,
+            repo_pk=row.repo_pk,
+            sha=row.sha,
+            seq=row.seq,
+            parent_sha=row.parent_sha,
+            date=_utc(row.date),
+            title=row.title,
+            message=row.message,
+            authors=list(row.authors or []),
+            status=row.status,
+            baseline=bool(row.baseline),
+            snapshot=snapshot_from_json(row.snapshot) if row.snapshot is not None else None,
+            diff=row.diff,
+            findings=row.findings,
+            worst_severity=row.worst_severity,
+            summary=row.summary,
+            estimate=row.estimate,
+            analysed_at=_utc(row.analysed_at),
+        )
+
+    def record_listing(self, repo: RepoRow, commits: Sequence[Commit], *, parent: CommitSha | None,
+                       baseline: bool) -> int:
+        """Insert newly listed commits as pending revisions and move ``last_seen_sha``, atomically.
+
+        ``parent`` is the revision the first commit is diffed against. Commits
+        already stored are skipped, so listing twice never duplicates. Returns
+        how many were inserted.
+        """
+        if not commits:
+            return 0
+        with self._tx() as conn:
+            known = set(
+                conn.execute(
+                    select(revisions.c.sha).where(
+                        and_(revisions.c.repo_pk == repo.pk, revisions.c.sha.in_([c.sha for c in commits]))
+                    )
+                ).scalars()
+            )
+            seq = conn.execute(select(func.max(revisions.c.seq)).where(revisions.c.repo_pk == repo.pk)).scalar()
+            seq = -1 if seq is None else seq
+            inserted = 0
+            previous = parent
+            for i, commit in enumerate(commits):
+                if commit.sha not in known:
+                    seq += 1
+                    conn.execute(
+                        insert(revisions).values(
+                            repo_pk=repo.pk, sha=commit.sha, seq=seq, parent_sha=previous, date=commit.date,
+                            title=commit.title, message=commit.message, authors=list(commit.authors),
+                            status="pending", baseline=baseline and i == 0 and previous is None,
+                        )
+                    )
+                    inserted += 1
+                previous = commit.sha
+            conn.execute(update(repos).where(repos.c.id == repo.pk).values(last_seen_sha=commits[-1].sha))
+            return inserted
+
+    def pending_revisions(self, repo_pk: int) -> list[RevisionRow]:
+        with self._tx() as conn:
+            rows = conn.execute(
+                select(revisions)
+                .where(and_(revisions.c.repo_pk == repo_pk, revisions.c.status == "pending"))
+                .order_by(revisions.c.seq)
+            )
+            return [self._revision(r) for r in rows]
+
+    def complete_revision(self, pk: int, *, snapshot: Snapshot, diff: dict[str, Any] | None,
+                          findings: list[dict[str, Any]], worst_severity: str | None, summary: str,
+                          estimate: dict[str, Any] | None, now: datetime) -> bool:
+        """Store a revision's results and mark it done, only if it is still pending (exactly once)."""
+        with self._tx() as conn:
+            result = conn.execute(
+                update(revisions)
+                .where(and_(revisions.c.id == pk, revisions.c.status == "pending"))
+                .values(status="done", snapshot=snapshot_to_json(snapshot), diff=diff, findings=findings,
+                        worst_severity=worst_severity, summary=summary, estimate=estimate, analysed_at=now)
+            )
+            return result.rowcount == 1
+
+    def mark_revision(self, pk: int, status: str) -> None:
+        with self._tx() as conn:
+            conn.execute(update(revisions).where(revisions.c.id == pk).values(status=status))
+
+    def revisions(self, repo_pk: int, *, status: str | None = None) -> list[RevisionRow]:
+        with self._tx() as conn:
+            query = select(revisions).where(revisions.c.repo_pk == repo_pk)
+            if status:
+                query = query.where(revisions.c.status == status)
+            return [self._revision(r) for r in conn.execute(query.order_by(revisions.c.seq))]
+
+    def get_revision(self, repo_pk: int, sha_or_prefix: str) -> RevisionRow | None:
+        with self._tx() as conn:
+            if len(sha_or_prefix) == 40:
+                cond = revisions.c.sha == sha_or_prefix
+            else:
+                cond = revisions.c.sha.startswith(sha_or_prefix, autoescape=True)
+            rows = conn.execute(select(revisions).where(and_(revisions.c.repo_pk == repo_pk, cond))).all()
+            if len(rows) > 1:
+                raise StoreError(f"revision prefix {sha_or_prefix!r} is ambiguous")
+            return self._revision(rows[0]) if rows else None
+
+    def last_done_revision(self, repo_pk: int) -> RevisionRow | None:
+        with self._tx() as conn:
+            row = conn.execute(
+                select(revisions)
+                .where(and_(revisions.c.repo_pk == repo_pk, revisions.c.status == "done"))
+                .order_by(revisions.c.seq.desc())
+                .limit(1)
+            ).first()
+            return self._revision(row) if row else None
+
+    # -- content cache ----------------------------------------------------------------------
+
+    def get_blob(self, content_id: str) -> bytes | None:
+        with self._tx() as conn:
+            return conn.execute(select(blobs.c.data).where(blobs.c.content_id == content_id)).scalar()
+
+    def put_blob(self, content_id: str, data: bytes, *, now: datetime) -> None:
+        try:
+            with self._tx() as conn:
+                conn.execute(insert(blobs).values(content_id=content_id, size=len(data), data=data, fetched_at=now))
+        except IntegrityError:
+            pass  # content-addressed: someone stored the same bytes first
+
+    # -- events -----------------------------------------------------------------------------
+
+    def add_event(self, repo_pk: int, kind: str, *, dedupe_key: str, detail: dict[str, Any],
+                  revision_sha: str | None = None, now: datetime) -> bool:
+        """Record a repo event once per (kind, dedupe_key); returns whether it is new."""
+        try:
+            with self._tx() as conn:
+                conn.execute(
+                    insert(events).values(repo_pk=repo_pk, kind=kind, dedupe_key=dedupe_key[:200], detail=detail,
+                                          revision_sha=revision_sha, created_at=now)
+                )
+            return True
+        except IntegrityError:
+            return False
+
+    def events(self, repo_pk: int | None = None) -> list[EventRow]:
+        with self._tx() as conn:
+            query = select(events, repos.c.repo_id).join(repos, repos.c.id == events.c.repo_pk)
+            if repo_pk is not None:
+                query = query.where(events.c.repo_pk == repo_pk)
+            return [
+                EventRow(pk=r.id, repo_id=RepoId(r.repo_id), kind=r.kind, revision_sha=r.revision_sha,
+                         detail=r.detail, created_at=_utc(r.created_at))
+                for r in conn.execute(query.order_by(events.c.id))
+            ]

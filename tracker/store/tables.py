@@ -1,0 +1,103 @@
+"""Tables. Alembic migrations in ``migrations/`` create exactly these.
+
+Revisions are rows keyed ``(repo, sha)`` and ordered by ``seq``; they are
+inserted ``pending`` when listed and become ``done`` in the same transaction
+that stores their snapshot, diff and findings, which is what makes every
+revision processed exactly once in effect, whatever crashes in between.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(column_0_label)s",
+        "uq": "uq_%(table_name)s_%(column_0_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+repos = Table(
+    "repos",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("repo_id", String(200), nullable=False, unique=True),
+    Column("branch", String(200), nullable=False, default="main"),
+    Column("every_seconds", Float, nullable=True),  # None: the configured default
+    Column("state", String(20), nullable=False, default="active"),  # active|gone|gated|disabled|renamed
+    Column("hub_uid", String(64), nullable=True),  # the Hub's internal id: tells a re-created repo apart
+    Column("renamed_to", String(200), nullable=True),
+    Column("last_seen_sha", String(40), nullable=True),  # newest revision listed (pending or done)
+    Column("defer_until", DateTime(timezone=True), nullable=True),  # rate limited: skip until then
+    Column("last_polled_at", DateTime(timezone=True), nullable=True),
+    Column("last_error", Text, nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+revisions = Table(
+    "revisions",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("repo_pk", Integer, ForeignKey("repos.id", ondelete="CASCADE"), nullable=False),
+    Column("sha", String(40), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("parent_sha", String(40), nullable=True),  # the revision read before this one
+    Column("date", DateTime(timezone=True), nullable=True),
+    Column("title", Text, nullable=False, default=""),
+    Column("message", Text, nullable=False, default=""),
+    Column("authors", JSON, nullable=False, default=list),
+    Column("status", String(10), nullable=False, default="pending"),  # pending|done
+    Column("baseline", Boolean, nullable=False, default=False),  # first revision read: not diffed
+    Column("snapshot", JSON, nullable=True),  # [{path,size,blob_id,lfs_sha256,xet_hash}]
+    Column("diff", JSON, nullable=True),  # raw structured diff against parent_sha
+    Column("findings", JSON, nullable=True),
+    Column("worst_severity", String(10), nullable=True),
+    Column("summary", Text, nullable=True),
+    Column("estimate", JSON, nullable=True),
+    Column("analysed_at", DateTime(timezone=True), nullable=True),
+    UniqueConstraint("repo_pk", "sha", name="uq_revisions_repo_sha"),
+    UniqueConstraint("repo_pk", "seq", name="uq_revisions_repo_seq"),
+)
+Index("ix_revisions_sha", revisions.c.sha)
+
+# Content-addressed cache of small tracked files: each version is fetched once.
+blobs = Table(
+    "blobs",
+    metadata,
+    Column("content_id", String(64), primary_key=True),
+    Column("size", Integer, nullable=False),
+    Column("data", LargeBinary, nullable=False),
+    Column("fetched_at", DateTime(timezone=True), nullable=False),
+)
+
+# What happened to a repo rather than inside a revision: rewrites, renames, deletion, gating.
+events = Table(
+    "events",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("repo_pk", Integer, ForeignKey("repos.id", ondelete="CASCADE"), nullable=False),
+    Column("kind", String(40), nullable=False),
+    Column("dedupe_key", String(200), nullable=False),  # the same event seen twice is stored once
+    Column("revision_sha", String(40), nullable=True),
+    Column("detail", JSON, nullable=False, default=dict),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("repo_pk", "kind", "dedupe_key", name="uq_events_repo_kind_key"),
+)
