@@ -1,0 +1,362 @@
+"""Static scan of a PyTorch checkpoint for the globals its pickle would import.
+
+The Hub adapter calls :func:`scan_checkpoint` with a ``read_range(offset,
+length)`` callable backed by HTTP range requests, so a multi-gigabyte
+``pytorch_model.bin`` costs a few kilobytes: the zip end-of-central-directory
+record, the central directory, and the small ``data.pkl`` member. The tensor
+data members are never touched.
+
+Nothing here unpickles. The pickle byte stream is walked with
+:func:`pickletools.genops` (a disassembler) while a *symbolic* stack and memo
+are kept, so that ``STACK_GLOBAL`` (protocol 4+), whose module and name are the
+two strings on top of the stack, resolves even when those strings come from the
+memo (``BINGET``) or were duplicated. A name that cannot be resolved
+statically is reported as ``(UNKNOWN, UNKNOWN)`` rather than dropped, because a
+pickle that hides what it imports is itself the warning sign.
+
+Everything is capped: the EOCD search window (the 22-byte record plus the
+largest possible comment), the central directory, each pickle member (64 MB,
+compressed and uncompressed, so a deflate bomb stops early) and the prefix of a
+legacy raw-pickle file that is scanned.
+
+Pure: no I/O except through ``read_range``.
+"""
+
+from __future__ import annotations
+
+import io
+import pickletools
+import struct
+import zlib
+from collections.abc import Callable
+
+ReadRange = Callable[[int, int], bytes]
+
+UNKNOWN = "<unknown>"
+"""Module/name placeholder for a global whose name is not a plain string in the stream."""
+
+MAX_MEMBER_BYTES = 64 * 1024 * 1024
+"""Largest pickle member (compressed or not) read; ``data.pkl`` is usually kilobytes."""
+MAX_LEGACY_BYTES = 64 * 1024 * 1024
+"""Prefix of a non-zip (legacy ``torch.save`` / raw pickle) file that is scanned."""
+MAX_CENTRAL_DIRECTORY_BYTES = 16 * 1024 * 1024
+"""One entry per tensor storage, ~100 bytes each: 16 MB is far above any real model."""
+MAX_PICKLE_MEMBERS = 16
+"""Pickle members scanned per archive (data.pkl, plus constants.pkl in TorchScript)."""
+
+_EOCD_SIG = b"PK\x05\x06"
+_EOCD_SIZE = 22
+_EOCD64_LOCATOR_SIG = b"PK\x06\x07"
+_EOCD64_LOCATOR_SIZE = 20
+_EOCD64_SIG = b"PK\x06\x06"
+_EOCD64_SIZE = 56
+_CENTRAL_SIG = b"PK\x01\x02"
+_CENTRAL_SIZE = 46
+_LOCAL_SIG = b"PK\x03\x04"
+_LOCAL_SIZE = 30
+_EOCD_WINDOW = _EOCD_SIZE + 0xFFFF  # record + the longest comment a zip can carry
+_EOCD_FIRST_READ = _EOCD_SIZE + _EOCD64_LOCATOR_SIZE  # no comment: exactly the records needed
+
+_STORED = 0
+_DEFLATED = 8
+
+_STRING_OPS = frozenset(
+    {"SHORT_BINUNICODE", "UNICODE", "BINUNICODE", "BINUNICODE8", "STRING", "BINSTRING", "SHORT_BINSTRING"}
+)
+_PUT_OPS = frozenset({"PUT", "BINPUT", "LONG_BINPUT"})
+_GET_OPS = frozenset({"GET", "BINGET", "LONG_BINGET"})
+
+
+class ScanError(ValueError):
+    """The file could not be scanned (malformed zip, over a cap, unsupported compression)."""
+
+
+class NotAPickleError(ScanError):
+    """The bytes are neither a zip checkpoint nor a pickle stream (e.g. a GGML ``.bin``)."""
+
+
+# --------------------------------------------------------------------------- pickle
+
+
+class _Mark:
+    """Stack sentinel for MARK, distinct from every value a pickle can push."""
+
+
+_MARK = _Mark()
+
+
+class _Opaque:
+    """A stack value whose content does not matter for import resolution."""
+
+
+_OPAQUE = _Opaque()
+
+
+def _scan_one_pickle(
+    stream: io.BytesIO, found: dict[tuple[str, str], None]
+) -> None:
+    """Walk one pickle (up to STOP) and add each global it imports to ``found``.
+
+    Raises whatever ``genops`` raises on malformed or truncated input; the
+    globals seen before that point are already in ``found``, which matters
+    because the unpickler would have executed them before failing too.
+    """
+    stack: list[object] = []
+    memo: dict[object, object] = {}
+
+    def pop() -> object:
+        return stack.pop() if stack else _OPAQUE  # underflow: the loader would fail here
+
+    def pop_to_mark() -> None:
+        while stack:
+            if stack.pop() is _MARK:
+                return
+
+    for opcode, arg, _pos in pickletools.genops(stream):
+        name = opcode.name
+        if name in _STRING_OPS:
+            stack.append(arg if isinstance(arg, str) else _OPAQUE)
+        elif name == "MARK":
+            stack.append(_MARK)
+        elif name in _PUT_OPS:
+            memo[arg] = stack[-1] if stack else _OPAQUE
+        elif name == "MEMOIZE":
+            memo[len(memo)] = stack[-1] if stack else _OPAQUE
+        elif name in _GET_OPS:
+            stack.append(memo.get(arg, _OPAQUE))
+        elif name == "DUP":
+            stack.append(stack[-1] if stack else _OPAQUE)
+        elif name in ("GLOBAL", "INST"):
+            module, _, attr = str(arg).partition(" ")
+            found.setdefault((module, attr), None)
+            if name == "INST":
+                pop_to_mark()
+            stack.append(_OPAQUE)
+        elif name == "STACK_GLOBAL":
+            attr, module = pop(), pop()
+            found.setdefault(
+                (
+                    module if isinstance(module, str) else UNKNOWN,
+                    attr if isinstance(attr, str) else UNKNOWN,
+                ),
+                None,
+            )
+            stack.append(_OPAQUE)
+        elif name in ("EXT1", "EXT2", "EXT4"):
+            # copyreg extension registry: resolves to a global we cannot name statically.
+            found.setdefault((UNKNOWN, f"extension {arg}"), None)
+            stack.append(_OPAQUE)
+        elif name == "STOP":
+            return
+        else:
+            before = opcode.stack_before
+            if pickletools.markobject in before:
+                pop_to_mark()
+                for _ in range(before.index(pickletools.markobject)):
+                    pop()
+            else:
+                for _ in before:
+                    pop()
+            stack.extend(_OPAQUE for _ in opcode.stack_after)
+
+
+def scan_pickle_bytes(data: bytes) -> list[tuple[str, str]]:
+    """Globals imported by the pickle(s) in ``data``, in order of first appearance.
+
+    Consecutive pickles are followed (a legacy ``torch.save`` file is five of
+    them, then raw storage bytes), stopping at the first byte that does not
+    parse once at least one pickle has been read. Raises
+    :class:`NotAPickleError` when the very first opcode is invalid.
+    """
+    stream = io.BytesIO(data)
+    found: dict[tuple[str, str], None] = {}
+    pickles = 0
+    while stream.tell() < len(data):
+        try:
+            _scan_one_pickle(stream, found)
+        except Exception as exc:  # noqa: BLE001 - genops raises ValueError, KeyError, UnicodeError ...
+            if pickles == 0 and not found:
+                raise NotAPickleError(f"not a pickle stream: {exc}") from None
+            break  # trailing storage bytes, or a truncated/corrupt pickle: keep what was seen
+        pickles += 1
+    if pickles == 0 and not found:
+        raise NotAPickleError("not a pickle stream: no complete pickle")
+    return list(found)
+
+
+# --------------------------------------------------------------------------- zip
+
+
+class _Reader:
+    """``read_range`` with bounds and short-read checks."""
+
+    def __init__(self, read_range: ReadRange, size: int) -> None:
+        self._read = read_range
+        self.size = size
+
+    def read(self, offset: int, length: int) -> bytes:
+        if offset < 0 or length < 0 or offset + length > self.size:
+            raise ScanError(f"zip structure points outside the file ({offset}+{length} > {self.size})")
+        if length == 0:
+            return b""
+        data = self._read(offset, length)
+        if len(data) != length:
+            raise ScanError(f"short read at {offset}: wanted {length} bytes, got {len(data)}")
+        return data
+
+
+def _find_eocd(tail: bytes) -> int:
+    """Offset in ``tail`` of the last EOCD record whose comment length fits."""
+    pos = tail.rfind(_EOCD_SIG)
+    while pos >= 0:
+        if pos + _EOCD_SIZE <= len(tail):
+            (comment_len,) = struct.unpack_from("<H", tail, pos + 20)
+            if pos + _EOCD_SIZE + comment_len <= len(tail):
+                return pos
+        pos = tail.rfind(_EOCD_SIG, 0, pos)
+    raise ScanError("no zip end-of-central-directory record")
+
+
+def _zip64_extra(extra: bytes, usize: int, csize: int, offset: int) -> tuple[int, int, int]:
+    """Replace 0xFFFFFFFF sizes/offset with the values of the zip64 extra field (id 1)."""
+    i = 0
+    while i + 4 <= len(extra):
+        tag, length = struct.unpack_from("<HH", extra, i)
+        body = extra[i + 4 : i + 4 + length]
+        if tag == 1:
+            j = 0
+            values = []
+            for current in (usize, csize, offset):
+                if current == 0xFFFFFFFF:
+                    if j + 8 > len(body):
+                        raise ScanError("truncated zip64 extra field")
+                    values.append(struct.unpack_from("<Q", body, j)[0])
+                    j += 8
+                else:
+                    values.append(current)
+            return values[0], values[1], values[2]
+        i += 4 + length
+    if 0xFFFFFFFF in (usize, csize, offset):
+        raise ScanError("zip64 sizes without a zip64 extra field")
+    return usize, csize, offset
+
+
+def _central_directory(reader: _Reader) -> list[tuple[str, int, int, int, int, int]]:
+    """Entries ``(name, method, flags, compressed, uncompressed, local_offset)``."""
+    # Almost every archive has no comment: a small tail read finds the record (and
+    # the zip64 locator before it); only otherwise is the full 64 kB window read.
+    window = min(reader.size, _EOCD_FIRST_READ)
+    tail_start = reader.size - window
+    tail = reader.read(tail_start, window)
+    try:
+        pos = _find_eocd(tail)
+    except ScanError:
+        if window == min(reader.size, _EOCD_WINDOW):
+            raise
+        window = min(reader.size, _EOCD_WINDOW)
+        tail_start = reader.size - window
+        tail = reader.read(tail_start, window)
+        pos = _find_eocd(tail)
+    (_sig, _disk, _cd_disk, _n_disk, n_entries, cd_size, cd_offset, _clen) = struct.unpack_from(
+        "<4sHHHHIIH", tail, pos
+    )
+    eocd_abs = tail_start + pos
+    cd_end = eocd_abs  # where the central directory must end (before any zip64 records)
+    loc = pos - _EOCD64_LOCATOR_SIZE
+    has_locator = loc >= 0 and tail[loc : loc + 4] == _EOCD64_LOCATOR_SIG
+    if not has_locator and (n_entries == 0xFFFF or 0xFFFFFFFF in (cd_size, cd_offset)):
+        raise ScanError("zip64 end-of-central-directory locator missing")
+    if has_locator:  # writers may add zip64 records even when the 32-bit fields suffice
+        (_s, _d, eocd64_offset, _t) = struct.unpack_from("<4sIQI", tail, loc)
+        rec = reader.read(eocd64_offset, _EOCD64_SIZE)
+        if rec[:4] != _EOCD64_SIG:
+            raise ScanError("zip64 end-of-central-directory record missing")
+        (_s, _rs, _vm, _vn, _d, _cd, _nd, n_entries, cd_size, cd_offset) = struct.unpack_from(
+            "<4sQHHIIQQQQ", rec
+        )
+        cd_end = eocd64_offset
+    if cd_size > MAX_CENTRAL_DIRECTORY_BYTES:
+        raise ScanError(f"central directory of {cd_size} bytes exceeds the {MAX_CENTRAL_DIRECTORY_BYTES} cap")
+    # Bytes prepended to the archive shift every offset (zipfile calls this "concat").
+    concat = cd_end - cd_size - cd_offset
+    if concat < 0:
+        raise ScanError("central directory offset/size inconsistent with the file")
+    cd = reader.read(cd_offset + concat, cd_size)
+    entries = []
+    i = 0
+    while i + _CENTRAL_SIZE <= len(cd) and len(entries) < n_entries:
+        if cd[i : i + 4] != _CENTRAL_SIG:
+            raise ScanError(f"bad central directory entry at {cd_offset + i}")
+        fields = struct.unpack_from("<4sHHHHHHIIIHHHHHII", cd, i)
+        flags, method = fields[3], fields[4]
+        csize, usize = fields[8], fields[9]
+        name_len, extra_len, comment_len = fields[10], fields[11], fields[12]
+        offset = fields[16]
+        name_raw = cd[i + _CENTRAL_SIZE : i + _CENTRAL_SIZE + name_len]
+        extra = cd[i + _CENTRAL_SIZE + name_len : i + _CENTRAL_SIZE + name_len + extra_len]
+        usize, csize, offset = _zip64_extra(extra, usize, csize, offset)
+        name = name_raw.decode("utf-8" if flags & 0x800 else "cp437", errors="replace")
+        entries.append((name, method, flags, csize, usize, offset + concat))
+        i += _CENTRAL_SIZE + name_len + extra_len + comment_len
+    return entries
+
+
+def _read_member(reader: _Reader, method: int, flags: int, csize: int, usize: int, offset: int) -> bytes:
+    if flags & 0x1:
+        raise ScanError("encrypted zip member")
+    if csize > MAX_MEMBER_BYTES or usize > MAX_MEMBER_BYTES:
+        raise ScanError(f"pickle member of {max(csize, usize)} bytes exceeds the {MAX_MEMBER_BYTES} cap")
+    header = reader.read(offset, _LOCAL_SIZE)
+    if header[:4] != _LOCAL_SIG:
+        raise ScanError(f"bad local file header at {offset}")
+    name_len, extra_len = struct.unpack_from("<HH", header, 26)
+    raw = reader.read(offset + _LOCAL_SIZE + name_len + extra_len, csize)
+    if method == _STORED:
+        return raw
+    if method == _DEFLATED:
+        inflater = zlib.decompressobj(-15)
+        try:
+            data = inflater.decompress(raw, MAX_MEMBER_BYTES + 1)
+        except zlib.error as exc:
+            raise ScanError(f"corrupt deflate data: {exc}") from None
+        if len(data) > MAX_MEMBER_BYTES:
+            raise ScanError(f"pickle member inflates past the {MAX_MEMBER_BYTES} cap")
+        return data
+    raise ScanError(f"unsupported zip compression method {method}")
+
+
+def _pickle_members(entries: list[tuple[str, int, int, int, int, int]]) -> list[tuple[str, int, int, int, int, int]]:
+    """``*/data.pkl`` first (what ``torch.load`` reads), then any other ``.pkl``."""
+    pkls = [e for e in entries if e[0].endswith(".pkl")]
+    pkls.sort(key=lambda e: (not (e[0] == "data.pkl" or e[0].endswith("/data.pkl")), e[0]))
+    if len(pkls) > MAX_PICKLE_MEMBERS:
+        raise ScanError(f"{len(pkls)} pickle members exceed the {MAX_PICKLE_MEMBERS} cap")
+    return pkls
+
+
+def scan_checkpoint(read_range: ReadRange, size: int) -> list[tuple[str, str]]:
+    """The ``(module, name)`` globals a checkpoint's pickle(s) would import.
+
+    ``read_range(offset, length)`` must return exactly those bytes of the file;
+    ``size`` is its total length. A zip (PyTorch >= 1.6 format) is read through
+    its central directory, and only its ``.pkl`` members are fetched; anything
+    else is scanned as a raw pickle over its first :data:`MAX_LEGACY_BYTES`.
+
+    Raises :class:`ScanError` for a malformed archive or a cap exceeded and
+    :class:`NotAPickleError` for bytes that are not pickle at all; callers
+    record those as "could not be scanned", never as "clean".
+    """
+    if size <= 0:
+        raise NotAPickleError("empty file")
+    reader = _Reader(read_range, size)
+    magic = reader.read(0, min(4, size))
+    if magic in (_LOCAL_SIG, _EOCD_SIG):
+        members = _pickle_members(_central_directory(reader))
+        if not members:
+            raise ScanError("zip archive has no .pkl member; not a PyTorch checkpoint")
+        found: dict[tuple[str, str], None] = {}
+        for _name, method, flags, csize, usize, offset in members:
+            for item in scan_pickle_bytes(_read_member(reader, method, flags, csize, usize, offset)):
+                found.setdefault(item, None)
+        return list(found)
+    return scan_pickle_bytes(reader.read(0, min(size, MAX_LEGACY_BYTES)))
