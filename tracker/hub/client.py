@@ -134,6 +134,9 @@ class HubClient:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.endpoint = (endpoint or constants.ENDPOINT).rstrip("/")
+        # No telemetry, and above all no agent-harness lookup on huggingface.co when the
+        # endpoint is a mirror configured here rather than in HF_ENDPOINT (hub-protocol.md §1).
+        constants.HF_HUB_DISABLE_TELEMETRY = True
         self.token = token
         self.timeout = timeout
         self.max_retries = max_retries

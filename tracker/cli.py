@@ -1,0 +1,362 @@
+"""The ``tracker`` command: parse, build a Tracker through ``app``, call, format.
+
+Exit codes: 0 success, 1 a tracker error (message on stderr), 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable
+from datetime import datetime
+from functools import wraps
+from typing import Any
+
+import click
+
+from tracker.errors import ConfigError, TrackerError
+from tracker.model import Finding, RepoId, sort_findings, validate_repo_id
+from tracker.settings import Settings, format_duration, load_settings, parse_duration
+
+
+class Context:
+    def __init__(self, config: str | None) -> None:
+        self.config = config
+        self._settings: Settings | None = None
+        self._tracker = None
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = load_settings(self.config)
+        return self._settings
+
+    def tracker(self, *, auto_upgrade: bool | None = None):  # noqa: ANN201
+        if self._tracker is None:
+            from tracker.app import make_tracker
+
+            self._tracker = make_tracker(self.settings, auto_upgrade=auto_upgrade)
+        return self._tracker
+
+
+def fail_cleanly(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn the tracker's own errors into one line on stderr and exit status 1."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except ConfigError as exc:
+            raise click.UsageError(str(exc)) from exc
+        except (TrackerError, KeyError) as exc:
+            message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+            click.echo(f"error: {message}", err=True)
+            sys.exit(1)
+
+    return wrapper
+
+
+def _repo_id(value: str) -> RepoId:
+    try:
+        return validate_repo_id(value.strip())
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value else None
+
+
+def _emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+@click.group()
+@click.option("--config", "config", type=click.Path(dir_okay=False), envvar="TRACKER_CONFIG",
+              help="Config file (default: ./config/tracker.toml when present).")
+@click.option("-v", "--verbose", count=True, help="More logging (-vv for debug).")
+@click.version_option(package_name="upstream-tracker")
+@click.pass_context
+def main(ctx: click.Context, config: str | None, verbose: int) -> None:
+    """Watch model repos on the Hugging Face Hub and report precisely what changed upstream."""
+    logging.basicConfig(
+        level=logging.WARNING - 10 * min(verbose, 2),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    ctx.obj = Context(config)
+
+
+# -- init ---------------------------------------------------------------------------------------
+
+
+@main.command()
+@click.pass_obj
+@fail_cleanly
+def init(obj: Context) -> None:
+    """Create or migrate the database schema (needed for PostgreSQL; SQLite does it itself)."""
+    from tracker.store.db import make_engine, schema_status, upgrade_schema
+
+    engine = make_engine(obj.settings.database_url)
+    before, head = schema_status(engine)
+    upgrade_schema(engine)
+    where = engine.url.render_as_string(hide_password=True)
+    if before == head:
+        click.echo(f"{where}: schema already at {head}")
+    else:
+        click.echo(f"{where}: schema migrated from {before or 'empty'} to {head}")
+
+
+# -- watch list ---------------------------------------------------------------------------------
+
+
+@main.group()
+def watch() -> None:
+    """Manage the repos the tracker watches."""
+
+
+@watch.command("add")
+@click.argument("repo_ids", nargs=-1)
+@click.option("--branch", default="main", show_default=True, help="Branch to follow.")
+@click.option("--every", default=None, help="Poll interval, e.g. 15m, 1h, 1d (default: from config).")
+@click.option("--from", "from_file", type=click.File("r"), help="Read repo ids from a file, one per line ('-': stdin).")
+@click.pass_obj
+@fail_cleanly
+def watch_add(obj: Context, repo_ids: tuple[str, ...], branch: str, every: str | None, from_file: Any) -> None:
+    """Watch one or more repos (owner/name)."""
+    ids = list(repo_ids)
+    if from_file is not None:
+        for line in from_file:
+            line = line.split("#", 1)[0].strip()
+            if line:
+                ids.append(line)
+    if not ids:
+        raise click.UsageError("give at least one repo id, or --from FILE")
+    errors = []
+    valid: list[RepoId] = []
+    for value in ids:
+        try:
+            valid.append(validate_repo_id(value))
+        except ValueError as exc:
+            errors.append(str(exc))
+    if errors:
+        for message in errors:
+            click.echo(f"error: {message}", err=True)
+        click.echo("nothing added: fix the ids above and run again", err=True)
+        sys.exit(2)
+    seconds = parse_duration(every) if every else None
+    tracker = obj.tracker()
+    for repo_id in dict.fromkeys(valid):
+        _, created = tracker.store.add_watch(repo_id, branch=branch, every=seconds, now=tracker.clock())
+        click.echo(f"{'watching' if created else 'updated'} {repo_id} ({branch}, every "
+                   f"{format_duration(seconds or obj.settings.poll_every)})")
+
+
+@watch.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_obj
+@fail_cleanly
+def watch_list(obj: Context, as_json: bool) -> None:
+    """List watched repos."""
+    tracker = obj.tracker()
+    tracker.sync_config_watches()
+    rows = tracker.store.list_watches()
+    if as_json:
+        _emit_json([
+            {
+                "repo": r.repo_id, "branch": r.branch,
+                "every": format_duration(r.every_seconds or obj.settings.poll_every),
+                "every_seconds": r.every_seconds or obj.settings.poll_every,
+                "state": r.state, "last_seen_sha": r.last_seen_sha, "renamed_to": r.renamed_to,
+                "last_polled_at": _iso(r.last_polled_at), "last_error": r.last_error,
+            }
+            for r in rows
+        ])
+        return
+    if not rows:
+        click.echo("no repos watched; add some with `tracker watch add OWNER/NAME`")
+        return
+    click.echo(f"{'REPO':45} {'BRANCH':10} {'EVERY':6} {'STATE':9} {'HEAD READ':13} LAST POLLED")
+    for r in rows:
+        click.echo(
+            f"{r.repo_id:45} {r.branch:10} {format_duration(r.every_seconds or obj.settings.poll_every):6} "
+            f"{r.state:9} {(r.last_seen_sha or '-')[:12]:13} {_iso(r.last_polled_at) or 'never'}"
+        )
+
+
+@watch.command("remove")
+@click.argument("repo_id")
+@click.pass_obj
+@fail_cleanly
+def watch_remove(obj: Context, repo_id: str) -> None:
+    """Stop watching a repo (its stored revisions are deleted with it)."""
+    repo = _repo_id(repo_id)
+    if not obj.tracker().store.remove_watch(repo):
+        click.echo(f"error: not watched: {repo}", err=True)
+        sys.exit(1)
+    click.echo(f"removed {repo}")
+
+
+# -- polling ------------------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("repo_ids", nargs=-1)
+@click.option("--backfill", default=0, type=click.IntRange(min=0),
+              help="On a repo's first poll, also read its last N revisions.")
+@click.pass_obj
+@fail_cleanly
+def poll(obj: Context, repo_ids: tuple[str, ...], backfill: int) -> None:
+    """Run one poll cycle over the given (or all watched) repos and exit."""
+    from tqdm import tqdm
+
+    ids = [_repo_id(r) for r in repo_ids] or None
+    tracker = obj.tracker()
+    tracker.sync_config_watches()
+    bar = tqdm(desc="revisions", unit="rev", disable=not backfill or not sys.stderr.isatty(), leave=False)
+    try:
+        results = tracker.poll(ids, backfill=backfill, progress=bar.update)
+    finally:
+        bar.close()
+    for result in results:
+        click.echo(result.line())
+    if any(r.status == "error" for r in results):
+        sys.exit(1)
+
+
+@main.command()
+@click.option("--host", default=None, help="Address for the HTTP API (default from config: 127.0.0.1).")
+@click.option("--port", default=None, type=int, help="Port for the HTTP API (default from config: 8080).")
+@click.option("--no-api", is_flag=True, help="Poll only; do not serve the HTTP API.")
+@click.pass_obj
+@fail_cleanly
+def run(obj: Context, host: str | None, port: int | None, no_api: bool) -> None:
+    """The daemon: poll every watched repo on its schedule until SIGTERM or SIGINT."""
+    from tracker.daemon import run_daemon
+
+    tracker = obj.tracker(auto_upgrade=obj.settings.is_sqlite)
+    run_daemon(tracker, host=host or obj.settings.api_host, port=port or obj.settings.api_port, api=not no_api)
+
+
+# -- reading back -------------------------------------------------------------------------------
+
+
+def _require_repo(tracker: Any, repo_id: str) -> Any:
+    repo = tracker.store.get_repo(_repo_id(repo_id))
+    if repo is None:
+        raise KeyError(f"not watched: {repo_id} (add with `tracker watch add {repo_id}`)")
+    return repo
+
+
+def _revision_json(rev: Any) -> dict[str, Any]:
+    findings = rev.findings or []
+    return {
+        "sha": rev.sha,
+        "date": _iso(rev.date),
+        "title": rev.title,
+        "status": rev.status,
+        "baseline": rev.baseline,
+        "parent": rev.parent_sha,
+        "summary": rev.summary,
+        "worst_severity": rev.worst_severity,
+        "findings": len(findings),
+        "top_findings": [
+            {"code": f["code"], "severity": f["severity"], "summary": f["summary"]} for f in findings[:3]
+        ],
+        "files": {k: [e["path"] for e in v] for k, v in (rev.diff or {}).get("files", {}).items()},
+    }
+
+
+@main.command()
+@click.argument("repo_id")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_obj
+@fail_cleanly
+def revisions(obj: Context, repo_id: str, as_json: bool) -> None:
+    """List the revisions read for a repo, oldest first, with what changed in each."""
+    tracker = obj.tracker()
+    repo = _require_repo(tracker, repo_id)
+    rows = tracker.store.revisions(repo.pk)
+    if as_json:
+        _emit_json([_revision_json(r) for r in rows])
+        return
+    if not rows:
+        click.echo(f"{repo.repo_id}: no revisions read yet; run `tracker poll {repo.repo_id}`")
+        return
+    for r in rows:
+        date = r.date.strftime("%Y-%m-%d %H:%M") if r.date else "-"
+        worst = f"[{r.worst_severity}] " if r.worst_severity else ""
+        status = "" if r.status == "done" else f" ({r.status})"
+        click.echo(f"{date}  {r.sha[:12]}  {worst}{r.title}{status}")
+        if r.summary:
+            click.echo(f"    {r.summary}")
+        for f in (r.findings or [])[1:3]:
+            click.echo(f"    - [{f['severity']}] {f['summary']}")
+
+
+def format_findings(findings: list[Finding]) -> list[str]:
+    """Findings grouped by category, categories ordered by their worst finding."""
+    groups: dict[str, list[Finding]] = {}
+    for finding in sort_findings(findings):
+        groups.setdefault(finding.category, []).append(finding)
+    lines = []
+    for category, items in groups.items():
+        lines.append(f"{category}:")
+        for f in items:
+            lines.append(f"  [{f.severity.value:8}] {f.summary}  ({f.code})")
+    return lines
+
+
+@main.command()
+@click.argument("repo_id")
+@click.argument("old")
+@click.argument("new")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_obj
+@fail_cleanly
+def diff(obj: Context, repo_id: str, old: str, new: str, as_json: bool) -> None:
+    """Show what changed between two revisions of a repo (stored or fetched from the Hub)."""
+    tracker = obj.tracker()
+    repo = _require_repo(tracker, repo_id)
+    old_side = tracker.snapshot_of(repo, old)
+    new_side = tracker.snapshot_of(repo, new)
+    raw, findings, _ = tracker.analyse(repo.repo_id, old_side, new_side)
+    if as_json:
+        _emit_json({
+            "from": old_side[0], "to": new_side[0],
+            "findings": [f.to_json() for f in findings],
+            "files": raw["files"], "texts": raw["texts"],
+        })
+        return
+    click.echo(f"{repo.repo_id}: {old_side[0][:12]} -> {new_side[0][:12]}")
+    if findings:
+        for line in format_findings(findings):
+            click.echo(line)
+    files = raw["files"]
+    for label in ("added", "removed", "changed"):
+        for item in files[label]:
+            click.echo(f"{label:8} {item['path']}")
+    if not findings and not any(files.values()):
+        click.echo("no changes")
+
+
+@main.command()
+@click.argument("repo_id", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_obj
+@fail_cleanly
+def events(obj: Context, repo_id: str | None, as_json: bool) -> None:
+    """Upstream surprises: history rewritten, renamed, deleted, re-created, gated, disabled."""
+    tracker = obj.tracker()
+    repo_pk = _require_repo(tracker, repo_id).pk if repo_id else None
+    rows = tracker.store.events(repo_pk)
+    if as_json:
+        _emit_json([{"repo": e.repo_id, "kind": e.kind, "revision": e.revision_sha, "detail": e.detail,
+                     "created_at": _iso(e.created_at)} for e in rows])
+        return
+    for e in rows:
+        click.echo(f"{_iso(e.created_at)}  {e.repo_id}  {e.kind}  {json.dumps(e.detail, default=str)}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,111 @@
+"""``tracker run``: APScheduler decides *when* to poll; the store decides what is done.
+
+One interval job per watched repo (with jitter, ``max_instances=1``,
+``coalesce=True``), plus a reconcile job that picks up repos added or removed
+with ``tracker watch`` while the daemon runs. SIGTERM and SIGINT stop the
+scheduler after the polls in flight finish; a poll killed harder than that
+is safe too (see ``service``).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+
+from tracker.service import Tracker
+
+log = logging.getLogger(__name__)
+RECONCILE_SECONDS = 60
+
+
+def _job_id(repo_id: str) -> str:
+    return f"poll:{repo_id}"
+
+
+class Daemon:
+    def __init__(self, tracker: Tracker, *, workers: int = 4) -> None:
+        self.tracker = tracker
+        self.scheduler = BackgroundScheduler(
+            executors={"default": ThreadPoolExecutor(workers)},
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 3600},
+            timezone=UTC,
+        )
+        self._intervals: dict[str, float] = {}
+
+    def _poll(self, repo_id: str) -> None:
+        try:
+            result = self.tracker.poll_repo(repo_id)
+            log.info("%s", result.line())
+        except KeyError:
+            log.info("%s is no longer watched", repo_id)
+        except Exception:  # noqa: BLE001 - one repo's failure must not stop the daemon
+            log.exception("poll of %s failed", repo_id)
+
+    def reconcile(self) -> None:
+        """Make the jobs match the watch list."""
+        settings = self.tracker.settings
+        watched = {r.repo_id: r for r in self.tracker.store.list_watches()}
+        for repo_id in list(self._intervals):
+            if repo_id not in watched:
+                self.scheduler.remove_job(_job_id(repo_id))
+                del self._intervals[repo_id]
+        for repo_id, row in watched.items():
+            every = row.every_seconds or settings.poll_every
+            if self._intervals.get(repo_id) == every:
+                continue
+            if repo_id in self._intervals:
+                self.scheduler.remove_job(_job_id(repo_id))
+            self.scheduler.add_job(
+                self._poll, IntervalTrigger(seconds=every, jitter=min(settings.poll_jitter, every / 2)),
+                args=[repo_id], id=_job_id(repo_id), name=repo_id,
+                next_run_time=datetime.now(UTC) + timedelta(seconds=1),
+            )
+            self._intervals[repo_id] = every
+
+    def start(self) -> None:
+        self.tracker.sync_config_watches()
+        self.reconcile()
+        self.scheduler.add_job(self.reconcile, IntervalTrigger(seconds=RECONCILE_SECONDS), id="reconcile")
+        self.scheduler.start()
+        log.info("polling %d repo(s)", len(self._intervals))
+
+    def stop(self) -> None:
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=True)
+
+
+def run_daemon(tracker: Tracker, *, host: str, port: int, api: bool = True) -> None:
+    daemon = Daemon(tracker)
+    daemon.start()
+    stop = threading.Event()
+    try:
+        if api:
+            _serve_api(tracker, host, port)  # uvicorn handles SIGTERM/SIGINT and returns
+        else:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda *_: stop.set())
+            stop.wait()
+    finally:
+        daemon.stop()
+
+
+def _serve_api(tracker: Tracker, host: str, port: int) -> None:
+    try:
+        from tracker.api import create_app
+    except ImportError:  # the API package is optional at this stage
+        stop = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+        stop.wait()
+        return
+    import uvicorn
+
+    app: Any = create_app(tracker)
+    uvicorn.run(app, host=host, port=port, log_level="info")

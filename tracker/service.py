@@ -1,0 +1,310 @@
+"""The Tracker: poll a repo, read every new revision in order, snapshot, diff, analyse, store.
+
+Orchestration only: Hub I/O goes through ``HubClient``, persistence through
+``SqlStore``, meaning through the pure ``diff`` and ``findings`` modules.
+
+Exactly once in effect: a poll first records the newly listed commits as
+``pending`` rows (one transaction, which also moves the repo's
+``last_seen_sha``), then processes pending rows oldest first, each finished
+in one transaction that is conditional on the row still being pending. A
+crash anywhere leaves either a pending row (processed by the next poll) or a
+done one (never processed again).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from tracker.diff import diff_revisions, same_content, summarize_files
+from tracker.errors import (
+    HubError,
+    HubRateLimited,
+    HubUnavailable,
+    RepoDisabled,
+    RepoGated,
+    RepoGone,
+    RevisionGone,
+)
+from tracker.findings import analyse_revision
+from tracker.findings.rules import SeverityRules
+from tracker.hub import HubClient
+from tracker.model import SHA_RE, Commit, CommitSha, Finding, RepoId, RevisionChange, Severity, Snapshot, sort_findings
+from tracker.settings import Settings
+from tracker.sources import HubSources
+from tracker.store import SqlStore
+from tracker.store.store import RepoRow, RevisionRow
+
+log = logging.getLogger(__name__)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class PollResult:
+    """What one poll of one repo did, for the CLI and the daemon's log."""
+
+    repo: RepoId
+    status: str = "unchanged"  # unchanged|new|baseline|deferred|gone|gated|disabled|error
+    new_revisions: int = 0
+    processed: int = 0
+    events: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    def line(self) -> str:
+        text = f"{self.repo}: {self.status}"
+        if self.new_revisions:
+            text += f", {self.new_revisions} new revision(s)"
+        if self.processed:
+            text += f", {self.processed} analysed"
+        if self.events:
+            text += f" [{', '.join(self.events)}]"
+        if self.error:
+            text += f": {self.error}"
+        return text
+
+
+class Tracker:
+    def __init__(
+        self,
+        settings: Settings,
+        store: SqlStore,
+        hub: HubClient,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+        rules: SeverityRules | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.hub = hub
+        self.clock = clock
+        self.rules = rules or SeverityRules.default().with_overrides(settings.severity)
+        self.after_revision: list[Callable[[RepoRow, RevisionRow], None]] = []  # hooks: advisories, alerts
+
+    # -- watch list -------------------------------------------------------------------------
+
+    def sync_config_watches(self) -> None:
+        """Add the repos listed in the config file (never removes what users added)."""
+        known = {r.repo_id for r in self.store.list_watches()}
+        for spec in self.settings.watch:
+            if spec.repo not in known:
+                self.store.add_watch(spec.repo, branch=spec.branch, every=spec.every, now=self.clock())
+
+    # -- polling ----------------------------------------------------------------------------
+
+    def poll(self, repo_ids: Iterable[str] | None = None, *, backfill: int = 0,
+             progress: Callable[[int], Any] | None = None) -> list[PollResult]:
+        rows = self.store.list_watches()
+        if repo_ids is not None:
+            wanted = list(repo_ids)
+            by_id = {r.repo_id: r for r in rows}
+            missing = [r for r in wanted if r not in by_id]
+            if missing:
+                raise KeyError(f"not watched: {', '.join(missing)} (add with `tracker watch add`)")
+            rows = [by_id[r] for r in wanted]
+        return [self.poll_repo(row.repo_id, backfill=backfill, progress=progress) for row in rows]
+
+    def poll_repo(self, repo_id: str, *, backfill: int = 0,
+                  progress: Callable[[int], Any] | None = None) -> PollResult:
+        repo = self.store.get_repo(repo_id)
+        if repo is None:
+            raise KeyError(f"not watched: {repo_id}")
+        result = PollResult(repo=repo.repo_id)
+        now = self.clock()
+        if repo.defer_until and repo.defer_until > now:
+            result.status = "deferred"
+            result.error = f"rate limited until {repo.defer_until.isoformat(timespec='seconds')}"
+            return result
+        try:
+            self._poll(repo, result, backfill=backfill, progress=progress)
+        except HubRateLimited as exc:
+            wait = exc.retry_after or self.settings.poll_every
+            self.store.update_repo(repo.pk, defer_until=now + timedelta(seconds=wait), last_error=str(exc))
+            result.status, result.error = "deferred", str(exc)
+        except (RepoGated, RepoGone, RepoDisabled) as exc:
+            self._repo_unreachable(repo, exc, result)
+        except HubError as exc:
+            self.store.update_repo(repo.pk, last_error=str(exc), last_polled_at=now)
+            result.status, result.error = "error", str(exc)
+        else:
+            self.store.update_repo(repo.pk, last_error=None, defer_until=None, last_polled_at=self.clock())
+        return result
+
+    def _event(self, repo: RepoRow, kind: str, key: str, detail: dict[str, Any], result: PollResult,
+               sha: str | None = None) -> None:
+        if self.store.add_event(repo.pk, kind, dedupe_key=key, detail=detail, revision_sha=sha, now=self.clock()):
+            result.events.append(kind)
+            log.warning("%s: %s %s", repo.repo_id, kind, detail)
+
+    def _repo_unreachable(self, repo: RepoRow, exc: HubError, result: PollResult) -> None:
+        kind, state = (
+            ("gated", "gated") if isinstance(exc, RepoGated)
+            else ("disabled", "disabled") if isinstance(exc, RepoDisabled)
+            else ("deleted", "gone")
+        )
+        # One event per transition: the key changes only when the repo comes back and goes again.
+        if repo.state != state:
+            self._event(repo, kind, f"{kind}:{repo.last_seen_sha}:{self.clock().isoformat()}",
+                        {"reason": str(exc), "last_seen_sha": repo.last_seen_sha}, result)
+        self.store.update_repo(repo.pk, state=state, last_error=str(exc), last_polled_at=self.clock())
+        result.status, result.error = state, str(exc)
+
+    def _poll(self, repo: RepoRow, result: PollResult, *, backfill: int,
+              progress: Callable[[int], Any] | None) -> None:
+        head = self.hub.head(repo.repo_id, repo.branch)
+        if head.renamed_to and head.renamed_to != repo.renamed_to:
+            self._event(repo, "renamed", f"renamed:{head.renamed_to}",
+                        {"from": repo.repo_id, "to": head.renamed_to}, result)
+            self.store.update_repo(repo.pk, renamed_to=head.renamed_to)
+        if repo.state != "active" or repo.hub_uid is None:
+            self._check_identity(repo, result)
+            repo = self.store.get_repo(repo.repo_id)  # type: ignore[assignment]
+            assert repo is not None
+        if head.sha == repo.last_seen_sha:
+            result.processed = self.process_pending(repo, progress=progress)
+            return
+
+        if repo.last_seen_sha is None:
+            listing = self.hub.commits_since(repo.repo_id, repo.branch, None, limit=backfill + 1)
+            commits = list(listing.commits)
+            if not commits:
+                raise HubUnavailable(f"{repo.repo_id}: the Hub listed no commits on {repo.branch!r}")
+            result.new_revisions = self.store.record_listing(repo, commits, parent=None, baseline=True)
+            result.status = "baseline"
+        else:
+            listing = self.hub.commits_since(repo.repo_id, repo.branch, repo.last_seen_sha)
+            if listing.reached_since:
+                commits = list(listing.commits)
+                parent = repo.last_seen_sha
+            else:
+                commits, parent = self._history_rewritten(repo, listing.commits, head.sha, result)
+            result.new_revisions = self.store.record_listing(repo, commits, parent=parent, baseline=False)
+            result.status = "new" if result.new_revisions else "unchanged"
+        repo = self.store.get_repo(repo.repo_id)  # type: ignore[assignment]
+        assert repo is not None
+        result.processed = self.process_pending(repo, progress=progress)
+
+    def _check_identity(self, repo: RepoRow, result: PollResult) -> None:
+        """Learn the Hub's internal id; a different one under the same name is a re-created repo."""
+        info = self.hub.repo_info(repo.repo_id)
+        if repo.hub_uid and info.uid and info.uid != repo.hub_uid:
+            self._event(repo, "recreated", f"recreated:{info.uid}",
+                        {"old_uid": repo.hub_uid, "new_uid": info.uid, "last_seen_sha": repo.last_seen_sha}, result)
+        elif repo.state != "active":
+            self._event(repo, "restored", f"restored:{repo.state}:{self.clock().isoformat()}",
+                        {"previous_state": repo.state}, result)
+        self.store.update_repo(repo.pk, hub_uid=info.uid or repo.hub_uid, state="active")
+
+    def _history_rewritten(self, repo: RepoRow, listed: tuple[Commit, ...], head_sha: str,
+                           result: PollResult) -> tuple[list[Commit], CommitSha | None]:
+        """The last revision read is gone from the branch: find where the new history forks.
+
+        Returns the commits to read and the revision to diff the first against.
+        Content hashes, not commit ids, decide whether anything really changed.
+        """
+        stored = {r.sha: r for r in self.store.revisions(repo.pk)}
+        listed_shas = [c.sha for c in listed]
+        fork = next((i for i in range(len(listed) - 1, -1, -1) if listed_shas[i] in stored), None)
+        unreachable = sorted(sha for sha in stored if sha not in set(listed_shas))
+        last_done = self.store.last_done_revision(repo.pk)
+        new_snapshot = self.hub.snapshot(repo.repo_id, head_sha)
+        same = bool(last_done and last_done.snapshot and same_content(last_done.snapshot, new_snapshot))
+        self._check_identity(repo, result)
+        self._event(
+            repo, "history_rewritten", f"rewrite:{repo.last_seen_sha}->{head_sha}",
+            {"previous_head": repo.last_seen_sha, "new_head": head_sha, "same_content": same,
+             "unreachable_revisions": unreachable, "new_commits": len(listed)},
+            result, sha=head_sha,
+        )
+        if fork is not None:
+            return list(listed[fork + 1:]), CommitSha(listed_shas[fork])
+        # Nothing in common: read only the new head, diffed against the last revision we read.
+        return [listed[-1]] if listed else [], last_done.sha if last_done else None
+
+    # -- processing -------------------------------------------------------------------------
+
+    def process_pending(self, repo: RepoRow, *, progress: Callable[[int], Any] | None = None) -> int:
+        done = 0
+        for revision in self.store.pending_revisions(repo.pk):
+            try:
+                self.process_revision(repo, revision)
+            except RevisionGone as exc:
+                # Rewritten away before we read it: keep the row, say why, move on.
+                self.store.mark_revision(revision.pk, "unreachable")
+                log.warning("%s@%s unreachable: %s", repo.repo_id, revision.sha[:12], exc)
+                continue
+            done += 1
+            if progress:
+                progress(1)
+        return done
+
+    def _parent(self, repo: RepoRow, revision: RevisionRow) -> RevisionRow | None:
+        if revision.parent_sha is None:
+            return None
+        parent = self.store.get_revision(repo.pk, revision.parent_sha)
+        while parent is not None and parent.status != "done" and parent.parent_sha:
+            parent = self.store.get_revision(repo.pk, parent.parent_sha)  # skip unreachable rows
+        return parent if parent is not None and parent.status == "done" else None
+
+    def analyse(self, repo_id: RepoId, old: tuple[str, Snapshot] | None, new: tuple[str, Snapshot]
+                ) -> tuple[dict[str, Any], list[Finding], HubSources]:
+        """Raw diff and findings between two snapshots (either may come from the store or the Hub)."""
+        sources = HubSources(
+            self.hub, self.store, repo_id, {"old": old, "new": new},
+            max_file_bytes=self.settings.max_file_bytes, max_header_bytes=self.settings.max_header_bytes,
+            now=self.clock,
+        )
+        raw = diff_revisions(old[1] if old else None, new[1], sources.text)
+        change = RevisionChange(repo=repo_id, old=old[1] if old else None, new=new[1],
+                                old_sha=CommitSha(old[0]) if old else None, new_sha=CommitSha(new[0]))
+        findings = analyse_revision(change, sources, self.rules) if old is not None else []
+        for problem in sources.problems:
+            findings.append(self.rules.finding(
+                "upstream.file_unreadable", "files", f"{problem['path']} ({problem['side']}): {problem['reason']}",
+                path=problem["path"], evidence=problem,
+            ))
+        return raw, sort_findings(findings), sources
+
+    def process_revision(self, repo: RepoRow, revision: RevisionRow) -> None:
+        snapshot = self.hub.snapshot(repo.repo_id, revision.sha)
+        parent = self._parent(repo, revision)
+        old = (parent.sha, parent.snapshot) if parent and parent.snapshot is not None else None
+        raw, findings, _ = self.analyse(repo.repo_id, old, (revision.sha, snapshot))
+        worst = Severity.worst(f.severity for f in findings)
+        if old is None:
+            summary = f"baseline: {len(snapshot.files)} files"
+        else:
+            summary = summarize_files(raw["files"])
+            if findings:
+                summary = f"{findings[0].summary}" + (f" (+{len(findings) - 1} more)" if len(findings) > 1 else "")
+        stored = self.store.complete_revision(
+            revision.pk, snapshot=snapshot, diff=raw if old is not None else None,
+            findings=[f.to_json() for f in findings], worst_severity=worst.value if worst else None,
+            summary=summary, estimate=None, now=self.clock(),
+        )
+        if stored:
+            done = self.store.get_revision(repo.pk, revision.sha)
+            assert done is not None
+            for hook in self.after_revision:
+                hook(repo, done)
+
+    # -- reading back -----------------------------------------------------------------------
+
+    def snapshot_of(self, repo: RepoRow, sha: str) -> tuple[str, Snapshot]:
+        """A revision's snapshot from the store, or from the Hub when not read yet."""
+        row = self.store.get_revision(repo.pk, sha)
+        if row is not None and row.snapshot is not None:
+            return row.sha, row.snapshot
+        if row is not None:
+            sha = row.sha
+        elif not SHA_RE.match(sha):  # a branch, tag or short id: pin it to a commit first
+            info = self.hub.repo_info(repo.repo_id, revision=sha)
+            if not info.sha:
+                raise HubUnavailable(f"{repo.repo_id}: cannot resolve revision {sha!r}")
+            sha = info.sha
+        return sha, self.hub.snapshot(repo.repo_id, sha)

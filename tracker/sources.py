@@ -1,0 +1,101 @@
+"""HubSources: what analysers read about two revisions, fetched lazily from the Hub.
+
+Small files are content-addressed by blob id in the store, so each version
+of a file is fetched from the Hub once, whichever revision asks for it.
+Failures (too large, cut off, malformed) are recorded in ``problems`` and the
+read returns None; the service turns problems into findings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from tracker.errors import HubError, UpstreamFileError
+from tracker.hub import HubClient
+from tracker.model import RepoId, Snapshot
+from tracker.store import SqlStore
+
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+
+
+class HubSources:
+    def __init__(
+        self,
+        hub: HubClient,
+        store: SqlStore,
+        repo: RepoId,
+        revisions: dict[str, tuple[str, Snapshot] | None],
+        *,
+        max_file_bytes: int,
+        max_header_bytes: int,
+        now: Callable[[], datetime],
+    ) -> None:
+        self.hub = hub
+        self.store = store
+        self.repo = repo
+        self.revisions = revisions  # side -> (sha, snapshot)
+        self.max_file_bytes = max_file_bytes
+        self.max_header_bytes = max_header_bytes
+        self.now = now
+        self.problems: list[dict[str, Any]] = []
+        self._headers: dict[tuple[str, str], Any] = {}
+
+    def _entry(self, side: str, path: str):  # noqa: ANN202
+        rev = self.revisions.get(side)
+        if rev is None:
+            return None, None
+        sha, snapshot = rev
+        return sha, snapshot.get(path)
+
+    def _problem(self, side: str, path: str, reason: str) -> None:
+        item = {"side": side, "path": path, "reason": reason}
+        if item not in self.problems:
+            self.problems.append(item)
+
+    def text(self, side: str, path: str) -> bytes | None:
+        sha, entry = self._entry(side, path)
+        if entry is None:
+            return None
+        cached = self.store.get_blob(entry.content_id)
+        if cached is not None:
+            return cached
+        if entry.size > self.max_file_bytes:
+            self._problem(side, path, f"{entry.size:,} bytes is over the {self.max_file_bytes:,}-byte cap")
+            return None
+        try:
+            data = self.hub.read_file(self.repo, sha, path, max_bytes=self.max_file_bytes)
+        except (UpstreamFileError, HubError) as exc:
+            self._problem(side, path, str(exc))
+            return None
+        self.store.put_blob(entry.content_id, data, now=self.now())
+        return data
+
+    def safetensors_header(self, side: str, path: str) -> dict[str, Any] | None:
+        sha, entry = self._entry(side, path)
+        if entry is None or not path.endswith(".safetensors"):
+            return None
+        key = (entry.content_id, path)
+        if key not in self._headers:
+            try:
+                self._headers[key] = self.hub.safetensors_header(
+                    self.repo, sha, path, max_bytes=self.max_header_bytes
+                )
+            except (UpstreamFileError, HubError) as exc:
+                self._problem(side, path, str(exc))
+                self._headers[key] = None
+        return self._headers[key]
+
+    def pickle_globals(self, side: str, path: str) -> list[tuple[str, str]] | None:
+        sha, entry = self._entry(side, path)
+        if entry is None or not path.endswith(PICKLE_SUFFIXES):
+            return None
+        from tracker.findings.picklescan_zip import scan_checkpoint
+
+        try:
+            return scan_checkpoint(lambda start, end: self.hub.read_range(self.repo, sha, path, start, end),
+                                   entry.size)
+        except (UpstreamFileError, HubError, ValueError) as exc:
+            self._problem(side, path, f"pickle scan failed: {exc}")
+            return None
