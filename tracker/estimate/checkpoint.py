@@ -1,0 +1,98 @@
+"""Checkpoint-side counts: scalars in safetensors headers, and why they may differ.
+
+Everything here works on headers already parsed (the Hub adapter range-reads
+them); nothing is downloaded or opened.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from tracker.estimate.architectures import Arch
+
+_LAYER_RE = re.compile(r"(?:^|\.)(?:layers|layer|h|blocks|block)\.(\d+)\.")
+
+
+def checkpoint_params(headers: Mapping[str, Mapping[str, Any]]) -> int:
+    """Sum of element counts over every tensor of every header (``__metadata__`` skipped).
+
+    ``headers`` maps a file name (one per shard) to its parsed JSON header."""
+    total = 0
+    for header in headers.values():
+        for name, info in header.items():
+            if name == "__metadata__" or not isinstance(info, Mapping):
+                continue
+            total += math.prod(int(d) for d in info.get("shape", ()))
+    return total
+
+
+def _tensors(headers: Mapping[str, Mapping[str, Any]]) -> dict[str, tuple[int, ...]]:
+    out = {}
+    for header in headers.values():
+        for name, info in header.items():
+            if name != "__metadata__" and isinstance(info, Mapping):
+                out[name] = tuple(int(d) for d in info.get("shape", ()))
+    return out
+
+
+def checkpoint_layers(headers: Mapping[str, Mapping[str, Any]]) -> int | None:
+    """Number of blocks the weights hold (highest ``layers.N.`` index + 1), if any.
+
+    Encoder-decoders number each stack from 0, so the highest index is the
+    deeper stack's."""
+    seen = [int(m.group(1)) for name in _tensors(headers) if (m := _LAYER_RE.search(name))]
+    return max(seen) + 1 if seen else None
+
+
+def embedding_rows(headers: Mapping[str, Mapping[str, Any]]) -> int | None:
+    """Rows of the input token embedding, found by its usual names."""
+    for name, shape in _tensors(headers).items():
+        if re.search(r"(word_embeddings|embed_tokens|wte|embed_in|shared)\.weight$", name) and len(shape) == 2:
+            return shape[0]
+    return None
+
+
+def has_lm_head(headers: Mapping[str, Mapping[str, Any]]) -> bool:
+    return any(re.search(r"(^|\.)(lm_head|embed_out)\.weight$", n) for n in _tensors(headers))
+
+
+def explain_mismatch(arch: Arch, ckpt: int, headers: Mapping[str, Mapping[str, Any]] | None = None) -> str | None:
+    """Why the checkpoint's count differs from the graph's, in one sentence; None if equal.
+
+    Tries the causes seen in practice, most specific first: a layer count
+    differing from the config's, a tied output embedding stored a second time
+    (or an untied one missing), a pooler present or absent, an embedding with a
+    different number of rows than ``vocab_size``."""
+    diff = ckpt - arch.params
+    if diff == 0:
+        return None
+    h, V = arch.hidden, arch.vocab
+    if headers:
+        n = checkpoint_layers(headers)
+        if n is not None and n != arch.layers and not arch.encoder_decoder:
+            return f"config says {arch.layers} layers, weights hold {n}"
+        rows = embedding_rows(headers)
+        if rows is not None and rows != V:
+            return f"config says vocab_size {V}, the weights' embedding has {rows} rows"
+    if arch.lm_head and arch.tied and diff == V * h:
+        return f"the weights store the output embedding although config ties it to the input one (+{V * h:,} = {V} × {h})"
+    if arch.lm_head and not arch.tied and diff == -V * h:
+        return f"config unties the output embedding but the weights hold none (-{V * h:,})"
+    if diff == -(h * h + h):
+        return f"the weights hold no pooler, which the graph has (-{h * h + h:,})"
+    if diff == h * h + h:
+        return f"the weights hold a pooler the graph does not have (+{h * h + h:,})"
+    if arch.per_layer_params and diff % arch.per_layer_params == 0 and not arch.encoder_decoder:
+        k = diff // arch.per_layer_params
+        return f"config says {arch.layers} layers, weights hold {arch.layers + k}"
+    if diff % h == 0 and abs(diff // h) < V:
+        return f"the weights' embedding looks {diff // h:+d} rows off vocab_size {V} ({diff:+,} = rows × {h})"
+    return f"the weights hold {diff:+,} parameters ({diff / arch.params:+.2%}) against the graph; cause not identified"
+
+
+def is_tied_copy(arch: Arch, ckpt: int) -> bool:
+    """The only benign mismatch: a tied output embedding saved a second time."""
+    return arch.lm_head and arch.tied and ckpt - arch.params == arch.vocab * arch.hidden
