@@ -6,7 +6,7 @@ import pytest
 
 from tracker.advisory.affected import affected_commits, record_affected_commits
 
-from conftest import sha
+from tests.advisory.support import sha
 
 C = {i: sha(i) for i in range(1, 12)}
 LINEAR = {C[1]: [], C[2]: [C[1]], C[3]: [C[2]], C[4]: [C[3]], C[5]: [C[4]]}

@@ -24,7 +24,7 @@ from tracker.advisory.build import (
 from tracker.advisory.ids import advisory_id, is_advisory_id, repo_event_id
 from tracker.model import Finding, Severity
 
-from conftest import ENDPOINT, T0, T1, T2, checked, sha
+from tests.advisory.support import ENDPOINT, T0, T1, T2, checked, sha
 
 REPO = "example-org/tiny-chat-model"
 URL = f"{ENDPOINT}/{REPO}"
@@ -55,7 +55,13 @@ def build(kind, findings, *, c, parents, now=T1, previous=None, **kw):
 def test_classification_table():
     assert classify("weights.pickle_added") == "risk"
     assert classify("weights.pickle_removed") == "update"
-    assert classify("weights.pickle_dangerous_global") == "risk"
+    assert classify("weights.pickle_dangerous_import") == "risk"
+    assert classify("weights.pickle_unscanned") == "risk"
+    assert classify("weights.values_changed") == "update"
+    assert classify("config.repaired") == "update"
+    assert classify("config.malformed") == "risk"
+    assert classify("chat_template.render_recovered") == "update"
+    assert classify("upstream.file_unreadable") == "risk"
     assert classify("code.remote_code_changed") == "risk"
     assert classify("code.remote_code_removed") == "update"
     assert classify("config.auto_map_changed") == "risk"

@@ -77,23 +77,31 @@ RepoEventKind = Literal["history_rewritten", "renamed", "deleted", "recreated", 
 CLASSIFICATION: tuple[tuple[str, Classification], ...] = (
     # The tracker's own failures say nothing about upstream.
     ("analysis.*", "ignore"),
-    # Undoing a risk is something to pick up.
+    # Undoing a risk, or repairing a broken file, is something to pick up.
     ("weights.*pickle*removed*", "update"),
     ("code.*removed*", "update"),
     ("remote_code.*removed*", "update"),
     ("config.auto_map_removed", "update"),
+    ("*.repaired", "update"),
+    ("*.render_recovered", "update"),
     # Code that runs on load, or may.
-    ("weights.*pickle*", "risk"),
-    ("weights.*dangerous*", "risk"),
-    ("weights.*unsafe*", "risk"),
+    ("weights.pickle_*", "risk"),  # added, dangerous_import, unknown_import, unscanned
+    ("*.unsafe*", "risk"),
     ("code.*", "risk"),
     ("remote_code.*", "risk"),
-    ("config.auto_map*", "risk"),
+    ("config.auto_map_*", "risk"),  # added, changed, external
     ("config.*remote_code*", "risk"),
-    # A template that no longer compiles or renders breaks every chat prompt.
-    ("chat_template.*compile*", "risk"),
-    ("chat_template.*render*fail*", "risk"),
-    ("chat_template.*error*", "risk"),
+    # A revision that no longer loads, compiles or renders breaks its users.
+    ("chat_template.compile_failed", "risk"),
+    ("chat_template.render_failed", "risk"),
+    ("chat_template.render_limit_exceeded", "risk"),
+    ("chat_template.removed", "risk"),
+    ("*.malformed", "risk"),
+    ("*.load_failed", "risk"),
+    ("*.header_invalid", "risk"),
+    # Content that could not be checked (too large, unreadable) is unvetted.
+    ("*.too_large", "risk"),
+    ("*unreadable", "risk"),
     # Access and licence getting tighter.
     ("licen[cs]e.*restrict*", "risk"),
     ("licen[cs]e.*gated*", "risk"),
@@ -101,6 +109,8 @@ CLASSIFICATION: tuple[tuple[str, Classification], ...] = (
     ("dependencies.*", "risk"),
     ("consistency.*", "risk"),
     ("repo.*", "risk"),
+    # Everything else - eos fixed, template re-rendered, tokenizer re-exported,
+    # weights replaced - is an upstream update users on older revisions lack.
     ("*", "update"),
 )
 
