@@ -163,8 +163,9 @@ class HubClient:
         self.requests_made += 1
         session = get_session()
         try:
+            follow = kwargs.pop("follow_redirects", True)
             request = session.build_request(method, url, timeout=self.timeout, **kwargs)
-            response = session.send(request, stream=stream, follow_redirects=kwargs.get("follow_redirects", True))
+            response = session.send(request, stream=stream, follow_redirects=follow)
         except (httpx2.TimeoutException, httpx2.NetworkError, httpx2.RemoteProtocolError) as exc:
             raise _Retryable(f"{method} {url}: {type(exc).__name__}: {exc}") from exc
         if response.status_code in RETRY_STATUS:

@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from tracker.app import make_tracker
+from tracker.hub import HubClient
+from tracker.settings import Settings
+
+
+class RecordingSleep:
+    """Stands in for time.sleep in the Hub client: records each wait instead of waiting."""
+
+    def __init__(self) -> None:
+        self.calls: list[float] = []
+
+    def __call__(self, seconds: float) -> None:
+        self.calls.append(seconds)
+
+
+@pytest.fixture
+def sleeps() -> RecordingSleep:
+    return RecordingSleep()
+
+
+@pytest.fixture
+def settings(hub_standin, tmp_path) -> Settings:
+    return Settings(database_url=f"sqlite:///{tmp_path}/tracker.sqlite3", hub_endpoint=hub_standin.url,
+                    hub_timeout=5.0)
+
+
+@pytest.fixture
+def make(hub_standin, sleeps):
+    """Build a Tracker over the stand-in: make(settings) or make(settings, **overrides)."""
+
+    def build(settings: Settings, **overrides):
+        settings = replace(settings, **overrides)
+        hub = HubClient(settings.hub_endpoint, timeout=settings.hub_timeout, max_retries=settings.hub_max_retries,
+                        max_wait=settings.hub_max_wait, sleep=sleeps)
+        return make_tracker(settings, hub=hub)
+
+    return build
+
+
+def config_json(**overrides) -> bytes:
+    base = {"architectures": ["BertModel"], "model_type": "bert", "hidden_size": 384, "num_hidden_layers": 6,
+            "num_attention_heads": 12, "intermediate_size": 1536, "vocab_size": 30522,
+            "max_position_embeddings": 512}
+    base.update(overrides)
+    return json.dumps(base, indent=2).encode()
