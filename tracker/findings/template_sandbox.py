@@ -1,0 +1,618 @@
+"""Compile and render untrusted chat templates without trusting them.
+
+A chat template is Jinja source downloaded from a model repository: code we did
+not write, run on every poll. This module runs it the way transformers does
+(``ImmutableSandboxedEnvironment``, ``trim_blocks``/``lstrip_blocks``,
+``loopcontrols``, the ``{% generation %}`` tag, ``raise_exception``,
+``strftime_now``, transformers' ``tojson``, ``dict`` and hardened
+``namespace``) so that what we render is what a user of the model gets, but
+with limits a model user does not have:
+
+* **Source size**: a template longer than ``Limits.source_chars`` is refused
+  before anything parses it (status ``too_large``).
+* **Wall time**: every compile and render runs in a separate worker process
+  (``python -I this_file.py --worker``). The parent waits on the worker's pipe
+  with ``select`` and *kills* the worker when a job overruns its deadline,
+  then starts a fresh one for the next job. We chose a process over the
+  alternatives because:
+
+  - a thread cannot be stopped, so a looping template would keep a core busy
+    (and hold the GIL) for ever;
+  - a purely cooperative limit (counting loop iterations, checking a clock in
+    attribute lookups) cannot see work done inside one C call -
+    ``'x'|center(10**9)``, ``10 ** 10 ** 8``, an empty ``{% for %}`` nested
+    three deep over a long string - and Jinja gives no hook on loop iteration.
+
+  Cooperative checks are still layered on top *inside* the worker, because
+  they fail fast with a precise message instead of burning the whole time
+  limit: a clock check on every attribute lookup, item lookup, call and output
+  chunk; a per-render budget of ``range()`` items (so nested ``range`` loops
+  stop early; Jinja's own sandbox already refuses a single ``range`` over
+  100 000 items); and size checks on ``*`` and ``**`` before they run.
+* **Output size**: output is streamed with ``Template.generate`` and the render
+  stops once it passes ``Limits.output_chars``.
+* **Memory**: the worker lowers its own ``RLIMIT_AS`` (and sets ``RLIMIT_FSIZE``
+  to 0: it never needs to write a file), so an allocation bomb ends in a
+  ``MemoryError`` reported as a limit, not in the host swapping.
+* **Python internals**: Jinja's sandbox already refuses ``__class__``,
+  ``__globals__`` and friends, but by default it returns an *undefined* that
+  renders as an empty string, so an attack would go unnoticed. Here any access
+  to an underscore or internal attribute raises ``InternalsAccessError`` (a
+  ``SecurityError``) at once, and before rendering, the parsed template is
+  scanned for such attribute names so an attack hidden behind a condition our
+  conversations never meet is still seen (status ``unsafe``).
+
+The worker speaks JSON lines on stdin/stdout and imports nothing but the
+standard library and jinja2, so it can run as a plain script in isolated mode.
+Rendering is deterministic: ``strftime_now`` reads a clock fixed by the caller,
+so an old and a new template rendered a second apart cannot differ by date.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+import traceback
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+import jinja2
+import jinja2.ext
+from jinja2 import nodes
+from jinja2.exceptions import SecurityError, TemplateError, TemplateSyntaxError
+from jinja2.sandbox import MAX_RANGE, ImmutableSandboxedEnvironment, is_internal_attribute
+
+# ----------------------------------------------------------------------------- shared types
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one compile or render may use. Defaults suit real chat templates (a few KiB to ~30 KiB)."""
+
+    render_seconds: float = 2.0  # wall time per compile or render
+    output_chars: int = 1_000_000  # rendered characters per render
+    source_chars: int = 256 * 1024  # template characters; larger ones are not compiled at all
+    range_items: int = 1_000_000  # total items of all range() calls in one render
+    memory_bytes: int = 1 << 30  # address space of the worker process
+    startup_seconds: float = 20.0  # for the worker to start (interpreter + jinja2 import)
+    kill_grace_seconds: float = 1.0  # past render_seconds, before the parent kills the worker
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The result of compiling or rendering one template.
+
+    ``status`` is one of ``ok``, ``syntax_error`` (does not compile), ``unsafe``
+    (reached for Python internals), ``error`` (raised while rendering, including
+    ``raise_exception``), ``limit`` (time, output, range, memory or size of an
+    operation) and ``too_large`` (source over the size limit; never parsed).
+    ``line`` is the template line the error points at, where known.
+    """
+
+    status: str
+    output: str | None = None
+    message: str | None = None
+    line: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Outcome:
+        return cls(
+            status=str(data["status"]),
+            output=data.get("output"),
+            message=data.get("message"),
+            line=data.get("line"),
+        )
+
+
+class InternalsAccessError(SecurityError):
+    """The template reached for an attribute that leads to Python internals."""
+
+
+class RenderLimitError(TemplateError):
+    """The template went past one of the render limits."""
+
+
+class TemplateRaisedError(TemplateError):
+    """The template called ``raise_exception``, as transformers templates do to reject a conversation."""
+
+
+# ----------------------------------------------------------------------------- the environment
+
+# Attribute names without underscores that still lead to interpreter internals.
+_INTERNAL_NAMES = frozenset(
+    {
+        "func_globals", "func_code", "func_closure", "im_func", "im_self", "im_class",
+        "gi_frame", "gi_code", "gi_yieldfrom", "cr_frame", "cr_code", "cr_await",
+        "ag_frame", "ag_code", "f_globals", "f_locals", "f_builtins", "f_back", "f_code",
+        "tb_frame", "tb_next", "mro",
+    }
+)  # fmt: skip
+
+
+def _is_internal_name(name: Any) -> bool:
+    return isinstance(name, str) and (name.startswith("__") or name in _INTERNAL_NAMES)
+
+
+class _Budget:
+    """Per-render deadline and counters, checked cooperatively from the sandbox hooks."""
+
+    def __init__(self) -> None:
+        self.start(Limits())
+
+    def start(self, limits: Limits) -> None:
+        self.limits = limits
+        self.deadline = time.monotonic() + limits.render_seconds
+        self.range_left = limits.range_items
+
+    def check_time(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise RenderLimitError(f"render took longer than {self.limits.render_seconds:g} s")
+
+    def take_range(self, n: int) -> None:
+        self.range_left -= n
+        if self.range_left < 0:
+            raise RenderLimitError(
+                f"range() calls produced more than {self.limits.range_items} items in one render"
+            )
+
+
+class _TemplateDict:
+    """transformers' ``dict`` global: builds dicts but exposes nothing of the type itself."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> dict:
+        return dict(*args, **kwargs)
+
+    def fromkeys(self, *args: Any, **kwargs: Any) -> dict:
+        return dict.fromkeys(*args, **kwargs)
+
+
+class _TemplateNamespace(jinja2.utils.Namespace):
+    """transformers' ``namespace``: refuses underscore attribute names, the route of known namespace abuse."""
+
+    def __init__(*args: Any, **kwargs: Any) -> None:  # noqa: N805 - same signature trick as Jinja's Namespace
+        self, args = args[0], args[1:]
+        attrs = dict(*args, **kwargs)
+        for name in attrs:
+            _TemplateNamespace._check_name(name)
+        jinja2.utils.Namespace.__init__(self, attrs)
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        _TemplateNamespace._check_name(name)
+        jinja2.utils.Namespace.__setitem__(self, name, value)
+
+    @staticmethod
+    def _check_name(name: Any) -> None:
+        if isinstance(name, str) and name.startswith("_"):
+            raise InternalsAccessError(f"namespace attribute {name!r} is unsafe (underscore-prefixed)")
+
+
+class _GenerationTag(jinja2.ext.Extension):
+    """``{% generation %}...{% endgeneration %}`` as transformers defines it; here it only renders its body.
+
+    transformers uses the tag to mark assistant tokens; without it, templates
+    that use it would not even compile.
+    """
+
+    tags = {"generation"}
+
+    def parse(self, parser: Any) -> nodes.Node:
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
+
+    def _body(self, caller: Any) -> str:
+        return caller()
+
+
+def _tojson(x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None,
+            sort_keys: bool = False) -> str:  # fmt: skip
+    """transformers' ``tojson``: plain ``json.dumps`` without Jinja's HTML escaping."""
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+def _raise_exception(message: Any) -> None:
+    raise TemplateRaisedError(str(message))
+
+
+class ChatTemplateSandbox(ImmutableSandboxedEnvironment):
+    """transformers' chat-template environment plus the cooperative limits of this module."""
+
+    intercepted_binops = frozenset({"*", "**"})
+
+    def __init__(self, now: datetime | None = None) -> None:
+        super().__init__(trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationTag, jinja2.ext.loopcontrols])
+        self.budget = _Budget()
+        self.now = now or datetime(2024, 7, 23, 12, 0, 0)
+        self.filters["tojson"] = _tojson
+        self.globals["raise_exception"] = _raise_exception
+        self.globals["strftime_now"] = self._strftime_now
+        self.globals["dict"] = _TemplateDict()
+        self.globals["namespace"] = _TemplateNamespace
+        self.globals["range"] = self._range
+
+    # -- globals that need the per-render state
+
+    def _strftime_now(self, fmt: str) -> str:
+        return self.now.strftime(str(fmt))
+
+    def _range(self, *args: int) -> range:
+        rng = range(*args)
+        if len(rng) > MAX_RANGE:
+            raise RenderLimitError(f"range of {len(rng)} items; the sandbox allows at most {MAX_RANGE}")
+        self.budget.take_range(len(rng))
+        self.budget.check_time()
+        return rng
+
+    # -- hooks Jinja calls for every attribute, item, call and intercepted operator
+
+    def unsafe_undefined(self, obj: Any, attribute: str) -> Any:
+        if _is_internal_name(attribute) or attribute.startswith("_") or is_internal_attribute(obj, attribute):
+            raise InternalsAccessError(
+                f"access to attribute {attribute!r} of {type(obj).__name__!r} object is unsafe"
+            )
+        # Mutating methods (list.append in the immutable sandbox): transformers fails on the call.
+        return super().unsafe_undefined(obj, attribute)
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        self.budget.check_time()
+        return super().getattr(obj, attribute)
+
+    def getitem(self, obj: Any, argument: Any) -> Any:
+        self.budget.check_time()
+        return super().getitem(obj, argument)
+
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
+        __self.budget.check_time()
+        return super().call(__context, __obj, *args, **kwargs)
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        """Refuse ``*`` and ``**`` whose result would be huge, before computing it."""
+        self.budget.check_time()
+        limit = self.budget.limits.output_chars
+        if operator == "*":
+            for seq, n in ((left, right), (right, left)):
+                if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and not isinstance(n, bool):
+                    if len(seq) * n > limit:
+                        raise RenderLimitError(f"'*' would build a sequence of {len(seq) * n} items")
+        elif operator == "**":
+            if isinstance(left, int) and isinstance(right, int) and right > 0:
+                bits = max(abs(left).bit_length(), 1) * right
+                if abs(left) > 1 and bits > 64 * 1024:
+                    raise RenderLimitError(f"'**' would build a number of about {bits} bits")
+        return super().call_binop(context, operator, left, right)
+
+
+def scan_for_internals(ast: nodes.Template) -> tuple[list[str], int] | None:
+    """The attribute names leading to Python internals that the template names, and the first one's line.
+
+    Catches ``x.__class__``, ``x['__globals__']``, ``x|attr('__init__')``,
+    ``{% set ns.__x = .. %}`` and ``namespace(__x=..)`` even where no rendering
+    reaches them (an attack hidden behind a condition our conversations never
+    meet). Names built at run time are left to the render-time check.
+    """
+    found: dict[str, int] = {}
+    for node in ast.find_all((nodes.Getattr, nodes.Getitem, nodes.Filter, nodes.NSRef, nodes.Keyword)):
+        name: Any = None
+        if isinstance(node, (nodes.Getattr, nodes.NSRef)):
+            name = node.attr
+        elif isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const):
+            name = node.arg.value
+        elif isinstance(node, nodes.Filter) and node.name == "attr" and node.args:
+            if isinstance(node.args[0], nodes.Const):
+                name = node.args[0].value
+        elif isinstance(node, nodes.Keyword):
+            name = node.key
+        if _is_internal_name(name):
+            found[name] = min(found.get(name, node.lineno), node.lineno)
+    if not found:
+        return None
+    return sorted(found), min(found.values())
+
+
+def _template_line(exc: BaseException) -> int | None:
+    """The template line of the innermost frame of ``exc`` that ran template code."""
+    line = None
+    for frame, lineno in traceback.walk_tb(exc.__traceback__):
+        if frame.f_code.co_filename == "<template>":
+            line = lineno
+    return line
+
+
+def compile_source(env: ChatTemplateSandbox, source: str) -> tuple[Outcome, jinja2.Template | None]:
+    """Parse, scan and compile ``source`` in ``env`` (in the worker)."""
+    try:
+        ast = env.parse(source)
+        hit = scan_for_internals(ast)
+        if hit is not None:
+            names, line = hit
+            listed = ", ".join(repr(n) for n in names)
+            return Outcome("unsafe", message=f"template names internal attributes: {listed}", line=line), None
+        return Outcome("ok"), env.from_string(ast)
+    except TemplateSyntaxError as exc:
+        return Outcome("syntax_error", message=exc.message or str(exc), line=exc.lineno), None
+    except RecursionError:
+        return Outcome("error", message="template is nested too deeply to compile"), None
+    except MemoryError:
+        return Outcome("limit", message="compiling the template ran out of memory"), None
+    except Exception as exc:  # noqa: BLE001 - any failure to compile is an outcome, not a crash
+        return Outcome("syntax_error", message=f"{type(exc).__name__}: {exc}"), None
+
+
+def render_compiled(
+    env: ChatTemplateSandbox, template: jinja2.Template, variables: Mapping[str, Any], limits: Limits
+) -> Outcome:
+    """Render with the cooperative limits armed (in the worker)."""
+    env.budget.start(limits)
+    parts: list[str] = []
+    size = 0
+    try:
+        for chunk in template.generate(**variables):
+            size += len(chunk)
+            if size > limits.output_chars:
+                raise RenderLimitError(f"output passed {limits.output_chars} characters")
+            env.budget.check_time()
+            parts.append(chunk)
+    except InternalsAccessError as exc:
+        return Outcome("unsafe", message=str(exc), line=_template_line(exc))
+    except RenderLimitError as exc:
+        return Outcome("limit", message=str(exc), line=_template_line(exc))
+    except MemoryError as exc:
+        parts.clear()
+        return Outcome("limit", message="render ran out of memory", line=_template_line(exc))
+    except TemplateRaisedError as exc:
+        return Outcome("error", message=f"raise_exception: {exc}", line=_template_line(exc))
+    except RecursionError as exc:
+        return Outcome("error", message="recursion too deep", line=_template_line(exc))
+    except Exception as exc:  # noqa: BLE001 - a template error is an outcome
+        return Outcome("error", message=f"{type(exc).__name__}: {exc}", line=_template_line(exc))
+    return Outcome("ok", output="".join(parts))
+
+
+# ----------------------------------------------------------------------------- the worker process
+
+
+def _limit_resources(memory_bytes: int) -> None:
+    try:
+        import resource
+    except ImportError:  # not on POSIX: the wall-time kill still applies
+        return
+    for which, value in ((resource.RLIMIT_AS, memory_bytes), (resource.RLIMIT_FSIZE, 0)):
+        try:
+            _soft, hard = resource.getrlimit(which)
+            if hard != resource.RLIM_INFINITY:
+                value = min(value, hard)
+            resource.setrlimit(which, (value, hard))
+        except (ValueError, OSError):
+            pass
+
+
+def _worker_main(memory_bytes: int) -> None:
+    """Answer one JSON line per request: {"op": "check"|"render", "source", "variables", "limits", "now"}."""
+    _limit_resources(memory_bytes)
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    env = ChatTemplateSandbox()
+    cache: OrderedDict[str, tuple[Outcome, jinja2.Template | None]] = OrderedDict()
+    stdout.write(b'{"ready": true}\n')
+    stdout.flush()
+    for raw in stdin:
+        try:
+            request = json.loads(raw)
+            limits = Limits(**request.get("limits", {}))
+            env.now = datetime.fromisoformat(request.get("now") or "2024-07-23T12:00:00")
+            source = request["source"]
+            key = hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
+            if key not in cache:
+                env.budget.start(limits)
+                cache[key] = compile_source(env, source)
+                if len(cache) > 32:
+                    cache.popitem(last=False)
+            compiled, template = cache[key]
+            if request["op"] == "check" or template is None:
+                outcome = compiled
+            else:
+                outcome = render_compiled(env, template, request.get("variables") or {}, limits)
+            reply = outcome.to_json()
+        except Exception as exc:  # noqa: BLE001 - a bad request must not kill the worker
+            reply = Outcome("error", message=f"sandbox worker: {type(exc).__name__}: {exc}").to_json()
+        stdout.write(json.dumps(reply, ensure_ascii=True).encode("ascii") + b"\n")
+        stdout.flush()
+
+
+# ----------------------------------------------------------------------------- the parent side
+
+
+class _WorkerGone(Exception):
+    pass
+
+
+class TemplateSandbox:
+    """Compile and render templates in a worker process that is killed when it overruns.
+
+    Not thread-safe: one caller at a time. The worker starts on the first
+    request, is restarted after a kill, and ends on ``close()`` (or when this
+    process exits: it stops at end of input). A template that once ran out of
+    time is not run again by this instance; its later renders get the same
+    ``limit`` outcome at once, so one hostile template costs one time limit,
+    not one per conversation.
+    """
+
+    def __init__(self, limits: Limits | None = None) -> None:
+        self.limits = limits or Limits()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._buf = bytearray()
+        self._timed_out: set[str] = set()
+        self.started = 0  # how many worker processes this instance started (for tests)
+
+    def __enter__(self) -> TemplateSandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- public
+
+    def check(self, source: str, *, limits: Limits | None = None) -> Outcome:
+        """Does ``source`` compile, and does it name Python internals? No rendering."""
+        return self._run({"op": "check", "source": source}, limits or self.limits)
+
+    def render(
+        self,
+        source: str,
+        variables: Mapping[str, Any],
+        *,
+        now: datetime | None = None,
+        limits: Limits | None = None,
+    ) -> Outcome:
+        """Render ``source`` with JSON-able ``variables`` and the clock ``strftime_now`` reads fixed at ``now``."""
+        request = {
+            "op": "render",
+            "source": source,
+            "variables": dict(variables),
+            "now": (now or datetime(2024, 7, 23, 12, 0, 0)).isoformat(),
+        }
+        return self._run(request, limits or self.limits)
+
+    def close(self) -> None:
+        proc, self._proc = self._proc, None
+        self._buf.clear()
+        if proc is None:
+            return
+        try:
+            if proc.stdin:
+                proc.stdin.close()
+            proc.wait(timeout=2)
+        except (OSError, subprocess.TimeoutExpired):
+            proc.kill()
+            proc.wait()
+        finally:
+            if proc.stdout:
+                proc.stdout.close()
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    # -- internals
+
+    def _run(self, request: dict[str, Any], limits: Limits) -> Outcome:
+        source = request["source"]
+        if len(source) > limits.source_chars:
+            return Outcome(
+                "too_large",
+                message=f"template is {len(source)} characters; the limit is {limits.source_chars}",
+            )
+        key = hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
+        if key in self._timed_out:
+            return Outcome(
+                "limit", message=f"not run: this template already took longer than {limits.render_seconds:g} s"
+            )
+        request["limits"] = asdict(limits)
+        payload = json.dumps(request, ensure_ascii=True).encode("ascii") + b"\n"
+        for attempt in (1, 2):
+            self._ensure_started(limits)
+            try:
+                reply = self._exchange(payload, time.monotonic() + limits.render_seconds + limits.kill_grace_seconds)
+            except _WorkerGone as exc:
+                self._discard()
+                if attempt == 2:
+                    return Outcome("error", message=f"renderer process died: {exc}")
+                continue
+            if reply is None:  # overran: kill it; the next request starts a fresh worker
+                self._discard()
+                self._timed_out.add(key)
+                return Outcome(
+                    "limit", message=f"render took longer than {limits.render_seconds:g} s; the renderer was killed"
+                )
+            return Outcome.from_json(reply)
+        raise AssertionError("unreachable")
+
+    def _ensure_started(self, limits: Limits) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            return
+        self._discard()
+        self._proc = subprocess.Popen(
+            [sys.executable, "-I", os.path.abspath(__file__), "--worker", str(limits.memory_bytes)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            close_fds=True,
+        )
+        self.started += 1
+        try:
+            ready = self._readline(time.monotonic() + limits.startup_seconds)
+        except _WorkerGone as exc:
+            self._discard()
+            raise RuntimeError(f"template sandbox worker failed to start: {exc}") from None
+        if ready is None or json.loads(ready).get("ready") is not True:
+            self._discard()
+            raise RuntimeError("template sandbox worker did not start in time")
+
+    def _exchange(self, payload: bytes, deadline: float) -> dict[str, Any] | None:
+        assert self._proc is not None and self._proc.stdin is not None
+        try:
+            self._proc.stdin.write(payload)
+            self._proc.stdin.flush()
+        except (BrokenPipeError, OSError) as exc:
+            raise _WorkerGone(f"cannot write to it ({exc})") from None
+        line = self._readline(deadline)
+        if line is None:
+            return None
+        try:
+            return json.loads(line)
+        except ValueError:
+            raise _WorkerGone("it sent something that is not JSON") from None
+
+    def _readline(self, deadline: float) -> bytes | None:
+        """One line from the worker, or None at the deadline; _WorkerGone at end of file."""
+        assert self._proc is not None and self._proc.stdout is not None
+        fd = self._proc.stdout.fileno()
+        while b"\n" not in self._buf:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if not ready:
+                continue
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                code = self._proc.wait()
+                raise _WorkerGone(f"exit status {code}")
+            self._buf += chunk
+        index = self._buf.index(b"\n")
+        line = bytes(self._buf[:index])
+        del self._buf[: index + 1]
+        return line
+
+    def _discard(self) -> None:
+        proc, self._proc = self._proc, None
+        self._buf.clear()
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            try:
+                if stream:
+                    stream.close()
+            except OSError:
+                pass
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--worker"]:
+    _worker_main(int(sys.argv[2]) if len(sys.argv) > 2 else Limits().memory_bytes)
