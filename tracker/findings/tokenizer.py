@@ -1,0 +1,683 @@
+"""Findings for the tokenizer: ``tokenizer.json``, ``tokenizer_config.json``,
+``special_tokens_map.json`` and ``added_tokens.json``.
+
+A re-exported tokenizer can look identical in a diff viewer (same size, same
+keys) and still map text to different ids, which silently changes every
+prompt. So this analyser reports what the ids do: tokens added, removed or
+re-numbered, merges added/removed/re-ranked, special tokens and pipeline
+components (normalizer, pre-tokenizer, post-processor, decoder), and it
+measures **tokenization drift** by encoding a fixed multilingual sample
+(``data/drift_sample.txt``) with both versions through the ``tokenizers``
+library.
+
+Speed matters: a 256k-token vocabulary is compared with dict/set operations
+(C-level ``dict.items()`` differences), never with a generic structural diff,
+which is orders of magnitude slower (see ``bench/bench_tokenizer_diff.py``).
+Hostile input is contained: a file over ``TokenizerLimits.max_bytes`` is not
+read at all, malformed JSON or an unexpected structure is a finding, and drift
+is skipped (with a finding saying why) when a file is too large to load cheaply.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from tracker.findings.config import (
+    MISSING,
+    JsonProblem,
+    change_summary,
+    file_changed,
+    flat_diff,
+    fmt_value,
+    json_value,
+    load_json_object,
+)
+from tracker.findings.rules import SeverityRules
+from tracker.model import Finding, RevisionChange, RevisionSources
+
+CATEGORY = "tokenizer"
+TOKENIZER_JSON = "tokenizer.json"
+TOKENIZER_CONFIG = "tokenizer_config.json"
+SPECIAL_TOKENS_MAP = "special_tokens_map.json"
+ADDED_TOKENS = "added_tokens.json"
+
+MB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class TokenizerLimits:
+    """Caps that keep a hostile or merely huge tokenizer from stalling a poll.
+
+    ``max_bytes``: a tokenizer.json larger than this is reported (``tokenizer.too_large``)
+    without being read or parsed (real ones are 0.5-35 MB; json.loads of 50 MB takes ~1 s).
+    ``drift_max_bytes``: above this, building two ``tokenizers.Tokenizer`` objects for drift
+    costs seconds and hundreds of MB, so drift is skipped with an info finding.
+    ``config_max_bytes``: cap for the small JSON side files.
+    """
+
+    max_bytes: int = 64 * MB
+    drift_max_bytes: int = 40 * MB
+    config_max_bytes: int = 16 * MB
+    examples: int = 5
+
+
+DEFAULT_LIMITS = TokenizerLimits()
+
+COMPONENT_CODES = {
+    "normalizer": "tokenizer.normalizer_changed",
+    "pre_tokenizer": "tokenizer.pre_tokenizer_changed",
+    "post_processor": "tokenizer.post_processor_changed",
+    "decoder": "tokenizer.decoder_changed",
+    "truncation": "tokenizer.truncation_padding_changed",
+    "padding": "tokenizer.truncation_padding_changed",
+}
+
+SPECIAL_TOKEN_KEYS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+SPECIAL_TOKEN_CODES = {"bos_token": "tokenizer.bos_token_changed", "eos_token": "tokenizer.eos_token_changed"}
+CONFIG_KEY_CODES = {
+    "add_bos_token": "tokenizer.add_special_tokens_changed",
+    "add_eos_token": "tokenizer.add_special_tokens_changed",
+    "model_max_length": "tokenizer.model_max_length_changed",
+    "padding_side": "tokenizer.padding_side_changed",
+    "truncation_side": "tokenizer.padding_side_changed",
+    "tokenizer_class": "tokenizer.class_changed",
+}
+for _key in (
+    "legacy do_lower_case strip_accents tokenize_chinese_chars add_prefix_space split_special_tokens "
+    "clean_up_tokenization_spaces spaces_between_special_tokens do_basic_tokenize add_dummy_prefix"
+).split():
+    CONFIG_KEY_CODES[_key] = "tokenizer.behaviour_changed"
+# Owned by other analysers (chat templates) or handled specially here.
+CONFIG_SKIP = {"chat_template", "added_tokens_decoder", "additional_special_tokens", *SPECIAL_TOKEN_KEYS}
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _tok(token: Any) -> str:
+    """A token as a reader sees it: quoted, escapes visible (``"Ġthe"``, ``"\\n"``)."""
+    text = json.dumps(token, ensure_ascii=False) if isinstance(token, str) else repr(token)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+@functools.lru_cache(maxsize=2)
+def _parse_cached(digest: str, data: bytes, max_bytes: int) -> dict[str, Any]:
+    return load_json_object(data, max_bytes=max_bytes)
+
+
+def parse_tokenizer_json(data: bytes, max_bytes: int = DEFAULT_LIMITS.max_bytes) -> dict[str, Any]:
+    """Parse tokenizer.json once per content: the consistency analyser reads the same bytes.
+
+    The two most recent parses are kept (old and new side). Callers must not mutate the result.
+    """
+    if len(data) > max_bytes:
+        raise JsonProblem(f"{len(data)} bytes, over the {max_bytes}-byte limit; not parsed")
+    return _parse_cached(hashlib.blake2b(data, digest_size=16).hexdigest(), data, max_bytes)
+
+
+@dataclass(frozen=True)
+class ModelParts:
+    """The parts of ``tokenizer.json``'s ``model`` that decide ids."""
+
+    type: str
+    vocab: dict[str, int]  # token -> id
+    merges: list[Any] | None  # BPE only, as stored
+    scores: dict[str, float] | None  # Unigram only
+    params: dict[str, Any]  # everything else (unk_token, byte_fallback, ...)
+
+
+def model_parts(doc: Mapping[str, Any]) -> ModelParts:
+    """Extract vocab/merges from a parsed tokenizer.json, or raise JsonProblem if the shape is wrong."""
+    model = doc.get("model")
+    if not isinstance(model, dict):
+        raise JsonProblem("no 'model' object")
+    kind = model.get("type")
+    if kind is None:  # old exports omit the type; infer it
+        kind = "BPE" if "merges" in model else "Unigram" if isinstance(model.get("vocab"), list) else "WordPiece"
+    vocab_raw = model.get("vocab", {})
+    scores = None
+    if isinstance(vocab_raw, dict):
+        vocab = vocab_raw
+    elif isinstance(vocab_raw, list):  # Unigram: [[piece, score], ...], id = position
+        try:
+            vocab = {piece: i for i, (piece, _score) in enumerate(vocab_raw)}
+            scores = {piece: score for piece, score in vocab_raw}
+        except (TypeError, ValueError):
+            raise JsonProblem("model.vocab is a list but not of [piece, score] pairs") from None
+    else:
+        raise JsonProblem(f"model.vocab is neither an object nor a list ({type(vocab_raw).__name__})")
+    merges = model.get("merges")
+    if merges is not None and not isinstance(merges, list):
+        raise JsonProblem("model.merges is not a list")
+    params = {k: v for k, v in model.items() if k not in ("vocab", "merges", "type")}
+    return ModelParts(type=str(kind), vocab=vocab, merges=merges, scores=scores, params=params)
+
+
+def tokenizer_vocab_size(doc: Mapping[str, Any]) -> int:
+    """Ids the tokenizer can emit: one past the largest id in the vocab or the added tokens."""
+    parts = model_parts(doc)
+    ids = [i for i in parts.vocab.values() if isinstance(i, int)]
+    ids += [t.get("id") for t in doc.get("added_tokens") or [] if isinstance(t, dict) and isinstance(t.get("id"), int)]
+    return max(ids) + 1 if ids else 0
+
+
+def token_ids(doc: Mapping[str, Any]) -> dict[str, int]:
+    """token -> id for every token the tokenizer knows, added tokens included."""
+    ids = dict(model_parts(doc).vocab)
+    for t in doc.get("added_tokens") or []:
+        if isinstance(t, dict) and isinstance(t.get("content"), str) and isinstance(t.get("id"), int):
+            ids[t["content"]] = t["id"]
+    return ids
+
+
+# --------------------------------------------------------------------------- tokenizer.json diff
+
+
+def diff_tokenizer_json(
+    old: Mapping[str, Any], new: Mapping[str, Any], rules: SeverityRules, limits: TokenizerLimits = DEFAULT_LIMITS
+) -> list[Finding]:
+    """Compare two parsed tokenizer.json documents: vocab, merges, added tokens, components.
+
+    Pure and fast (set/dict operations only); drift is measured separately, from the raw text.
+    """
+    findings: list[Finding] = []
+    o, n = model_parts(old), model_parts(new)
+
+    def add(code: str, summary: str, before: Any = None, after: Any = None, **evidence: Any) -> None:
+        findings.append(rules.finding(code, CATEGORY, summary, path=TOKENIZER_JSON, before=before, after=after,
+                                      evidence=evidence))
+
+    if o.type != n.type:
+        add("tokenizer.model_type_changed", f"tokenizer model: {o.type} → {n.type}", o.type, n.type)
+    findings.extend(_diff_vocab(o.vocab, n.vocab, rules, limits))
+    if o.scores is not None and n.scores is not None:
+        changed = [t for t, s in o.scores.items() if t in n.scores and n.scores[t] != s]
+        if changed:
+            ex = changed[: limits.examples]
+            add("tokenizer.scores_changed", f"{_plural(len(changed), 'token')} have new Unigram scores "
+                f"(e.g. {', '.join(_tok(t) for t in ex)})", count=len(changed),
+                examples=[{"token": t, "old": o.scores[t], "new": n.scores[t]} for t in ex])
+    if o.merges != n.merges:
+        findings.extend(_diff_merges(o.merges or [], n.merges or [], rules, limits))
+    for path, before, after in flat_diff(o.params, n.params):
+        add("tokenizer.model_params_changed", change_summary(f"model.{path}", before, after),
+            json_value(before), json_value(after), key=f"model.{path}")
+    findings.extend(_diff_added_tokens(old.get("added_tokens") or [], new.get("added_tokens") or [],
+                                       TOKENIZER_JSON, rules, limits))
+    for part, code in COMPONENT_CODES.items():
+        before, after = old.get(part), new.get(part)
+        if before == after and type(before) is type(after):
+            continue
+        changes = list(flat_diff(before, after, part))
+        if not changes:
+            continue
+        old_type = before.get("type") if isinstance(before, dict) else before
+        new_type = after.get("type") if isinstance(after, dict) else after
+        if old_type != new_type:
+            summary = f"{part}: {fmt_value(old_type)} → {fmt_value(new_type)}"
+        else:
+            first = changes[0]
+            summary = f"{part} changed: {change_summary(first[0].removeprefix(part + '.'), first[1], first[2])}"
+            if len(changes) > 1:
+                summary += f" (and {len(changes) - 1} more)"
+        add(code, summary, before, after,
+            changes=[{"path": p, "before": json_value(b), "after": json_value(a)} for p, b, a in changes[:20]],
+            changes_total=len(changes))
+    return findings
+
+
+def _diff_vocab(old: dict[str, int], new: dict[str, int], rules: SeverityRules,
+                limits: TokenizerLimits) -> list[Finding]:
+    """Added, removed and re-numbered tokens; ``dict.items()`` set differences run in C."""
+    try:
+        gone = old.items() - new.items()  # (token, old_id) no longer present as such
+        came = new.items() - old.items()
+    except TypeError:  # an unhashable id: not a real vocabulary
+        raise JsonProblem("model.vocab maps tokens to non-integer ids") from None
+    if not gone and not came:
+        return []
+    by_id = lambda p: (p[1] if isinstance(p[1], int) else -1, p[0])  # noqa: E731
+    removed = sorted(((t, i) for t, i in gone if t not in new), key=by_id)
+    added = sorted(((t, i) for t, i in came if t not in old), key=by_id)
+    renumbered = sorted(((t, i, new[t]) for t, i in gone if t in new), key=by_id)
+    k = limits.examples
+    sizes = {"old_size": len(old), "new_size": len(new)}
+    findings = []
+    if renumbered:
+        ex = renumbered[:k]
+        findings.append(rules.finding(
+            "tokenizer.tokens_renumbered", CATEGORY,
+            f"{_plural(len(renumbered), 'token')} re-numbered (e.g. "
+            + ", ".join(f"{_tok(t)} {a} → {b}" for t, a, b in ex[:3]) + ")",
+            path=TOKENIZER_JSON, before=len(old), after=len(new),
+            evidence={"count": len(renumbered), "examples": [{"token": t, "old_id": a, "new_id": b} for t, a, b in ex],
+                      **sizes},
+        ))
+    if removed:
+        ex = removed[:k]
+        findings.append(rules.finding(
+            "tokenizer.tokens_removed", CATEGORY,
+            f"{_plural(len(removed), 'token')} removed from the vocabulary (e.g. "
+            + ", ".join(f"{_tok(t)} ({i})" for t, i in ex[:3]) + ")",
+            path=TOKENIZER_JSON, before=len(old), after=len(new),
+            evidence={"count": len(removed), "examples": [{"token": t, "id": i} for t, i in ex], **sizes},
+        ))
+    if added:
+        ex = added[:k]
+        findings.append(rules.finding(
+            "tokenizer.tokens_added", CATEGORY,
+            f"{_plural(len(added), 'token')} added to the vocabulary (e.g. "
+            + ", ".join(f"{_tok(t)} ({i})" for t, i in ex[:3]) + ")",
+            path=TOKENIZER_JSON, before=len(old), after=len(new),
+            evidence={"count": len(added), "examples": [{"token": t, "id": i} for t, i in ex], **sizes},
+        ))
+    return findings
+
+
+def _merge_key(m: Any) -> tuple[str, ...]:
+    """``"a b"`` (tokenizers < 0.20) and ``["a", "b"]`` (>= 0.20) are the same merge."""
+    if isinstance(m, str):
+        return tuple(m.split(" ", 1))
+    if isinstance(m, list):
+        return tuple(str(x) for x in m)
+    raise JsonProblem(f"model.merges holds a {type(m).__name__}, not a string or pair")
+
+
+def _diff_merges(old: list[Any], new: list[Any], rules: SeverityRules, limits: TokenizerLimits) -> list[Finding]:
+    findings = []
+    old_keys = [_merge_key(m) for m in old]
+    new_keys = [_merge_key(m) for m in new]
+    old_format = {type(m).__name__ for m in old[:1]}
+    new_format = {type(m).__name__ for m in new[:1]}
+    if old_format and new_format and old_format != new_format:
+        findings.append(rules.finding(
+            "tokenizer.merges_format_changed", CATEGORY,
+            f"merges stored as {'pairs' if 'list' in new_format else 'strings'} instead of "
+            f"{'pairs' if 'list' in old_format else 'strings'}"
+            + ("; tokenizers < 0.20 cannot load this file" if "list" in new_format else ""),
+            path=TOKENIZER_JSON,
+        ))
+    if old_keys == new_keys:
+        return findings
+    old_set, new_set = set(old_keys), set(new_keys)
+    added = [m for m in new_keys if m not in old_set]
+    removed = [m for m in old_keys if m not in new_set]
+    k = limits.examples
+    show = lambda ms: ", ".join(_tok(" ".join(m)) for m in ms[:3])  # noqa: E731
+    if removed:
+        findings.append(rules.finding(
+            "tokenizer.merges_removed", CATEGORY,
+            f"{_plural(len(removed), 'merge')} removed (e.g. {show(removed)})",
+            path=TOKENIZER_JSON, before=len(old_keys), after=len(new_keys),
+            evidence={"count": len(removed), "examples": [list(m) for m in removed[:k]]},
+        ))
+    if added:
+        findings.append(rules.finding(
+            "tokenizer.merges_added", CATEGORY,
+            f"{_plural(len(added), 'merge')} added (e.g. {show(added)})",
+            path=TOKENIZER_JSON, before=len(old_keys), after=len(new_keys),
+            evidence={"count": len(added), "examples": [list(m) for m in added[:k]]},
+        ))
+    common_old = [m for m in old_keys if m in new_set]
+    common_new = [m for m in new_keys if m in old_set]
+    if common_old != common_new:
+        rank_new = {m: i for i, m in enumerate(common_new)}
+        moved = [m for i, m in enumerate(common_old) if rank_new[m] != i]
+        findings.append(rules.finding(
+            "tokenizer.merges_reordered", CATEGORY,
+            f"{_plural(len(moved), 'merge')} changed priority (e.g. {show(moved)})",
+            path=TOKENIZER_JSON,
+            evidence={"count": len(moved), "examples": [list(m) for m in moved[:k]]},
+        ))
+    return findings
+
+
+_ADDED_TOKEN_FLAGS = ("special", "single_word", "lstrip", "rstrip", "normalized")
+
+
+def _diff_added_tokens(old: Iterable[Any], new: Iterable[Any], path: str, rules: SeverityRules,
+                       limits: TokenizerLimits) -> list[Finding]:
+    """Added/special tokens keyed by content: appeared, disappeared, re-numbered, flags changed."""
+    def index(entries: Iterable[Any]) -> dict[str, dict[str, Any]]:
+        out = {}
+        for e in entries:
+            if isinstance(e, dict) and isinstance(e.get("content"), str):
+                out[e["content"]] = e
+        return out
+
+    o, n = index(old), index(new)
+    findings = []
+    k = limits.examples
+    added = [c for c in n if c not in o]
+    removed = [c for c in o if c not in n]
+    renumbered = [c for c in o if c in n and o[c].get("id") != n[c].get("id")]
+    reflagged = [c for c in o if c in n and c not in renumbered
+                 and any(o[c].get(f) != n[c].get(f) for f in _ADDED_TOKEN_FLAGS)]
+    if added:
+        findings.append(rules.finding(
+            "tokenizer.added_tokens_added", CATEGORY,
+            f"{_plural(len(added), 'added token')} new (e.g. "
+            + ", ".join(f"{_tok(c)} ({n[c].get('id')})" for c in added[:3]) + ")",
+            path=path, after=[n[c].get("id") for c in added[:k]],
+            evidence={"count": len(added), "examples": [{"content": c, "id": n[c].get("id"),
+                                                          "special": n[c].get("special")} for c in added[:k]]},
+        ))
+    if removed:
+        findings.append(rules.finding(
+            "tokenizer.added_tokens_removed", CATEGORY,
+            f"{_plural(len(removed), 'added token')} removed (e.g. "
+            + ", ".join(f"{_tok(c)} ({o[c].get('id')})" for c in removed[:3]) + ")",
+            path=path, before=[o[c].get("id") for c in removed[:k]],
+            evidence={"count": len(removed), "examples": [{"content": c, "id": o[c].get("id")} for c in removed[:k]]},
+        ))
+    if renumbered:
+        findings.append(rules.finding(
+            "tokenizer.added_tokens_renumbered", CATEGORY,
+            f"{_plural(len(renumbered), 'added token')} re-numbered (e.g. "
+            + ", ".join(f"{_tok(c)} {o[c].get('id')} → {n[c].get('id')}" for c in renumbered[:3]) + ")",
+            path=path,
+            evidence={"count": len(renumbered), "examples": [
+                {"content": c, "old_id": o[c].get("id"), "new_id": n[c].get("id")} for c in renumbered[:k]]},
+        ))
+    if reflagged:
+        c = reflagged[0]
+        flags = [f for f in _ADDED_TOKEN_FLAGS if o[c].get(f) != n[c].get(f)]
+        findings.append(rules.finding(
+            "tokenizer.added_tokens_changed", CATEGORY,
+            f"{_plural(len(reflagged), 'added token')} changed flags (e.g. {_tok(c)}: "
+            + ", ".join(f"{f} {fmt_value(o[c].get(f))} → {fmt_value(n[c].get(f))}" for f in flags) + ")",
+            path=path,
+            evidence={"count": len(reflagged), "examples": [
+                {"content": c, "old": {f: o[c].get(f) for f in _ADDED_TOKEN_FLAGS},
+                 "new": {f: n[c].get(f) for f in _ADDED_TOKEN_FLAGS}} for c in reflagged[:k]]},
+        ))
+    return findings
+
+
+# --------------------------------------------------------------------------- drift
+
+
+@functools.lru_cache(maxsize=1)
+def drift_sample() -> tuple[str, ...]:
+    """The fixed multilingual sample shipped with the package: one text per non-empty line."""
+    text = resources.files("tracker.findings").joinpath("data/drift_sample.txt").read_text("utf-8")
+    return tuple(line for line in text.split("\n") if line.strip())
+
+
+@dataclass(frozen=True)
+class Drift:
+    changed: int
+    total: int
+    example: dict[str, Any] | None
+
+    @property
+    def share(self) -> float:
+        return self.changed / self.total if self.total else 0.0
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text if len(text) <= 160 else text[:159] + "…"
+
+
+def measure_drift(old_text: str, new_text: str, samples: Iterable[str] | None = None) -> Drift:
+    """Encode the sample with both tokenizers (special tokens included, as users get by default).
+
+    Raises whatever ``tokenizers`` raises for a file it cannot load; the caller turns that into a finding.
+    """
+    from tokenizers import Tokenizer
+
+    texts = list(samples if samples is not None else drift_sample())
+    old_tok, new_tok = Tokenizer.from_str(old_text), Tokenizer.from_str(new_text)
+    for tok in (old_tok, new_tok):  # the file's own truncation/padding settings would hide drift
+        tok.no_truncation()
+        tok.no_padding()
+    old_enc = old_tok.encode_batch(texts, add_special_tokens=True)
+    new_enc = new_tok.encode_batch(texts, add_special_tokens=True)
+    changed = [i for i, (a, b) in enumerate(zip(old_enc, new_enc)) if a.ids != b.ids]
+    example = None
+    if changed:
+        i = changed[0]
+        example = {"text": texts[i], "old_ids": old_enc[i].ids, "new_ids": new_enc[i].ids,
+                   "old_tokens": old_enc[i].tokens, "new_tokens": new_enc[i].tokens}
+    return Drift(changed=len(changed), total=len(texts), example=example)
+
+
+# tokenizers raises Exception for bad files, and a pyo3 PanicException (a BaseException) when a
+# file that loaded panics while encoding (e.g. an unk_token missing from the vocabulary).
+_RUST_ERRORS = BaseException
+
+
+def _drift_findings(old_data: bytes, new_data: bytes, rules: SeverityRules, limits: TokenizerLimits) -> list[Finding]:
+    biggest = max(len(old_data), len(new_data))
+    if biggest > limits.drift_max_bytes:
+        return [rules.finding(
+            "tokenizer.drift_skipped", CATEGORY,
+            f"tokenization drift not measured: tokenizer.json is {biggest / MB:.1f} MB, over the "
+            f"{limits.drift_max_bytes / MB:.0f} MB drift limit",
+            path=TOKENIZER_JSON, evidence={"size": biggest, "limit": limits.drift_max_bytes},
+        )]
+    from tokenizers import Tokenizer
+
+    old_text, new_text = old_data.decode("utf-8-sig"), new_data.decode("utf-8-sig")
+    try:
+        Tokenizer.from_str(new_text)
+    except _RUST_ERRORS as exc:
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
+        return [rules.finding(
+            "tokenizer.load_failed", CATEGORY,
+            f"the new tokenizer.json does not load with tokenizers: {_short(exc)}",
+            path=TOKENIZER_JSON, evidence={"error": str(exc)[:2000]},
+        )]
+    try:
+        drift = measure_drift(old_text, new_text)
+    except _RUST_ERRORS as exc:
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
+        return [rules.finding(
+            "tokenizer.drift_skipped", CATEGORY,
+            f"tokenization drift not measured: encoding failed ({_short(exc)})",
+            path=TOKENIZER_JSON, evidence={"error": str(exc)[:2000], "type": type(exc).__name__},
+        )]
+    if not drift.changed:
+        return []
+    ex = drift.example or {}
+    text = ex.get("text", "")
+    shown = text if len(text) <= 30 else text[:29] + "…"
+    old_ids, new_ids = ex.get("old_ids", []), ex.get("new_ids", [])
+    at = next((i for i, (a, b) in enumerate(zip(old_ids, new_ids)) if a != b), min(len(old_ids), len(new_ids)))
+    def piece(tokens: list[str], ids: list[int]) -> str:
+        return f"{_tok(tokens[at])} ({ids[at]})" if at < len(ids) else "(end)"
+    return [rules.finding(
+        "tokenizer.drift", CATEGORY,
+        f"tokenization changed for {drift.changed} of {drift.total} sample texts ({drift.share:.0%}), "
+        f"e.g. {json.dumps(shown, ensure_ascii=False)}: token {at} {piece(ex.get('old_tokens', []), old_ids)} → "
+        f"{piece(ex.get('new_tokens', []), new_ids)}",
+        path=TOKENIZER_JSON, before=ex.get("old_ids"), after=ex.get("new_ids"),
+        evidence={"changed": drift.changed, "total": drift.total, "share": round(drift.share, 4), "example": ex},
+    )]
+
+
+# --------------------------------------------------------------------------- tokenizer_config & co
+
+
+def _special_content(value: Any) -> Any:
+    """``"<s>"`` and ``{"content": "<s>", "lstrip": false, ...}`` name the same token."""
+    if isinstance(value, dict) and "content" in value:
+        return value["content"]
+    return value
+
+
+def _diff_special_tokens(old: Mapping[str, Any], new: Mapping[str, Any], path: str,
+                         rules: SeverityRules) -> list[Finding]:
+    findings = []
+    for key in SPECIAL_TOKEN_KEYS:
+        before, after = old.get(key, MISSING), new.get(key, MISSING)
+        if before == after:
+            continue
+        b, a = _special_content(before), _special_content(after)
+        if b == a:
+            code, summary = "tokenizer.special_token_attributes_changed", f"{key} {fmt_value(a)}: attributes changed"
+        else:
+            code = SPECIAL_TOKEN_CODES.get(key, "tokenizer.special_token_changed")
+            summary = change_summary(key, b, a)
+        findings.append(rules.finding(code, CATEGORY, summary, path=path, before=json_value(b), after=json_value(a),
+                                      evidence={"key": key, "old": json_value(before), "new": json_value(after)}))
+    before = [_special_content(v) for v in old.get("additional_special_tokens") or []]
+    after = [_special_content(v) for v in new.get("additional_special_tokens") or []]
+    if before != after:
+        plus = [t for t in after if t not in before]
+        minus = [t for t in before if t not in after]
+        parts = []
+        if plus:
+            parts.append(f"+{len(plus)} ({', '.join(_tok(t) for t in plus[:3])})")
+        if minus:
+            parts.append(f"-{len(minus)} ({', '.join(_tok(t) for t in minus[:3])})")
+        summary = "additional_special_tokens: " + (", ".join(parts) if parts else "re-ordered")
+        findings.append(rules.finding("tokenizer.special_token_changed", CATEGORY, summary, path=path,
+                                      before=before, after=after, evidence={"key": "additional_special_tokens"}))
+    return findings
+
+
+def _added_tokens_decoder(config: Mapping[str, Any]) -> list[dict[str, Any]]:
+    decoder = config.get("added_tokens_decoder")
+    if not isinstance(decoder, dict):
+        return []
+    out = []
+    for key, entry in decoder.items():
+        if isinstance(entry, dict):
+            try:
+                out.append({**entry, "id": int(key)})
+            except ValueError:
+                continue
+    return out
+
+
+def _diff_tokenizer_config(old: Mapping[str, Any], new: Mapping[str, Any], rules: SeverityRules,
+                           limits: TokenizerLimits) -> list[Finding]:
+    findings = _diff_special_tokens(old, new, TOKENIZER_CONFIG, rules)
+    for key in list(old) + [k for k in new if k not in old]:
+        if key in CONFIG_SKIP:
+            continue
+        before, after = old.get(key, MISSING), new.get(key, MISSING)
+        if before == after and type(before) is type(after):
+            continue
+        code = CONFIG_KEY_CODES.get(key, "tokenizer.config_value_changed")
+        findings.append(rules.finding(code, CATEGORY, change_summary(key, before, after), path=TOKENIZER_CONFIG,
+                                      before=json_value(before), after=json_value(after), evidence={"key": key}))
+    findings.extend(_diff_added_tokens(_added_tokens_decoder(old), _added_tokens_decoder(new), TOKENIZER_CONFIG,
+                                       rules, limits))
+    return findings
+
+
+def _added_tokens_json(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [{"content": c, "id": i} for c, i in doc.items() if isinstance(i, int)]
+
+
+# --------------------------------------------------------------------------- the analyser
+
+
+def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
+    return analyse_tokenizer(change, sources, rules, DEFAULT_LIMITS)
+
+
+def analyse_tokenizer(change: RevisionChange, sources: RevisionSources, rules: SeverityRules,
+                      limits: TokenizerLimits = DEFAULT_LIMITS) -> list[Finding]:
+    """Findings for every tokenizer file that changed at this revision.
+
+    At the first revision (``change.old is None``) only validity is checked.
+    """
+    findings: list[Finding] = []
+    if file_changed(change, TOKENIZER_JSON):
+        findings.extend(_analyse_tokenizer_json(change, sources, rules, limits))
+    side_files = (
+        (TOKENIZER_CONFIG, _diff_tokenizer_config),
+        (SPECIAL_TOKENS_MAP, lambda o, n, r, lim: _diff_special_tokens(o, n, SPECIAL_TOKENS_MAP, r)),
+        (ADDED_TOKENS, lambda o, n, r, lim: _diff_added_tokens(_added_tokens_json(o), _added_tokens_json(n),
+                                                                 ADDED_TOKENS, r, lim)),
+    )
+    for path, differ in side_files:
+        if not file_changed(change, path):
+            continue
+        new = _load_side(sources, "new", path, limits.config_max_bytes, rules, findings)
+        if new is None or change.old is None:
+            continue
+        old = _load_side(sources, "old", path, limits.config_max_bytes, None, findings)
+        if old is None:
+            old = {}  # added at this revision: everything in it is new
+        findings.extend(differ(old, new, rules, limits))
+    return findings
+
+
+def _load_side(sources: RevisionSources, side: str, path: str, cap: int, rules: SeverityRules | None,
+               findings: list[Finding]) -> dict[str, Any] | None:
+    data = sources.text(side, path)
+    if data is None:
+        return None
+    try:
+        return load_json_object(data, max_bytes=cap)
+    except JsonProblem as exc:
+        if rules is not None:
+            findings.append(_malformed(rules, path, exc))
+        return None
+
+
+def _malformed(rules: SeverityRules, path: str, exc: Exception) -> Finding:
+    return rules.finding("tokenizer.malformed", CATEGORY, f"{path} cannot be parsed: {exc}; loading the tokenizer fails",
+                         path=path, evidence={"error": str(exc)})
+
+
+def _too_large(rules: SeverityRules, size: int, limits: TokenizerLimits) -> Finding:
+    return rules.finding(
+        "tokenizer.too_large", CATEGORY,
+        f"tokenizer.json is {size / MB:.1f} MB, over the {limits.max_bytes / MB:.0f} MB limit; not analysed",
+        path=TOKENIZER_JSON, evidence={"size": size, "limit": limits.max_bytes},
+    )
+
+
+def _analyse_tokenizer_json(change: RevisionChange, sources: RevisionSources, rules: SeverityRules,
+                            limits: TokenizerLimits) -> list[Finding]:
+    entry = change.new.get(TOKENIZER_JSON)
+    if entry is None:
+        return []  # removed: the files analyser reports it
+    if entry.size > limits.max_bytes:
+        return [_too_large(rules, entry.size, limits)]  # not even read
+    new_data = sources.text("new", TOKENIZER_JSON)
+    if new_data is None:
+        return []
+    if len(new_data) > limits.max_bytes:
+        return [_too_large(rules, len(new_data), limits)]
+    try:
+        new = parse_tokenizer_json(new_data, limits.max_bytes)
+        model_parts(new)
+    except JsonProblem as exc:
+        return [_malformed(rules, TOKENIZER_JSON, exc)]
+    if change.old is None:
+        return []
+    old_entry = change.old.get(TOKENIZER_JSON)
+    if old_entry is None or old_entry.size > limits.max_bytes:
+        return []
+    old_data = sources.text("old", TOKENIZER_JSON)
+    if old_data is None or len(old_data) > limits.max_bytes:
+        return []
+    try:
+        old = parse_tokenizer_json(old_data, limits.max_bytes)
+        model_parts(old)
+    except JsonProblem:
+        return []  # nothing to compare against; the old revision's problem was reported then
+    try:
+        findings = diff_tokenizer_json(old, new, rules, limits)
+    except JsonProblem as exc:
+        return [_malformed(rules, TOKENIZER_JSON, exc)]
+    return findings + _drift_findings(old_data, new_data, rules, limits)
