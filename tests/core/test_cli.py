@@ -1,0 +1,103 @@
+"""The `tracker` command line, end to end against the stand-in."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from tests.core.conftest import config_json
+from tracker.cli import main
+
+REPO = "acme/tiny-model"
+
+
+@pytest.fixture
+def cli(hub_standin, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tracker.toml").write_text("[poll]\nevery = \"2h\"\n")
+    env = {"HF_ENDPOINT": hub_standin.url, "TRACKER_DATABASE_URL": f"sqlite:///{tmp_path}/t.sqlite3",
+           "TRACKER_CONFIG": str(tmp_path / "tracker.toml")}
+    runner = CliRunner()
+
+    def invoke(*args):
+        return runner.invoke(main, list(args), env=env, catch_exceptions=False)
+
+    return invoke
+
+
+def test_watch_add_list_remove(cli, tmp_path):
+    (tmp_path / "repos.txt").write_text("# my models\nacme/a\n\nacme/b  # the big one\n")
+    result = cli("watch", "add", "acme/c", "--from", str(tmp_path / "repos.txt"), "--every", "15m")
+    assert result.exit_code == 0
+    assert result.output.splitlines() == [
+        "watching acme/c (main, every 15m)", "watching acme/a (main, every 15m)", "watching acme/b (main, every 15m)"
+    ]
+    listed = json.loads(cli("watch", "list", "--json").output)
+    assert [(r["repo"], r["every"], r["every_seconds"], r["state"], r["last_seen_sha"]) for r in listed] == [
+        ("acme/a", "15m", 900.0, "active", None), ("acme/b", "15m", 900.0, "active", None),
+        ("acme/c", "15m", 900.0, "active", None),
+    ]
+    assert cli("watch", "remove", "acme/b").output == "removed acme/b\n"
+    result = cli("watch", "remove", "acme/b")
+    assert (result.exit_code, result.output) == (1, "error: not watched: acme/b\n")
+    assert [r["repo"] for r in json.loads(cli("watch", "list", "--json").output)] == ["acme/a", "acme/c"]
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ("gpt2", "error: invalid repo id 'gpt2': expected exactly one '/' as in 'owner/name'"),
+        ("a/b/c", "error: invalid repo id 'a/b/c': expected exactly one '/' as in 'owner/name'"),
+        ("acme/-bad", "error: invalid repo id 'acme/-bad': each part must be 1-96 letters, digits, '-', '_' or "
+                      "'.', not start or end with '-' or '.', and not contain '--' or '..'"),
+        ("acme/a..b", "error: invalid repo id 'acme/a..b': each part must be 1-96 letters, digits, '-', '_' or "
+                      "'.', not start or end with '-' or '.', and not contain '--' or '..'"),
+    ],
+)
+def test_invalid_repo_ids_are_refused_and_nothing_is_added(cli, bad, message):
+    result = cli("watch", "add", "acme/fine", bad)
+    assert result.exit_code == 2
+    assert result.output.splitlines() == [message, "nothing added: fix the ids above and run again"]
+    assert json.loads(cli("watch", "list", "--json").output) == []
+
+
+def test_bad_duration_is_a_usage_error(cli):
+    result = cli("watch", "add", "acme/a", "--every", "soon")
+    assert result.exit_code == 2
+    assert "invalid duration 'soon': use e.g. 90s, 15m, 1h30m, 2d" in result.output
+
+
+def test_poll_revisions_and_diff(cli, hub_standin):
+    hub_standin.create_repo(REPO)
+    first = hub_standin.commit(REPO, {"config.json": config_json()}, message="initial")
+    assert cli("watch", "add", REPO).exit_code == 0
+    assert cli("poll").output == f"{REPO}: baseline, 1 new revision(s), 1 analysed\n"
+    second = hub_standin.commit(REPO, {"config.json": config_json(max_position_embeddings=1024),
+                                       "generation_config.json": b'{"eos_token_id": 2}'}, message="longer context")
+    assert cli("poll", REPO).output == f"{REPO}: new, 1 new revision(s), 1 analysed\n"
+
+    revisions = json.loads(cli("revisions", REPO, "--json").output)
+    assert [(r["sha"], r["title"], r["baseline"], r["parent"]) for r in revisions] == [
+        (first, "initial", True, None), (second, "longer context", False, first)]
+    assert revisions[1]["files"] == {"added": ["generation_config.json"], "removed": [], "changed": ["config.json"]}
+    text = cli("revisions", REPO).output
+    assert f"{second[:12]}" in text and "longer context" in text
+
+    result = json.loads(cli("diff", REPO, first[:10], second, "--json").output)
+    assert (result["from"], result["to"]) == (first, second)
+    assert [c["path"] for c in result["files"]["changed"]] == ["config.json"]
+    assert result["texts"]["config.json"]["deepdiff"]["values_changed"] == {
+        "root['max_position_embeddings']": {"new_value": 1024, "old_value": 512}}
+    # A revision not read yet is fetched from the Hub (here by branch name).
+    third = hub_standin.commit(REPO, {"config.json": config_json(max_position_embeddings=2048)})
+    result = json.loads(cli("diff", REPO, second, "main", "--json").output)
+    assert result["to"] == third
+    assert [c["path"] for c in result["files"]["changed"]] == ["config.json"]
+
+
+def test_reading_back_an_unwatched_repo_says_how_to_watch_it(cli):
+    result = cli("revisions", "acme/nope")
+    assert (result.exit_code, result.output) == (
+        1, "error: not watched: acme/nope (add with `tracker watch add acme/nope`)\n")
