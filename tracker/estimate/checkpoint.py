@@ -16,14 +16,24 @@ from tracker.estimate.architectures import Arch
 _LAYER_RE = re.compile(r"(?:^|\.)(?:layers|layer|h|blocks|block)\.(\d+)\.")
 
 
-def checkpoint_params(headers: Mapping[str, Mapping[str, Any]]) -> int:
-    """Sum of element counts over every tensor of every header (``__metadata__`` skipped).
+# Integer tensors in a checkpoint are buffers (``embeddings.position_ids``, int64
+# [1, 512] in all-MiniLM-L6-v2's file), not parameters; counting them would make
+# every such checkpoint "disagree" with its graph by a meaningless 512.
+# (Packed-integer quantised weights are therefore not counted either.)
+PARAM_DTYPES = frozenset({"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F4"})
 
-    ``headers`` maps a file name (one per shard) to its parsed JSON header."""
+
+def checkpoint_params(headers: Mapping[str, Mapping[str, Any]]) -> int:
+    """Sum of element counts over the floating-point tensors of every header.
+
+    ``headers`` maps a file name (one per shard) to its parsed JSON header;
+    ``__metadata__`` is skipped, and so are integer buffers (see PARAM_DTYPES)."""
     total = 0
     for header in headers.values():
         for name, info in header.items():
             if name == "__metadata__" or not isinstance(info, Mapping):
+                continue
+            if str(info.get("dtype", "F32")).upper() not in PARAM_DTYPES:
                 continue
             total += math.prod(int(d) for d in info.get("shape", ()))
     return total
