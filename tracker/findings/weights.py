@@ -231,8 +231,8 @@ def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRul
     return findings
 
 
-def _in_index(files: Mapping[str, FileEntry]) -> set[str]:
-    """Shard paths named by index files on one side, from file names alone (no reads)."""
+def _shard_paths(files: Mapping[str, FileEntry]) -> set[str]:
+    """Paths named like shards (``-00001-of-00004``), judged from names alone: no reads needed."""
     return {p for p in files if SHARD_RE.match(posixpath.basename(p))}
 
 
@@ -258,7 +258,7 @@ def _file_set(
         )
     if baseline:
         return out  # on the first revision everything is "added": only pickles are worth a finding
-    shards = _in_index(old) | _in_index(new)
+    shards = _shard_paths(old) | _shard_paths(new)
     for path in sorted(set(new) - set(old)):
         if is_weight_file(path) and not is_pickle_file(path):  # new pickles get their own finding
             code = "weights.shard_added" if path in shards else "weights.file_added"
