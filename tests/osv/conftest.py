@@ -1,0 +1,3 @@
+"""OSV tests use the OSV stand-in fixtures."""
+
+from tracker.standin.osv_pytest_plugin import osv_standin, osv_standin_server  # noqa: F401
