@@ -26,7 +26,7 @@ _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
-def parse_duration(text: str | int | float) -> float:
+def parse_duration(text: str | int | float, *, allow_zero: bool = False) -> float:
     """Seconds in ``"90s"``, ``"15m"``, ``"1h30m"``, ``"2d"`` or a bare number of seconds.
 
     A regex rather than a dependency: the grammar is five units long.
@@ -42,7 +42,7 @@ def parse_duration(text: str | int | float) -> float:
             if not parts or _DURATION_RE.sub("", value).strip():
                 raise ConfigError(f"invalid duration {text!r}: use e.g. 90s, 15m, 1h30m, 2d")
             seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
-    if seconds <= 0:
+    if seconds < 0 or (seconds == 0 and not allow_zero):
         raise ConfigError(f"invalid duration {text!r}: must be positive")
     return seconds
 
@@ -127,7 +127,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: dict[str, str
             hub_max_retries=int(_get(data, "hub", "max_retries", 5)),
             hub_max_wait=parse_duration(_get(data, "hub", "max_wait", "2m")),
             poll_every=default_every,
-            poll_jitter=parse_duration(_get(data, "poll", "jitter", "5m")),
+            poll_jitter=parse_duration(_get(data, "poll", "jitter", "5m"), allow_zero=True),
             max_file_bytes=int(_get(data, "limits", "max_file_bytes", 64 * 1024 * 1024)),
             max_header_bytes=int(_get(data, "limits", "max_header_bytes", 32 * 1024 * 1024)),
             watch=tuple(watch),

@@ -94,8 +94,10 @@ class HubSources:
         from tracker.findings.picklescan_zip import scan_checkpoint
 
         try:
-            return scan_checkpoint(lambda start, end: self.hub.read_range(self.repo, sha, path, start, end),
-                                   entry.size)
+            return scan_checkpoint(
+                lambda offset, length: self.hub.read_range(self.repo, sha, path, offset, offset + length - 1),
+                entry.size,
+            )
         except (UpstreamFileError, HubError, ValueError) as exc:
             self._problem(side, path, f"pickle scan failed: {exc}")
             return None

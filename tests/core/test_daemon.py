@@ -1,0 +1,75 @@
+"""`tracker run`: polls on schedule, picks up new watches, stops cleanly on SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from tests.core.conftest import config_json
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def wait_for(predicate, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def revision_count(url):
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return conn.execute(text("select count(*) from revisions where status='done'")).scalar()
+    except Exception:  # noqa: BLE001
+        return 0
+    finally:
+        engine.dispose()
+
+
+def test_run_polls_on_schedule_and_stops_on_sigterm(hub_standin, tmp_path):
+    hub_standin.create_repo("acme/a")
+    hub_standin.commit("acme/a", {"config.json": config_json()})
+    url = f"sqlite:///{tmp_path}/t.sqlite3"
+    (tmp_path / "tracker.toml").write_text('[poll]\nevery = "1s"\njitter = "0s"\n\n[[watch]]\nrepo = "acme/a"\n')
+    env = {**os.environ, "HF_ENDPOINT": hub_standin.url, "TRACKER_DATABASE_URL": url,
+           "TRACKER_CONFIG": str(tmp_path / "tracker.toml"), "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "tracker", "-v", "run", "--no-api"], env=env, cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        assert wait_for(lambda: revision_count(url) == 1), "baseline never read"
+        hub_standin.commit("acme/a", {"config.json": config_json(vocab_size=1000)})
+        assert wait_for(lambda: revision_count(url) == 2), "new revision never read"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        output = proc.communicate(timeout=30)[0].decode()
+    assert proc.returncode == 0, output
+    assert "polling 1 repo(s)" in output
+
+
+@pytest.mark.postgres
+def test_run_refuses_a_postgres_schema_that_is_behind(postgres_server_url, tmp_path):
+    from tests.postgres import fresh_database
+
+    url = fresh_database(postgres_server_url)
+    (tmp_path / "tracker.toml").write_text("")
+    env = {**os.environ, "TRACKER_DATABASE_URL": url, "TRACKER_CONFIG": str(tmp_path / "tracker.toml"),
+           "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, "-m", "tracker", "run"], env=env, cwd=tmp_path, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: the database schema at postgresql+psycopg://")
+    assert "is at nothing, this tracker needs" in result.stderr and "run `tracker init`" in result.stderr
+    init = subprocess.run([sys.executable, "-m", "tracker", "init"], env=env, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60)
+    assert init.returncode == 0 and "schema migrated from empty to" in init.stdout
