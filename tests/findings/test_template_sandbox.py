@@ -66,13 +66,18 @@ def test_clock_is_what_the_caller_fixes(sandbox):
 
 
 def test_raise_exception_is_reported_with_its_message_and_line(sandbox):
-    source = "{% for m in messages %}\n{% if m.role == 'system' %}\n{{ raise_exception('System role not supported') }}\n{% endif %}{% endfor %}"
+    source = (
+        "{% for m in messages %}\n{% if m.role == 'system' %}\n"
+        "{{ raise_exception('System role not supported') }}\n{% endif %}{% endfor %}"
+    )
     outcome = render(sandbox, source, messages=[{"role": "system", "content": "x"}])
     assert outcome == Outcome("error", message="raise_exception: System role not supported", line=3)
 
 
 def test_syntax_error_has_jinja_message_and_line(sandbox):
-    assert sandbox.check("line one\n{{ content }\n") == Outcome("syntax_error", message="unexpected '}'", line=2)
+    assert sandbox.check("line one\n{{ content }\n") == Outcome(
+        "syntax_error", message="unexpected '}'", line=2
+    )
     assert sandbox.check("{% if x %}never closed") == Outcome(
         "syntax_error",
         message="Unexpected end of template. Jinja was looking for the following tags: 'elif' or 'else' or "
@@ -99,7 +104,9 @@ INTERNALS = [
 @pytest.mark.parametrize(("source", "names"), INTERNALS)
 def test_internals_are_refused_before_rendering(sandbox, source, names):
     """Named internals are seen in the parsed template, even behind a condition no conversation meets."""
-    assert sandbox.check(source) == Outcome("unsafe", message=f"template names internal attributes: {names}", line=1)
+    assert sandbox.check(source) == Outcome(
+        "unsafe", message=f"template names internal attributes: {names}", line=1
+    )
     assert render(sandbox, source, messages=[]).status == "unsafe"
 
 
@@ -143,7 +150,9 @@ def test_mutating_a_list_is_a_render_error_not_an_attack(sandbox):
 def test_huge_range_is_refused_at_once(sandbox):
     started = time.monotonic()
     outcome = render(sandbox, "{% for i in range(10**9) %}{{ i }}{% endfor %}")
-    assert outcome == Outcome("limit", message="range of 1000000000 items; the sandbox allows at most 100000", line=1)
+    assert outcome == Outcome(
+        "limit", message="range of 1000000000 items; the sandbox allows at most 100000", line=1
+    )
     assert time.monotonic() - started < 0.4
 
 
@@ -159,7 +168,10 @@ def test_nested_range_bomb_stops_on_the_range_budget(sandbox):
 
 def test_loop_bomb_without_hooks_is_killed_and_the_next_render_gets_a_fresh_worker():
     """Iterating a string runs no sandbox hook, so only the parent's kill can stop it."""
-    bomb = "{% set s = 'x' * 1000 %}{% for a in s %}{% for b in s %}{% for c in s %}{% endfor %}{% endfor %}{% endfor %}"
+    bomb = (
+        "{% set s = 'x' * 1000 %}"
+        "{% for a in s %}{% for b in s %}{% for c in s %}{% endfor %}{% endfor %}{% endfor %}"
+    )
     with TemplateSandbox(FAST) as box:
         assert render(box, "{{ 1 }}").output == "1"
         first_pid = box.pid
@@ -172,7 +184,9 @@ def test_loop_bomb_without_hooks_is_killed_and_the_next_render_gets_a_fresh_work
             os.kill(first_pid, 0)
 
         again = time.monotonic()
-        assert render(box, bomb) == Outcome("limit", message="not run: this template already took longer than 0.5 s")
+        assert render(box, bomb) == Outcome(
+            "limit", message="not run: this template already took longer than 0.5 s"
+        )
         assert time.monotonic() - again < 0.05
 
         assert render(box, "{{ 'still works' }}").output == "still works"
@@ -234,4 +248,6 @@ def test_compile_source_in_process_reports_without_raising():
     env = ChatTemplateSandbox()
     outcome, template = compile_source(env, "{% for %}")
     assert template is None
-    assert outcome == Outcome("syntax_error", message="Expected an expression, got 'end of statement block'", line=1)
+    assert outcome == Outcome(
+        "syntax_error", message="Expected an expression, got 'end of statement block'", line=1
+    )

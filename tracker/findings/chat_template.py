@@ -172,9 +172,13 @@ def _templates_from_value(value: Any, path: str, side: SideTemplates) -> dict[st
         out: dict[str, TemplateSource] = {}
         for item in value:
             if not (
-                isinstance(item, dict) and isinstance(item.get("name"), str) and isinstance(item.get("template"), str)
+                isinstance(item, dict)
+                and isinstance(item.get("name"), str)
+                and isinstance(item.get("template"), str)
             ):
-                side.unreadable.append((path, "chat_template list entry is not {'name': str, 'template': str}"))
+                side.unreadable.append(
+                    (path, "chat_template list entry is not {'name': str, 'template': str}")
+                )
                 return None
             out[item["name"]] = TemplateSource(item["name"], path, item["template"])
         return out
@@ -227,7 +231,9 @@ def resolve_templates(sources: RevisionSources, side_name: str, snapshot: Snapsh
     raw_legacy = sources.text(side_name, LEGACY_TEMPLATE_JSON)
     if raw_legacy is not None:
         legacy = _load_json(raw_legacy, LEGACY_TEMPLATE_JSON, side)
-        found = _templates_from_value(legacy.get("chat_template"), LEGACY_TEMPLATE_JSON, side) if legacy else None
+        found = (
+            _templates_from_value(legacy.get("chat_template"), LEGACY_TEMPLATE_JSON, side) if legacy else None
+        )
         if found is None:
             side.complete = False
         else:
@@ -273,25 +279,35 @@ def _trim_diff(lines: list[str]) -> str:
     return "\n".join(shown)
 
 
-_SEGMENT_SPLIT = re.compile(r"(?<=\n)|(?=\{[{%#])|(?<=[}%#]\})")
+_SEGMENT_CUT = re.compile(r"\n|\{[{%#]|[}%#]\}")
 
 
 def template_segments(text: str) -> list[str]:
     """Split a template into lines *and* Jinja tags, escaped, for diffing.
 
     Many Hub templates are one long line (they are stored as a JSON string), so a
-    plain line diff would show the whole template as changed; splitting at
-    ``{% .. %}``/``{{ .. }}`` boundaries shows the tags that were added or removed.
-    Whitespace-only pieces stay with the piece before them.
+    plain line diff would show the whole template as changed; cutting before
+    ``{%``/``{{``/``{#`` and after ``%}``/``}}``/``#}`` and newlines shows the
+    tags that were added or removed. Whitespace-only pieces stay with the piece
+    before them.
     """
     pieces: list[str] = []
-    for piece in _SEGMENT_SPLIT.split(text):
-        if not piece:
-            continue
-        if pieces and not piece.strip():
-            pieces[-1] += piece
+    start = 0
+    for match in _SEGMENT_CUT.finditer(text):
+        cut = match.start() if match.group().startswith("{") else match.end()
+        if cut > start:
+            piece = text[start:cut]
+            if pieces and not piece.strip():
+                pieces[-1] += piece
+            else:
+                pieces.append(piece)
+            start = cut
+    tail = text[start:]
+    if tail:
+        if pieces and not tail.strip():
+            pieces[-1] += tail
         else:
-            pieces.append(piece)
+            pieces.append(tail)
     return [_escape(p) for p in pieces]
 
 
@@ -321,8 +337,16 @@ def rendered_diff(old: str, new: str, label: str) -> str:
     return _trim_diff(list(lines))
 
 
+_TOKEN_EDGE_MAX = 40  # how far a change is widened to whole tokens
+
+
 def describe_change(old: str, new: str) -> str:
-    """One phrase for how ``new`` differs from ``old``: what was removed, added or replaced, and where."""
+    """One phrase for how ``new`` differs from ``old``: what was removed, added or replaced, and where.
+
+    The differing span is widened to whole words or special tokens (up to
+    whitespace, or to the ``>`` / ``<`` between ``<|tokens|>``), so a reader sees
+    ``'<|begin_of_text|>' with '<s>'`` rather than ``'|begin_of_text|' with 's'``.
+    """
     prefix = 0
     limit = min(len(old), len(new))
     while prefix < limit and old[prefix] == new[prefix]:
@@ -330,6 +354,24 @@ def describe_change(old: str, new: str) -> str:
     suffix = 0
     while suffix < limit - prefix and old[len(old) - 1 - suffix] == new[len(new) - 1 - suffix]:
         suffix += 1
+    # A whitespace-only change is shown as it is; anything else is widened to whole tokens.
+    widen = (
+        _TOKEN_EDGE_MAX
+        if old[prefix : len(old) - suffix].strip() or new[prefix : len(new) - suffix].strip()
+        else 0
+    )
+    for _ in range(widen):  # widen left unless a token boundary is already there
+        if prefix == 0 or old[prefix - 1].isspace() or old[prefix - 1] == ">":
+            break
+        if any(prefix < len(s) - suffix and s[prefix] == "<" for s in (old, new)):
+            break
+        prefix -= 1
+    for _ in range(widen):  # widen right likewise
+        if suffix == 0 or old[len(old) - suffix].isspace() or old[len(old) - suffix] == "<":
+            break
+        if any(len(s) - suffix - 1 >= prefix and s[len(s) - suffix - 1] == ">" for s in (old, new)):
+            break
+        suffix -= 1
     removed = old[prefix : len(old) - suffix]
     added = new[prefix : len(new) - suffix]
     if suffix == 0 and prefix > 0:
@@ -377,7 +419,7 @@ def _sandbox(limits: Limits | None) -> Iterator[TemplateSandbox]:
         try:
             if _shared_sandbox is None:
                 _shared_sandbox = TemplateSandbox()
-            _shared_sandbox._timed_out.clear()  # noqa: SLF001 - per-analysis memory of overrunning templates
+            _shared_sandbox.forget_timeouts()
             yield _shared_sandbox
         finally:
             _shared_lock.release()
@@ -562,12 +604,16 @@ def _unsafe_or_limits(
 ) -> list[Finding]:
     """Unsafe during a render (critical, whatever the old one did), and limits the old template kept."""
     total = len(new)
-    for conv, outcome in new.items():
+    for outcome in new.values():
         if outcome.status == "unsafe":
             problem = _template_problem(rules, outcome, template, text_diff)
             assert problem is not None
             return [problem]
-    limited = [conv for conv, out in new.items() if out.status == "limit" and old.get(conv, Outcome("ok")).status != "limit"]
+    limited = [
+        conv
+        for conv, out in new.items()
+        if out.status == "limit" and old.get(conv, Outcome("ok")).status != "limit"
+    ]
     if not limited:
         return []
     first = limited[0]
@@ -623,8 +669,10 @@ def _compare(
     if not text_changed and not tokens_changed:
         return findings
 
-    text_diff = template_diff(before, after) if text_changed else None
-    problem = _template_problem(rules, renderer.check(after.text), after, text_diff)
+    checked = renderer.check(after.text)
+    diffable = checked.status != "too_large" and len(before.text) <= renderer.sandbox.limits.source_chars
+    text_diff = template_diff(before, after) if text_changed and diffable else None
+    problem = _template_problem(rules, checked, after, text_diff)
     if problem is not None:
         return [*findings, problem]
 
@@ -652,7 +700,9 @@ def _compare(
         description = describe_change(old_out, new_out)
         only = _only_when(changed, convs)
         cause = " and ".join(
-            part for part, flag in (("template text", text_changed), ("special tokens", bool(tokens_changed))) if flag
+            part
+            for part, flag in (("template text", text_changed), ("special tokens", bool(tokens_changed)))
+            if flag
         )
         findings.append(
             rules.finding(
@@ -711,9 +761,15 @@ def _compare(
             )
         )
     if text_changed and not (changed or failed or recovered or hostile):
-        added = sum(1 for line in (text_diff or "").splitlines() if line.startswith("+") and not line.startswith("+++"))
+        added = sum(
+            1
+            for line in (text_diff or "").splitlines()
+            if line.startswith("+") and not line.startswith("+++")
+        )
         removed = sum(
-            1 for line in (text_diff or "").splitlines() if line.startswith("-") and not line.startswith("---")
+            1
+            for line in (text_diff or "").splitlines()
+            if line.startswith("-") and not line.startswith("---")
         )
         findings.append(
             rules.finding(

@@ -62,7 +62,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar, Self
 
 import jinja2
 import jinja2.ext
@@ -184,7 +184,8 @@ class _TemplateDict:
 class _TemplateNamespace(jinja2.utils.Namespace):
     """transformers' ``namespace``: refuses underscore attribute names, the route of known namespace abuse."""
 
-    def __init__(*args: Any, **kwargs: Any) -> None:  # noqa: N805 - same signature trick as Jinja's Namespace
+    def __init__(*args: Any, **kwargs: Any) -> None:
+        # Same signature trick as Jinja's Namespace, so that namespace(self=...) still works.
         self, args = args[0], args[1:]
         attrs = dict(*args, **kwargs)
         for name in attrs:
@@ -208,7 +209,7 @@ class _GenerationTag(jinja2.ext.Extension):
     that use it would not even compile.
     """
 
-    tags = {"generation"}
+    tags: ClassVar[set[str]] = {"generation"}
 
     def parse(self, parser: Any) -> nodes.Node:
         lineno = next(parser.stream).lineno
@@ -235,7 +236,9 @@ class ChatTemplateSandbox(ImmutableSandboxedEnvironment):
     intercepted_binops = frozenset({"*", "**"})
 
     def __init__(self, now: datetime | None = None) -> None:
-        super().__init__(trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationTag, jinja2.ext.loopcontrols])
+        super().__init__(
+            trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationTag, jinja2.ext.loopcontrols]
+        )
         self.budget = _Budget()
         self.now = now or datetime(2024, 7, 23, 12, 0, 0)
         self.filters["tojson"] = _tojson
@@ -276,9 +279,9 @@ class ChatTemplateSandbox(ImmutableSandboxedEnvironment):
         self.budget.check_time()
         return super().getitem(obj, argument)
 
-    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
-        __self.budget.check_time()
-        return super().call(__context, __obj, *args, **kwargs)
+    def call(self, context: Any, obj: Any, /, *args: Any, **kwargs: Any) -> Any:
+        self.budget.check_time()
+        return super().call(context, obj, *args, **kwargs)
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         """Refuse ``*`` and ``**`` whose result would be huge, before computing it."""
@@ -286,14 +289,13 @@ class ChatTemplateSandbox(ImmutableSandboxedEnvironment):
         limit = self.budget.limits.output_chars
         if operator == "*":
             for seq, n in ((left, right), (right, left)):
-                if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and not isinstance(n, bool):
-                    if len(seq) * n > limit:
-                        raise RenderLimitError(f"'*' would build a sequence of {len(seq) * n} items")
-        elif operator == "**":
-            if isinstance(left, int) and isinstance(right, int) and right > 0:
-                bits = max(abs(left).bit_length(), 1) * right
-                if abs(left) > 1 and bits > 64 * 1024:
-                    raise RenderLimitError(f"'**' would build a number of about {bits} bits")
+                sized = isinstance(seq, (str, list, tuple)) and isinstance(n, int) and not isinstance(n, bool)
+                if sized and len(seq) * n > limit:
+                    raise RenderLimitError(f"'*' would build a sequence of {len(seq) * n} items")
+        elif operator == "**" and isinstance(left, int) and isinstance(right, int) and right > 0:
+            bits = max(abs(left).bit_length(), 1) * right
+            if abs(left) > 1 and bits > 64 * 1024:
+                raise RenderLimitError(f"'**' would build a number of about {bits} bits")
         return super().call_binop(context, operator, left, right)
 
 
@@ -458,7 +460,7 @@ class TemplateSandbox:
         self._timed_out: set[str] = set()
         self.started = 0  # how many worker processes this instance started (for tests)
 
-    def __enter__(self) -> TemplateSandbox:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -478,7 +480,7 @@ class TemplateSandbox:
         now: datetime | None = None,
         limits: Limits | None = None,
     ) -> Outcome:
-        """Render ``source`` with JSON-able ``variables`` and the clock ``strftime_now`` reads fixed at ``now``."""
+        """Render ``source`` with JSON-able ``variables``; ``strftime_now`` reads a clock fixed at ``now``."""
         request = {
             "op": "render",
             "source": source,
@@ -503,6 +505,10 @@ class TemplateSandbox:
             if proc.stdout:
                 proc.stdout.close()
 
+    def forget_timeouts(self) -> None:
+        """Allow templates that overran before to run again (a new analysis, a fresh chance)."""
+        self._timed_out.clear()
+
     @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
@@ -519,14 +525,17 @@ class TemplateSandbox:
         key = hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
         if key in self._timed_out:
             return Outcome(
-                "limit", message=f"not run: this template already took longer than {limits.render_seconds:g} s"
+                "limit",
+                message=f"not run: this template already took longer than {limits.render_seconds:g} s",
             )
         request["limits"] = asdict(limits)
         payload = json.dumps(request, ensure_ascii=True).encode("ascii") + b"\n"
         for attempt in (1, 2):
             self._ensure_started(limits)
             try:
-                reply = self._exchange(payload, time.monotonic() + limits.render_seconds + limits.kill_grace_seconds)
+                reply = self._exchange(
+                    payload, time.monotonic() + limits.render_seconds + limits.kill_grace_seconds
+                )
             except _WorkerGone as exc:
                 self._discard()
                 if attempt == 2:
@@ -536,7 +545,8 @@ class TemplateSandbox:
                 self._discard()
                 self._timed_out.add(key)
                 return Outcome(
-                    "limit", message=f"render took longer than {limits.render_seconds:g} s; the renderer was killed"
+                    "limit",
+                    message=f"render took longer than {limits.render_seconds:g} s; the renderer was killed",
                 )
             return Outcome.from_json(reply)
         raise AssertionError("unreachable")
