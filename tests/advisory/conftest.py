@@ -11,3 +11,6 @@ from tests.advisory.support import linear
 def linear5():
     """c1 <- c2 <- c3 <- c4 <- c5, as in NOTES.md §2.6."""
     return linear(5)
+
+
+from tracker.standin.osv_pytest_plugin import osv_standin, osv_standin_server  # noqa: E402,F401
