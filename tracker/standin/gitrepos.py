@@ -148,15 +148,47 @@ def format_date(when: dt.datetime) -> str:
     return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
 
 
+_FILE_HASHES: dict[tuple[int, int, int, int], tuple[str, int]] = {}
+
+
 def _sha256_file(path: Path) -> tuple[str, int]:
-    """Hash a file in 1 MB chunks so multi-GB (sparse) files never sit in memory."""
+    """Hash a file in 1 MB chunks so multi-GB (sparse) files never sit in memory.
+
+    Memoised per (device, inode, size, mtime) for the process: a big test file shared by
+    several tests (or several stand-ins) is hashed once.
+    """
+    st = path.stat()
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if key in _FILE_HASHES:
+        return _FILE_HASHES[key]
     digest = hashlib.sha256()
-    size = 0
+    zeros = memoryview(bytes(_CHUNK))
+    size = st.st_size
     with open(path, "rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            digest.update(chunk)
-            size += len(chunk)
-    return digest.hexdigest(), size
+        fd = fh.fileno()
+        pos = 0
+        while pos < size:
+            # Holes of a sparse file read as zeros: feed zeros without asking the kernel for them.
+            try:
+                data = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError:
+                data = size
+            while pos < data:
+                n = min(_CHUNK, data - pos)
+                digest.update(zeros[:n])
+                pos += n
+            if pos >= size:
+                break
+            hole = os.lseek(fd, pos, os.SEEK_HOLE)
+            fh.seek(pos)
+            while pos < hole:
+                chunk = fh.read(min(_CHUNK, hole - pos))
+                if not chunk:
+                    raise OSError(f"{path} shrank while hashing")
+                digest.update(chunk)
+                pos += len(chunk)
+    _FILE_HASHES[key] = (digest.hexdigest(), size)
+    return _FILE_HASHES[key]
 
 
 class RepoStore:

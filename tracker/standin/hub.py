@@ -261,7 +261,8 @@ class _LogAndFaults:
                     record.bytes_out += len(body)
                     await send({"type": "http.response.body", "body": body, "more_body": True})
                     raise _Truncated
-                record.bytes_out += len(body)
+                if record.method != "HEAD":  # uvicorn drops HEAD bodies; count what really goes out
+                    record.bytes_out += len(body)
             await send(message)
 
         try:
