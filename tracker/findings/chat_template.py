@@ -26,6 +26,7 @@ The analyser reads files only through ``sources``.
 
 from __future__ import annotations
 
+import atexit
 import difflib
 import json
 import re
@@ -419,6 +420,7 @@ def _sandbox(limits: Limits | None) -> Iterator[TemplateSandbox]:
         try:
             if _shared_sandbox is None:
                 _shared_sandbox = TemplateSandbox()
+                atexit.register(_shared_sandbox.close)
             _shared_sandbox.forget_timeouts()
             yield _shared_sandbox
         finally:
