@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-__all__ = ["OsvClient", "BatchResult", "VulnResult", "PackageKey", "DEFAULT_BASE_URL"]
+__all__ = ["DEFAULT_BASE_URL", "BatchResult", "OsvClient", "PackageKey", "VulnResult"]
 
 DEFAULT_BASE_URL = "https://api.osv.dev"
 MAX_BATCH = 1000  # OSV.dev rejects larger batches with 400 "too many queries"

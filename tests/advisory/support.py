@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from tracker.advisory.validate import validate
 
 ENDPOINT = "https://huggingface.co"
-T0 = datetime(2026, 8, 20, 9, 0, tzinfo=timezone.utc)
-T1 = datetime(2026, 8, 21, 10, 15, tzinfo=timezone.utc)
-T2 = datetime(2026, 8, 22, 11, 30, tzinfo=timezone.utc)
+T0 = datetime(2026, 8, 20, 9, 0, tzinfo=UTC)
+T1 = datetime(2026, 8, 21, 10, 15, tzinfo=UTC)
+T2 = datetime(2026, 8, 22, 11, 30, tzinfo=UTC)
 
 
 def sha(n: int) -> str:

@@ -6,10 +6,11 @@ Every record produced here goes through ``checked`` (schema + strict keys).
 from __future__ import annotations
 
 import copy
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
+from tests.advisory.support import ENDPOINT, T0, T1, T2, checked, sha
 from tracker.advisory.affected import affected_commits
 from tracker.advisory.build import (
     advisory_events,
@@ -23,8 +24,6 @@ from tracker.advisory.build import (
 )
 from tracker.advisory.ids import advisory_id, is_advisory_id, repo_event_id
 from tracker.model import Finding, Severity
-
-from tests.advisory.support import ENDPOINT, T0, T1, T2, checked, sha
 
 REPO = "example-org/tiny-chat-model"
 URL = f"{ENDPOINT}/{REPO}"
@@ -196,7 +195,7 @@ def test_withdraw_is_idempotent(linear5):
     assert w["withdrawn"] == "2026-08-22T11:30:00Z"
     assert w["database_specific"]["withdrawn_reason"] == "rule retired"
     assert w["details"].startswith("**Withdrawn** on 2026-08-22T11:30:00Z: rule retired.\n\n")
-    assert checked(withdraw(w, datetime(2027, 1, 1, tzinfo=timezone.utc))) == w
+    assert checked(withdraw(w, datetime(2027, 1, 1, tzinfo=UTC))) == w
     assert "withdrawn" not in r  # input untouched
 
 
@@ -213,13 +212,13 @@ def test_mark_fixed_then_rebuild_keeps_the_fix(linear5):
     assert fixed["details"].endswith(f"## Undone\n- revision [`c50000000000`]({URL}/commit/{c[5]}) undoes it; "
                                      "it and its descendants are no longer affected.")
     # idempotent
-    assert mark_fixed(fixed, c[5], datetime(2027, 1, 1, tzinfo=timezone.utc),
+    assert mark_fixed(fixed, c[5], datetime(2027, 1, 1, tzinfo=UTC),
                       affected_commits(parents, events)) == fixed
     # re-analysing the introducing revision keeps the fix and the modified time
     rebuilt = checked(build_revision_advisory(
         kind="risk", repo_id=REPO, revision=c[3], parent=c[2], revision_date=T0, findings=[PICKLE],
         endpoint=ENDPOINT, tracker_url="https://tracker.example", estimate_delta=None, related=[],
-        affected_commits=affected_commits(parents, events), now=datetime(2027, 1, 1, tzinfo=timezone.utc),
+        affected_commits=affected_commits(parents, events), now=datetime(2027, 1, 1, tzinfo=UTC),
         previous=fixed))
     assert rebuilt == fixed
 
@@ -259,7 +258,7 @@ def test_input_validation(linear5):
 
 
 def test_format_timestamp():
-    assert format_timestamp(datetime(2026, 1, 2, 3, 4, 5, 120000, tzinfo=timezone.utc)) == "2026-01-02T03:04:05.12Z"
+    assert format_timestamp(datetime(2026, 1, 2, 3, 4, 5, 120000, tzinfo=UTC)) == "2026-01-02T03:04:05.12Z"
 
 
 @pytest.mark.parametrize(

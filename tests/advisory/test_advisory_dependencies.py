@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tests.advisory.support import ENDPOINT, T1, checked, linear
 from tracker.advisory.affected import affected_commits
 from tracker.advisory.build import advisory_events, build_revision_advisory
 from tracker.advisory.dependencies import (
@@ -14,8 +15,6 @@ from tracker.advisory.dependencies import (
 )
 from tracker.model import Severity
 from tracker.osvdev import OsvClient
-
-from tests.advisory.support import ENDPOINT, T1, checked, linear
 
 REQUIREMENTS = b"""\
 # pinned

@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.advisory.support import ENDPOINT, T1, T2, checked, sha
 from tracker.advisory.build import repo_event_advisory
 from tracker.advisory.export import build_all_zip, export_files
 from tracker.advisory.validate import AdvisoryValidationError, validate
-
-from tests.advisory.support import ENDPOINT, T1, T2, checked, sha
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "shared" / "osv" / "examples"
 GOOD = {

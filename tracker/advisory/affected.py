@@ -35,7 +35,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["affected_commits", "record_affected_commits", "children_of", "descendants"]
+__all__ = ["affected_commits", "children_of", "descendants", "record_affected_commits"]
 
 
 def _all_commits(parents: Mapping[str, list[str]]) -> set[str]:
@@ -182,7 +182,7 @@ def record_affected_commits(
 
     def norm(url: str) -> str:
         url = url.rstrip("/")
-        return url[:-4] if url.endswith(".git") else url
+        return url.removesuffix(".git")
 
     result: set[str] = set()
     for affected in record.get("affected") or []:

@@ -38,7 +38,7 @@ import fnmatch
 import json
 import re
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from tracker.advisory.affected import affected_commits as compute_affected_commits
@@ -46,20 +46,20 @@ from tracker.advisory.ids import advisory_id, repo_event_id
 from tracker.model import Finding, Severity, sort_findings, validate_repo_id
 
 __all__ = [
-    "SCHEMA_VERSION",
     "CLASSIFICATION",
     "REPO_EVENTS",
+    "SCHEMA_VERSION",
     "AdvisoryKind",
     "RepoEventKind",
-    "classify",
-    "split_findings",
     "advisory_events",
-    "build_revision_advisory",
     "build_revision_advisories",
-    "mark_fixed",
-    "withdraw",
-    "repo_event_advisory",
+    "build_revision_advisory",
+    "classify",
     "format_timestamp",
+    "mark_fixed",
+    "repo_event_advisory",
+    "split_findings",
+    "withdraw",
 ]
 
 SCHEMA_VERSION = "1.7.5"
@@ -141,7 +141,7 @@ def format_timestamp(value: datetime) -> str:
     """RFC 3339 UTC with a ``Z`` (the OSV schema rejects ``+00:00``); microseconds only when non-zero."""
     if value.tzinfo is None:
         raise ValueError("timestamps must be timezone-aware (UTC); got a naive datetime")
-    value = value.astimezone(timezone.utc)
+    value = value.astimezone(UTC)
     text = value.strftime("%Y-%m-%dT%H:%M:%S")
     if value.microsecond:
         text += f".{value.microsecond:06d}".rstrip("0")
@@ -285,8 +285,11 @@ def _render_estimate(delta: Mapping[str, Any]) -> list[str]:
 def _fix_section(repo_url: str, fixes: list[str]) -> str:
     if not fixes:
         return ""
-    lines = [f"- revision [`{f[:12]}`]({_commit_url(repo_url, f)}) undoes it; it and its descendants "
-             "are no longer affected." for f in fixes]
+    lines = [
+        (f"- revision [`{f[:12]}`]({_commit_url(repo_url, f)}) undoes it; it and its descendants "
+         "are no longer affected.")
+        for f in fixes
+    ]
     return _FIX_HEADING + "\n".join(lines)
 
 

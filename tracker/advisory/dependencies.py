@@ -40,14 +40,14 @@ from tracker.model import Finding
 
 __all__ = [
     "IMPORT_TO_PYPI",
+    "DependencyScan",
     "PackageQuery",
     "Unpinned",
-    "DependencyScan",
-    "normalise_name",
     "collect_dependencies",
+    "normalise_name",
     "remote_code_imports",
-    "vulnerability_findings",
     "unpinned_findings",
+    "vulnerability_findings",
 ]
 
 # Import name -> PyPI project, for the packages model remote code commonly imports.

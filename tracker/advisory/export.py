@@ -26,7 +26,7 @@ from typing import Any
 
 from tracker.advisory.validate import validate
 
-__all__ = ["record_bytes", "latest_records", "export_files", "build_all_zip", "ALL_ZIP"]
+__all__ = ["ALL_ZIP", "build_all_zip", "export_files", "latest_records", "record_bytes"]
 
 ALL_ZIP = "all.zip"
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")

@@ -23,7 +23,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator, FormatChecker
 
-__all__ = ["AdvisoryValidationError", "validate", "schema", "strict_key_errors"]
+__all__ = ["AdvisoryValidationError", "schema", "strict_key_errors", "validate"]
 
 
 class AdvisoryValidationError(ValueError):

@@ -38,9 +38,9 @@ import re
 import socket
 import threading
 import time
-from functools import lru_cache
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +75,7 @@ def default_records_dir() -> Path:
 
 
 def _rfc3339(value: dt.datetime) -> str:
-    value = value.astimezone(dt.timezone.utc) if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+    value = value.astimezone(dt.UTC) if value.tzinfo else value.replace(tzinfo=dt.UTC)
     return value.strftime("%Y-%m-%dT%H:%M:%S.%f").rstrip("0").rstrip(".") + "Z"
 
 
@@ -116,7 +116,7 @@ def _normalise(ecosystem: str | None, name: str) -> str:
         return re.sub(r"[-_.]+", "-", name).lower()
     if ecosystem == "GIT":
         name = re.sub(r"^[a-z]+://", "", name).rstrip("/")
-        return name[:-4] if name.endswith(".git") else name
+        return name.removesuffix(".git")
     return name
 
 
