@@ -78,8 +78,8 @@ def usable_bytes(card: Card) -> float:
 def max_batch(static: float, per_sample: float, card: Card) -> int:
     """Largest batch with ``static + b·per_sample`` within the card; 0 if none."""
     room = usable_bytes(card) - static
-    if room < per_sample or per_sample <= 0:
-        return 0 if room < per_sample else 0
+    if per_sample <= 0 or room < per_sample:
+        return 0
     return int(math.floor(room / per_sample))
 
 
