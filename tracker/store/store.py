@@ -13,7 +13,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from tracker.errors import StoreError
 from tracker.model import Commit, CommitSha, FileEntry, RepoId, Snapshot
-from tracker.store.tables import blobs, events, repos, revisions
+from tracker.store.tables import advisories, advisory_commits, blobs, commits, events, osv_lookups, repos, revisions
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -82,7 +82,161 @@ def snapshot_from_json(data: Iterable[dict[str, Any]]) -> Snapshot:
     return Snapshot(files=tuple(FileEntry(**item) for item in data))
 
 
-class SqlStore:
+@dataclass(frozen=True)
+class AdvisoryRow:
+    id: str
+    repo_id: RepoId
+    revision_sha: str | None
+    kind: str
+    severity: str
+    record: dict[str, Any]
+    published: datetime
+    modified: datetime
+    withdrawn: bool
+    fixed_sha: str | None
+
+
+class AdvisoryStoreMixin:
+    """Advisories, the commit graph and the commit -> advisory index."""
+
+    engine: Engine
+    _tx: Any
+
+    # -- commit graph -----------------------------------------------------------------------
+
+    def add_commits(self, repo_pk: int, edges: Iterable[tuple[str, str | None]], *, now: datetime) -> int:
+        """Record (sha, parent) edges; known commits are left as they are."""
+        edges = list(edges)
+        if not edges:
+            return 0
+        with self._tx() as conn:
+            known = set(conn.execute(select(commits.c.sha).where(and_(
+                commits.c.repo_pk == repo_pk, commits.c.sha.in_([s for s, _ in edges])))).scalars())
+            rows = [{"repo_pk": repo_pk, "sha": s, "parent_sha": p, "created_at": now}
+                    for s, p in dict(edges).items() if s not in known]
+            if rows:
+                conn.execute(insert(commits), rows)
+            return len(rows)
+
+    def commit_graph(self, repo_pk: int) -> dict[str, list[str]]:
+        """sha -> parents, as far as known."""
+        with self._tx() as conn:
+            return {r.sha: [r.parent_sha] if r.parent_sha else []
+                    for r in conn.execute(select(commits.c.sha, commits.c.parent_sha).where(
+                        commits.c.repo_pk == repo_pk))}
+
+    def has_commit(self, repo_pk: int, sha: str) -> bool:
+        with self._tx() as conn:
+            return conn.execute(select(commits.c.id).where(and_(
+                commits.c.repo_pk == repo_pk, commits.c.sha == sha))).first() is not None
+
+    def find_commit(self, sha_or_prefix: str, repo_pk: int | None = None) -> list[tuple[int, str]]:
+        """(repo_pk, full sha) of known commits matching a sha or a prefix."""
+        with self._tx() as conn:
+            cond = (commits.c.sha == sha_or_prefix if len(sha_or_prefix) == 40
+                    else commits.c.sha.startswith(sha_or_prefix, autoescape=True))
+            query = select(commits.c.repo_pk, commits.c.sha).where(cond)
+            if repo_pk is not None:
+                query = query.where(commits.c.repo_pk == repo_pk)
+            return [(r.repo_pk, r.sha) for r in conn.execute(query.limit(50))]
+
+    # -- advisories -------------------------------------------------------------------------
+
+    @staticmethod
+    def _advisory(row: Any) -> AdvisoryRow:
+        return AdvisoryRow(id=row.id, repo_id=RepoId(row.repo_id), revision_sha=row.revision_sha, kind=row.kind,
+                           severity=row.severity, record=row.record, published=_utc(row.published),
+                           modified=_utc(row.modified), withdrawn=bool(row.withdrawn), fixed_sha=row.fixed_sha)
+
+    def _advisory_query(self):  # noqa: ANN202
+        return select(advisories, repos.c.repo_id).join(repos, repos.c.id == advisories.c.repo_pk)
+
+    def get_advisory(self, advisory_id: str) -> AdvisoryRow | None:
+        with self._tx() as conn:
+            row = conn.execute(self._advisory_query().where(advisories.c.id == advisory_id)).first()
+            return self._advisory(row) if row else None
+
+    def save_advisory(self, repo_pk: int, record: dict[str, Any], *, revision_sha: str | None, kind: str,
+                      severity: str, fixed_sha: str | None, affected: Iterable[str] | None) -> bool:
+        """Insert or update one advisory and (when given) its affected commits; True if anything changed."""
+        modified = _parse_ts(record["modified"])
+        published = _parse_ts(record.get("published", record["modified"]))
+        withdrawn = "withdrawn" in record
+        with self._tx() as conn:
+            old = conn.execute(select(advisories.c.record).where(advisories.c.id == record["id"])).scalar()
+            changed = old != record
+            if old is None:
+                conn.execute(insert(advisories).values(
+                    id=record["id"], repo_pk=repo_pk, revision_sha=revision_sha, kind=kind, severity=severity,
+                    record=record, published=published, modified=modified, withdrawn=withdrawn, fixed_sha=fixed_sha))
+            elif changed:
+                conn.execute(update(advisories).where(advisories.c.id == record["id"]).values(
+                    record=record, severity=severity, modified=modified, withdrawn=withdrawn, fixed_sha=fixed_sha))
+            if affected is not None:
+                wanted = set() if withdrawn else set(affected)
+                have = set(conn.execute(select(advisory_commits.c.sha).where(
+                    advisory_commits.c.advisory_id == record["id"])).scalars())
+                if have - wanted:
+                    conn.execute(advisory_commits.delete().where(and_(
+                        advisory_commits.c.advisory_id == record["id"],
+                        advisory_commits.c.sha.in_(list(have - wanted)))))
+                if wanted - have:
+                    conn.execute(insert(advisory_commits), [
+                        {"advisory_id": record["id"], "sha": s, "repo_pk": repo_pk} for s in sorted(wanted - have)])
+                changed = changed or have != wanted
+            return changed
+
+    def advisories_for(self, *, repo_pk: int | None = None, since: datetime | None = None,
+                       include_withdrawn: bool = True) -> list[AdvisoryRow]:
+        with self._tx() as conn:
+            query = self._advisory_query()
+            if repo_pk is not None:
+                query = query.where(advisories.c.repo_pk == repo_pk)
+            if since is not None:
+                query = query.where(advisories.c.modified >= since)
+            if not include_withdrawn:
+                query = query.where(advisories.c.withdrawn.is_(False))
+            return [self._advisory(r) for r in conn.execute(query.order_by(advisories.c.published, advisories.c.id))]
+
+    def advisory_ids_for_commit(self, sha: str, repo_pk: int | None = None) -> list[str]:
+        """The one lookup a query needs: which advisories affect this commit."""
+        with self._tx() as conn:
+            query = select(advisory_commits.c.advisory_id).where(advisory_commits.c.sha == sha)
+            if repo_pk is not None:
+                query = query.where(advisory_commits.c.repo_pk == repo_pk)
+            return sorted(conn.execute(query).scalars())
+
+    def advisories_by_ids(self, ids: Sequence[str]) -> list[AdvisoryRow]:
+        if not ids:
+            return []
+        with self._tx() as conn:
+            rows = conn.execute(self._advisory_query().where(advisories.c.id.in_(list(ids))))
+            by_id = {r.id: self._advisory(r) for r in rows}
+            return [by_id[i] for i in ids if i in by_id]
+
+    # -- OSV.dev cache ----------------------------------------------------------------------
+
+    def osv_cached(self, keys: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+        if not keys:
+            return {}
+        with self._tx() as conn:
+            return {r.key: r.vulns for r in conn.execute(select(osv_lookups).where(osv_lookups.c.key.in_(list(keys))))}
+
+    def osv_store(self, results: dict[str, list[dict[str, Any]]], *, now: datetime) -> None:
+        with self._tx() as conn:
+            for key, vulns in results.items():
+                if conn.execute(select(osv_lookups.c.key).where(osv_lookups.c.key == key)).first():
+                    conn.execute(update(osv_lookups).where(osv_lookups.c.key == key).values(vulns=vulns,
+                                                                                          fetched_at=now))
+                else:
+                    conn.execute(insert(osv_lookups).values(key=key, vulns=vulns, fetched_at=now))
+
+
+def _parse_ts(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
+
+
+class SqlStore(AdvisoryStoreMixin):
     """The tracker's durable state. Every method is one transaction."""
 
     def __init__(self, engine: Engine) -> None:

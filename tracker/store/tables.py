@@ -9,6 +9,7 @@ revision processed exactly once in effect, whatever crashes in between.
 from __future__ import annotations
 
 from sqlalchemy import (
+    false,
     JSON,
     Boolean,
     Column,
@@ -73,6 +74,7 @@ revisions = Table(
     Column("summary", Text, nullable=True),
     Column("estimate", JSON, nullable=True),
     Column("analysed_at", DateTime(timezone=True), nullable=True),
+    Column("dependencies_pending", Boolean, nullable=False, default=False, server_default=false()),  # OSV.dev lookup to retry
     UniqueConstraint("repo_pk", "sha", name="uq_revisions_repo_sha"),
     UniqueConstraint("repo_pk", "seq", name="uq_revisions_repo_seq"),
 )
@@ -100,4 +102,54 @@ events = Table(
     Column("detail", JSON, nullable=False, default=dict),
     Column("created_at", DateTime(timezone=True), nullable=False),
     UniqueConstraint("repo_pk", "kind", "dedupe_key", name="uq_events_repo_kind_key"),
+)
+
+# -- advisories (migration 0002) ------------------------------------------------------------------
+
+# The commit graph of each repo as far as the tracker knows it: every listed commit, plus
+# older commits looked up when someone queries a revision the tracker had not seen.
+commits = Table(
+    "commits",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("repo_pk", Integer, ForeignKey("repos.id", ondelete="CASCADE"), nullable=False),
+    Column("sha", String(40), nullable=False),
+    Column("parent_sha", String(40), nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("repo_pk", "sha", name="uq_commits_repo_sha"),
+)
+
+advisories = Table(
+    "advisories",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("repo_pk", Integer, ForeignKey("repos.id", ondelete="CASCADE"), nullable=False),
+    Column("revision_sha", String(40), nullable=True),  # None for advisories about the repo itself
+    Column("kind", String(30), nullable=False),  # update|risk|<repo event kind>
+    Column("severity", String(10), nullable=False),
+    Column("record", JSON, nullable=False),  # the OSV record, as served
+    Column("published", DateTime(timezone=True), nullable=False),
+    Column("modified", DateTime(timezone=True), nullable=False),
+    Column("withdrawn", Boolean, nullable=False, default=False),
+    Column("fixed_sha", String(40), nullable=True),
+)
+Index("ix_advisories_repo_modified", advisories.c.repo_pk, advisories.c.modified)
+
+# The index OSV.dev keeps too: commit -> advisories affecting it, so a query is one lookup.
+advisory_commits = Table(
+    "advisory_commits",
+    metadata,
+    Column("advisory_id", String(64), ForeignKey("advisories.id", ondelete="CASCADE"), primary_key=True),
+    Column("sha", String(40), primary_key=True),
+    Column("repo_pk", Integer, ForeignKey("repos.id", ondelete="CASCADE"), nullable=False),
+)
+Index("ix_advisory_commits_sha", advisory_commits.c.sha)
+
+# OSV.dev answers per (ecosystem, package, version), cached; failures are retried on later polls.
+osv_lookups = Table(
+    "osv_lookups",
+    metadata,
+    Column("key", String(300), primary_key=True),
+    Column("vulns", JSON, nullable=False, default=list),  # [{"id", "modified"}]
+    Column("fetched_at", DateTime(timezone=True), nullable=False),
 )
