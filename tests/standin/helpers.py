@@ -55,10 +55,10 @@ def make_demo(hub: HubStandin, repo_id: str = "acme/tiny") -> Demo:
 
 def big_header_safetensors() -> bytes:
     """A safetensors file whose JSON header is over 100 kB (forces the client's 2nd Range GET)."""
-    tensors = {f"layer.{i}.weight_with_a_rather_long_name_to_fill_the_header": np.zeros((1,), dtype=np.float16)
-               for i in range(1500)}
+    tensors = {
+        f"layer.{i}.weight_with_a_rather_long_name_to_fill_the_header": np.zeros((1,), dtype=np.float16)
+        for i in range(1500)
+    }
     data = save(tensors)
     assert int.from_bytes(data[:8], "little") > 100_000
     return data
-
-

@@ -34,7 +34,9 @@ def test_not_found_family(hub_standin: HubStandin, hf_api: HfApi, tmp_path: Path
     with pytest.raises(RevisionNotFoundError):
         hf_api.list_repo_commits("acme/tiny", revision="0" * 40)
     with pytest.raises(RemoteEntryNotFoundError):
-        hf_hub_download("acme/tiny", "nope.json", revision=demo.first, endpoint=hub_standin.url, cache_dir=tmp_path)
+        hf_hub_download(
+            "acme/tiny", "nope.json", revision=demo.first, endpoint=hub_standin.url, cache_dir=tmp_path
+        )
     with pytest.raises(RemoteEntryNotFoundError):
         list(hf_api.list_repo_tree("acme/tiny", path_in_repo="nowhere"))
     miss = [r for r in hub_standin.requests if r.status == 404 and "/resolve/" in r.path]
@@ -48,7 +50,11 @@ def test_entry_not_found_404_carries_x_repo_commit(hub_standin: HubStandin) -> N
     assert r.headers["x-error-code"] == "EntryNotFound"
     assert r.headers["x-repo-commit"] == demo.second
     r = httpx2.get(f"{hub_standin.url}/api/models/acme/missing")
-    assert (r.status_code, r.headers["x-error-code"], r.json()) == (401, "RepoNotFound", {"error": "Repository not found"})
+    assert (r.status_code, r.headers["x-error-code"], r.json()) == (
+        401,
+        "RepoNotFound",
+        {"error": "Repository not found"},
+    )
 
 
 def test_gated_repo(hub_standin: HubStandin, tmp_path: Path) -> None:
@@ -60,11 +66,14 @@ def test_gated_repo(hub_standin: HubStandin, tmp_path: Path) -> None:
     with pytest.raises(GatedRepoError):
         hf_hub_download("acme/tiny", "config.json", endpoint=hub_standin.url, cache_dir=tmp_path / "a")
     with pytest.raises(GatedRepoError):
-        hf_hub_download("acme/tiny", "config.json", endpoint=hub_standin.url, cache_dir=tmp_path / "b", token="hf_bad")
+        hf_hub_download(
+            "acme/tiny", "config.json", endpoint=hub_standin.url, cache_dir=tmp_path / "b", token="hf_bad"
+        )
     with pytest.raises(GatedRepoError):
         api.file_exists("acme/tiny", "config.json")  # file_exists re-raises gating
-    path = hf_hub_download("acme/tiny", "config.json", endpoint=hub_standin.url, cache_dir=tmp_path / "c",
-                           token="hf_good")
+    path = hf_hub_download(
+        "acme/tiny", "config.json", endpoint=hub_standin.url, cache_dir=tmp_path / "c", token="hf_good"
+    )
     assert json.loads(Path(path).read_text()) == {"hidden_size": 8}
     assert [r.status for r in hub_standin.requests if r.method == "HEAD"] == [401, 403, 401, 200]
 
@@ -134,8 +143,9 @@ def test_truncated_body_raises(hub_standin: HubStandin, hf_api: HfApi, tmp_path:
     assert (record.status, record.bytes_out, record.fault) == (200, 20, True)
     # A CDN body cut short once: the client notices (Content-Length) and fetches again.
     hub_standin.faults.add("/cdn-lfs/", truncate_after=10)
-    path = hf_hub_download("acme/tiny", "model.safetensors", revision=demo.first, endpoint=hub_standin.url,
-                           cache_dir=tmp_path)
+    path = hf_hub_download(
+        "acme/tiny", "model.safetensors", revision=demo.first, endpoint=hub_standin.url, cache_dir=tmp_path
+    )
     assert Path(path).read_bytes() == demo.weights
     cut, resumed = [r for r in hub_standin.requests if r.path.startswith("/cdn-lfs/")]
     assert (cut.status, cut.bytes_out, cut.fault, resumed.fault) == (200, 10, True, False)
@@ -149,17 +159,24 @@ def test_malformed_json(hub_standin: HubStandin, hf_api: HfApi) -> None:
         hf_api.model_info("acme/tiny")
 
 
-def test_rename_redirects_and_model_info_shows_new_id(hub_standin: HubStandin, hf_api: HfApi, tmp_path: Path) -> None:
+def test_rename_redirects_and_model_info_shows_new_id(
+    hub_standin: HubStandin, hf_api: HfApi, tmp_path: Path
+) -> None:
     demo = make_demo(hub_standin)
     hub_standin.rename("acme/tiny", "newco/tiny")
     assert hf_api.model_info("acme/tiny").id == "newco/tiny"
     first, second = hub_standin.requests
     assert (first.path, first.status, second.path, second.status) == (
-        "/api/models/acme/tiny", 307, "/api/models/newco/tiny", 200)
+        "/api/models/acme/tiny",
+        307,
+        "/api/models/newco/tiny",
+        200,
+    )
     r = httpx2.head(f"{hub_standin.url}/acme/tiny/resolve/main/config.json")
     assert (r.status_code, r.headers["location"]) == (307, "/newco/tiny/resolve/main/config.json")
-    path = hf_hub_download("acme/tiny", "config.json", revision=demo.second, endpoint=hub_standin.url,
-                           cache_dir=tmp_path)
+    path = hf_hub_download(
+        "acme/tiny", "config.json", revision=demo.second, endpoint=hub_standin.url, cache_dir=tmp_path
+    )
     assert Path(path).read_bytes() == demo.config2
     assert [c.commit_id for c in hf_api.list_repo_commits("acme/tiny")] == [demo.second, demo.first]
 
@@ -178,7 +195,6 @@ def test_squash_makes_old_sha_unknown(hub_standin: HubStandin, hf_api: HfApi) ->
 
 def test_delete_and_recreate_gives_a_new_repo(hub_standin: HubStandin, hf_api: HfApi) -> None:
     make_demo(hub_standin)
-    old_id = hf_api.model_info("acme/tiny").__dict__["_id"] if "_id" in hf_api.model_info("acme/tiny").__dict__ else None
     before = httpx2.get(f"{hub_standin.url}/api/models/acme/tiny").json()["_id"]
     hub_standin.delete_repo("acme/tiny")
     with pytest.raises(RepositoryNotFoundError):
@@ -186,4 +202,3 @@ def test_delete_and_recreate_gives_a_new_repo(hub_standin: HubStandin, hf_api: H
     hub_standin.create_repo("acme/tiny")
     after = httpx2.get(f"{hub_standin.url}/api/models/acme/tiny").json()
     assert after["_id"] != before and "sha" not in after and after["siblings"] == []
-    assert old_id in (None, before)

@@ -23,7 +23,7 @@ def test_model_info_main_revision_and_files_metadata(hub_standin: HubStandin, hf
     info = hf_api.model_info("acme/tiny")
     assert info.id == "acme/tiny"
     assert info.sha == demo.second
-    assert info.last_modified == dt.datetime(2026, 1, 1, 0, 1, tzinfo=dt.timezone.utc)
+    assert info.last_modified == dt.datetime(2026, 1, 1, 0, 1, tzinfo=dt.UTC)
     assert [s.rfilename for s in info.siblings] == ["config.json", "model.safetensors", "sub/extra.txt"]
     assert info.safetensors is not None and info.safetensors.total == 16
 
@@ -67,6 +67,7 @@ def test_refs_lists_tags(hub_standin: HubStandin, hf_api: HfApi) -> None:
     assert [(t.name, t.ref, t.target_commit) for t in refs.tags] == [("v1", "refs/tags/v1", demo.first)]
     assert refs.converts == [] and refs.pull_requests is None
     assert hf_api.model_info("acme/tiny", revision="v1").sha == demo.first
+    assert hf_api.resolve_revision("acme/tiny", revision="v1").resolved == demo.first
 
 
 def test_commits_newest_first_with_real_pagination(tmp_path: Path) -> None:
@@ -97,8 +98,10 @@ def test_tree_recursive_expand_and_subpath(hub_standin: HubStandin, hf_api: HfAp
     demo = make_demo(hub_standin)
     flat = list(hf_api.list_repo_tree("acme/tiny", recursive=True))
     assert [(type(e).__name__, e.path) for e in flat] == [
-        ("RepoFile", "config.json"), ("RepoFile", "model.safetensors"),
-        ("RepoFolder", "sub"), ("RepoFile", "sub/extra.txt"),
+        ("RepoFile", "config.json"),
+        ("RepoFile", "model.safetensors"),
+        ("RepoFolder", "sub"),
+        ("RepoFile", "sub/extra.txt"),
     ]
     weights = flat[1]
     assert isinstance(weights, RepoFile) and weights.lfs is not None
@@ -113,7 +116,11 @@ def test_tree_recursive_expand_and_subpath(hub_standin: HubStandin, hf_api: HfAp
     assert expanded["model.safetensors"].last_commit.oid == demo.first  # type: ignore[union-attr]
     assert expanded["model.safetensors"].security.safe is True  # type: ignore[union-attr]
     sub = expanded["sub"]
-    assert isinstance(sub, RepoFolder) and sub.last_commit is not None and sub.last_commit.title == "Initial commit"
+    assert (
+        isinstance(sub, RepoFolder)
+        and sub.last_commit is not None
+        and sub.last_commit.title == "Initial commit"
+    )
 
     inside = list(hf_api.list_repo_tree("acme/tiny", path_in_repo="sub"))
     assert [(e.path, e.blob_id) for e in inside] == [("sub/extra.txt", git_blob_sha1(b"extra\n"))]  # type: ignore[union-attr]
@@ -144,12 +151,19 @@ def test_paths_info_drops_missing_paths(hub_standin: HubStandin, hf_api: HfApi) 
 def test_download_by_sha_regular_and_lfs(hub_standin: HubStandin, tmp_path: Path) -> None:
     demo = make_demo(hub_standin)
     hub_standin.clear_log()
-    config = hf_hub_download("acme/tiny", "config.json", revision=demo.first, endpoint=hub_standin.url,
-                             cache_dir=tmp_path / "c")
+    config = hf_hub_download(
+        "acme/tiny", "config.json", revision=demo.first, endpoint=hub_standin.url, cache_dir=tmp_path / "c"
+    )
     assert Path(config).read_bytes() == demo.config1
     assert f"snapshots/{demo.first}/config.json" in config
-    weights = hf_hub_download("acme/tiny", "model.safetensors", revision=demo.first, endpoint=hub_standin.url,
-                              cache_dir=tmp_path / "c", token="secret")
+    weights = hf_hub_download(
+        "acme/tiny",
+        "model.safetensors",
+        revision=demo.first,
+        endpoint=hub_standin.url,
+        cache_dir=tmp_path / "c",
+        token="secret",
+    )
     assert Path(weights).read_bytes() == demo.weights
     head, cdn = hub_standin.requests[-2:]
     assert (head.method, head.status, head.host) == ("HEAD", 302, hub_standin.url.removeprefix("http://"))

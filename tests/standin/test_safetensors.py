@@ -37,29 +37,46 @@ def test_sharded_metadata_with_a_header_over_100kb(hub_standin: HubStandin, hf_a
     small = save({"lm_head": np.zeros((2, 3), dtype=np.float32)})
     index = {
         "metadata": {"total_size": 0},
-        "weight_map": {**{k: "model-00001-of-00002.safetensors" for k in json.loads(big[8 : 8 + struct.unpack("<Q", big[:8])[0]])},
-                       "lm_head": "model-00002-of-00002.safetensors"},
+        "weight_map": {
+            **{
+                k: "model-00001-of-00002.safetensors"
+                for k in json.loads(big[8 : 8 + struct.unpack("<Q", big[:8])[0]])
+            },
+            "lm_head": "model-00002-of-00002.safetensors",
+        },
     }
     hub_standin.create_repo("acme/sharded")
-    hub_standin.commit("acme/sharded", {
-        "model.safetensors.index.json": json.dumps(index),
-        "model-00001-of-00002.safetensors": big,
-        "model-00002-of-00002.safetensors": small,
-    })
+    hub_standin.commit(
+        "acme/sharded",
+        {
+            "model.safetensors.index.json": json.dumps(index),
+            "model-00001-of-00002.safetensors": big,
+            "model-00002-of-00002.safetensors": small,
+        },
+    )
     meta = hf_api.get_safetensors_metadata("acme/sharded")
     assert meta.sharded is True
     assert meta.parameter_count == {"F16": 1500, "F32": 6}
     header_len = struct.unpack("<Q", big[:8])[0]
-    big_ranges = sorted(r.range for r in hub_standin.requests
-                        if r.range and r.status == 206 and r.bytes_out > 100_000)
+    big_ranges = sorted(
+        r.range for r in hub_standin.requests if r.range and r.status == 206 and r.bytes_out > 100_000
+    )
     assert big_ranges == ["bytes=0-100000", f"bytes=8-{header_len + 7}"]
     cdn = [r for r in hub_standin.requests if r.path.startswith("/cdn-lfs/")]
     assert len(cdn) == 3 and all(r.range for r in cdn)  # headers only, via Range, never a whole shard
 
+    server_side = hf_api.get_sharded_safetensors_metadata("acme/sharded")
+    assert server_side.parameter_count == meta.parameter_count
+    assert server_side.weight_map == meta.weight_map and server_side.metadata == {"total_size": 0}
+
 
 @pytest.mark.slow  # hashes 1 GiB of zeros (~2 s on an idle core)
-def test_sparse_gigabyte_file_header_read_with_under_1mb_served(hub_standin: HubStandin, hf_api: HfApi, tmp_path: Path) -> None:
-    header = json.dumps({"w": {"dtype": "BF16", "shape": [1024, 1024, 512], "data_offsets": [0, 2**30]}}).encode()
+def test_sparse_gigabyte_file_header_read_with_under_1mb_served(
+    hub_standin: HubStandin, hf_api: HfApi, tmp_path: Path
+) -> None:
+    header = json.dumps(
+        {"w": {"dtype": "BF16", "shape": [1024, 1024, 512], "data_offsets": [0, 2**30]}}
+    ).encode()
     header += b" " * (-len(header) % 8)
     weights = tmp_path / "model.safetensors"
     with open(weights, "wb") as fh:

@@ -47,21 +47,30 @@ def seed_demo(hub: HubStandin) -> None:
             message="initial commit",
         )
         hub.tag("acme/tiny-model", "v1", first)
-        hub.commit("acme/tiny-model", {"config.json": json.dumps({"model_type": "llama", "hidden_size": 16}) + "\n"},
-                   message="Bump hidden size")
+        hub.commit(
+            "acme/tiny-model",
+            {"config.json": json.dumps({"model_type": "llama", "hidden_size": 16}) + "\n"},
+            message="Bump hidden size",
+        )
         hub.commit("acme/tiny-model", {"README.md": "# PR\n"}, branch="refs/pr/1", message="Add README")
     if "acme/sharded-model" not in hub.store.repo_ids():
         hub.create_repo("acme/sharded-model")
         shard1 = save({"a": np.ones((4, 4), dtype=np.float16)})
         shard2 = save({"b": np.ones((2,), dtype=np.float32)})
-        index = {"metadata": {"total_size": 40}, "weight_map": {"a": "model-00001-of-00002.safetensors",
-                                                                  "b": "model-00002-of-00002.safetensors"}}
-        hub.commit("acme/sharded-model", {
-            "config.json": "{}\n",
-            "model.safetensors.index.json": json.dumps(index, indent=2),
-            "model-00001-of-00002.safetensors": shard1,
-            "model-00002-of-00002.safetensors": shard2,
-        }, message="initial commit")
+        index = {
+            "metadata": {"total_size": 40},
+            "weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"},
+        }
+        hub.commit(
+            "acme/sharded-model",
+            {
+                "config.json": "{}\n",
+                "model.safetensors.index.json": json.dumps(index, indent=2),
+                "model-00001-of-00002.safetensors": shard1,
+                "model-00002-of-00002.safetensors": shard2,
+            },
+            message="initial commit",
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,8 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed-demo", action="store_true", help="add the demo repos first")
     parser.add_argument("--commits-page-size", type=int, default=50)
     args = parser.parse_args(argv)
-    hub = HubStandin(args.root, host=args.host, port=args.port, commits_page_size=args.commits_page_size,
-                     log_level="info")
+    hub = HubStandin(
+        args.root, host=args.host, port=args.port, commits_page_size=args.commits_page_size, log_level="info"
+    )
     if args.seed_demo:
         seed_demo(hub)
     hub.start()

@@ -48,9 +48,9 @@ __all__ = [
     "Entry",
     "LfsPointer",
     "RepoMeta",
+    "RepoNotFound",
     "RepoStore",
     "RevisionNotFound",
-    "RepoNotFound",
     "lfs_pointer",
 ]
 
@@ -67,7 +67,7 @@ _POINTER_RE = re.compile(
 )
 _REPO_ID_RE = re.compile(r"^(?:[A-Za-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*$")
 _CHUNK = 1024 * 1024
-_EPOCH0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+_EPOCH0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
 class RepoNotFound(KeyError):
@@ -144,7 +144,7 @@ def lfs_pointer(sha256: str, size: int) -> bytes:
 
 def format_date(when: dt.datetime) -> str:
     """Hub date format: UTC, millisecond precision, ``Z`` suffix (``2026-09-02T10:00:00.000Z``)."""
-    when = when.astimezone(dt.timezone.utc)
+    when = when.astimezone(dt.UTC)
     return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
 
 
@@ -255,7 +255,7 @@ class RepoStore:
             self._meta[repo_id] = meta
             self._save_meta(meta)
             # Continue the fake clock after the newest commit already on disk.
-            for ref, _sha in self._read_refs(repo_id).items():
+            for ref in self._read_refs(repo_id):
                 if ref.startswith("refs/"):
                     for rec in self.log(repo_id, ref)[:1]:
                         self._clock = max(self._clock, rec.date)
@@ -335,7 +335,7 @@ class RepoStore:
             self._clock = self._clock + self._clock_step
             return self._clock
         if date.tzinfo is None:
-            date = date.replace(tzinfo=dt.timezone.utc)
+            date = date.replace(tzinfo=dt.UTC)
         self._clock = max(self._clock, date)
         return date
 
@@ -473,7 +473,11 @@ class RepoStore:
             current = self.tree(repo_id, parent) if parent else {}
             for path in delete:
                 path = path.strip("/")
-                doomed = [p for p, e in current.items() if e.type == "file" and (p == path or p.startswith(path + "/"))]
+                doomed = [
+                    p
+                    for p, e in current.items()
+                    if e.type == "file" and (p == path or p.startswith(path + "/"))
+                ]
                 if not doomed:
                     raise FileNotFoundError(f"{repo_id}@{branch}: nothing to delete at {path!r}")
                 index_lines += [f"0 {'0' * 40}\t{p}" for p in doomed]
@@ -513,16 +517,30 @@ class RepoStore:
                 if parent:
                     self._git(repo_id, "read-tree", parent, env=env)
                 if index_lines:
-                    self._git(repo_id, "update-index", "--index-info", input="\n".join(index_lines).encode() + b"\n", env=env)
+                    self._git(
+                        repo_id,
+                        "update-index",
+                        "--index-info",
+                        input="\n".join(index_lines).encode() + b"\n",
+                        env=env,
+                    )
                 tree = self._git(repo_id, "write-tree", env=env).decode().strip()
                 parent_args = ["-p", parent] if parent else []
-                sha = self._git(repo_id, "commit-tree", tree, *parent_args, "-F", "-", input=message.encode(), env=env)
+                sha = self._git(
+                    repo_id, "commit-tree", tree, *parent_args, "-F", "-", input=message.encode(), env=env
+                )
             new = sha.decode().strip()
             self._git(repo_id, "update-ref", ref, new, expected_old)
             self._bump()
             return new
 
-    def squash(self, repo_id: str, branch: str = "main", message: str = "Super-squash", date: dt.datetime | None = None) -> str:
+    def squash(
+        self,
+        repo_id: str,
+        branch: str = "main",
+        message: str = "Super-squash",
+        date: dt.datetime | None = None,
+    ) -> str:
         """Super-squash: replace ``branch`` by one new root commit with the same tree; returns its sha."""
         with self.lock:
             ref = self._ref_name(branch)
@@ -532,11 +550,16 @@ class RepoStore:
             when = self._next_date(date)
             stamp = f"@{int(when.timestamp())} +0000"
             env = {
-                "GIT_AUTHOR_NAME": "standin", "GIT_AUTHOR_EMAIL": "standin@users.noreply.huggingface.co",
-                "GIT_COMMITTER_NAME": "standin", "GIT_COMMITTER_EMAIL": "standin@users.noreply.huggingface.co",
-                "GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp,
+                "GIT_AUTHOR_NAME": "standin",
+                "GIT_AUTHOR_EMAIL": "standin@users.noreply.huggingface.co",
+                "GIT_COMMITTER_NAME": "standin",
+                "GIT_COMMITTER_EMAIL": "standin@users.noreply.huggingface.co",
+                "GIT_AUTHOR_DATE": stamp,
+                "GIT_COMMITTER_DATE": stamp,
             }
-            new = self._git(repo_id, "commit-tree", f"{head}^{{tree}}", "-F", "-", input=message.encode(), env=env)
+            new = self._git(
+                repo_id, "commit-tree", f"{head}^{{tree}}", "-F", "-", input=message.encode(), env=env
+            )
             sha = new.decode().strip()
             self._git(repo_id, "update-ref", ref, sha, head)
             self._bump()
@@ -549,7 +572,12 @@ class RepoStore:
             if sha is None:
                 self._git(repo_id, "update-ref", "-d", ref)
             else:
-                self._git(repo_id, "update-ref", ref, self._git(repo_id, "rev-parse", "--verify", f"{sha}^{{commit}}").decode().strip())
+                self._git(
+                    repo_id,
+                    "update-ref",
+                    ref,
+                    self._git(repo_id, "rev-parse", "--verify", f"{sha}^{{commit}}").decode().strip(),
+                )
             self._bump()
 
     # ------------------------------------------------------------------ reads
@@ -649,7 +677,7 @@ class RepoStore:
                     id=cid,
                     parent=parents.split()[0] if parents else None,
                     author=author,
-                    date=dt.datetime.fromtimestamp(int(stamp), tz=dt.timezone.utc),
+                    date=dt.datetime.fromtimestamp(int(stamp), tz=dt.UTC),
                     title=title,
                     message=rest.strip("\n"),
                 )
