@@ -5,6 +5,7 @@ The CLI, the daemon, the HTTP API and the tests all build a Tracker here.
 
 from __future__ import annotations
 
+from tracker.advisor import Advisor
 from tracker.hub import HubClient
 from tracker.service import Tracker
 from tracker.settings import Settings
@@ -29,4 +30,12 @@ def make_tracker(
 ) -> Tracker:
     store = store or open_store(settings.database_url, auto_upgrade=auto_upgrade)
     tracker = Tracker(settings, store, hub or make_hub(settings))
+    if settings.osv_api_url:
+        from tracker.osvdev import OsvClient
+
+        tracker.osv = OsvClient(settings.osv_api_url, cache={})
+    advisor = Advisor(tracker)
+    tracker.advisor = advisor
+    tracker.after_revision.append(advisor.on_revision)
+    tracker.after_event.append(advisor.on_event)
     return tracker

@@ -13,6 +13,7 @@ done one (never processed again).
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from tracker.errors import (
     RepoGone,
     RevisionGone,
 )
+from tracker.estimate import compare_estimates
 from tracker.findings import analyse_revision
 from tracker.findings.rules import SeverityRules
 from tracker.hub import HubClient
@@ -36,9 +38,58 @@ from tracker.model import SHA_RE, Commit, CommitSha, Finding, RepoId, RevisionCh
 from tracker.settings import Settings
 from tracker.sources import HubSources
 from tracker.store import SqlStore
-from tracker.store.store import RepoRow, RevisionRow
+from tracker.store.store import EventRow, RepoRow, RevisionRow
 
 log = logging.getLogger(__name__)
+
+
+def _json_or_none(data: bytes | None) -> Any:
+    if data is None:
+        return None
+    try:
+        return json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def estimate_from_sources(sources: HubSources, side: str, *, checkpoint_params: int | None = None,
+                          read_headers: bool = True) -> Any:
+    """The estimate of one side's config.json, with its safetensors headers when asked; None without a config."""
+    from tracker.estimate import estimate
+
+    config = _json_or_none(sources.text(side, "config.json"))
+    if not isinstance(config, dict):
+        return None
+    headers = None
+    rev = sources.revisions.get(side)
+    if read_headers and rev is not None:
+        read = {f.path: sources.safetensors_header(side, f.path) for f in rev[1].files
+                if f.path.endswith(".safetensors")}
+        headers = {k: v for k, v in read.items() if v is not None} or None
+    try:
+        return estimate(config, checkpoint_params=checkpoint_params, checkpoint_headers=headers)
+    except Exception:  # noqa: BLE001 - a hostile config must not stop the revision from being stored
+        log.exception("estimate failed")
+        return None
+
+
+def estimate_delta(old: Any, new: Any) -> dict[str, Any]:
+    """What moved between two estimates, for the advisory: {key: {"before", "after"}}."""
+    if old is None or not getattr(old, "supported", False) or not new.supported:
+        return {}
+    before_json, after_json = old.to_json(), new.to_json()
+    delta: dict[str, Any] = {}
+    for key in ("params", "active_params", "checkpoint_params", "seq_len", "full_finetune_gb", "lora_gb"):
+        a, b = before_json.get(key), after_json.get(key)
+        if a != b:
+            delta[key] = {"before": a, "after": b}
+    old_cards = {c["card"]: c for c in before_json["cards"]}
+    for card in after_json["cards"]:
+        before = old_cards.get(card["card"], {})
+        for key in ("full_batch", "lora_batch", "serve_batch"):
+            if before.get(key) != card.get(key):
+                delta[f"{card['card']}.{key}"] = {"before": before.get(key), "after": card.get(key)}
+    return delta
 
 
 def utcnow() -> datetime:
@@ -85,6 +136,9 @@ class Tracker:
         self.clock = clock
         self.rules = rules or SeverityRules.default().with_overrides(settings.severity)
         self.after_revision: list[Callable[[RepoRow, RevisionRow], None]] = []  # hooks: advisories, alerts
+        self.after_event: list[Callable[[RepoRow, EventRow], None]] = []
+        self.osv: Any | None = None  # an OsvClient when dependency lookups are on
+        self.advisor: Any | None = None  # set by app.make_tracker
 
     # -- watch list -------------------------------------------------------------------------
 
@@ -137,9 +191,13 @@ class Tracker:
 
     def _event(self, repo: RepoRow, kind: str, key: str, detail: dict[str, Any], result: PollResult,
                sha: str | None = None) -> None:
-        if self.store.add_event(repo.pk, kind, dedupe_key=key, detail=detail, revision_sha=sha, now=self.clock()):
+        now = self.clock()
+        if self.store.add_event(repo.pk, kind, dedupe_key=key, detail=detail, revision_sha=sha, now=now):
             result.events.append(kind)
             log.warning("%s: %s %s", repo.repo_id, kind, detail)
+            event = EventRow(pk=0, repo_id=repo.repo_id, kind=kind, revision_sha=sha, detail=detail, created_at=now)
+            for hook in self.after_event:
+                hook(repo, event)
 
     def _repo_unreachable(self, repo: RepoRow, exc: HubError, result: PollResult) -> None:
         kind, state = (
@@ -262,7 +320,7 @@ class Tracker:
         raw = diff_revisions(old[1] if old else None, new[1], sources.text)
         change = RevisionChange(repo=repo_id, old=old[1] if old else None, new=new[1],
                                 old_sha=CommitSha(old[0]) if old else None, new_sha=CommitSha(new[0]))
-        findings = analyse_revision(change, sources, self.rules) if old is not None else []
+        findings = analyse_revision(change, sources, self.rules)
         for problem in sources.problems:
             findings.append(self.rules.finding(
                 "upstream.file_unreadable", "files", f"{problem['path']} ({problem['side']}): {problem['reason']}",
@@ -270,14 +328,60 @@ class Tracker:
             ))
         return raw, sort_findings(findings), sources
 
+    def _estimate(self, raw: dict[str, Any], sources: HubSources, parent: RevisionRow | None,
+                  ) -> tuple[dict[str, Any] | None, list[Finding]]:
+        """Rerun the estimator when the config or the weights moved (and on the first revision)."""
+        files = raw["files"]
+        touched = {e["path"] for k in ("added", "removed", "changed") for e in files[k]}
+        if parent is not None and not any(p == "config.json" or p.endswith(".safetensors") for p in touched):
+            return None, []
+        new = estimate_from_sources(sources, "new")
+        if new is None:
+            return None, []
+        old = None
+        if parent is not None:
+            ckpt = (parent.estimate or {}).get("checkpoint_params")
+            old = estimate_from_sources(sources, "old", checkpoint_params=ckpt, read_headers=False)
+        findings = compare_estimates(old, new, self.rules)
+        data = new.to_json()
+        data["delta"] = estimate_delta(old, new)
+        return data, findings
+
+    def _dependencies(self, raw: dict[str, Any], sources: HubSources, baseline: bool
+                      ) -> tuple[list[Finding], bool]:
+        """Known vulnerabilities of the packages a revision asks for (OSV.dev); (findings, retry later)."""
+        if self.osv is None:
+            return [], False
+        files = raw["files"]
+        touched = {e["path"] for k in ("added", "changed") for e in files[k]}
+        if not baseline and not any(p in ("requirements.txt", "config.json") or p.endswith(".py") for p in touched):
+            return [], False
+        from tracker.advisory.dependencies import collect_dependencies, unpinned_findings, vulnerability_findings
+
+        snapshot = sources.revisions["new"][1]  # type: ignore[index]
+        config = _json_or_none(sources.text("new", "config.json"))
+        code = {f.path: sources.text("new", f.path) or b"" for f in snapshot.files if f.path.endswith(".py")}
+        scan = collect_dependencies(requirements_txt=sources.text("new", "requirements.txt"),
+                                    config=config if isinstance(config, dict) else None, remote_code=code)
+        if not scan.queries:
+            return unpinned_findings(scan, self.rules), False
+        result = self.osv.querybatch([tuple(q) for q in scan.queries])
+        findings, _ = vulnerability_findings(scan, result.vulns, self.rules)
+        return findings + unpinned_findings(scan, self.rules), not result.ok
+
     def process_revision(self, repo: RepoRow, revision: RevisionRow) -> None:
         snapshot = self.hub.snapshot(repo.repo_id, revision.sha)
         parent = self._parent(repo, revision)
         old = (parent.sha, parent.snapshot) if parent and parent.snapshot is not None else None
-        raw, findings, _ = self.analyse(repo.repo_id, old, (revision.sha, snapshot))
+        raw, findings, sources = self.analyse(repo.repo_id, old, (revision.sha, snapshot))
+        estimate_json, estimate_findings = self._estimate(raw, sources, parent if old else None)
+        dependency_findings, retry = self._dependencies(raw, sources, old is None)
+        findings = sort_findings([*findings, *estimate_findings, *dependency_findings])
         worst = Severity.worst(f.severity for f in findings)
         if old is None:
             summary = f"baseline: {len(snapshot.files)} files"
+            if findings and findings[0].severity.at_least(Severity.MODERATE):
+                summary += f"; {findings[0].summary}"
         else:
             summary = summarize_files(raw["files"])
             if findings:
@@ -285,7 +389,7 @@ class Tracker:
         stored = self.store.complete_revision(
             revision.pk, snapshot=snapshot, diff=raw if old is not None else None,
             findings=[f.to_json() for f in findings], worst_severity=worst.value if worst else None,
-            summary=summary, estimate=None, now=self.clock(),
+            summary=summary, estimate=estimate_json, dependencies_pending=retry, now=self.clock(),
         )
         if stored:
             done = self.store.get_revision(repo.pk, revision.sha)

@@ -77,7 +77,7 @@ class Settings:
     severity: dict[str, str] = field(default_factory=dict)
     min_advisory_severity: Severity = Severity.LOW
     tracker_url: str | None = None
-    osv_api_url: str = "https://api.osv.dev"
+    osv_api_url: str | None = None  # None: no dependency lookups (config/tracker.toml turns them on)
     api_host: str = "127.0.0.1"
     api_port: int = 8080
     config_path: Path | None = None
@@ -134,7 +134,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: dict[str, str
             severity=severity,
             min_advisory_severity=Severity(_get(data, "advisories", "min_severity", "low")),
             tracker_url=_get(data, "advisories", "tracker_url", None),
-            osv_api_url=env.get("TRACKER_OSV_API_URL") or _get(data, "osv", "api_url", "https://api.osv.dev"),
+            osv_api_url=env.get("TRACKER_OSV_API_URL") or _get(data, "osv", "api_url", None) or None,
             api_host=_get(data, "api", "host", "127.0.0.1"),
             api_port=int(_get(data, "api", "port", 8080)),
             config_path=config_path,

@@ -17,7 +17,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -317,18 +317,20 @@ class HubClient:
             next_url = response.links.get("next", {}).get("url")
 
     def commits_since(
-        self, repo: RepoId, branch: str, since: str | None, *, limit: int | None = None
+        self, repo: RepoId, branch: str, since: str | Collection[str] | None, *, limit: int | None = None
     ) -> CommitListing:
         """Commits newer than ``since`` on ``branch``, oldest first.
 
-        Stops paging as soon as ``since`` is met (the client's ``list_repo_commits``
-        would walk the whole history). With ``since=None`` it returns the newest
+        Stops paging as soon as ``since`` (a sha, or any of a set of shas) is met
+        (the client's ``list_repo_commits`` would walk the whole history). With ``since=None`` it returns the newest
         ``limit`` commits. ``reached_since`` is False when ``since`` was given but is
         not in the branch history any more: history was rewritten.
         """
         newest_first: list[Commit] = []
         pages = 0
         reached = False
+        stops = {since} if isinstance(since, str) else set(since) if since is not None else None
+        met: str | None = None
         for page in self._pages(self._api(repo, "commits", branch)):
             pages += 1
             for item in page:
@@ -343,8 +345,8 @@ class HubClient:
                     )
                 except (KeyError, TypeError, AttributeError) as exc:
                     raise HubUnavailable(f"{repo} commits: malformed entry {item!r:.200}") from exc
-                if since is not None and sha == since:
-                    reached = True
+                if stops is not None and sha in stops:
+                    reached, met = True, sha
                     break
                 newest_first.append(commit)
                 if since is None and limit is not None and len(newest_first) >= limit:
@@ -356,7 +358,7 @@ class HubClient:
         # Each commit's parent is the one listed after it (the Hub lists first-parent history).
         linked = []
         for i, c in enumerate(commits):
-            parent = commits[i - 1].sha if i > 0 else (CommitSha(since) if reached and since else None)
+            parent = commits[i - 1].sha if i > 0 else (CommitSha(met) if met else None)
             linked.append(Commit(c.sha, c.date, c.title, c.message, c.authors, (parent,) if parent else ()))
         return CommitListing(commits=tuple(linked), reached_since=reached or since is None, pages=pages)
 

@@ -118,6 +118,11 @@ class AdvisoryStoreMixin:
                 conn.execute(insert(commits), rows)
             return len(rows)
 
+    def set_commit_parent(self, repo_pk: int, sha: str, parent: str) -> None:
+        with self._tx() as conn:
+            conn.execute(update(commits).where(and_(commits.c.repo_pk == repo_pk, commits.c.sha == sha))
+                         .values(parent_sha=parent))
+
     def commit_graph(self, repo_pk: int) -> dict[str, list[str]]:
         """sha -> parents, as far as known."""
         with self._tx() as conn:
@@ -381,14 +386,16 @@ class SqlStore(AdvisoryStoreMixin):
 
     def complete_revision(self, pk: int, *, snapshot: Snapshot, diff: dict[str, Any] | None,
                           findings: list[dict[str, Any]], worst_severity: str | None, summary: str,
-                          estimate: dict[str, Any] | None, now: datetime) -> bool:
+                          estimate: dict[str, Any] | None, now: datetime,
+                          dependencies_pending: bool = False) -> bool:
         """Store a revision's results and mark it done, only if it is still pending (exactly once)."""
         with self._tx() as conn:
             result = conn.execute(
                 update(revisions)
                 .where(and_(revisions.c.id == pk, revisions.c.status == "pending"))
                 .values(status="done", snapshot=snapshot_to_json(snapshot), diff=diff, findings=findings,
-                        worst_severity=worst_severity, summary=summary, estimate=estimate, analysed_at=now)
+                        worst_severity=worst_severity, summary=summary, estimate=estimate, analysed_at=now,
+                        dependencies_pending=dependencies_pending)
             )
             return result.rowcount == 1
 
