@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import os
 import struct
+import time
 from pathlib import Path
 
+import httpx2
 import numpy as np
 import pytest
 from huggingface_hub import HfApi
@@ -90,3 +92,23 @@ def test_sparse_gigabyte_file_header_read_with_under_1mb_served(
     [entry] = hf_api.list_repo_tree("acme/huge", revision=sha)
     assert entry.size == weights.stat().st_size  # type: ignore[union-attr]
     assert hub_standin.bytes_served() < 1_000_000
+
+
+def test_client_hanging_up_stops_the_stream(hub_standin: HubStandin, tmp_path: Path) -> None:
+    weights = tmp_path / "w.bin"
+    weights.write_bytes(b"\x01")
+    os.truncate(weights, 64 * 2**20)
+    hub_standin.create_repo("acme/stream")
+    hub_standin.commit("acme/stream", {"w.bin": weights})
+    url = f"{hub_standin.url}/acme/stream/resolve/main/w.bin"
+    with httpx2.Client(follow_redirects=True) as client, client.stream("GET", url) as response:
+        first = next(response.iter_raw(2**16))
+    assert first[:1] == b"\x01"
+    deadline = time.monotonic() + 5
+    while hub_standin.requests[-1].bytes_out < 64 * 2**20 and time.monotonic() < deadline:
+        time.sleep(0.05)
+        last = hub_standin.requests[-1].bytes_out
+        time.sleep(0.05)
+        if hub_standin.requests[-1].bytes_out == last:
+            break
+    assert hub_standin.requests[-1].bytes_out < 64 * 2**20

@@ -400,6 +400,7 @@ class RepoStore:
             self.meta(repo_id)
             shutil.rmtree(self.git_dir(repo_id))
             del self._meta[repo_id]
+            self._drop_caches(repo_id)
             self._redirects = {k: v for k, v in self._redirects.items() if v != repo_id}
             self._save_redirects()
             self._bump()

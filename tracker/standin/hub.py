@@ -427,8 +427,24 @@ class _BlobResponse(Response):
         if self.method == "HEAD" or self.end < self.start:
             await send({"type": "http.response.body", "body": b""})
             return
-        async for chunk, more in self._chunks():
-            await send({"type": "http.response.body", "body": chunk, "more_body": more})
+        # Stop streaming when the client hangs up: uvicorn silently drops sends after a
+        # disconnect, and a 1 GB body would otherwise still be read to the end.
+        gone = asyncio.Event()
+
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone.set()
+
+        watcher = asyncio.create_task(watch())
+        try:
+            async for chunk, more in self._chunks():
+                if gone.is_set():
+                    return
+                await send({"type": "http.response.body", "body": chunk, "more_body": more})
+                await asyncio.sleep(0)  # sends to a dead client return at once: let the watcher run
+        finally:
+            watcher.cancel()
 
     async def _chunks(self) -> AsyncIterator[tuple[bytes, bool]]:
         if self.data is not None:
