@@ -9,7 +9,7 @@ import json
 import logging
 import sys
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import wraps
 from typing import Any
 
@@ -356,6 +356,168 @@ def events(obj: Context, repo_id: str | None, as_json: bool) -> None:
         return
     for e in rows:
         click.echo(f"{_iso(e.created_at)}  {e.repo_id}  {e.kind}  {json.dumps(e.detail, default=str)}")
+
+
+# -- advisories ---------------------------------------------------------------------------------
+
+
+@main.command()
+@click.option("--repo", "repo_id", required=True, help="The repo (owner/name).")
+@click.option("--revision", required=True, help="A commit sha (or prefix), branch or tag.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output, OSV-style {\"vulns\": [...]}.")
+@click.pass_obj
+@fail_cleanly
+def query(obj: Context, repo_id: str, revision: str, as_json: bool) -> None:
+    """Which advisories affect REVISION of a repo, and how far it is behind the branch head."""
+    tracker = obj.tracker()
+    _require_repo(tracker, repo_id)
+    result = tracker.advisor.query(_repo_id(repo_id), revision)
+    if as_json:
+        _emit_json(result.to_json())
+        return
+    where = (f"{result.behind} revision(s) behind {result.head[:12]}" if result.behind is not None
+             else "not on the tracked branch" if result.known else "unknown to the tracker and the Hub")
+    click.echo(f"{result.repo}@{result.revision[:12]}: {where}")
+    if not result.vulns:
+        click.echo("no advisories affect this revision")
+    for rec in result.vulns:
+        severity = rec.get("database_specific", {}).get("severity", "").lower()
+        click.echo(f"  {rec['id']}  [{severity}] {rec.get('summary', '')}")
+
+
+@main.command()
+@click.option("--repo", "repo_id", default=None, help="Only this repo.")
+@click.option("--since", default=None, help="Only advisories modified at or after this date (YYYY-MM-DD or ISO).")
+@click.option("--json", "as_json", is_flag=True, help="The OSV records, as a JSON list.")
+@click.pass_obj
+@fail_cleanly
+def advisories(obj: Context, repo_id: str | None, since: str | None, as_json: bool) -> None:
+    """List advisories, oldest first."""
+    tracker = obj.tracker()
+    repo_pk = _require_repo(tracker, repo_id).pk if repo_id else None
+    since_dt = None
+    if since:
+        try:
+            since_dt = datetime.fromisoformat(since.replace("Z", "+00:00"))
+        except ValueError as exc:
+            raise click.BadParameter(f"invalid date {since!r}: use YYYY-MM-DD or an ISO timestamp") from exc
+        if since_dt.tzinfo is None:
+            since_dt = since_dt.replace(tzinfo=UTC)
+    rows = tracker.store.advisories_for(repo_pk=repo_pk, since=since_dt)
+    if as_json:
+        _emit_json([r.record for r in rows])
+        return
+    for r in rows:
+        state = " (withdrawn)" if r.withdrawn else " (fixed)" if r.fixed_sha else ""
+        click.echo(f"{r.record['modified']}  {r.id}  [{r.severity}] {r.record.get('summary', '')}{state}")
+
+
+@main.group()
+def export() -> None:
+    """Export advisories for other tools."""
+
+
+@export.command("osv")
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.pass_obj
+@fail_cleanly
+def export_osv(obj: Context, directory: str) -> None:
+    """Write one <id>.json per advisory and an all.zip, as OSV offline databases are laid out."""
+    from pathlib import Path
+
+    from tracker.advisory import build_all_zip, export_files
+
+    records = [r.record for r in obj.tracker().store.advisories_for()]
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, data in export_files(records).items():
+        (out / name).write_bytes(data)
+    (out / "all.zip").write_bytes(build_all_zip(records))
+    click.echo(f"wrote {len(records)} advisories and all.zip to {out}")
+
+
+@main.command()
+@click.option("--host", default=None, help="Address to listen on (default from config: 127.0.0.1).")
+@click.option("--port", default=None, type=int, help="Port (default from config: 8080).")
+@click.pass_obj
+@fail_cleanly
+def serve(obj: Context, host: str | None, port: int | None) -> None:
+    """Serve the OSV-compatible HTTP API (without polling)."""
+    import uvicorn
+
+    from tracker.api import create_app
+
+    tracker = obj.tracker()
+    uvicorn.run(create_app(tracker), host=host or obj.settings.api_host, port=port or obj.settings.api_port)
+
+
+@main.command()
+@click.argument("repo_ids", nargs=-1)
+@click.pass_obj
+@fail_cleanly
+def reanalyse(obj: Context, repo_ids: tuple[str, ...]) -> None:
+    """Re-run the analysis of every stored revision with the current rules; advisories follow."""
+    tracker = obj.tracker()
+    ids = [_repo_id(r) for r in repo_ids] or [r.repo_id for r in tracker.store.list_watches()]
+    for repo_id in ids:
+        changed = tracker.reanalyse(repo_id)
+        click.echo(f"{repo_id}: {changed} revision(s) re-analysed")
+
+
+# -- estimator ----------------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("target")
+@click.option("--revision", default=None, help="For a repo: the revision (default: the branch head).")
+@click.option("--seq-len", type=click.IntRange(min=1), default=None, help="Training/serving sequence length.")
+@click.option("--lora-rank", type=click.IntRange(min=1), default=16, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_obj
+@fail_cleanly
+def estimate(obj: Context, target: str, revision: str | None, seq_len: int | None, lora_rank: int,
+             as_json: bool) -> None:
+    """Parameters, GPU memory to fine-tune and serve, per card: TARGET is a repo id, a config.json or a folder."""
+    from pathlib import Path
+
+    from tracker.estimate import estimate as run_estimate
+    from tracker.estimate import render_card
+
+    path = Path(target)
+    headers = None
+    if path.exists():
+        config_path = path / "config.json" if path.is_dir() else path
+        try:
+            config = json.loads(config_path.read_text("utf-8"))
+        except (OSError, ValueError) as exc:
+            raise click.BadParameter(f"{config_path}: {exc}") from exc
+        if path.is_dir():
+            headers = _local_headers(path)
+    else:
+        repo = _repo_id(target)
+        tracker = obj.tracker()
+        config, headers = tracker.config_and_headers(repo, revision or "main")
+    if not isinstance(config, dict):
+        raise click.BadParameter("config.json must hold a JSON object")
+    result = run_estimate(config, seq_len=seq_len, lora_rank=lora_rank, checkpoint_headers=headers or None)
+    if as_json:
+        _emit_json(result.to_json())
+    else:
+        click.echo(render_card(result))
+
+
+def _local_headers(folder: Any) -> dict[str, Any]:
+    """Safetensors headers of the files in a local folder (the header only, never the weights)."""
+    headers = {}
+    for file in sorted(folder.glob("*.safetensors")):
+        with file.open("rb") as f:
+            length = int.from_bytes(f.read(8), "little")
+            if 0 < length <= 100 * 1024 * 1024:
+                try:
+                    headers[file.name] = json.loads(f.read(length))
+                except ValueError:
+                    continue
+    return headers
 
 
 if __name__ == "__main__":  # pragma: no cover

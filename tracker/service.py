@@ -412,3 +412,58 @@ class Tracker:
                 raise HubUnavailable(f"{repo.repo_id}: cannot resolve revision {sha!r}")
             sha = info.sha
         return sha, self.hub.snapshot(repo.repo_id, sha)
+
+    def config_and_headers(self, repo_id: RepoId, revision: str) -> tuple[Any, dict[str, Any]]:
+        """A repo's config.json and safetensors headers at a revision, for ``tracker estimate`` (no store needed)."""
+        sha = revision
+        if not SHA_RE.match(revision):
+            info = self.hub.repo_info(repo_id, revision=revision)
+            if not info.sha:
+                raise HubUnavailable(f"{repo_id}: cannot resolve revision {revision!r}")
+            sha = info.sha
+        snapshot = self.hub.snapshot(repo_id, sha)
+        if snapshot.get("config.json") is None:
+            raise HubUnavailable(f"{repo_id}@{sha[:12]} has no config.json")
+        sources = HubSources(self.hub, self.store, repo_id, {"new": (sha, snapshot)},
+                             max_file_bytes=self.settings.max_file_bytes,
+                             max_header_bytes=self.settings.max_header_bytes, now=self.clock)
+        config = _json_or_none(sources.text("new", "config.json"))
+        headers = {f.path: sources.safetensors_header("new", f.path) for f in snapshot.files
+                   if f.path.endswith(".safetensors")}
+        return config, {k: v for k, v in headers.items() if v is not None}
+
+    def reanalyse(self, repo_id: str) -> int:
+        """Re-run analysis of every stored revision with today's rules; advisories are rebuilt or withdrawn.
+
+        Snapshots and file contents come from the store, so this costs the Hub
+        nothing but the safetensors headers it needs again.
+        """
+        repo = self.store.get_repo(repo_id)
+        if repo is None:
+            raise KeyError(f"not watched: {repo_id}")
+        changed = 0
+        for revision in self.store.revisions(repo.pk, status="done"):
+            if revision.snapshot is None:
+                continue
+            parent = self._parent(repo, revision)
+            old = (parent.sha, parent.snapshot) if parent and parent.snapshot is not None else None
+            raw, findings, sources = self.analyse(repo.repo_id, old, (revision.sha, revision.snapshot))
+            estimate_json, estimate_findings = self._estimate(raw, sources, parent if old else None)
+            findings = sort_findings([*findings, *estimate_findings,
+                                      *[f for f in map(Finding.from_json, revision.findings or [])
+                                        if f.category == "dependencies"]])
+            payload = [f.to_json() for f in findings]
+            if payload != revision.findings:
+                worst = Severity.worst(f.severity for f in findings)
+                self.store.update_revision_analysis(revision.pk, findings=payload,
+                                                    worst_severity=worst.value if worst else None,
+                                                    estimate=estimate_json or revision.estimate, now=self.clock())
+                changed += 1
+            if self.advisor is not None and not revision.baseline:
+                updated = self.store.get_revision(repo.pk, revision.sha)
+                assert updated is not None
+                self.advisor.publish_revision(repo, updated)
+        if self.advisor is not None:
+            self.advisor.reindex(repo)
+        return changed
+

@@ -399,6 +399,13 @@ class SqlStore(AdvisoryStoreMixin):
             )
             return result.rowcount == 1
 
+    def update_revision_analysis(self, pk: int, *, findings: list[dict[str, Any]], worst_severity: str | None,
+                                 estimate: dict[str, Any] | None, now: datetime) -> None:
+        """Replace a done revision's findings after re-analysis (its snapshot and diff stay)."""
+        with self._tx() as conn:
+            conn.execute(update(revisions).where(revisions.c.id == pk).values(
+                findings=findings, worst_severity=worst_severity, estimate=estimate, analysed_at=now))
+
     def mark_revision(self, pk: int, status: str) -> None:
         with self._tx() as conn:
             conn.execute(update(revisions).where(revisions.c.id == pk).values(status=status))

@@ -1,0 +1,168 @@
+"""The HTTP API: OSV-compatible queries over the tracker's advisories (FastAPI).
+
+Request and response shapes follow OSV.dev's v1 API, so OSV clients work
+unchanged: ``POST /v1/query``, ``POST /v1/querybatch``, ``GET /v1/vulns/{id}``.
+A package is a watched repo (``{"name": "owner/name"}``, or the purl
+``pkg:huggingface/owner/name``) and a version is a commit; a bare
+``{"commit": SHA}`` is matched across every watched repo. As OSV.dev does, an
+empty answer is ``{}``, and long answers are paged with ``next_page_token``.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, JSONResponse
+
+from tracker.errors import HubError
+from tracker.model import SHA_RE, validate_repo_id
+
+PAGE_SIZE = 1000
+
+
+class QueryError(ValueError):
+    pass
+
+
+def _error(status: int, code: int, message: str) -> JSONResponse:
+    # OSV.dev answers errors as gRPC-style {"code", "message"}: 3 invalid argument, 5 not found.
+    return JSONResponse({"code": code, "message": message}, status_code=status)
+
+
+def _package_repo(package: Any) -> str | None:
+    if package is None:
+        return None
+    if not isinstance(package, dict):
+        raise QueryError("package must be an object")
+    name = package.get("name")
+    purl = package.get("purl")
+    if purl:
+        if not isinstance(purl, str) or not purl.startswith("pkg:huggingface/"):
+            raise QueryError("only pkg:huggingface/OWNER/NAME purls are known here")
+        name = purl.removeprefix("pkg:huggingface/").split("@", 1)[0]
+    if not isinstance(name, str):
+        raise QueryError("package.name (a repo id) or package.purl is required")
+    # Records name the package by its URL on the Hub; accept that too.
+    if "://" in name:
+        name = "/".join(name.rstrip("/").split("/")[-2:])
+    try:
+        return validate_repo_id(name)
+    except ValueError as exc:
+        raise QueryError(str(exc)) from exc
+
+
+def create_app(tracker: Any, *, page_size: int = PAGE_SIZE) -> FastAPI:
+    app = FastAPI(title="upstream-tracker", version="1", docs_url="/docs", redoc_url=None)
+    store = tracker.store
+    advisor = tracker.advisor
+
+    def matching_ids(query: dict[str, Any]) -> list[str]:
+        if not isinstance(query, dict):
+            raise QueryError("a query must be an object")
+        commit = query.get("commit")
+        version = query.get("version")
+        repo_id = _package_repo(query.get("package"))
+        if commit is not None and version is not None:
+            raise QueryError("give either commit or version, not both")
+        revision = commit if commit is not None else version
+        if not isinstance(revision, str) or not revision:
+            raise QueryError("a query needs a commit, or a package and a version")
+        if repo_id is None:
+            if not SHA_RE.match(revision):
+                raise QueryError("commit must be a full 40-hex sha")
+            return store.advisory_ids_for_commit(revision)
+        repo = store.get_repo(repo_id)
+        if repo is None:
+            return []
+        if SHA_RE.match(revision) and store.has_commit(repo.pk, revision):
+            return store.advisory_ids_for_commit(revision, repo.pk)
+        try:
+            sha, known = advisor.resolve(repo, revision)
+        except HubError:
+            return []
+        return store.advisory_ids_for_commit(sha, repo.pk) if known else []
+
+    def page(ids: list[str], token: Any) -> tuple[list[str], str | None]:
+        try:
+            start = int(token) if token else 0
+        except (TypeError, ValueError) as exc:
+            raise QueryError("invalid page_token") from exc
+        end = start + page_size
+        return ids[start:end], (str(end) if end < len(ids) else None)
+
+    def live(ids: list[str]) -> list[Any]:
+        return [row for row in store.advisories_by_ids(ids) if not row.withdrawn]
+
+    async def body(request: Request) -> Any:
+        try:
+            return await request.json()
+        except ValueError as exc:
+            raise QueryError(f"invalid JSON: {exc}") from exc
+
+    @app.exception_handler(QueryError)
+    async def _bad_query(_request: Request, exc: QueryError) -> JSONResponse:
+        return _error(400, 3, str(exc))
+
+    @app.post("/v1/query")
+    async def query(request: Request) -> JSONResponse:
+        data = await body(request)
+        ids, token = page(matching_ids(data), data.get("page_token") if isinstance(data, dict) else None)
+        out: dict[str, Any] = {}
+        rows = live(ids)
+        if rows:
+            out["vulns"] = [r.record for r in rows]
+        if token:
+            out["next_page_token"] = token
+        return JSONResponse(out)
+
+    @app.post("/v1/querybatch")
+    async def querybatch(request: Request) -> JSONResponse:
+        data = await body(request)
+        queries = data.get("queries") if isinstance(data, dict) else None
+        if not isinstance(queries, list):
+            raise QueryError("queries must be a list")
+        if len(queries) > 1000:
+            raise QueryError("at most 1000 queries per batch")
+        results = []
+        for q in queries:
+            ids, token = page(matching_ids(q), q.get("page_token"))
+            result: dict[str, Any] = {}
+            rows = live(ids)
+            if rows:
+                result["vulns"] = [{"id": r.record["id"], "modified": r.record["modified"]} for r in rows]
+            if token:
+                result["next_page_token"] = token
+            results.append(result)
+        return JSONResponse({"results": results})
+
+    @app.get("/v1/vulns/{vuln_id}")
+    def get_vuln(vuln_id: str) -> JSONResponse:
+        row = store.get_advisory(vuln_id)
+        if row is None:
+            return _error(404, 5, "Bug not found.")
+        return JSONResponse(row.record)
+
+    @app.get("/advisories/{vuln_id}", response_class=HTMLResponse)
+    def advisory_page(vuln_id: str) -> HTMLResponse:
+        row = store.get_advisory(vuln_id)
+        if row is None:
+            return HTMLResponse("<h1>Not found</h1>", status_code=404)
+        rec = row.record
+        state = " (withdrawn)" if row.withdrawn else ""
+        page_html = (
+            f"<!doctype html><meta charset=utf-8><title>{html.escape(rec['id'])}</title>"
+            f"<h1>{html.escape(rec['id'])}{state}</h1><p>{html.escape(rec.get('summary', ''))}</p>"
+            f"<p>severity {html.escape(row.severity)} &middot; modified {html.escape(rec['modified'])}</p>"
+            f"<pre>{html.escape(rec.get('details', ''))}</pre>"
+            f"<p><a href=\"/v1/vulns/{html.escape(rec['id'])}\">OSV JSON</a></p>"
+        )
+        return HTMLResponse(page_html)
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        store.list_watches()
+        return {"status": "ok"}
+
+    return app
