@@ -13,7 +13,6 @@ import logging
 import signal
 import threading
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -82,30 +81,23 @@ class Daemon:
 
 
 def run_daemon(tracker: Tracker, *, host: str, port: int, api: bool = True) -> None:
+    """Poll on schedule (and serve the API) until SIGTERM/SIGINT, then drain and return."""
+    stop = threading.Event()
+    # Our handlers stay installed around uvicorn's: it restores them when it stops and re-raises
+    # the signal it caught, which then lands here instead of killing the process mid-drain.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
     daemon = Daemon(tracker)
     daemon.start()
-    stop = threading.Event()
     try:
         if api:
-            _serve_api(tracker, host, port)  # uvicorn handles SIGTERM/SIGINT and returns
+            import uvicorn
+
+            from tracker.api import create_app
+
+            uvicorn.run(create_app(tracker), host=host, port=port, log_level="info")
         else:
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(sig, lambda *_: stop.set())
             stop.wait()
     finally:
         daemon.stop()
-
-
-def _serve_api(tracker: Tracker, host: str, port: int) -> None:
-    try:
-        from tracker.api import create_app
-    except ImportError:  # the API package is optional at this stage
-        stop = threading.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: stop.set())
-        stop.wait()
-        return
-    import uvicorn
-
-    app: Any = create_app(tracker)
-    uvicorn.run(app, host=host, port=port, log_level="info")
+        log.info("stopped")

@@ -73,3 +73,37 @@ def test_run_refuses_a_postgres_schema_that_is_behind(postgres_server_url, tmp_p
     init = subprocess.run([sys.executable, "-m", "tracker", "init"], env=env, cwd=tmp_path, capture_output=True,
                           text=True, timeout=60)
     assert init.returncode == 0 and "schema migrated from empty to" in init.stdout
+
+
+def test_run_serves_the_api_beside_polling(hub_standin, tmp_path):
+    import socket
+
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    hub_standin.create_repo("acme/a")
+    head = hub_standin.commit("acme/a", {"config.json": config_json()})
+    url = f"sqlite:///{tmp_path}/t.sqlite3"
+    (tmp_path / "tracker.toml").write_text('[poll]\nevery = "1h"\njitter = "0s"\n\n[[watch]]\nrepo = "acme/a"\n')
+    env = {**os.environ, "HF_ENDPOINT": hub_standin.url, "TRACKER_DATABASE_URL": url,
+           "TRACKER_CONFIG": str(tmp_path / "tracker.toml"), "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "tracker", "run", "--port", str(port)], env=env, cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+    def healthy():
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).json() == {"status": "ok"}
+        except httpx.HTTPError:
+            return False
+
+    try:
+        assert wait_for(healthy), "API never came up"
+        assert wait_for(lambda: revision_count(url) == 1)
+        answer = httpx.post(f"http://127.0.0.1:{port}/v1/query", json={"commit": head}, timeout=5)
+        assert (answer.status_code, answer.json()) == (200, {})
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        output = proc.communicate(timeout=30)[0].decode()
+    assert proc.returncode == 0, output
