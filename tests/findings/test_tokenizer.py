@@ -239,6 +239,22 @@ def test_unloadable_and_unhashable_tokenizers(minilm):
     assert [f.code for f in run({"tokenizer.json": minilm}, {"tokenizer.json": weird})] == ["tokenizer.malformed"]
 
 
+def test_a_new_tokenizer_that_loads_but_cannot_encode_is_high_not_a_skipped_drift(minilm):
+    """unk_token renamed to one the vocabulary lacks: the file loads, then every encode with an unknown word fails."""
+    broken = copy.deepcopy(minilm)
+    broken["model"]["unk_token"] = "<unk>"
+    findings = run({"tokenizer.json": minilm}, {"tokenizer.json": broken})
+    assert [(f.code, f.severity) for f in findings] == [
+        ("tokenizer.model_params_changed", Severity.MODERATE), ("tokenizer.load_failed", Severity.HIGH)]
+    assert findings[1].summary == ("the new tokenizer.json loads but fails to encode the sample texts: "
+                                   "WordPiece error: Missing [UNK] token from the vocabulary")
+    assert findings[1].evidence["stage"] == "encode"
+    # The old side broken and the new one fixed: nothing for users to fear, drift simply cannot be measured.
+    findings = run({"tokenizer.json": broken}, {"tokenizer.json": minilm})
+    assert [(f.code, f.severity) for f in findings] == [
+        ("tokenizer.model_params_changed", Severity.MODERATE), ("tokenizer.drift_skipped", Severity.INFO)]
+
+
 def test_over_the_cap_is_not_even_read():
     change = RevisionChange(
         repo=RepoId("org/model"),

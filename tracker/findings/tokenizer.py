@@ -465,6 +465,22 @@ def measure_drift(old_text: str, new_text: str, samples: Iterable[str] | None = 
 _RUST_ERRORS = BaseException
 
 
+def _encode_error(text: str) -> BaseException | None:
+    """What the tokenizer in ``text`` raises (or panics with) on the drift sample; None when it encodes it."""
+    from tokenizers import Tokenizer
+
+    try:
+        tok = Tokenizer.from_str(text)
+        tok.no_truncation()
+        tok.no_padding()
+        tok.encode_batch(list(drift_sample()), add_special_tokens=True)
+    except _RUST_ERRORS as exc:
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
+        return exc
+    return None
+
+
 def _drift_findings(old_data: bytes, new_data: bytes, rules: SeverityRules, limits: TokenizerLimits) -> list[Finding]:
     biggest = max(len(old_data), len(new_data))
     if biggest > limits.drift_max_bytes:
@@ -492,6 +508,14 @@ def _drift_findings(old_data: bytes, new_data: bytes, rules: SeverityRules, limi
     except _RUST_ERRORS as exc:
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
+        broken = _encode_error(new_text)
+        if broken is not None:  # the new tokenizer itself cannot encode ordinary text: every user hits it
+            return [rules.finding(
+                "tokenizer.load_failed", CATEGORY,
+                f"the new tokenizer.json loads but fails to encode the sample texts: {_short(broken)}",
+                path=TOKENIZER_JSON, evidence={"error": str(broken)[:2000], "type": type(broken).__name__,
+                                               "stage": "encode"},
+            )]
         return [rules.finding(
             "tokenizer.drift_skipped", CATEGORY,
             f"tokenization drift not measured: encoding failed ({_short(exc)})",
