@@ -241,7 +241,9 @@ def test_minilm_tokenizer_reexport_renumbers_and_appends_tokens(upstream, cli_di
                                 '"huggingface" (30524))')
 
     drift = up.one(rev, "tokenizer.drift")
-    assert drift["summary"].startswith('tokenization changed for ')
+    assert drift["summary"] == ('tokenization changed for 7 of 42 sample texts (17%), e.g. "The quick brown fox '
+                                'jumps ove…": token 1 "the" (1996) → "the" (1997)')
+    assert (drift["evidence"]["changed"], drift["evidence"]["share"]) == (7, 0.1667)
     assert (drift["evidence"]["total"], drift["evidence"]["example"]["text"]) == (
         42, "The quick brown fox jumps over the lazy dog.")
     assert drift["before"][:2] == [101, 1996] and drift["after"][:2] == [101, 1997]  # [CLS] "the"
