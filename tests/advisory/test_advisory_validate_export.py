@@ -14,8 +14,9 @@ from tests.advisory.support import ENDPOINT, T1, T2, checked, sha
 from tracker.advisory.build import repo_event_advisory
 from tracker.advisory.export import build_all_zip, export_files
 from tracker.advisory.validate import AdvisoryValidationError, validate
+from tests.shared import OSV_EXAMPLES
 
-EXAMPLES = Path(__file__).resolve().parents[3] / "shared" / "osv" / "examples"
+EXAMPLES = OSV_EXAMPLES
 GOOD = {
     "id": "x_HFUT-2026-0001",
     "modified": "2026-08-21T10:15:00Z",

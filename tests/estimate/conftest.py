@@ -4,9 +4,10 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.shared import CONFIGS
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
-REALDATA = Path(__file__).resolve().parents[3] / "shared" / "realdata" / "configs"
+REALDATA = CONFIGS
 
 
 def load_fixture(name: str) -> dict:

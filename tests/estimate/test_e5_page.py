@@ -9,6 +9,7 @@ import json
 import pytest
 
 from tracker.estimate import estimate, render_card
+from tests.shared import SEED_PAGE
 
 # Card table of the page: (card, full batch, full borderline, LoRA batch, serve batch)
 PAGE_TABLE = [
@@ -71,7 +72,7 @@ def test_page_structure_rows_verbatim(e5_config):
     """Every row of the page's table, parsed from the page text itself when present."""
     from pathlib import Path
 
-    page = Path(__file__).resolve().parents[3] / "shared" / "seed" / "000_c006f5c1dcac5663.txt"
+    page = SEED_PAGE
     if not page.exists():
         pytest.skip("seed page not present")
     expected = []

@@ -21,8 +21,9 @@ from tracker.findings.chat_template import analyse, canonical_conversations
 from tracker.findings.rules import SeverityRules
 from tracker.findings.template_sandbox import Limits
 from tracker.model import Severity
+from tests.shared import INCIDENTS
 
-INCIDENT = Path("/work/shared/realdata/incidents/02-llama3-8b-instruct-chat-template-genprompt")
+INCIDENT = INCIDENTS / "02-llama3-8b-instruct-chat-template-genprompt"
 if not INCIDENT.is_dir():  # pragma: no cover - the shared real data lives outside the repository
     pytest.skip(f"real incident files not found at {INCIDENT}", allow_module_level=True)
 

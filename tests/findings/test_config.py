@@ -13,8 +13,9 @@ from tracker.findings import config as config_analyser
 from tracker.findings.config import diff_configs, fmt_value
 from tracker.findings.rules import SeverityRules
 from tracker.model import Severity
+from tests.shared import REALDATA
 
-REAL = Path("/work/shared/realdata")
+REAL = REALDATA
 INCIDENTS = REAL / "incidents"
 CONFIGS = sorted((REAL / "configs").glob("*.json"))
 RULES = SeverityRules.default()

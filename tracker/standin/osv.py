@@ -61,14 +61,14 @@ _GRPC_CODE = {400: 3, 404: 5, 429: 8, 500: 13, 503: 14}
 
 
 def default_records_dir() -> Path:
-    """``$TRACKER_OSV_RECORDS``, else ``shared/osv/pypi`` beside or inside the checkout."""
+    """``$TRACKER_OSV_RECORDS``, else the real records the tests ship (``tests/fixtures/shared/osv/pypi``)."""
     if env := os.environ.get("TRACKER_OSV_RECORDS"):
         return Path(env)
     root = Path(__file__).resolve().parents[2]
-    for candidate in (root.parent / "shared" / "osv" / "pypi", root / "shared" / "osv" / "pypi"):
+    for candidate in (root / "tests" / "fixtures" / "shared" / "osv" / "pypi", root.parent / "shared" / "osv" / "pypi"):
         if candidate.is_dir():
             return candidate
-    return root.parent / "shared" / "osv" / "pypi"
+    return root / "tests" / "fixtures" / "shared" / "osv" / "pypi"
 
 
 # ------------------------------------------------------------------ loading
