@@ -225,6 +225,7 @@ class Tracker:
             assert repo is not None
         if head.sha == repo.last_seen_sha:
             result.processed = self.process_pending(repo, progress=progress)
+            self.retry_dependencies(repo)
             return
 
         if repo.last_seen_sha is None:
@@ -246,6 +247,7 @@ class Tracker:
         repo = self.store.get_repo(repo.repo_id)  # type: ignore[assignment]
         assert repo is not None
         result.processed = self.process_pending(repo, progress=progress)
+        self.retry_dependencies(repo)
 
     def _check_identity(self, repo: RepoRow, result: PollResult) -> None:
         """Learn the Hub's internal id; a different one under the same name is a re-created repo."""
@@ -368,6 +370,39 @@ class Tracker:
         result = self.osv.querybatch([tuple(q) for q in scan.queries])
         findings, _ = vulnerability_findings(scan, result.vulns, self.rules)
         return findings + unpinned_findings(scan, self.rules), not result.ok
+
+    def retry_dependencies(self, repo: RepoRow) -> int:
+        """Redo the OSV.dev lookups that failed earlier; findings and advisories follow. Returns how many."""
+        if self.osv is None:
+            return 0
+        done = 0
+        for revision in self.store.revisions(repo.pk, status="done"):
+            if not revision.dependencies_pending or revision.snapshot is None:
+                continue
+            parent = self._parent(repo, revision)
+            sources = HubSources(self.hub, self.store, repo.repo_id,
+                                 {"new": (revision.sha, revision.snapshot),
+                                  "old": (parent.sha, parent.snapshot) if parent and parent.snapshot else None},
+                                 max_file_bytes=self.settings.max_file_bytes,
+                                 max_header_bytes=self.settings.max_header_bytes, now=self.clock)
+            raw = {"files": (revision.diff or {}).get("files") or {"added": [], "removed": [], "changed": []}}
+            found, still_pending = self._dependencies(raw, sources, revision.baseline or parent is None)
+            if still_pending:
+                continue
+            kept = [Finding.from_json(f) for f in revision.findings or [] if not f["code"].startswith("dependencies.")]
+            findings = sort_findings([*kept, *found])
+            worst = Severity.worst(f.severity for f in findings)
+            self.store.update_revision_analysis(revision.pk, findings=[f.to_json() for f in findings],
+                                                worst_severity=worst.value if worst else None,
+                                                estimate=revision.estimate, now=self.clock(),
+                                                dependencies_pending=False)
+            done += 1
+            if self.advisor is not None and not revision.baseline:
+                updated = self.store.get_revision(repo.pk, revision.sha)
+                assert updated is not None
+                self.advisor.publish_revision(repo, updated)
+                self.advisor.reindex(repo)
+        return done
 
     def process_revision(self, repo: RepoRow, revision: RevisionRow) -> None:
         snapshot = self.hub.snapshot(repo.repo_id, revision.sha)

@@ -59,6 +59,7 @@ class RevisionRow:
     summary: str | None
     estimate: dict[str, Any] | None
     analysed_at: datetime | None
+    dependencies_pending: bool = False
 
 
 @dataclass(frozen=True)
@@ -336,6 +337,7 @@ class SqlStore(AdvisoryStoreMixin):
             summary=row.summary,
             estimate=row.estimate,
             analysed_at=_utc(row.analysed_at),
+            dependencies_pending=bool(row.dependencies_pending),
         )
 
     def record_listing(self, repo: RepoRow, commits: Sequence[Commit], *, parent: CommitSha | None,
@@ -400,11 +402,15 @@ class SqlStore(AdvisoryStoreMixin):
             return result.rowcount == 1
 
     def update_revision_analysis(self, pk: int, *, findings: list[dict[str, Any]], worst_severity: str | None,
-                                 estimate: dict[str, Any] | None, now: datetime) -> None:
+                                 estimate: dict[str, Any] | None, now: datetime,
+                                 dependencies_pending: bool | None = None) -> None:
         """Replace a done revision's findings after re-analysis (its snapshot and diff stay)."""
+        values: dict[str, Any] = dict(findings=findings, worst_severity=worst_severity, estimate=estimate,
+                                      analysed_at=now)
+        if dependencies_pending is not None:
+            values["dependencies_pending"] = dependencies_pending
         with self._tx() as conn:
-            conn.execute(update(revisions).where(revisions.c.id == pk).values(
-                findings=findings, worst_severity=worst_severity, estimate=estimate, analysed_at=now))
+            conn.execute(update(revisions).where(revisions.c.id == pk).values(**values))
 
     def mark_revision(self, pk: int, status: str) -> None:
         with self._tx() as conn:
