@@ -320,7 +320,10 @@ def diff(obj: Context, repo_id: str, old: str, new: str, as_json: bool) -> None:
     repo = _require_repo(tracker, repo_id)
     old_side = tracker.snapshot_of(repo, old)
     new_side = tracker.snapshot_of(repo, new)
-    raw, findings, _ = tracker.analyse(repo.repo_id, old_side, new_side)
+    stored_old = tracker.store.get_revision(repo.pk, old_side[0])
+    analysis = tracker.analyse(repo.repo_id, old_side, new_side,
+                               old_estimate=stored_old.estimate if stored_old else None)
+    raw, findings = analysis.raw, analysis.findings
     if as_json:
         _emit_json({
             "from": old_side[0], "to": new_side[0],

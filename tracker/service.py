@@ -96,6 +96,16 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+@dataclass(frozen=True)
+class Analysis:
+    """What comparing two revisions yields: the raw diff, the findings, the estimate (when rerun)."""
+
+    raw: dict[str, Any]
+    findings: list[Finding]
+    sources: HubSources
+    estimate: dict[str, Any] | None
+
+
 @dataclass
 class PollResult:
     """What one poll of one repo did, for the CLI and the daemon's log."""
@@ -311,9 +321,13 @@ class Tracker:
             parent = self.store.get_revision(repo.pk, parent.parent_sha)  # skip unreachable rows
         return parent if parent is not None and parent.status == "done" else None
 
-    def analyse(self, repo_id: RepoId, old: tuple[str, Snapshot] | None, new: tuple[str, Snapshot]
-                ) -> tuple[dict[str, Any], list[Finding], HubSources]:
-        """Raw diff and findings between two snapshots (either may come from the store or the Hub)."""
+    def analyse(self, repo_id: RepoId, old: tuple[str, Snapshot] | None, new: tuple[str, Snapshot], *,
+                old_estimate: dict[str, Any] | None = None) -> Analysis:
+        """Raw diff, findings and estimate between two snapshots (either from the store or the Hub).
+
+        Polling, ``reanalyse`` and ``tracker diff`` all come through here, so they agree.
+        ``old_estimate`` is the stored estimate of the old side, for its checkpoint count.
+        """
         sources = HubSources(
             self.hub, self.store, repo_id, {"old": old, "new": new},
             max_file_bytes=self.settings.max_file_bytes, max_header_bytes=self.settings.max_header_bytes,
@@ -328,21 +342,23 @@ class Tracker:
                 "upstream.file_unreadable", "files", f"{problem['path']} ({problem['side']}): {problem['reason']}",
                 path=problem["path"], evidence=problem,
             ))
-        return raw, sort_findings(findings), sources
+        estimate_json, estimate_findings = self._estimate(raw, sources, old is not None, old_estimate)
+        return Analysis(raw=raw, findings=sort_findings([*findings, *estimate_findings]), sources=sources,
+                        estimate=estimate_json)
 
-    def _estimate(self, raw: dict[str, Any], sources: HubSources, parent: RevisionRow | None,
-                  ) -> tuple[dict[str, Any] | None, list[Finding]]:
+    def _estimate(self, raw: dict[str, Any], sources: HubSources, has_old: bool,
+                  old_estimate: dict[str, Any] | None) -> tuple[dict[str, Any] | None, list[Finding]]:
         """Rerun the estimator when the config or the weights moved (and on the first revision)."""
         files = raw["files"]
         touched = {e["path"] for k in ("added", "removed", "changed") for e in files[k]}
-        if parent is not None and not any(p == "config.json" or p.endswith(".safetensors") for p in touched):
+        if has_old and not any(p == "config.json" or p.endswith(".safetensors") for p in touched):
             return None, []
         new = estimate_from_sources(sources, "new")
         if new is None:
             return None, []
         old = None
-        if parent is not None:
-            ckpt = (parent.estimate or {}).get("checkpoint_params")
+        if has_old:
+            ckpt = (old_estimate or {}).get("checkpoint_params")
             old = estimate_from_sources(sources, "old", checkpoint_params=ckpt, read_headers=False)
         findings = compare_estimates(old, new, self.rules)
         data = new.to_json()
@@ -408,10 +424,11 @@ class Tracker:
         snapshot = self.hub.snapshot(repo.repo_id, revision.sha)
         parent = self._parent(repo, revision)
         old = (parent.sha, parent.snapshot) if parent and parent.snapshot is not None else None
-        raw, findings, sources = self.analyse(repo.repo_id, old, (revision.sha, snapshot))
-        estimate_json, estimate_findings = self._estimate(raw, sources, parent if old else None)
-        dependency_findings, retry = self._dependencies(raw, sources, old is None)
-        findings = sort_findings([*findings, *estimate_findings, *dependency_findings])
+        analysis = self.analyse(repo.repo_id, old, (revision.sha, snapshot),
+                                old_estimate=parent.estimate if parent else None)
+        raw, estimate_json = analysis.raw, analysis.estimate
+        dependency_findings, retry = self._dependencies(raw, analysis.sources, old is None)
+        findings = sort_findings([*analysis.findings, *dependency_findings])
         worst = Severity.worst(f.severity for f in findings)
         if old is None:
             summary = f"baseline: {len(snapshot.files)} files"
@@ -482,9 +499,10 @@ class Tracker:
                 continue
             parent = self._parent(repo, revision)
             old = (parent.sha, parent.snapshot) if parent and parent.snapshot is not None else None
-            raw, findings, sources = self.analyse(repo.repo_id, old, (revision.sha, revision.snapshot))
-            estimate_json, estimate_findings = self._estimate(raw, sources, parent if old else None)
-            findings = sort_findings([*findings, *estimate_findings,
+            analysis = self.analyse(repo.repo_id, old, (revision.sha, revision.snapshot),
+                                    old_estimate=parent.estimate if parent else None)
+            estimate_json = analysis.estimate
+            findings = sort_findings([*analysis.findings,
                                       *[f for f in map(Finding.from_json, revision.findings or [])
                                         if f.category == "dependencies"]])
             payload = [f.to_json() for f in findings]

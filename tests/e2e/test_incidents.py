@@ -38,10 +38,10 @@ def dump(data: Any) -> str:
 
 
 def assert_cli_agrees(cli_diff, up, old: str, new: str) -> dict[str, Any]:
-    """`tracker diff --json` over the same pair prints what polling stored (the estimator is polling-only)."""
+    """`tracker diff --json` over the same pair prints what polling stored, estimator findings included."""
     out = cli_diff(up.repo, old, new)
     assert (out["from"], out["to"]) == (old, new)
-    assert out["findings"] == [f for f in up.findings(new) if f["category"] != "estimate"]
+    assert out["findings"] == up.findings(new)
     return out
 
 
@@ -537,9 +537,6 @@ def test_readme_licence_becomes_non_commercial_then_gated(upstream, cli_diff):
         validate(advisory.record)
     assert [f["code"] for f in advisories[(nc, "risk")].record["database_specific"]["findings"]] == [
         "licence.more_restrictive"]
-    if (gate, "risk") not in advisories:
-        pytest.xfail("tracker/advisory/build.py CLASSIFICATION has 'licen[cs]e.*gated*', which matches no finding "
-                     "code; licence.gating_added falls through to '*' and is published as an update")
     assert set(advisories) == {(nc, "risk"), (gate, "risk"), (gate, "update")}
 
 
@@ -652,8 +649,4 @@ def test_cli_diff_reports_the_estimator_findings_polling_stores(upstream, cli_di
     stored = [f for f in up.findings(rev) if f["category"] == "estimate"]
     assert ("estimate.params_changed", "high") in [(f["code"], f["severity"]) for f in stored]
     printed = [f for f in cli_diff(up.repo, base, rev)["findings"] if f["category"] == "estimate"]
-    if printed != stored:
-        pytest.xfail("tracker diff runs Tracker.analyse only; the estimator rerun (Tracker._estimate) is "
-                     "polling-only, "
-                     "so estimate.* findings are stored per revision but never printed by `tracker diff`")
     assert printed == stored

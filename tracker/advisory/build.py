@@ -104,7 +104,8 @@ CLASSIFICATION: tuple[tuple[str, Classification], ...] = (
     ("*unreadable", "risk"),
     # Access and licence getting tighter.
     ("licen[cs]e.*restrict*", "risk"),
-    ("licen[cs]e.*gated*", "risk"),
+    ("licen[cs]e.gating_added", "risk"),
+    ("licen[cs]e.gating_changed", "risk"),
     # Known-vulnerable dependencies, internal inconsistencies, repo events.
     ("dependencies.*", "risk"),
     ("consistency.*", "risk"),
