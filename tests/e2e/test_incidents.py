@@ -4,8 +4,8 @@ Each test pushes a baseline revision, polls it, pushes the incident revision(s),
 the exact findings (code, severity, and the summaries / before / after a person reads) that polling stored
 per revision, and that `tracker diff REPO OLD NEW --json` prints the same findings for the same pair.
 
-Real material: /work/shared/realdata/incidents (Llama-3 chat template genprompt fix, Phi-3 su -> longrope,
-Gemma-2-9b query_pre_attn_scalar, Phi-2 native-port config), /work/shared/realdata/configs (real config.json
+Real material: tests/fixtures/shared/realdata/incidents (Llama-3 chat template genprompt fix, Phi-3 su -> longrope,
+Gemma-2-9b query_pre_attn_scalar, Phi-2 native-port config), tests/fixtures/shared/realdata/configs (real config.json
 files) and the real all-MiniLM-L6-v2 files (tokenizer.json, model.safetensors, README.md, config.json).
 Large files are built in tmp_path; nothing here is committed over a few kB.
 """

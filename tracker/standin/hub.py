@@ -4,7 +4,7 @@ Why: the tracker must be tested against the *real* ``huggingface_hub`` client
 (its retries, error mapping, redirects and cache all live in the client), and
 no machine here can reach huggingface.co. This server speaks the endpoints the
 client uses closely enough that the client cannot tell (see
-``/work/shared/hub-protocol.md`` sections 2-4, 6, 7, 11, 12 for the contract):
+the project's Hub protocol notes (``shared/hub-protocol.md``) sections 2-4, 6, 7, 11, 12 for the contract):
 
 * ``GET /api/models/{repo}[/revision/{rev}]`` (``blobs``, ``expand``, ``securityStatus``),
   ``/refs``, ``/commits/{rev}`` (``p``/``limit`` pages, absolute ``Link``), ``/tree/{rev}[/{path}]``
