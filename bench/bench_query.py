@@ -1,0 +1,362 @@
+"""Latency of ``POST /v1/query`` over a store of 100,000 advisories (goal: p99 < 20 ms on SQLite).
+
+Run: python bench/bench_query.py [--repos 1000] [--advisories 100000] [--queries 2000] [--profile]
+
+Builds, in a temporary directory, an SQLite store migrated like a real one and
+filled in bulk (executemany on the tracker's own tables; build time is not what
+is measured) with realistic OSV records: a few records made by
+``tracker.advisory.build_revision_advisory`` (an eos fix, a chat-template change
+with a rendered-prompt diff, a pickle added, the same pickle later undone, an
+auto_map change) are used as templates, re-targeted at each repo, revision and
+id, with ``versions`` listing exactly the commits each one affects, and the
+commit -> advisory index (``advisory_commits``) and commit graph (``commits``)
+rows that the Advisor would have written.
+
+Then it times, in-process through ``fastapi.testclient.TestClient``:
+
+* ``commit-hit``: ``{"commit": SHA}`` for a tracked commit affected by >= 1 advisory;
+* ``commit-miss``: ``{"commit": SHA}`` for a sha nobody knows;
+* ``package``: ``{"package": {"name": REPO}, "version": SHA}`` for a tracked commit;
+
+and two baselines in the same process: ``GET /healthz`` (which lists the watch
+list: 1,000 repos here) and ``GET /bench/noop``, a route added by this script
+that does nothing, i.e. the cost of the TestClient + ASGI round trip alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import pstats
+import random
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from fastapi import Request
+from fastapi.responses import Response
+from fastapi.testclient import TestClient
+from sqlalchemy import Text, and_, insert, select, type_coerce
+
+from tracker.advisory import (
+    advisory_id,
+    build_revision_advisory,
+    mark_fixed,
+    validate,
+    withdraw,
+)
+from tracker.api import create_app
+from tracker.app import make_tracker
+from tracker.model import Finding, Severity
+from tracker.settings import Settings
+from tracker.store.tables import advisories, advisory_commits, commits, repos
+
+GOAL_P99_MS = 20.0
+ENDPOINT = "https://huggingface.co"
+T_REPO = "templateowner/template-model"
+T_REV, T_PARENT, T_FIX = "1" * 40, "2" * 40, "3" * 40
+NOW = datetime(2026, 1, 15, 12, 0, 0, tzinfo=UTC)
+
+
+# ------------------------------------------------------------------------------------ templates
+
+def _templates() -> dict[str, tuple[str, str, str]]:
+    """name -> (kind, severity, record JSON with placeholder repo/revision/parent/fix/id)."""
+    eos = Finding("generation.eos_token_id_changed", "generation", Severity.MODERATE,
+                  "eos_token_id: 128001 → [128001, 128009]", path="generation_config.json",
+                  before=128001, after=[128001, 128009])
+    diff = "\n".join(["--- before", "+++ after", "@@ -1,6 +1,7 @@", " <|begin_of_text|><|start_header_id|>system",
+                      "-You are a helpful assistant.", "+You are a helpful, honest assistant.",
+                      " <|eot_id|><|start_header_id|>user<|end_header_id|>", "+<|reserved_special_token_3|>"] * 4)
+    template = Finding("chat_template.rendered_prompt_changed", "chat_template", Severity.MODERATE,
+                       "chat template renders a different prompt for 3 of 12 probe conversations",
+                       path="tokenizer_config.json", evidence={"rendered_prompt_diff": diff, "probes": 12})
+    config = Finding("config.rope_scaling_changed", "config", Severity.LOW, "rope_scaling.factor: 8.0 → 32.0",
+                     path="config.json", before={"factor": 8.0}, after={"factor": 32.0})
+    pickle = Finding("weights.pickle_added", "weights", Severity.HIGH,
+                     "pytorch_model.bin added: a pickle, which runs code on load", path="pytorch_model.bin",
+                     evidence={"imports": ["collections.OrderedDict", "torch._utils._rebuild_tensor_v2"]})
+    automap = Finding("config.auto_map_changed", "config", Severity.HIGH,
+                      "auto_map.AutoModel now points at modeling_custom.CustomModel", path="config.json",
+                      before={"AutoModel": "modeling_a.A"}, after={"AutoModel": "modeling_custom.CustomModel"})
+    common = {"repo_id": T_REPO, "revision": T_REV, "parent": T_PARENT, "revision_date": NOW - timedelta(days=3),
+              "endpoint": ENDPOINT, "tracker_url": "https://tracker.example.org", "related": [],
+              "affected_commits": [], "now": NOW}
+    out: dict[str, tuple[str, str, str]] = {}
+    specs = {
+        "update-eos": ("update", [eos], {"eos_token_id": {"before": 128001, "after": [128001, 128009]}}),
+        "update-template": ("update", [template, config], None),
+        "risk-pickle": ("risk", [pickle], {"checkpoint_params": {"before": 7.2e9, "after": 7.2e9}}),
+        "risk-automap": ("risk", [automap], None),
+    }
+    for name, (kind, findings, delta) in specs.items():
+        record = build_revision_advisory(kind=kind, findings=findings, estimate_delta=delta, **common)
+        assert record is not None
+        validate(record)
+        out[name] = (kind, record["database_specific"]["severity"].lower(), json.dumps(record))
+        if kind == "risk":
+            fixed = mark_fixed(record, T_FIX, NOW + timedelta(days=1), affected_commits=[])
+            validate(fixed)
+            out[name + "-fixed"] = (kind, record["database_specific"]["severity"].lower(), json.dumps(fixed))
+    return out
+
+
+def _retarget(text: str, *, repo: str, rev: str, parent: str, fix: str | None, new_id: str, template_id: str) -> str:
+    text = text.replace(template_id, new_id).replace(T_REPO, repo)
+    text = text.replace(T_REV, rev).replace(T_PARENT, parent)
+    text = text.replace(T_REV[:12], rev[:12]).replace(T_PARENT[:12], parent[:12])
+    if fix:
+        text = text.replace(T_FIX, fix).replace(T_FIX[:12], fix[:12])
+    return text
+
+
+def _sha(rng: random.Random) -> str:
+    return f"{rng.getrandbits(160):040x}"
+
+
+# ------------------------------------------------------------------------------------ building
+
+def build_store(url: str, *, n_repos: int, n_advisories: int, seed: int = 7) -> dict:
+    """Fill a fresh store; returns what the queries need (tracked commits, hit list, repo names)."""
+    tracker = make_tracker(Settings(database_url=url, hub_endpoint="http://127.0.0.1:9"))
+    store = tracker.store
+    templates = _templates()
+    template_ids = {name: json.loads(t)["id"] for name, (_, _, t) in templates.items()}
+    rng = random.Random(seed)
+    per_repo = n_advisories // n_repos
+    n_commits = per_repo + per_repo // 5  # not every revision makes an advisory (cosmetic edits)
+    repo_rows, commit_rows, adv_rows, index_rows = [], [], [], []
+    tracked: list[tuple[str, str, int]] = []  # (repo_id, sha, advisories affecting it)
+    sampled: list[str] = []
+    dialect = store.engine.dialect
+    stamp = commits.c.created_at.type.dialect_impl(dialect).bind_processor(dialect)(NOW)  # as SQLAlchemy stores it
+    for pk in range(1, n_repos + 1):
+        repo_id = f"org{pk % 97}/model-{pk:05d}"
+        chain = [_sha(rng) for _ in range(n_commits)]
+        repo_rows.append({"id": pk, "repo_id": repo_id, "branch": "main", "every_seconds": None,
+                          "state": "active", "hub_uid": f"{pk:024x}", "last_seen_sha": chain[-1],
+                          "created_at": NOW})
+        commit_rows += [(pk, s, chain[i - 1] if i else None, stamp) for i, s in enumerate(chain)]
+        hits = [0] * n_commits
+        for i in sorted(rng.sample(range(1, n_commits), per_repo)):
+            rev, parent = chain[i], chain[i - 1]
+            fix = None
+            if rng.random() < 0.6:  # an update: affects every tracked revision that lacks it
+                name = rng.choice(["update-eos", "update-template"])
+                affected = range(i)
+            else:  # a risk: affects its revision and descendants, until undone (70 %) a few commits later
+                base = rng.choice(["risk-pickle", "risk-automap"])
+                j = i + rng.randint(1, 8)
+                if j < n_commits and rng.random() < 0.7:
+                    name, fix, affected = base + "-fixed", chain[j], range(i, j)
+                else:
+                    name, affected = base, range(i, n_commits)
+            kind, severity, text = templates[name]
+            new_id = advisory_id(repo_id, rev, kind)
+            versions = [chain[k] for k in affected]
+            text = _retarget(text, repo=repo_id, rev=rev, parent=parent, fix=fix, new_id=new_id,
+                             template_id=template_ids[name])
+            text = text.replace('"versions": []', '"versions": ' + json.dumps(sorted(versions)), 1)
+            withdrawn = rng.random() < 0.01  # re-analysis withdrew it: no index rows
+            if withdrawn:
+                text = json.dumps(withdraw(json.loads(text), NOW + timedelta(days=2)))
+            if len(sampled) < 200 and rng.random() < 0.01:
+                sampled.append(text)
+            adv_rows.append((new_id, pk, rev, kind, severity, text, stamp, stamp, int(withdrawn), fix))
+            if not withdrawn:
+                index_rows += [(new_id, s, pk) for s in versions]
+                for k in affected:
+                    hits[k] += 1
+        tracked += [(repo_id, chain[k], hits[k]) for k in range(n_commits)]
+    for text in sampled:
+        record = json.loads(text)
+        validate(record)
+        assert len(record["affected"][0]["versions"]) > 0
+    # Bulk load through the engine's own DBAPI connection: rows as SQLAlchemy would bind them
+    # (JSON as text, datetimes as SQLite's text format), the sha index built once at the end.
+    with store.engine.begin() as conn:
+        conn.execute(insert(repos), repo_rows)
+    raw = store.engine.raw_connection()
+    try:
+        cur = raw.cursor()
+        cur.execute("PRAGMA synchronous=OFF")
+        cur.execute("DROP INDEX ix_advisory_commits_sha")
+        cur.executemany("INSERT INTO commits (repo_pk, sha, parent_sha, created_at) VALUES (?, ?, ?, ?)",
+                        commit_rows)
+        cur.executemany("INSERT INTO advisories (id, repo_pk, revision_sha, kind, severity, record, published,"
+                        " modified, withdrawn, fixed_sha) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", adv_rows)
+        cur.executemany("INSERT INTO advisory_commits (advisory_id, sha, repo_pk) VALUES (?, ?, ?)", index_rows)
+        cur.execute("CREATE INDEX ix_advisory_commits_sha ON advisory_commits (sha)")
+        raw.commit()
+        cur.execute("ANALYZE")
+        raw.commit()
+        cur.execute("PRAGMA synchronous=FULL")
+    finally:
+        raw.close()
+    return {"tracker": tracker, "tracked": tracked, "advisories": len(adv_rows), "index_rows": len(index_rows),
+            "commits": len(commit_rows), "repos": len(repo_rows)}
+
+
+# ------------------------------------------------------------------------------------ timing
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
+
+
+def _time(client: TestClient, requests: list[tuple[str, str, dict | None]]
+          ) -> tuple[list[float], list[int], list[int]]:
+    """Per request: (milliseconds, vulns answered, response bytes)."""
+    times, counts, sizes = [], [], []
+    for method, path, body in requests:
+        t0 = time.perf_counter()
+        answer = client.post(path, json=body) if method == "POST" else client.get(path)
+        times.append((time.perf_counter() - t0) * 1000)
+        assert answer.status_code == 200, (path, body, answer.status_code, answer.text[:200])
+        counts.append(len(answer.json().get("vulns", [])) if method == "POST" else 0)
+        sizes.append(len(answer.content))
+    return times, counts, sizes
+
+
+def add_prototype_route(app, store) -> None:
+    """``POST /bench/v1/query``: the change this bench recommends, for comparison (known commits only).
+
+    One statement (index join, withdrawn filtered in SQL, the record column read as
+    text, no ``repos`` join) and the stored JSON passed through to the response as
+    is: no ``json.loads`` per record when reading, no ``json.dumps`` when answering.
+    """
+    adv, idx, rp = advisories, advisory_commits, repos
+
+    def lookup(sha: str, repo_id: str | None) -> list[str]:
+        cond = [idx.c.sha == sha, adv.c.withdrawn.is_(False)]
+        if repo_id is not None:
+            cond.append(idx.c.repo_pk == select(rp.c.id).where(rp.c.repo_id == repo_id).scalar_subquery())
+        query = (select(type_coerce(adv.c.record, Text)).select_from(idx.join(adv, adv.c.id == idx.c.advisory_id))
+                 .where(and_(*cond)).order_by(adv.c.id))
+        with store.engine.connect() as conn:
+            return list(conn.execute(query).scalars())
+
+    @app.post("/bench/v1/query")
+    async def _prototype(request: Request) -> Response:
+        data = await request.json()
+        package = data.get("package") or {}
+        texts = lookup(data.get("commit") or data["version"], package.get("name"))
+        body = ('{"vulns": [' + ", ".join(texts) + "]}") if texts else "{}"
+        return Response(body.encode(), media_type="application/json")
+
+
+def _profile_server_side(app, requests: list[tuple[str, str, dict | None]]) -> str:
+    """cProfile of what the server thread does for these requests (/v1/query is async: it runs on the loop)."""
+    prof = cProfile.Profile()
+
+    async def profiled(scope, receive, send):
+        prof.enable()
+        try:
+            await app(scope, receive, send)
+        finally:
+            prof.disable()
+
+    with TestClient(profiled) as client:
+        _time(client, requests)
+    out = io.StringIO()
+    stats = pstats.Stats(prof, stream=out)
+    stats.sort_stats("tottime").print_stats(25)
+    stats.sort_stats("cumulative").print_stats(40)
+    return out.getvalue()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repos", type=int, default=2000)
+    parser.add_argument("--advisories", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=2000)
+    parser.add_argument("--profile", action="store_true", help="cProfile the server side of 600 queries")
+    parser.add_argument("--no-prototype", dest="prototype", action="store_false",
+                        help="skip timing the recommended query path (/bench/v1/query)")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="bench-query-") as tmp:
+        url = f"sqlite:///{tmp}/tracker.sqlite3"
+        t0 = time.perf_counter()
+        built = build_store(url, n_repos=args.repos, n_advisories=args.advisories)
+        size_mb = Path(tmp, "tracker.sqlite3").stat().st_size / 1e6
+        print(f"store: {built['advisories']:,} advisories, {built['repos']:,} repos, {built['commits']:,} commits, "
+              f"{built['index_rows']:,} advisory_commits rows, {size_mb:.0f} MB; built in "
+              f"{time.perf_counter() - t0:.1f} s")
+
+        tracker = built["tracker"]
+        app = create_app(tracker)
+
+        @app.get("/bench/noop")
+        def _noop() -> dict[str, str]:
+            return {"status": "ok"}
+
+        add_prototype_route(app, tracker.store)
+        rng = random.Random(11)
+        n, n_base = args.queries, max(1, args.queries // 8)  # /healthz lists every watch: slow, fewer
+        hit_pool = [t for t in built["tracked"] if t[2] > 0]
+        hits = [rng.choice(hit_pool) for _ in range(n)]
+        packs = [rng.choice(hit_pool) for _ in range(n)]
+        kinds = {
+            "commit-hit": [("POST", "/v1/query", {"commit": sha}) for _, sha, _ in hits],
+            "commit-miss": [("POST", "/v1/query", {"commit": _sha(rng)}) for _ in range(n)],
+            "package": [("POST", "/v1/query", {"package": {"name": repo}, "version": sha}) for repo, sha, _ in packs],
+            "GET /healthz": [("GET", "/healthz", None)] * n_base,
+            "GET /bench/noop": [("GET", "/bench/noop", None)] * (n // 2),
+        }
+        m = n // 2
+        if args.prototype:
+            kinds["proto commit-hit"] = [("POST", "/bench/v1/query", b) for _, _, b in kinds["commit-hit"][:m]]
+            kinds["proto package"] = [("POST", "/bench/v1/query", b) for _, _, b in kinds["package"][:m]]
+        expected = {"commit-hit": [c for _, _, c in hits], "package": [c for _, _, c in packs],
+                    "proto commit-hit": [c for _, _, c in hits[:m]], "proto package": [c for _, _, c in packs[:m]]}
+        with TestClient(app) as client:
+            for reqs in kinds.values():  # warm up: connections, caches, code paths
+                _time(client, reqs[:30])
+            if args.prototype:  # the recommended path answers exactly what the shipped one does
+                for _, _, body in kinds["commit-hit"][:20] + kinds["package"][:20]:
+                    assert (client.post("/bench/v1/query", json=body).json()
+                            == client.post("/v1/query", json=body).json()), body
+            results = {}
+            for name, reqs in kinds.items():
+                times, counts, sizes = _time(client, reqs)
+                if name in expected:
+                    assert counts == expected[name], f"{name}: wrong answers"
+                if name == "commit-miss":
+                    assert not any(counts), "a random sha matched"
+                results[name] = (times, counts, sizes)
+
+        print("\nin-process TestClient, SQLite (one request at a time):")
+        print(f"{'kind':<18}{'requests':>9}{'p50 ms':>9}{'p99 ms':>9}{'max ms':>9}{'mean vulns':>12}{'mean KB':>9}")
+        for name, (times, counts, sizes) in results.items():
+            print(f"{name:<18}{len(times):>9}{statistics.median(times):>9.2f}{_pct(times, 99):>9.2f}"
+                  f"{max(times):>9.2f}{statistics.fmean(counts):>12.1f}{statistics.fmean(sizes) / 1024:>9.1f}")
+        base_h = statistics.median(results["GET /healthz"][0])
+        base_n = statistics.median(results["GET /bench/noop"][0])
+        print()
+        for name in ("commit-hit", "commit-miss", "package"):
+            p50 = statistics.median(results[name][0])
+            print(f"{name:<12} p50 / healthz p50 = {p50 / base_h:5.2f}x   p50 / noop p50 = {p50 / base_n:5.2f}x")
+        worst = max(_pct(results[k][0], 99) for k in ("commit-hit", "commit-miss", "package"))
+        met = worst < GOAL_P99_MS
+        print(f"\ngoal p99 < {GOAL_P99_MS:.0f} ms on SQLite (POST /v1/query as shipped): "
+              f"{'MET' if met else 'MISSED'} (worst p99 {worst:.2f} ms)")
+        if args.prototype:
+            proto = max(_pct(results[k][0], 99) for k in ("proto commit-hit", "proto package"))
+            print(f"with the recommended query path (/bench/v1/query): worst p99 {proto:.2f} ms")
+        if args.profile:
+            print(_profile_server_side(app, kinds["commit-hit"][:300] + kinds["package"][:300]))
+        tracker.store.close()
+    return 0 if met else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
