@@ -17,6 +17,7 @@ from typing import Any
 
 from tracker.advisory import (
     build_revision_advisories,
+    classify,
     format_timestamp,
     mark_fixed,
     record_affected_commits,
@@ -39,10 +40,11 @@ EVENT_ADVISORIES = {
     "gated": "gated",
 }
 
-# Finding codes whose risk is undone by the file going away or changing back; a chat template
-# risk is undone by a later template that compiles and renders (no such finding any more).
-TEMPLATE_RISKS = ("chat_template.compile_failed", "chat_template.render_failed",
-                  "chat_template.render_limit_exceeded", "chat_template.unsafe")
+# A risk is undone when its file goes away or changes back to what it was before. For these
+# families the file is re-analysed on every change, so a change that no longer raises a finding of
+# the same family undoes it too (a template that compiles again, a pickle replaced by a clean one).
+# Not for licences: a README edited for prose keeps its restrictive licence without a new finding.
+RECHECKED_RISKS = ("chat_template.", "weights.pickle_")
 
 
 @dataclass
@@ -77,7 +79,6 @@ class Advisor:
 
     def on_revision(self, repo: RepoRow, revision: RevisionRow) -> None:
         """A revision was stored: extend the graph, build its advisories, undo risks, re-index."""
-        self.store.add_commits(repo.pk, [(revision.sha, revision.parent_sha)], now=self._now())
         if not revision.baseline:
             self.publish_revision(repo, revision)
         self._undo_risks(repo, revision)
@@ -96,8 +97,14 @@ class Advisor:
         revisions = [r for r in revisions if SHA_RE.match(r or "")]
         if not revisions:
             return
+        if kind == "recreated":
+            revisions = sorted(self.store.commit_graph(repo.pk))  # every commit under that name is suspect
+        from tracker.advisory import repo_event_id
+
+        stored = self.store.get_advisory(repo_event_id(repo.repo_id, kind, revisions))
         record = repo_event_advisory(repo_id=repo.repo_id, kind=kind, detail=event.detail, revisions=revisions,
-                                     endpoint=self.endpoint, now=self._now(), tracker_url=self.settings.tracker_url)
+                                     endpoint=self.endpoint, now=self._now(), tracker_url=self.settings.tracker_url,
+                                     previous=stored.record if stored else None)
         validate(record)
         severity = record["database_specific"]["severity"].lower()
         self.store.save_advisory(repo.pk, record, revision_sha=None, kind=kind, severity=severity, fixed_sha=None,
@@ -158,9 +165,12 @@ class Advisor:
         path = finding.get("path")
         if path is None:
             return False
-        if finding["code"] in TEMPLATE_RISKS:
-            return now.get(path) != then.get(path) and not any(
-                code in TEMPLATE_RISKS and p == path for code, p in findings_here)
+        for family in RECHECKED_RISKS:
+            if finding["code"].startswith(family):
+                # Changed again, and the new content carries no risk of the same family.
+                return now.get(path) != then.get(path) and not any(
+                    code.startswith(family) and classify(code) == "risk" and p == path
+                    for code, p in findings_here)
         # The file is gone, or back to what it was before the risky revision.
         return path not in now or (path in before and now[path] == before[path])
 
@@ -182,9 +192,18 @@ class Advisor:
         parents = self.store.commit_graph(repo.pk)
         for adv in self.store.advisories_for(repo_pk=repo.pk):
             if adv.revision_sha is None:  # repo-event advisories list their revisions explicitly
-                self.store.save_advisory(repo.pk, adv.record, revision_sha=None, kind=adv.kind,
+                record = adv.record
+                versions = record["affected"][0].get("versions", [])
+                if adv.kind == "recreated" and not adv.withdrawn and sorted(parents) != versions:
+                    # A possible takeover: the new owner's commits, as they arrive, are affected too.
+                    record = {**record, "affected": [{**record["affected"][0], "versions": sorted(parents)},
+                                                     *record["affected"][1:]],
+                              "modified": format_timestamp(self._now())}
+                    validate(record)
+                    versions = sorted(parents)
+                self.store.save_advisory(repo.pk, record, revision_sha=None, kind=adv.kind,
                                          severity=adv.severity, fixed_sha=adv.fixed_sha,
-                                         affected=[] if adv.withdrawn else adv.record["affected"][0].get("versions", []))
+                                         affected=[] if adv.withdrawn else versions)
                 continue
             record = adv.record
             ranges_only = {**record, "affected": [{**a, "versions": []} for a in record["affected"]]}
@@ -275,7 +294,7 @@ class Advisor:
             log.warning("lookup of %s@%s failed: %s", repo_id, revision, exc)
             sha, known = revision, False
         ids = self.store.advisory_ids_for_commit(sha, repo.pk) if known else []
-        rows = self.store.advisories_by_ids(ids)
+        rows = [row for row in self.store.advisories_by_ids(ids) if not row.withdrawn]
         vulns = [r.record for r in sorted(rows, key=_by_severity)]
         return QueryResult(repo=repo.repo_id, revision=sha, vulns=vulns, head=repo.last_seen_sha,
                            behind=self.behind(repo, sha) if known else None, known=known)

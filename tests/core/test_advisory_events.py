@@ -104,9 +104,7 @@ def test_gated_again_keeps_the_advisory_and_its_published_date(hub_standin, watc
     assert tracker.poll()[0].events == ["gated"]
     (again,) = [a for a in all_valid(tracker).values() if a.kind == "gated"]
     assert again.id == first.id  # same revisions concerned: same id, no duplicate
-    if again.record["published"] != first.record["published"]:
-        pytest.xfail("BUG: a repo event seen again under the same id overwrites `published` "
-                     "(Advisor.on_event calls repo_event_advisory without previous=)")
+    assert again.record["published"] == first.record["published"]
 
 
 # -- (b) deleted and created again ----------------------------------------------------------
@@ -132,7 +130,10 @@ def test_deleted_and_recreated_under_the_same_id_is_a_critical_advisory(hub_stan
     assert recreated.severity == "critical"
     assert recreated.record["database_specific"]["severity"] == "CRITICAL"
     assert recreated.record["database_specific"]["event"] == "recreated"
-    assert recreated.id == repo_event_id(REPO, "recreated", recreated.record["affected"][0]["versions"])
+    # The id is fixed by the revisions known when the take-over was seen; the new owner's commits
+    # join its versions as they arrive.
+    assert recreated.id == repo_event_id(REPO, "recreated", [r0, r1])
+    assert recreated.record["affected"][0]["versions"] == sorted([r0, r1, evil])
     assert deleted.id == repo_event_id(REPO, "deleted", [r0, r1]) and deleted.severity == "high"
     # Everyone pinned to a revision of the old repo is told.
     assert {r0, r1} <= set(recreated.record["affected"][0]["versions"])
@@ -145,10 +146,7 @@ def test_deleted_and_recreated_under_the_same_id_is_a_critical_advisory(hub_stan
 
     # The revisions served under the taken-over name are the dangerous ones: the record's own range
     # (introduced "0", never fixed) covers them, so the index should too.
-    if recreated.id not in query_ids(tracker, evil):
-        pytest.xfail("BUG: a `recreated` advisory does not affect the new owner's revisions "
-                     "(Advisor.on_event/reindex index only the old revisions, although the range is "
-                     "introduced: 0 with no fix)")
+    assert recreated.id in query_ids(tracker, evil)
     assert recreated.id in api_ids(tracker, evil)
 
 
@@ -271,9 +269,7 @@ def test_a_risk_whose_file_is_replaced_by_a_different_clean_pickle(hub_standin, 
     tracker.poll()
     found = all_valid(tracker)
     assert advisory_id(REPO, r2, "risk") not in found  # nothing risky is introduced by r2
-    if found[risk].fixed_sha is None:
-        pytest.xfail("BUG?: a dangerous pickle replaced by a clean (but not byte-identical) one stays "
-                     "open forever: Advisor._undone only accepts deletion or the exact pre-risk content")
+    assert found[risk].fixed_sha is not None
     assert found[risk].fixed_sha == r2
 
 

@@ -8,12 +8,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, func, insert, select, update
+from sqlalchemy import Connection, Engine, Text, and_, cast, func, insert, literal, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from tracker.errors import StoreError
 from tracker.model import Commit, CommitSha, FileEntry, RepoId, Snapshot
 from tracker.store.tables import advisories, advisory_commits, blobs, commits, events, osv_lookups, repos, revisions
+from tracker.store.tables import commits as commits_table
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -178,6 +179,8 @@ class AdvisoryStoreMixin:
             elif changed:
                 conn.execute(update(advisories).where(advisories.c.id == record["id"]).values(
                     record=record, severity=severity, modified=modified, withdrawn=withdrawn, fixed_sha=fixed_sha))
+            if affected is None and withdrawn:
+                affected = ()  # a withdrawn advisory affects nothing: drop its index rows now
             if affected is not None:
                 wanted = set() if withdrawn else set(affected)
                 have = set(conn.execute(select(advisory_commits.c.sha).where(
@@ -211,6 +214,28 @@ class AdvisoryStoreMixin:
             if repo_pk is not None:
                 query = query.where(advisory_commits.c.repo_pk == repo_pk)
             return sorted(conn.execute(query).scalars())
+
+    def live_records_for_commit(self, sha: str, repo_pk: int | None = None, *, limit: int,
+                                offset: int = 0) -> list[tuple[str, str, str]]:
+        """(id, modified, record as JSON text) of the live advisories affecting a commit, one statement.
+
+        The API's hot path: the record is served as stored, without decoding and re-encoding it.
+        """
+        with self._tx() as conn:
+            query = (
+                select(advisories.c.id, advisories.c.record["modified"].as_string(),
+                       cast(advisories.c.record, Text))
+                .join(advisory_commits, advisory_commits.c.advisory_id == advisories.c.id)
+                .where(advisory_commits.c.sha == sha, advisories.c.withdrawn.is_(False))
+            )
+            if repo_pk is not None:
+                query = query.where(advisory_commits.c.repo_pk == repo_pk)
+            rows = conn.execute(query.order_by(advisories.c.id).limit(limit).offset(offset)).all()
+            return [(r[0], r[1], r[2]) for r in rows]
+
+    def ping(self) -> None:
+        with self._tx() as conn:
+            conn.execute(select(literal(1)))
 
     def advisories_by_ids(self, ids: Sequence[str]) -> list[AdvisoryRow]:
         if not ids:
@@ -374,6 +399,15 @@ class SqlStore(AdvisoryStoreMixin):
                     )
                     inserted += 1
                 previous = commit.sha
+            # The commit graph follows git ancestry as the Hub lists it, which is not always the diff
+            # base: a repo re-created under the same name starts a new root, it does not descend from
+            # the old owner's commits.
+            known_graph = set(conn.execute(select(commits_table.c.sha).where(and_(
+                commits_table.c.repo_pk == repo.pk, commits_table.c.sha.in_([c.sha for c in commits])))).scalars())
+            edges = [{"repo_pk": repo.pk, "sha": c.sha, "parent_sha": c.parents[0] if c.parents else None,
+                      "created_at": datetime.now(UTC)} for c in commits if c.sha not in known_graph]
+            if edges:
+                conn.execute(insert(commits_table), edges)
             conn.execute(update(repos).where(repos.c.id == repo.pk).values(last_seen_sha=commits[-1].sha))
             return inserted
 
