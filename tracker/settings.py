@@ -118,8 +118,8 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: dict[str, str
             every = parse_duration(item["every"]) if "every" in item else None
             watch.append(WatchSpec(repo=repo, branch=item.get("branch", "main"), every=every))
         severity = {str(k): str(v) for k, v in data.get("severity", {}).items()}
-        for code, value in severity.items():
-            Severity(value)
+        for value in severity.values():
+            Severity(value)  # an unknown severity name is a config error, said now
         settings = Settings(
             database_url=env.get("TRACKER_DATABASE_URL") or _get(data, "database", "url", DEFAULT_DATABASE_URL),
             hub_endpoint=env.get("HF_ENDPOINT") or _get(data, "hub", "endpoint", None),

@@ -6,7 +6,6 @@ import copy
 import io
 import json
 import zipfile
-from pathlib import Path
 
 import pytest
 

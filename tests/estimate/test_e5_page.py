@@ -70,7 +70,6 @@ def test_structure_is_the_pages_100_rows(e5_config):
 
 def test_page_structure_rows_verbatim(e5_config):
     """Every row of the page's table, parsed from the page text itself when present."""
-    from pathlib import Path
 
     page = SEED_PAGE
     if not page.exists():

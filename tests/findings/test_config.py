@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 
 import pytest
 
 from tests.findings.sources import make_change
 from tracker.findings import config as config_analyser
-from tracker.findings.config import diff_configs, fmt_value
+from tracker.findings.config import fmt_value
 from tracker.findings.rules import SeverityRules
 from tracker.model import Severity
 from tests.shared import REALDATA
