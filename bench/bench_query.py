@@ -18,9 +18,9 @@ Then it times, in-process through ``fastapi.testclient.TestClient``:
 * ``commit-miss``: ``{"commit": SHA}`` for a sha nobody knows;
 * ``package``: ``{"package": {"name": REPO}, "version": SHA}`` for a tracked commit;
 
-and two baselines in the same process: ``GET /healthz`` (which lists the watch
-list: 1,000 repos here) and ``GET /bench/noop``, a route added by this script
-that does nothing, i.e. the cost of the TestClient + ASGI round trip alone.
+and two baselines in the same process: ``GET /healthz`` (one ``SELECT 1``) and
+``GET /bench/noop``, a route added by this script that does nothing, i.e. the
+cost of the TestClient + ASGI round trip alone.
 """
 
 from __future__ import annotations
@@ -41,10 +41,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fastapi import Request
-from fastapi.responses import Response
 from fastapi.testclient import TestClient
-from sqlalchemy import Text, and_, insert, select, type_coerce
+from sqlalchemy import insert
 
 from tracker.advisory import (
     advisory_id,
@@ -57,7 +55,7 @@ from tracker.api import create_app
 from tracker.app import make_tracker
 from tracker.model import Finding, Severity
 from tracker.settings import Settings
-from tracker.store.tables import advisories, advisory_commits, commits, repos
+from tracker.store.tables import commits, repos
 
 GOAL_P99_MS = 20.0
 ENDPOINT = "https://huggingface.co"
@@ -226,35 +224,8 @@ def _time(client: TestClient, requests: list[tuple[str, str, dict | None]]
     return times, counts, sizes
 
 
-def add_prototype_route(app, store) -> None:
-    """``POST /bench/v1/query``: the change this bench recommends, for comparison (known commits only).
-
-    One statement (index join, withdrawn filtered in SQL, the record column read as
-    text, no ``repos`` join) and the stored JSON passed through to the response as
-    is: no ``json.loads`` per record when reading, no ``json.dumps`` when answering.
-    """
-    adv, idx, rp = advisories, advisory_commits, repos
-
-    def lookup(sha: str, repo_id: str | None) -> list[str]:
-        cond = [idx.c.sha == sha, adv.c.withdrawn.is_(False)]
-        if repo_id is not None:
-            cond.append(idx.c.repo_pk == select(rp.c.id).where(rp.c.repo_id == repo_id).scalar_subquery())
-        query = (select(type_coerce(adv.c.record, Text)).select_from(idx.join(adv, adv.c.id == idx.c.advisory_id))
-                 .where(and_(*cond)).order_by(adv.c.id))
-        with store.engine.connect() as conn:
-            return list(conn.execute(query).scalars())
-
-    @app.post("/bench/v1/query")
-    async def _prototype(request: Request) -> Response:
-        data = await request.json()
-        package = data.get("package") or {}
-        texts = lookup(data.get("commit") or data["version"], package.get("name"))
-        body = ('{"vulns": [' + ", ".join(texts) + "]}") if texts else "{}"
-        return Response(body.encode(), media_type="application/json")
-
-
 def _profile_server_side(app, requests: list[tuple[str, str, dict | None]]) -> str:
-    """cProfile of what the server thread does for these requests (/v1/query is async: it runs on the loop)."""
+    """cProfile of what the server does for these requests."""
     prof = cProfile.Profile()
 
     async def profiled(scope, receive, send):
@@ -279,8 +250,6 @@ def main() -> int:
     parser.add_argument("--advisories", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=2000)
     parser.add_argument("--profile", action="store_true", help="cProfile the server side of 600 queries")
-    parser.add_argument("--no-prototype", dest="prototype", action="store_false",
-                        help="skip timing the recommended query path (/bench/v1/query)")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="bench-query-") as tmp:
@@ -299,7 +268,6 @@ def main() -> int:
         def _noop() -> dict[str, str]:
             return {"status": "ok"}
 
-        add_prototype_route(app, tracker.store)
         rng = random.Random(11)
         n, n_base = args.queries, max(1, args.queries // 8)  # /healthz lists every watch: slow, fewer
         hit_pool = [t for t in built["tracked"] if t[2] > 0]
@@ -312,19 +280,10 @@ def main() -> int:
             "GET /healthz": [("GET", "/healthz", None)] * n_base,
             "GET /bench/noop": [("GET", "/bench/noop", None)] * (n // 2),
         }
-        m = n // 2
-        if args.prototype:
-            kinds["proto commit-hit"] = [("POST", "/bench/v1/query", b) for _, _, b in kinds["commit-hit"][:m]]
-            kinds["proto package"] = [("POST", "/bench/v1/query", b) for _, _, b in kinds["package"][:m]]
-        expected = {"commit-hit": [c for _, _, c in hits], "package": [c for _, _, c in packs],
-                    "proto commit-hit": [c for _, _, c in hits[:m]], "proto package": [c for _, _, c in packs[:m]]}
+        expected = {"commit-hit": [c for _, _, c in hits], "package": [c for _, _, c in packs]}
         with TestClient(app) as client:
             for reqs in kinds.values():  # warm up: connections, caches, code paths
                 _time(client, reqs[:30])
-            if args.prototype:  # the recommended path answers exactly what the shipped one does
-                for _, _, body in kinds["commit-hit"][:20] + kinds["package"][:20]:
-                    assert (client.post("/bench/v1/query", json=body).json()
-                            == client.post("/v1/query", json=body).json()), body
             results = {}
             for name, reqs in kinds.items():
                 times, counts, sizes = _time(client, reqs)
@@ -349,9 +308,6 @@ def main() -> int:
         met = worst < GOAL_P99_MS
         print(f"\ngoal p99 < {GOAL_P99_MS:.0f} ms on SQLite (POST /v1/query as shipped): "
               f"{'MET' if met else 'MISSED'} (worst p99 {worst:.2f} ms)")
-        if args.prototype:
-            proto = max(_pct(results[k][0], 99) for k in ("proto commit-hit", "proto package"))
-            print(f"with the recommended query path (/bench/v1/query): worst p99 {proto:.2f} ms")
         if args.profile:
             print(_profile_server_side(app, kinds["commit-hit"][:300] + kinds["package"][:300]))
         tracker.store.close()
