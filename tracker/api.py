@@ -10,8 +10,11 @@ empty answer is ``{}``, and long answers are paged with ``next_page_token``.
 
 from __future__ import annotations
 
+import hmac
 import html
 import json
+import threading
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import Body, FastAPI, Request
@@ -55,10 +58,25 @@ def _package_repo(package: Any) -> str | None:
         raise QueryError(str(exc)) from exc
 
 
-def create_app(tracker: Any, *, page_size: int = PAGE_SIZE) -> FastAPI:
+def _poll_in_background(tracker: Any) -> Callable[[str], None]:
+    def start(repo_id: str) -> None:
+        threading.Thread(target=tracker.poll_repo, args=(repo_id,), name=f"hook:{repo_id}", daemon=True).start()
+
+    return start
+
+
+def create_app(tracker: Any, *, page_size: int = PAGE_SIZE, webhook_secret: str | None = None,
+               poll_soon: Callable[[str], None] | None = None) -> FastAPI:
+    """The API over a Tracker.
+
+    ``webhook_secret`` turns on ``POST /hooks/hub`` (the Hub's webhooks; the secret arrives in
+    ``X-Webhook-Secret``); ``poll_soon(repo_id)`` is how a webhook asks for a poll (the daemon
+    hands it to its scheduler; by default a background thread polls).
+    """
     app = FastAPI(title="upstream-tracker", version="1", docs_url="/docs", redoc_url=None)
     store = tracker.store
     advisor = tracker.advisor
+    poll_soon = poll_soon or _poll_in_background(tracker)
 
     def target(query: Any) -> tuple[str, int | None] | None:
         """The (commit, repo) a query is about, or None when it can match nothing."""
@@ -171,6 +189,33 @@ def create_app(tracker: Any, *, page_size: int = PAGE_SIZE) -> FastAPI:
             f"<p><a href=\"/v1/vulns/{html.escape(rec['id'])}\">OSV JSON</a></p>"
         )
         return HTMLResponse(page_html)
+
+    @app.post("/hooks/hub", status_code=202)
+    def hub_webhook(request: Request, payload: Any = Body(...)) -> JSONResponse:
+        """A Hub webhook: answer at once and poll the repo (its payload is a hint, never trusted as data).
+
+        Deliveries may repeat or arrive out of order, so the poll re-reads the head from the
+        Hub rather than using ``headSha``; polling an unchanged repo costs one request.
+        """
+        if not webhook_secret:
+            return _error(404, 5, "webhooks are not enabled (set TRACKER_WEBHOOK_SECRET)")
+        given = request.headers.get("x-webhook-secret", "")
+        if not hmac.compare_digest(given.encode(), webhook_secret.encode()):
+            return _error(401, 16, "invalid webhook secret")
+        repo = payload.get("repo") if isinstance(payload, dict) else None
+        event = payload.get("event") if isinstance(payload, dict) else None
+        if not isinstance(repo, dict) or not isinstance(event, dict):
+            raise QueryError("not a Hub webhook payload")
+        if repo.get("type", "model") != "model" or not str(event.get("scope", "")).startswith("repo"):
+            return JSONResponse({"status": "ignored", "reason": "not a model repo event"}, status_code=200)
+        try:
+            repo_id = validate_repo_id(str(repo.get("name", "")))
+        except ValueError as exc:
+            raise QueryError(str(exc)) from exc
+        if store.get_repo(repo_id) is None:
+            return JSONResponse({"status": "ignored", "reason": f"{repo_id} is not watched"}, status_code=200)
+        poll_soon(repo_id)
+        return JSONResponse({"status": "queued", "repo": repo_id}, status_code=202)
 
     @app.get("/healthz")
     def healthz() -> dict[str, str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -451,7 +452,8 @@ def serve(obj: Context, host: str | None, port: int | None) -> None:
     from tracker.api import create_app
 
     tracker = obj.tracker()
-    uvicorn.run(create_app(tracker), host=host or obj.settings.api_host, port=port or obj.settings.api_port)
+    app = create_app(tracker, webhook_secret=os.environ.get("TRACKER_WEBHOOK_SECRET"))
+    uvicorn.run(app, host=host or obj.settings.api_host, port=port or obj.settings.api_port)
 
 
 @main.command()

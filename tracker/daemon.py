@@ -10,6 +10,7 @@ is safe too (see ``service``).
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 from datetime import UTC, datetime, timedelta
@@ -68,6 +69,11 @@ class Daemon:
             )
             self._intervals[repo_id] = every
 
+    def poll_soon(self, repo_id: str) -> None:
+        """Poll a repo now (a webhook said it changed); coalesces with a poll already queued."""
+        self.scheduler.add_job(self._poll, args=[repo_id], id=f"hook:{repo_id}", replace_existing=True,
+                               misfire_grace_time=None)
+
     def start(self) -> None:
         self.tracker.sync_config_watches()
         self.reconcile()
@@ -95,7 +101,9 @@ def run_daemon(tracker: Tracker, *, host: str, port: int, api: bool = True) -> N
 
             from tracker.api import create_app
 
-            uvicorn.run(create_app(tracker), host=host, port=port, log_level="info")
+            app = create_app(tracker, webhook_secret=os.environ.get("TRACKER_WEBHOOK_SECRET"),
+                             poll_soon=daemon.poll_soon)
+            uvicorn.run(app, host=host, port=port, log_level="info")
         else:
             stop.wait()
     finally:

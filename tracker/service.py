@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -149,6 +150,8 @@ class Tracker:
         self.after_event: list[Callable[[RepoRow, EventRow], None]] = []
         self.osv: Any | None = None  # an OsvClient when dependency lookups are on
         self.advisor: Any | None = None  # set by app.make_tracker
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
 
     # -- watch list -------------------------------------------------------------------------
 
@@ -173,8 +176,19 @@ class Tracker:
             rows = [by_id[r] for r in wanted]
         return [self.poll_repo(row.repo_id, backfill=backfill, progress=progress) for row in rows]
 
+    def _repo_lock(self, repo_id: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks.setdefault(repo_id, threading.Lock())
+
     def poll_repo(self, repo_id: str, *, backfill: int = 0,
                   progress: Callable[[int], Any] | None = None) -> PollResult:
+        # One poll per repo at a time in this process (a webhook may arrive during a scheduled poll);
+        # across processes the store's unique keys and conditional updates keep it exactly once.
+        with self._repo_lock(repo_id):
+            return self._poll_repo(repo_id, backfill=backfill, progress=progress)
+
+    def _poll_repo(self, repo_id: str, *, backfill: int,
+                   progress: Callable[[int], Any] | None) -> PollResult:
         repo = self.store.get_repo(repo_id)
         if repo is None:
             raise KeyError(f"not watched: {repo_id}")
