@@ -99,3 +99,28 @@ def test_watch_add_updates_and_remove_cascades(db_url):
     assert store.remove_watch(RepoId("acme/model")) is True
     assert store.remove_watch(RepoId("acme/model")) is False
     assert store.list_watches() == []
+
+
+def test_upgrading_a_populated_database_keeps_its_rows(db_url):
+    """A database made by an older tracker (schema 0001, with data) upgrades in place."""
+    from alembic import command
+    from sqlalchemy import text
+
+    from tracker.store.db import _alembic_config
+
+    engine = make_engine(db_url)
+    cfg = _alembic_config()
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0001")
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO repos (repo_id, branch, state, created_at) "
+                          "VALUES ('acme/old', 'main', 'active', '2026-01-01 00:00:00')"))
+        conn.execute(text("INSERT INTO revisions (repo_pk, sha, seq, title, message, authors, status, baseline) "
+                          f"VALUES (1, '{sha(1)}', 0, 't', '', '[]', 'done', true)"))
+    if not db_url.startswith("sqlite"):
+        upgrade_schema(engine)  # `tracker init`; SQLite upgrades itself on open
+    store = open_store(db_url)
+    (row,) = store.revisions(store.get_repo("acme/old").pk)
+    assert (row.sha, row.status, row.dependencies_pending) == (sha(1), "done", False)
+    assert store.advisories_for() == []
