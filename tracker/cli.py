@@ -196,6 +196,9 @@ def watch_remove(obj: Context, repo_id: str) -> None:
         click.echo(f"error: not watched: {repo}", err=True)
         sys.exit(1)
     click.echo(f"removed {repo}")
+    if any(spec.repo == repo for spec in obj.settings.watch):
+        click.echo(f"note: {repo} is listed in {obj.settings.config_path}; remove it there too, "
+                   "or the next start watches it again", err=True)
 
 
 # -- polling ------------------------------------------------------------------------------------
