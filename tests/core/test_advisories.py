@@ -119,12 +119,17 @@ def test_cli_query_advisories_and_export(history, hub_standin, tmp_path, monkeyp
     env = {"HF_ENDPOINT": hub_standin.url, "TRACKER_DATABASE_URL": tracker.settings.database_url,
            "TRACKER_CONFIG": str(tmp_path / "tracker.toml")}
     runner = CliRunner()
-    out = runner.invoke(main, ["query", "--repo", REPO, "--revision", revs[3][:12], "--json"], env=env)
-    assert out.exit_code == 0, out.output
-    data = json.loads(out.output)
-    assert sorted(v["id"] for v in data["vulns"]) == sorted([advisory_id(REPO, revs[3], "risk"),
-                                                             advisory_id(REPO, revs[5], "update")])
-    assert (data["revision"], data["behind"], data["head"]) == (revs[3], 2, revs[5])
+    fix, risk, removal = (advisory_id(REPO, revs[1], "update"), advisory_id(REPO, revs[3], "risk"),
+                          advisory_id(REPO, revs[5], "update"))
+    expected = [[fix, removal], [removal], [removal], [risk, removal], [risk, removal], []]
+    for index, want in enumerate(expected):
+        out = runner.invoke(main, ["query", "--repo", REPO, "--revision", revs[index][:12], "--json"], env=env)
+        assert out.exit_code == 0, out.output
+        data = json.loads(out.output)
+        assert sorted(v["id"] for v in data["vulns"]) == sorted(want)
+        assert (data["revision"], data["behind"], data["head"]) == (revs[index], 5 - index, revs[5])
+    text = runner.invoke(main, ["query", "--repo", REPO, "--revision", revs[5]], env=env).output
+    assert text == f"{REPO}@{revs[5][:12]}: 0 revision(s) behind {revs[5][:12]}\nno advisories affect this revision\n"
 
     listed = json.loads(runner.invoke(main, ["advisories", "--repo", REPO, "--json"], env=env).output)
     assert len(listed) == 3
