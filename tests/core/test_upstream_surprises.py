@@ -181,3 +181,14 @@ def test_a_rename_is_an_event_and_tracking_follows_the_redirect(hub_standin, wat
     assert shas(tracker) == [(first, "done"), (second, "done")]
     (result,) = tracker.poll()
     assert result.events == [] and result.status == "unchanged"
+
+
+def test_a_malformed_commit_id_from_the_hub_is_refused(hub_standin, watched):
+    tracker, first = watched
+    hub_standin.commit(REPO, {"config.json": config_json(vocab_size=30000)})
+    hub_standin.faults.add(f"/{REPO}/resolve/", status=200, headers={"X-Repo-Commit": "not-a-sha"}, body=b"",
+                           times=1, method="HEAD")
+    (result,) = tracker.poll()
+    assert result.status == "error"
+    assert result.error == f"{REPO}: the Hub answered a malformed commit id 'not-a-sha'"
+    assert shas(tracker) == [(first, "done")]

@@ -48,7 +48,7 @@ from tracker.errors import (
     RevisionGone,
     UpstreamFileError,
 )
-from tracker.model import Commit, CommitSha, FileEntry, RepoId, Snapshot
+from tracker.model import SHA_RE, Commit, CommitSha, FileEntry, RepoId, Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -261,6 +261,8 @@ class HubClient:
                 continue
             sha = response.headers.get("x-repo-commit")
             if sha:
+                if not SHA_RE.match(sha):
+                    raise HubUnavailable(f"{repo}: the Hub answered a malformed commit id {sha[:80]!r}")
                 return Head(sha=CommitSha(sha), renamed_to=renamed_to)
             self._raise_for_status(response)
             break
@@ -336,6 +338,8 @@ class HubClient:
             for item in page:
                 try:
                     sha = item["id"]
+                    if not isinstance(sha, str) or not SHA_RE.match(sha):
+                        raise TypeError("commit id is not 40 hex digits")
                     commit = Commit(
                         sha=CommitSha(sha),
                         date=_parse_date(item.get("date")),
