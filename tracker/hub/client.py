@@ -48,7 +48,7 @@ from tracker.errors import (
     RevisionGone,
     UpstreamFileError,
 )
-from tracker.model import SHA_RE, Commit, CommitSha, FileEntry, RepoId, Snapshot
+from tracker.model import SHA_RE, Commit, CommitSha, FileEntry, RepoId, Snapshot, validate_repo_id
 
 log = logging.getLogger(__name__)
 
@@ -256,7 +256,10 @@ class HubClient:
                 target = httpx2.URL(url).join(location)
                 moved = self._repo_from_resolve_path(target.path)
                 if moved and moved != repo:
-                    renamed_to = RepoId(moved)
+                    try:
+                        renamed_to = validate_repo_id(moved)
+                    except ValueError as exc:
+                        raise HubUnavailable(f"{repo}: the Hub redirected to a malformed repo id: {exc}") from exc
                 url = str(target)
                 continue
             sha = response.headers.get("x-repo-commit")
