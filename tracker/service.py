@@ -61,17 +61,26 @@ def estimate_from_sources(sources: HubSources, side: str, *, checkpoint_params: 
     config = _json_or_none(sources.text(side, "config.json"))
     if not isinstance(config, dict):
         return None
-    headers = None
-    rev = sources.revisions.get(side)
-    if read_headers and rev is not None:
-        read = {f.path: sources.safetensors_header(side, f.path) for f in rev[1].files
-                if f.path.endswith(".safetensors")}
-        headers = {k: v for k, v in read.items() if v is not None} or None
+    headers = (safetensors_headers(sources, side) or None) if read_headers else None
     try:
         return estimate(config, checkpoint_params=checkpoint_params, checkpoint_headers=headers)
     except Exception:  # noqa: BLE001 - a hostile config must not stop the revision from being stored
         log.exception("estimate failed")
         return None
+
+
+def safetensors_headers(sources: HubSources, side: str) -> dict[str, Any]:
+    """The readable safetensors headers of every weight file on one side, by path (range reads only)."""
+    rev = sources.revisions.get(side)
+    if rev is None:
+        return {}
+    read = {f.path: sources.safetensors_header(side, f.path) for f in rev[1].files if f.path.endswith(".safetensors")}
+    return {path: header for path, header in read.items() if header is not None}
+
+
+def worst_severity(findings: Iterable[Finding]) -> str | None:
+    worst = Severity.worst(f.severity for f in findings)
+    return worst.value if worst else None
 
 
 def estimate_delta(old: Any, new: Any) -> dict[str, Any]:
@@ -335,6 +344,28 @@ class Tracker:
             parent = self.store.get_revision(repo.pk, parent.parent_sha)  # skip unreachable rows
         return parent if parent is not None and parent.status == "done" else None
 
+    def _sources(self, repo_id: RepoId, *, old: tuple[str, Snapshot] | None,
+                 new: tuple[str, Snapshot]) -> HubSources:
+        return HubSources(self.hub, self.store, repo_id, {"old": old, "new": new},
+                          max_file_bytes=self.settings.max_file_bytes,
+                          max_header_bytes=self.settings.max_header_bytes, now=self.clock)
+
+    def _sides(self, repo: RepoRow, revision: RevisionRow
+               ) -> tuple[RevisionRow | None, tuple[str, Snapshot] | None]:
+        """The revision a stored one is compared with, and that revision's side of the comparison."""
+        parent = self._parent(repo, revision)
+        old = (parent.sha, parent.snapshot) if parent and parent.snapshot is not None else None
+        return parent, old
+
+    def pin(self, repo_id: RepoId, revision: str) -> str:
+        """A branch, tag or short id pinned to its 40-hex commit (a full sha is taken as it is)."""
+        if SHA_RE.match(revision):
+            return revision
+        info = self.hub.repo_info(repo_id, revision=revision)
+        if not info.sha:
+            raise RevisionGone(f"{repo_id}: cannot resolve revision {revision!r}")
+        return info.sha
+
     def analyse(self, repo_id: RepoId, old: tuple[str, Snapshot] | None, new: tuple[str, Snapshot], *,
                 old_estimate: dict[str, Any] | None = None) -> Analysis:
         """Raw diff, findings and estimate between two snapshots (either from the store or the Hub).
@@ -342,11 +373,7 @@ class Tracker:
         Polling, ``reanalyse`` and ``tracker diff`` all come through here, so they agree.
         ``old_estimate`` is the stored estimate of the old side, for its checkpoint count.
         """
-        sources = HubSources(
-            self.hub, self.store, repo_id, {"old": old, "new": new},
-            max_file_bytes=self.settings.max_file_bytes, max_header_bytes=self.settings.max_header_bytes,
-            now=self.clock,
-        )
+        sources = self._sources(repo_id, old=old, new=new)
         raw = diff_revisions(old[1] if old else None, new[1], sources.text)
         change = RevisionChange(repo=repo_id, old=old[1] if old else None, new=new[1],
                                 old_sha=CommitSha(old[0]) if old else None, new_sha=CommitSha(new[0]))
@@ -409,41 +436,39 @@ class Tracker:
         for revision in self.store.revisions(repo.pk, status="done"):
             if not revision.dependencies_pending or revision.snapshot is None:
                 continue
-            parent = self._parent(repo, revision)
-            sources = HubSources(self.hub, self.store, repo.repo_id,
-                                 {"new": (revision.sha, revision.snapshot),
-                                  "old": (parent.sha, parent.snapshot) if parent and parent.snapshot else None},
-                                 max_file_bytes=self.settings.max_file_bytes,
-                                 max_header_bytes=self.settings.max_header_bytes, now=self.clock)
+            parent, old = self._sides(repo, revision)
+            sources = self._sources(repo.repo_id, old=old, new=(revision.sha, revision.snapshot))
             raw = {"files": (revision.diff or {}).get("files") or {"added": [], "removed": [], "changed": []}}
             found, still_pending = self._dependencies(raw, sources, revision.baseline or parent is None)
             if still_pending:
                 continue
             kept = [Finding.from_json(f) for f in revision.findings or [] if not f["code"].startswith("dependencies.")]
             findings = sort_findings([*kept, *found])
-            worst = Severity.worst(f.severity for f in findings)
             self.store.update_revision_analysis(revision.pk, findings=[f.to_json() for f in findings],
-                                                worst_severity=worst.value if worst else None,
+                                                worst_severity=worst_severity(findings),
                                                 estimate=revision.estimate, now=self.clock(),
                                                 dependencies_pending=False)
             done += 1
-            if self.advisor is not None and not revision.baseline:
-                updated = self.store.get_revision(repo.pk, revision.sha)
-                assert updated is not None
-                self.advisor.publish_revision(repo, updated)
-                self.advisor.reindex(repo)
+            self._republish(repo, revision)
+        if done and self.advisor is not None:
+            self.advisor.reindex(repo)
         return done
+
+    def _republish(self, repo: RepoRow, revision: RevisionRow) -> None:
+        """Rebuild a re-analysed revision's advisories (the caller re-indexes once, after the loop)."""
+        if self.advisor is not None and not revision.baseline:
+            updated = self.store.get_revision(repo.pk, revision.sha)
+            assert updated is not None
+            self.advisor.publish_revision(repo, updated)
 
     def process_revision(self, repo: RepoRow, revision: RevisionRow) -> None:
         snapshot = self.hub.snapshot(repo.repo_id, revision.sha)
-        parent = self._parent(repo, revision)
-        old = (parent.sha, parent.snapshot) if parent and parent.snapshot is not None else None
+        parent, old = self._sides(repo, revision)
         analysis = self.analyse(repo.repo_id, old, (revision.sha, snapshot),
                                 old_estimate=parent.estimate if parent else None)
         raw, estimate_json = analysis.raw, analysis.estimate
         dependency_findings, retry = self._dependencies(raw, analysis.sources, old is None)
         findings = sort_findings([*analysis.findings, *dependency_findings])
-        worst = Severity.worst(f.severity for f in findings)
         if old is None:
             summary = f"baseline: {len(snapshot.files)} files"
             if findings and findings[0].severity.at_least(Severity.MODERATE):
@@ -454,7 +479,7 @@ class Tracker:
                 summary = f"{findings[0].summary}" + (f" (+{len(findings) - 1} more)" if len(findings) > 1 else "")
         stored = self.store.complete_revision(
             revision.pk, snapshot=snapshot, diff=raw if old is not None else None,
-            findings=[f.to_json() for f in findings], worst_severity=worst.value if worst else None,
+            findings=[f.to_json() for f in findings], worst_severity=worst_severity(findings),
             summary=summary, estimate=estimate_json, dependencies_pending=retry, now=self.clock(),
         )
         if stored:
@@ -470,33 +495,17 @@ class Tracker:
         row = self.store.get_revision(repo.pk, sha)
         if row is not None and row.snapshot is not None:
             return row.sha, row.snapshot
-        if row is not None:
-            sha = row.sha
-        elif not SHA_RE.match(sha):  # a branch, tag or short id: pin it to a commit first
-            info = self.hub.repo_info(repo.repo_id, revision=sha)
-            if not info.sha:
-                raise HubUnavailable(f"{repo.repo_id}: cannot resolve revision {sha!r}")
-            sha = info.sha
+        sha = row.sha if row is not None else self.pin(repo.repo_id, sha)
         return sha, self.hub.snapshot(repo.repo_id, sha)
 
     def config_and_headers(self, repo_id: RepoId, revision: str) -> tuple[Any, dict[str, Any]]:
         """A repo's config.json and safetensors headers at a revision, for ``tracker estimate`` (no store needed)."""
-        sha = revision
-        if not SHA_RE.match(revision):
-            info = self.hub.repo_info(repo_id, revision=revision)
-            if not info.sha:
-                raise HubUnavailable(f"{repo_id}: cannot resolve revision {revision!r}")
-            sha = info.sha
+        sha = self.pin(repo_id, revision)
         snapshot = self.hub.snapshot(repo_id, sha)
         if snapshot.get("config.json") is None:
             raise HubUnavailable(f"{repo_id}@{sha[:12]} has no config.json")
-        sources = HubSources(self.hub, self.store, repo_id, {"new": (sha, snapshot)},
-                             max_file_bytes=self.settings.max_file_bytes,
-                             max_header_bytes=self.settings.max_header_bytes, now=self.clock)
-        config = _json_or_none(sources.text("new", "config.json"))
-        headers = {f.path: sources.safetensors_header("new", f.path) for f in snapshot.files
-                   if f.path.endswith(".safetensors")}
-        return config, {k: v for k, v in headers.items() if v is not None}
+        sources = self._sources(repo_id, old=None, new=(sha, snapshot))
+        return _json_or_none(sources.text("new", "config.json")), safetensors_headers(sources, "new")
 
     def reanalyse(self, repo_id: str) -> int:
         """Re-run analysis of every stored revision with today's rules; advisories are rebuilt or withdrawn.
@@ -511,8 +520,7 @@ class Tracker:
         for revision in self.store.revisions(repo.pk, status="done"):
             if revision.snapshot is None:
                 continue
-            parent = self._parent(repo, revision)
-            old = (parent.sha, parent.snapshot) if parent and parent.snapshot is not None else None
+            parent, old = self._sides(repo, revision)
             analysis = self.analyse(repo.repo_id, old, (revision.sha, revision.snapshot),
                                     old_estimate=parent.estimate if parent else None)
             estimate_json = analysis.estimate
@@ -521,15 +529,11 @@ class Tracker:
                                         if f.category == "dependencies"]])
             payload = [f.to_json() for f in findings]
             if payload != revision.findings:
-                worst = Severity.worst(f.severity for f in findings)
                 self.store.update_revision_analysis(revision.pk, findings=payload,
-                                                    worst_severity=worst.value if worst else None,
+                                                    worst_severity=worst_severity(findings),
                                                     estimate=estimate_json or revision.estimate, now=self.clock())
                 changed += 1
-            if self.advisor is not None and not revision.baseline:
-                updated = self.store.get_revision(repo.pk, revision.sha)
-                assert updated is not None
-                self.advisor.publish_revision(repo, updated)
+            self._republish(repo, revision)
         if self.advisor is not None:
             self.advisor.reindex(repo)
         return changed

@@ -14,7 +14,20 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from tracker.errors import StoreError
 from tracker.model import Commit, CommitSha, FileEntry, RepoId, Snapshot
 from tracker.store.tables import advisories, advisory_commits, blobs, commits, events, osv_lookups, repos, revisions
-from tracker.store.tables import commits as commits_table
+
+
+def _insert_edges(conn: Connection, repo_pk: int, edges: Iterable[tuple[str, str | None]], now: datetime) -> int:
+    """Add (sha, parent) edges to a repo's commit graph; commits already known are left as they are."""
+    by_sha = dict(edges)
+    if not by_sha:
+        return 0
+    known = set(conn.execute(select(commits.c.sha).where(and_(
+        commits.c.repo_pk == repo_pk, commits.c.sha.in_(list(by_sha))))).scalars())
+    rows = [{"repo_pk": repo_pk, "sha": s, "parent_sha": p, "created_at": now}
+            for s, p in by_sha.items() if s not in known]
+    if rows:
+        conn.execute(insert(commits), rows)
+    return len(rows)
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -108,17 +121,8 @@ class AdvisoryStoreMixin:
 
     def add_commits(self, repo_pk: int, edges: Iterable[tuple[str, str | None]], *, now: datetime) -> int:
         """Record (sha, parent) edges; known commits are left as they are."""
-        edges = list(edges)
-        if not edges:
-            return 0
         with self._tx() as conn:
-            known = set(conn.execute(select(commits.c.sha).where(and_(
-                commits.c.repo_pk == repo_pk, commits.c.sha.in_([s for s, _ in edges])))).scalars())
-            rows = [{"repo_pk": repo_pk, "sha": s, "parent_sha": p, "created_at": now}
-                    for s, p in dict(edges).items() if s not in known]
-            if rows:
-                conn.execute(insert(commits), rows)
-            return len(rows)
+            return _insert_edges(conn, repo_pk, edges, now)
 
     def set_commit_parent(self, repo_pk: int, sha: str, parent: str) -> None:
         with self._tx() as conn:
@@ -365,7 +369,7 @@ class SqlStore(AdvisoryStoreMixin):
             dependencies_pending=bool(row.dependencies_pending),
         )
 
-    def record_listing(self, repo: RepoRow, commits: Sequence[Commit], *, parent: CommitSha | None,
+    def record_listing(self, repo: RepoRow, listed: Sequence[Commit], *, parent: CommitSha | None,
                        baseline: bool) -> int:
         """Insert newly listed commits as pending revisions and move ``last_seen_sha``, atomically.
 
@@ -373,13 +377,13 @@ class SqlStore(AdvisoryStoreMixin):
         already stored are skipped, so listing twice never duplicates. Returns
         how many were inserted.
         """
-        if not commits:
+        if not listed:
             return 0
         with self._tx() as conn:
             known = set(
                 conn.execute(
                     select(revisions.c.sha).where(
-                        and_(revisions.c.repo_pk == repo.pk, revisions.c.sha.in_([c.sha for c in commits]))
+                        and_(revisions.c.repo_pk == repo.pk, revisions.c.sha.in_([c.sha for c in listed]))
                     )
                 ).scalars()
             )
@@ -387,7 +391,7 @@ class SqlStore(AdvisoryStoreMixin):
             seq = -1 if seq is None else seq
             inserted = 0
             previous = parent
-            for i, commit in enumerate(commits):
+            for i, commit in enumerate(listed):
                 if commit.sha not in known:
                     seq += 1
                     conn.execute(
@@ -402,13 +406,9 @@ class SqlStore(AdvisoryStoreMixin):
             # The commit graph follows git ancestry as the Hub lists it, which is not always the diff
             # base: a repo re-created under the same name starts a new root, it does not descend from
             # the old owner's commits.
-            known_graph = set(conn.execute(select(commits_table.c.sha).where(and_(
-                commits_table.c.repo_pk == repo.pk, commits_table.c.sha.in_([c.sha for c in commits])))).scalars())
-            edges = [{"repo_pk": repo.pk, "sha": c.sha, "parent_sha": c.parents[0] if c.parents else None,
-                      "created_at": datetime.now(UTC)} for c in commits if c.sha not in known_graph]
-            if edges:
-                conn.execute(insert(commits_table), edges)
-            conn.execute(update(repos).where(repos.c.id == repo.pk).values(last_seen_sha=commits[-1].sha))
+            _insert_edges(conn, repo.pk, [(c.sha, c.parents[0] if c.parents else None) for c in listed],
+                          datetime.now(UTC))
+            conn.execute(update(repos).where(repos.c.id == repo.pk).values(last_seen_sha=listed[-1].sha))
             return inserted
 
     def pending_revisions(self, repo_pk: int) -> list[RevisionRow]:
