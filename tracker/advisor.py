@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from tracker.advisory import (
+    ancestors,
     build_revision_advisories,
     classify,
     format_timestamp,
@@ -139,12 +140,15 @@ class Advisor:
         """Mark open risk advisories fixed when this revision undoes what introduced them."""
         if revision.snapshot is None:
             return
+        open_risks = [adv for adv in self.store.advisories_for(repo_pk=repo.pk, include_withdrawn=False)
+                      if adv.kind == "risk" and not adv.fixed_sha and adv.revision_sha not in (None, revision.sha)]
+        if not open_risks:
+            return
         now_files = {f.path: f.content_id for f in revision.snapshot.files}
         findings_here = {(f["code"], f.get("path")) for f in revision.findings or []}
-        for adv in self.store.advisories_for(repo_pk=repo.pk, include_withdrawn=False):
-            if adv.kind != "risk" or adv.fixed_sha or adv.revision_sha in (None, revision.sha):
-                continue
-            if not self._is_ancestor(repo, adv.revision_sha, revision.sha):
+        history = ancestors(self.store.commit_graph(repo.pk), [revision.sha])
+        for adv in open_risks:
+            if adv.revision_sha not in history:
                 continue
             introduced = self.store.get_revision(repo.pk, adv.revision_sha)
             parent = self.store.get_revision(repo.pk, introduced.parent_sha) if introduced and introduced.parent_sha else None
@@ -173,19 +177,6 @@ class Advisor:
                     for code, p in findings_here)
         # The file is gone, or back to what it was before the risky revision.
         return path not in now or (path in before and now[path] == before[path])
-
-    def _is_ancestor(self, repo: RepoRow, ancestor: str, descendant: str) -> bool:
-        parents = self.store.commit_graph(repo.pk)
-        seen, todo = set(), [descendant]
-        while todo:
-            sha = todo.pop()
-            if sha == ancestor:
-                return True
-            if sha in seen:
-                continue
-            seen.add(sha)
-            todo.extend(parents.get(sha, []))
-        return False
 
     def reindex(self, repo: RepoRow) -> None:
         """Recompute each advisory's affected commits over the graph as now known; keep ``versions`` in step."""
@@ -228,14 +219,9 @@ class Advisor:
         matches = self.store.find_commit(revision, repo.pk)
         if len(matches) == 1:
             return matches[0][1], True
-        sha = revision
-        if not SHA_RE.match(revision):
-            info = self.tracker.hub.repo_info(repo.repo_id, revision=revision)
-            if not info.sha:
-                raise RevisionGone(f"{repo.repo_id}: cannot resolve {revision!r}")
-            sha = info.sha
-            if self.store.has_commit(repo.pk, sha):
-                return sha, True
+        sha = self.tracker.pin(repo.repo_id, revision)
+        if sha != revision and self.store.has_commit(repo.pk, sha):
+            return sha, True
         known = set(self.store.commit_graph(repo.pk))
         if not known:
             return sha, False

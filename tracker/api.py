@@ -97,10 +97,8 @@ def create_app(tracker: Any, *, page_size: int = PAGE_SIZE, webhook_secret: str 
         repo = store.get_repo(repo_id)
         if repo is None:
             return None
-        if SHA_RE.match(revision) and store.has_commit(repo.pk, revision):
-            return revision, repo.pk
         try:
-            sha, known = advisor.resolve(repo, revision)  # an unseen revision: ask the Hub
+            sha, known = advisor.resolve(repo, revision)  # a known commit, else asked of the Hub
         except HubError:
             return None
         return (sha, repo.pk) if known else None

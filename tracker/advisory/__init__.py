@@ -4,7 +4,7 @@ Everything in this package is pure (no I/O, no clock): the store, the Hub
 adapter and the API feed it data and persist what it returns.
 """
 
-from tracker.advisory.affected import affected_commits, record_affected_commits
+from tracker.advisory.affected import affected_commits, ancestors, record_affected_commits
 from tracker.advisory.build import (
     CLASSIFICATION,
     REPO_EVENTS,
@@ -29,6 +29,7 @@ __all__ = [
     "advisory_events",
     "advisory_id",
     "affected_commits",
+    "ancestors",
     "build_all_zip",
     "build_revision_advisories",
     "build_revision_advisory",

@@ -66,7 +66,8 @@ def descendants(children: Mapping[str, list[str]], starts: Iterable[str]) -> set
     return seen
 
 
-def _ancestors(parents: Mapping[str, list[str]], starts: Iterable[str]) -> set[str]:
+def ancestors(parents: Mapping[str, list[str]], starts: Iterable[str]) -> set[str]:
+    """``starts`` and every commit reachable through parent edges."""
     seen = set(starts)
     queue = deque(seen)
     while queue:
@@ -132,7 +133,7 @@ def affected_commits(parents: Mapping[str, list[str]], events: list[dict]) -> se
         if value == "0":
             roots = {c for c in commits if not parents.get(c)}
             if fixed:
-                roots &= _ancestors(parents, fixed)
+                roots &= ancestors(parents, fixed)
             introduced |= roots
         elif value in commits:
             introduced.add(value)
