@@ -19,7 +19,7 @@ import pytest  # noqa: E402
 
 from tests.postgres import fresh_database, postgres_server  # noqa: E402
 
-pytest_plugins = ["tracker.standin.pytest_plugin", "tracker.standin.osv_pytest_plugin"]
+pytest_plugins = ["hubstandin.pytest_plugin", "hubstandin.osv_pytest_plugin"]
 
 
 @pytest.fixture(scope="session")

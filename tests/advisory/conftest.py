@@ -13,4 +13,4 @@ def linear5():
     return linear(5)
 
 
-from tracker.standin.osv_pytest_plugin import osv_standin, osv_standin_server  # noqa: F401
+from hubstandin.osv_pytest_plugin import osv_standin, osv_standin_server  # noqa: F401

@@ -1,3 +1,3 @@
 """OSV tests use the OSV stand-in fixtures."""
 
-from tracker.standin.osv_pytest_plugin import osv_standin, osv_standin_server  # noqa: F401
+from hubstandin.osv_pytest_plugin import osv_standin, osv_standin_server  # noqa: F401

@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from tracker.advisory.validate import validate
-from tracker.standin.osv import OsvDatabase
+from hubstandin.osv import OsvDatabase
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 from safetensors.numpy import save
 
-from tracker.standin import HubStandin
+from hubstandin import HubStandin
 
 
 def git_blob_sha1(data: bytes) -> str:

@@ -19,7 +19,7 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 
-from tracker.standin import HubStandin
+from hubstandin import HubStandin
 
 from .helpers import make_demo
 

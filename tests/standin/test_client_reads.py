@@ -13,7 +13,7 @@ from pathlib import Path
 from huggingface_hub import HfApi, hf_hub_download
 from huggingface_hub.hf_api import RepoFile, RepoFolder
 
-from tracker.standin import HubStandin
+from hubstandin import HubStandin
 
 from .helpers import git_blob_sha1, make_demo, pointer
 

@@ -12,8 +12,8 @@ import httpx2
 import pytest
 from huggingface_hub import HfApi, hf_hub_download
 
-from tracker.standin import HubStandin
-from tracker.standin.__main__ import seed_demo
+from hubstandin import HubStandin
+from hubstandin.__main__ import seed_demo
 
 from .helpers import git_blob_sha1, make_demo, pointer
 

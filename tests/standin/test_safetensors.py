@@ -14,7 +14,7 @@ import pytest
 from huggingface_hub import HfApi
 from safetensors.numpy import save
 
-from tracker.standin import HubStandin
+from hubstandin import HubStandin
 
 from .helpers import big_header_safetensors, tiny_weights
 

@@ -21,11 +21,13 @@ from tracker.errors import SchemaBehind, StoreError
 
 
 def migrations_dir() -> Path:
-    """The ``migrations/`` folder at the top of the source tree (installed editable)."""
-    path = Path(__file__).resolve().parents[2] / "migrations"
-    if not (path / "env.py").exists():
-        raise StoreError(f"migrations not found at {path}; install the tracker from its source tree (pip install -e .)")
-    return path
+    """The Alembic scripts: ``migrations/`` in a source tree, ``tracker/migrations`` once installed."""
+    installed = Path(__file__).resolve().parents[1] / "migrations"
+    source = Path(__file__).resolve().parents[2] / "migrations"
+    for path in (installed, source):
+        if (path / "env.py").exists():
+            return path
+    raise StoreError(f"the tracker's migrations are missing (looked in {installed} and {source}): reinstall it")
 
 
 def _alembic_config() -> Config:

@@ -236,7 +236,7 @@ class RepoStore:
 
     # ------------------------------------------------------------------ loading
     def _load(self) -> None:
-        """Find existing repos under ``root`` (what ``python -m tracker.standin --root`` serves)."""
+        """Find existing repos under ``root`` (what ``python -m hubstandin --root`` serves)."""
         for git_dir in sorted(self.repos_dir.glob("**/*.git")):
             if not (git_dir / "HEAD").exists():
                 continue

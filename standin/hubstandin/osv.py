@@ -64,7 +64,7 @@ def default_records_dir() -> Path:
     """``$TRACKER_OSV_RECORDS``, else the real records the tests ship (``tests/fixtures/shared/osv/pypi``)."""
     if env := os.environ.get("TRACKER_OSV_RECORDS"):
         return Path(env)
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[2]  # the repo: standin/hubstandin/osv.py
     for candidate in (root / "tests" / "fixtures" / "shared" / "osv" / "pypi", root.parent / "shared" / "osv" / "pypi"):
         if candidate.is_dir():
             return candidate

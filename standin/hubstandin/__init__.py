@@ -2,8 +2,8 @@
 
 Tests of the tracker run the real ``huggingface_hub`` client against it. Start with
 :class:`HubStandin` (builder API, request log, fault injection) or the pytest fixture
-``hub_standin`` from :mod:`tracker.standin.pytest_plugin`; from a shell, run
-``python -m tracker.standin --root DIR``.
+``hub_standin`` from :mod:`hubstandin.pytest_plugin`; from a shell, run
+``python -m hubstandin --root DIR``.
 """
 
 from .gitrepos import Entry, LfsPointer, RepoStore, lfs_pointer

@@ -2,11 +2,11 @@
 
 Usage::
 
-    python -m tracker.standin --root DIR [--host 127.0.0.1] [--port 8765] [--seed-demo]
+    python -m hubstandin --root DIR [--host 127.0.0.1] [--port 8765] [--seed-demo]
 
 Serves every repo found under ``DIR/repos/`` (bare git repositories named
 ``<ns>/<name>.git`` with a ``standin.json`` beside the git data; see
-:mod:`tracker.standin.gitrepos`). ``--seed-demo`` first adds ``acme/tiny-model``
+:mod:`hubstandin.gitrepos`). ``--seed-demo`` first adds ``acme/tiny-model``
 (two commits, tag ``v1``, ``refs/pr/1``, an LFS ``model.safetensors``) and
 ``acme/sharded-model`` (index + two shards) unless they exist.
 
@@ -74,7 +74,7 @@ def seed_demo(hub: HubStandin) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tracker.standin", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m hubstandin", description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", type=Path, required=True, help="storage directory (repos/ and .standin/)")
     parser.add_argument("--host", default="127.0.0.1", help="API host (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8765, help="port (0 = any free port)")

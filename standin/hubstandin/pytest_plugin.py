@@ -1,6 +1,6 @@
 """Pytest fixtures for the local Hub stand-in.
 
-Register with ``pytest_plugins = ["tracker.standin.pytest_plugin"]`` in ``tests/conftest.py``.
+Register with ``pytest_plugins = ["hubstandin.pytest_plugin"]`` in ``tests/conftest.py``.
 
 Importing this plugin sets, *before* any test module imports ``huggingface_hub``
 (which reads them at import time), the environment a hermetic run needs:

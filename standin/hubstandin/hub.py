@@ -1268,7 +1268,7 @@ class HubStandin:
         self.store.set_ref(repo_id, f"refs/heads/{name}" if not name.startswith("refs/") else name, sha)
 
     def tree(self, repo_id: str, revision: str = "main") -> dict[str, Entry]:
-        """What the server reports for ``revision``: path -> :class:`~tracker.standin.gitrepos.Entry`."""
+        """What the server reports for ``revision``: path -> :class:`~hubstandin.gitrepos.Entry`."""
         return self.store.tree(repo_id, self.store.resolve(repo_id, revision))
 
     def iter_repo_ids(self) -> Iterator[str]:

@@ -1,6 +1,6 @@
 """Pytest fixture ``osv_standin``: the OSV API stand-in serving ``shared/osv/pypi``.
 
-Register with ``pytest_plugins = ["tracker.standin.osv_pytest_plugin"]`` in the
+Register with ``pytest_plugins = ["hubstandin.osv_pytest_plugin"]`` in the
 top-level ``tests/conftest.py`` (or import the fixtures into a conftest). One
 server runs per session (loading the 68 records and starting uvicorn once keeps
 tests fast); each test gets it reset: no pending faults, an empty request log,
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tracker.standin.osv import OsvStandin, default_records_dir
+from hubstandin.osv import OsvStandin, default_records_dir
 
 
 @pytest.fixture(scope="session")
