@@ -25,8 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tracker.findings.rules import SeverityRules  # noqa: E402
-from tracker.findings.tokenizer import diff_tokenizer_json, measure_drift  # noqa: E402
+from tracker.findings.rules import SeverityRules
+from tracker.findings.tokenizer import diff_tokenizer_json, measure_drift
 
 
 def build(n_tokens: int, seed: int = 0) -> dict:

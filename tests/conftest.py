@@ -15,9 +15,9 @@ os.environ.pop("HF_TOKEN", None)
 os.environ.pop("TRACKER_DATABASE_URL", None)
 os.environ.pop("TRACKER_CONFIG", None)
 
-import pytest  # noqa: E402
+import pytest
 
-from tests.postgres import fresh_database, postgres_server  # noqa: E402
+from tests.postgres import fresh_database, postgres_server
 
 pytest_plugins = ["hubstandin.pytest_plugin", "hubstandin.osv_pytest_plugin"]
 

@@ -87,7 +87,7 @@ def fresh_database(server_url: str) -> str:
             with engine.connect() as conn:
                 conn.execute(text(f'CREATE DATABASE "{name}"'))
             break
-        except Exception:  # noqa: BLE001 - the server may still be starting
+        except Exception:
             time.sleep(0.25)
     engine.dispose()
     return make_url(server_url).set(database=name).render_as_string(hide_password=False)

@@ -33,7 +33,7 @@ class Context:
             self._settings = load_settings(self.config)
         return self._settings
 
-    def tracker(self, *, auto_upgrade: bool | None = None):  # noqa: ANN201
+    def tracker(self, *, auto_upgrade: bool | None = None):
         if self._tracker is None:
             from tracker.app import make_tracker
 

@@ -45,7 +45,7 @@ class Daemon:
             log.info("%s", result.line())
         except KeyError:
             log.info("%s is no longer watched", repo_id)
-        except Exception:  # noqa: BLE001 - one repo's failure must not stop the daemon
+        except Exception:
             log.exception("poll of %s failed", repo_id)
 
     def reconcile(self) -> None:

@@ -35,7 +35,17 @@ from tracker.estimate import compare_estimates
 from tracker.findings import analyse_revision
 from tracker.findings.rules import SeverityRules
 from tracker.hub import HubClient
-from tracker.model import SHA_RE, Commit, CommitSha, Finding, RepoId, RevisionChange, Severity, Snapshot, sort_findings
+from tracker.model import (
+    SHA_RE,
+    Commit,
+    CommitSha,
+    Finding,
+    RepoId,
+    RevisionChange,
+    Severity,
+    Snapshot,
+    sort_findings,
+)
 from tracker.settings import Settings
 from tracker.sources import HubSources
 from tracker.store import SqlStore
@@ -64,7 +74,7 @@ def estimate_from_sources(sources: HubSources, side: str, *, checkpoint_params: 
     headers = (safetensors_headers(sources, side) or None) if read_headers else None
     try:
         return estimate(config, checkpoint_params=checkpoint_params, checkpoint_headers=headers)
-    except Exception:  # noqa: BLE001 - a hostile config must not stop the revision from being stored
+    except Exception:
         log.exception("estimate failed")
         return None
 
@@ -415,7 +425,11 @@ class Tracker:
         touched = {e["path"] for k in ("added", "changed") for e in files[k]}
         if not baseline and not any(p in ("requirements.txt", "config.json") or p.endswith(".py") for p in touched):
             return [], False
-        from tracker.advisory.dependencies import collect_dependencies, unpinned_findings, vulnerability_findings
+        from tracker.advisory.dependencies import (
+            collect_dependencies,
+            unpinned_findings,
+            vulnerability_findings,
+        )
 
         snapshot = sources.revisions["new"][1]  # type: ignore[index]
         config = _json_or_none(sources.text("new", "config.json"))

@@ -42,7 +42,7 @@ class HubSources:
         self.problems: list[dict[str, Any]] = []
         self._headers: dict[tuple[str, str], Any] = {}
 
-    def _entry(self, side: str, path: str):  # noqa: ANN202
+    def _entry(self, side: str, path: str):
         rev = self.revisions.get(side)
         if rev is None:
             return None, None

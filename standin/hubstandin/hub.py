@@ -452,7 +452,7 @@ class _BlobResponse(Response):
             return
         assert self.path is not None
         # Blocking 1 MB reads of a local file are fine here: the server only serves tests.
-        with open(self.path, "rb") as fh:  # noqa: ASYNC230
+        with open(self.path, "rb") as fh:
             fh.seek(self.start)
             left = self.end - self.start + 1
             while left > 0:

@@ -31,7 +31,7 @@ def revision_count(url):
     try:
         with engine.connect() as conn:
             return conn.execute(text("select count(*) from revisions where status='done'")).scalar()
-    except Exception:  # noqa: BLE001
+    except Exception:
         return 0
     finally:
         engine.dispose()

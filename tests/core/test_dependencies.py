@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from tests.core.conftest import config_json
 from tracker.advisory import advisory_id, validate
 from tracker.model import RepoId

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from tests.core.conftest import config_json
 from tracker.model import RepoId
 

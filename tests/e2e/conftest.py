@@ -10,11 +10,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from tests.shared import CONFIGS, INCIDENTS  # noqa: F401 - re-exported for the tests
 from tracker.app import make_tracker
 from tracker.hub import HubClient
 from tracker.settings import Settings
-
-from tests.shared import CONFIGS, INCIDENTS  # noqa: E402,F401 - re-exported for the tests
 
 
 def minilm_dir() -> Path:

@@ -24,7 +24,6 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-
 from tests.e2e.conftest import CONFIGS, INCIDENTS, minilm_dir, need
 from tracker.advisory import validate
 from tracker.estimate.cards import CARDS

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from tests.shared import CONFIGS
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "configs"

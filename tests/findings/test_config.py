@@ -8,11 +8,11 @@ import json
 import pytest
 
 from tests.findings.sources import make_change
+from tests.shared import REALDATA
 from tracker.findings import config as config_analyser
 from tracker.findings.config import fmt_value
 from tracker.findings.rules import SeverityRules
 from tracker.model import Severity
-from tests.shared import REALDATA
 
 REAL = REALDATA
 INCIDENTS = REAL / "incidents"

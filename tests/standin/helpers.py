@@ -7,9 +7,8 @@ import json
 from dataclasses import dataclass
 
 import numpy as np
-from safetensors.numpy import save
-
 from hubstandin import HubStandin
+from safetensors.numpy import save
 
 
 def git_blob_sha1(data: bytes) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx2
 import pytest
+from hubstandin import HubStandin
 from huggingface_hub import HfApi, hf_hub_download
 from huggingface_hub.errors import (
     DisabledRepoError,
@@ -18,8 +19,6 @@ from huggingface_hub.errors import (
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
-
-from hubstandin import HubStandin
 
 from .helpers import make_demo
 

@@ -10,10 +10,9 @@ import datetime as dt
 import hashlib
 from pathlib import Path
 
+from hubstandin import HubStandin
 from huggingface_hub import HfApi, hf_hub_download
 from huggingface_hub.hf_api import RepoFile, RepoFolder
-
-from hubstandin import HubStandin
 
 from .helpers import git_blob_sha1, make_demo, pointer
 

@@ -10,10 +10,9 @@ from pathlib import Path
 
 import httpx2
 import pytest
-from huggingface_hub import HfApi, hf_hub_download
-
 from hubstandin import HubStandin
 from hubstandin.__main__ import seed_demo
+from huggingface_hub import HfApi, hf_hub_download
 
 from .helpers import git_blob_sha1, make_demo, pointer
 

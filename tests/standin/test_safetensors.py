@@ -11,10 +11,9 @@ from pathlib import Path
 import httpx2
 import numpy as np
 import pytest
+from hubstandin import HubStandin
 from huggingface_hub import HfApi
 from safetensors.numpy import save
-
-from hubstandin import HubStandin
 
 from .helpers import big_header_safetensors, tiny_weights
 

@@ -11,7 +11,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracker.estimate.architectures import Arch
-from tracker.estimate.checkpoint import checkpoint_layers, embedding_rows, explain_mismatch, has_lm_head, is_tied_copy
+from tracker.estimate.checkpoint import (
+    checkpoint_layers,
+    embedding_rows,
+    explain_mismatch,
+    has_lm_head,
+    is_tied_copy,
+)
 from tracker.model import Severity
 
 DEEP_LAYERS = 24  # from this depth the residual stream's variance under unscaled init grows ~sqrt(2L) ≥ 7x

@@ -54,7 +54,7 @@ def analyse_revision(
             continue
         try:
             findings.extend(analyser(change, sources, rules))
-        except Exception as exc:  # noqa: BLE001 - one broken analyser must not lose the revision
+        except Exception as exc:
             findings.append(
                 rules.finding(
                     "analysis.failed",

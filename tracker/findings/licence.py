@@ -105,7 +105,7 @@ def front_matter(readme: bytes) -> tuple[dict[str, Any], str | None]:
     else:
         return {}, "front matter has no closing '---' line"
     try:
-        data = yaml.load(block, Loader=_NoAliasLoader)  # noqa: S506 - SafeLoader subclass
+        data = yaml.load(block, Loader=_NoAliasLoader)
     except yaml.YAMLError as exc:
         return {}, f"YAML error: {' '.join(str(exc).split())[:300]}"
     except RecursionError:

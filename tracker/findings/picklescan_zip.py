@@ -174,7 +174,7 @@ def scan_pickle_bytes(data: bytes) -> list[tuple[str, str]]:
     while stream.tell() < len(data):
         try:
             _scan_one_pickle(stream, found)
-        except Exception as exc:  # noqa: BLE001 - genops raises ValueError, KeyError, UnicodeError ...
+        except Exception as exc:
             if pickles == 0 and not found:
                 raise NotAPickleError(f"not a pickle stream: {exc}") from None
             break  # trailing storage bytes, or a truncated/corrupt pickle: keep what was seen

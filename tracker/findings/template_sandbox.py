@@ -351,7 +351,7 @@ def compile_source(env: ChatTemplateSandbox, source: str) -> tuple[Outcome, jinj
         return Outcome("error", message="template is nested too deeply to compile"), None
     except MemoryError:
         return Outcome("limit", message="compiling the template ran out of memory"), None
-    except Exception as exc:  # noqa: BLE001 - any failure to compile is an outcome, not a crash
+    except Exception as exc:
         return Outcome("syntax_error", message=f"{type(exc).__name__}: {exc}"), None
 
 
@@ -380,7 +380,7 @@ def render_compiled(
         return Outcome("error", message=f"raise_exception: {exc}", line=_template_line(exc))
     except RecursionError as exc:
         return Outcome("error", message="recursion too deep", line=_template_line(exc))
-    except Exception as exc:  # noqa: BLE001 - a template error is an outcome
+    except Exception as exc:
         return Outcome("error", message=f"{type(exc).__name__}: {exc}", line=_template_line(exc))
     return Outcome("ok", output="".join(parts))
 
@@ -429,7 +429,7 @@ def _worker_main(memory_bytes: int) -> None:
             else:
                 outcome = render_compiled(env, template, request.get("variables") or {}, limits)
             reply = outcome.to_json()
-        except Exception as exc:  # noqa: BLE001 - a bad request must not kill the worker
+        except Exception as exc:
             reply = Outcome("error", message=f"sandbox worker: {type(exc).__name__}: {exc}").to_json()
         stdout.write(json.dumps(reply, ensure_ascii=True).encode("ascii") + b"\n")
         stdout.flush()

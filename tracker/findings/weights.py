@@ -110,7 +110,7 @@ def _picklescan_tables() -> tuple[Mapping[str, Any], Mapping[str, Any]]:
     """picklescan's (safe, unsafe) tables; private in picklescan, so tolerate their absence."""
     try:
         from picklescan import scanner
-    except Exception:  # noqa: BLE001 - optional refinement only
+    except Exception:
         return {}, {}
     return getattr(scanner, "_safe_globals", {}), getattr(scanner, "_unsafe_globals", {})
 

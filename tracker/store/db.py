@@ -45,7 +45,7 @@ def make_engine(url: str) -> Engine:
         engine = create_engine(url, connect_args={"timeout": 30})
 
         @event.listens_for(engine, "connect")
-        def _sqlite_pragmas(dbapi_connection, _record) -> None:  # noqa: ANN001
+        def _sqlite_pragmas(dbapi_connection, _record) -> None:
             cursor = dbapi_connection.cursor()
             # WAL lets the API read while a poll writes; foreign keys are off by default in SQLite.
             cursor.execute("PRAGMA journal_mode=WAL")
@@ -87,7 +87,7 @@ def check_schema(engine: Engine, *, auto_upgrade: bool) -> None:
     )
 
 
-def open_store(url: str, *, auto_upgrade: bool | None = None):  # noqa: ANN201 - avoids an import cycle in the hint
+def open_store(url: str, *, auto_upgrade: bool | None = None):
     """Open the store; SQLite upgrades itself unless told otherwise, other databases must be current."""
     from tracker.store.store import SqlStore
 

@@ -13,7 +13,16 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from tracker.errors import StoreError
 from tracker.model import Commit, CommitSha, FileEntry, RepoId, Snapshot
-from tracker.store.tables import advisories, advisory_commits, blobs, commits, events, osv_lookups, repos, revisions
+from tracker.store.tables import (
+    advisories,
+    advisory_commits,
+    blobs,
+    commits,
+    events,
+    osv_lookups,
+    repos,
+    revisions,
+)
 
 
 def _insert_edges(conn: Connection, repo_pk: int, edges: Iterable[tuple[str, str | None]], now: datetime) -> int:
@@ -159,7 +168,7 @@ class AdvisoryStoreMixin:
                            severity=row.severity, record=row.record, published=_utc(row.published),
                            modified=_utc(row.modified), withdrawn=bool(row.withdrawn), fixed_sha=row.fixed_sha)
 
-    def _advisory_query(self):  # noqa: ANN202
+    def _advisory_query(self):
         return select(advisories, repos.c.repo_id).join(repos, repos.c.id == advisories.c.repo_pk)
 
     def get_advisory(self, advisory_id: str) -> AdvisoryRow | None:

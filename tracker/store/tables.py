@@ -9,7 +9,6 @@ revision processed exactly once in effect, whatever crashes in between.
 from __future__ import annotations
 
 from sqlalchemy import (
-    false,
     JSON,
     Boolean,
     Column,
@@ -24,6 +23,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    false,
 )
 
 metadata = MetaData(
