@@ -190,3 +190,28 @@ class RevisionChange:
     new: Snapshot
     old_sha: CommitSha | None
     new_sha: CommitSha
+
+
+class AdvisoryEventType(enum.StrEnum):
+    """What happened to an advisory, as feeds and alerts announce it (Standard Webhooks event types)."""
+
+    CREATED = "advisory.created"
+    UPDATED = "advisory.updated"
+    WITHDRAWN = "advisory.withdrawn"
+
+
+@dataclass(frozen=True)
+class AdvisoryEvent:
+    """One announceable change to an advisory, produced inside the transaction that stores it.
+
+    Only changes a reader cares about make an event: a new advisory, a changed summary,
+    severity, range or fix, a withdrawal. The ``versions`` list growing as new commits
+    arrive, or a bare ``modified`` bump, does not.
+    """
+
+    type: AdvisoryEventType
+    advisory_id: str
+    repo_id: RepoId
+    severity: str  # critical|high|moderate|low|info
+    categories: tuple[str, ...]  # the findings' categories (config, tokenizer, chat_template, ...)
+    record: Mapping[str, Any]  # the OSV record as stored

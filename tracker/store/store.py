@@ -12,7 +12,7 @@ from sqlalchemy import Connection, Engine, Text, and_, cast, func, insert, liter
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from tracker.errors import StoreError
-from tracker.model import Commit, CommitSha, FileEntry, RepoId, Snapshot
+from tracker.model import AdvisoryEvent, AdvisoryEventType, Commit, CommitSha, FileEntry, RepoId, Snapshot
 from tracker.store.tables import (
     advisories,
     advisory_commits,
@@ -185,6 +185,9 @@ class AdvisoryStoreMixin:
         with self._tx() as conn:
             old = conn.execute(select(advisories.c.record).where(advisories.c.id == record["id"])).scalar()
             changed = old != record
+            event = advisory_event(old, record)
+            if event is not None:
+                self._enqueue_deliveries(conn, [event])
             if old is None:
                 conn.execute(insert(advisories).values(
                     id=record["id"], repo_pk=repo_pk, revision_sha=revision_sha, kind=kind, severity=severity,
@@ -276,6 +279,30 @@ class AdvisoryStoreMixin:
                     conn.execute(insert(osv_lookups).values(key=key, vulns=vulns, fetched_at=now))
 
 
+def _announced(record: dict[str, Any]) -> dict[str, Any]:
+    """What a reader sees of a record: without the affected ``versions`` list and ``modified``."""
+    return {**{k: v for k, v in record.items() if k != "modified"},
+            "affected": [{k: v for k, v in a.items() if k != "versions"} for a in record.get("affected", [])]}
+
+
+def advisory_event(old: dict[str, Any] | None, new: dict[str, Any]) -> AdvisoryEvent | None:
+    """The announceable change from ``old`` to ``new`` (None: nothing a subscriber should hear of)."""
+    if "withdrawn" in new:
+        kind = None if old is not None and "withdrawn" in old else AdvisoryEventType.WITHDRAWN
+        if old is None:
+            kind = None  # never announced, nothing to take back
+    elif old is None:
+        kind = AdvisoryEventType.CREATED
+    else:
+        kind = AdvisoryEventType.UPDATED if _announced(old) != _announced(new) else None
+    if kind is None:
+        return None
+    ds = new.get("database_specific") or {}
+    return AdvisoryEvent(type=kind, advisory_id=new["id"], repo_id=RepoId(ds.get("repo_id", "")),
+                         severity=str(ds.get("severity", "info")).lower(),
+                         categories=tuple(ds.get("categories") or ()), record=new)
+
+
 def _parse_ts(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
 
@@ -298,6 +325,13 @@ class SqlStore(AdvisoryStoreMixin):
 
     def close(self) -> None:
         self.engine.dispose()
+
+    def _enqueue_deliveries(self, conn: Connection, events: Sequence[AdvisoryEvent]) -> None:
+        """The outbox seam: called inside the transaction that stores the advisories ``events`` announce.
+
+        The delivery outbox (feeds, Slack, webhooks) writes its rows here, on ``conn``, so an
+        advisory and the alerts it causes are committed together or not at all.
+        """
 
     # -- watch list -------------------------------------------------------------------------
 

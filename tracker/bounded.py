@@ -1,0 +1,78 @@
+"""Bounded parsing of untrusted bytes: every upstream file is written by a stranger.
+
+``json.loads`` recurses once per nesting level, so a 200 kB file of ``[[[[...`` raises
+``RecursionError`` deep inside whatever called it; a file of millions of keys costs
+gigabytes. ``loads_json`` checks nesting depth and element count with one linear,
+non-recursive scan before parsing, and refuses with ``UntrustedInput`` (a ``ValueError``,
+so callers that already treat malformed JSON as "unreadable" need no change).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+MAX_JSON_DEPTH = 64
+MAX_JSON_ITEMS = 2_000_000  # containers + commas: a 256k-token tokenizer.json has ~1.2 M
+
+
+class UntrustedInput(ValueError):
+    """Input refused by a bound (depth, count, size), not because it is malformed."""
+
+
+def check_json_shape(data: bytes | str, *, max_depth: int = MAX_JSON_DEPTH,
+                     max_items: int = MAX_JSON_ITEMS) -> None:
+    """Raise ``UntrustedInput`` if the JSON text nests deeper than ``max_depth`` or has too many items.
+
+    Linear and allocation-free: scans bytes, skipping string contents (with escapes).
+    Malformed text is left for the parser to reject.
+    """
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    depth = items = 0
+    in_string = escaped = False
+    for byte in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+            continue
+        if byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):  # [ {
+            depth += 1
+            items += 1
+            if depth > max_depth:
+                raise UntrustedInput(f"JSON nested deeper than {max_depth} levels")
+        elif byte in (0x5D, 0x7D):  # ] }
+            depth -= 1
+        elif byte == 0x2C:  # ,
+            items += 1
+            if items > max_items:
+                raise UntrustedInput(f"JSON with more than {max_items:,} elements")
+    if items > max_items:
+        raise UntrustedInput(f"JSON with more than {max_items:,} elements")
+
+
+def loads_json(data: bytes | str, *, max_depth: int = MAX_JSON_DEPTH, max_items: int = MAX_JSON_ITEMS) -> Any:
+    """``json.loads`` after ``check_json_shape``; raises ValueError (incl. ``UntrustedInput``) on bad input."""
+    check_json_shape(data, max_depth=max_depth, max_items=max_items)
+    return json.loads(data)
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with non-finite floats (NaN, ±Infinity) replaced by their string names.
+
+    Upstream configs may hold ``NaN`` (Python's json reads it); OSV records, the API and
+    exports must be strict JSON, so such numbers are kept as text, never dropped silently.
+    """
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
