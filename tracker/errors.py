@@ -12,8 +12,17 @@
     │   ├── EntryGone                 EntryNotFound: the file is not at that revision
     │   ├── HubRateLimited            429 after our own retries; .retry_after seconds
     │   └── HubUnavailable            5xx / timeouts / network after retries, or a malformed answer
+    │       └── HubDeadlineExceeded   the wall-clock deadline set around a poll (``hub.deadline``) ran out
     ├── UpstreamFileError             a file upstream is too large or unreadable (recorded, not fatal)
-    └── StoreError                    database problems, schema behind
+    ├── NotWatched(LookupError)       a command or request names a repo that is not on the watch list
+    ├── RevisionUnresolved            a revision the tracker cannot resolve (unknown, or the Hub is unreachable)
+    └── StoreError                    database problems, each with a sentence a user can act on
+        ├── SchemaBehind              the schema is older than this tracker: run `tracker init`
+        ├── StoreUnavailable          cannot connect or open (server down, folder missing, permissions)
+        ├── StoreBusy                 locked by another process longer than the busy timeout
+        ├── StoreReadOnly             the database (or its folder) is read-only
+        ├── StoreCorrupt              not a database, or damaged
+        └── StoreConflict             a uniqueness rule refused a write (a bug, or a concurrent writer)
 """
 
 from __future__ import annotations
@@ -61,6 +70,10 @@ class HubUnavailable(HubError):
     pass
 
 
+class HubDeadlineExceeded(HubUnavailable):
+    """The deadline set with ``HubClient.deadline()`` ran out: no more requests in that scope."""
+
+
 class UpstreamFileError(TrackerError):
     def __init__(self, path: str, reason: str) -> None:
         super().__init__(f"{path}: {reason}")
@@ -68,7 +81,41 @@ class UpstreamFileError(TrackerError):
         self.reason = reason
 
 
+class NotWatched(TrackerError, LookupError):
+    def __init__(self, repo_id: str) -> None:
+        super().__init__(f"not watched: {repo_id} (add with `tracker watch add {repo_id}`)")
+        self.repo_id = repo_id
+
+
+class RevisionUnresolved(TrackerError):
+    """A revision asked about cannot be resolved; ``temporary`` when the Hub could not be asked."""
+
+    def __init__(self, message: str, *, temporary: bool = False) -> None:
+        super().__init__(message)
+        self.temporary = temporary
+
+
 class StoreError(TrackerError):
+    pass
+
+
+class StoreUnavailable(StoreError):
+    pass
+
+
+class StoreBusy(StoreError):
+    pass
+
+
+class StoreReadOnly(StoreError):
+    pass
+
+
+class StoreCorrupt(StoreError):
+    pass
+
+
+class StoreConflict(StoreError):
     pass
 
 

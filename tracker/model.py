@@ -25,6 +25,49 @@ _REPO_PART = r"(?!.*(?:--|\.\.))[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
 REPO_ID_RE = re.compile(rf"^{_REPO_PART}/{_REPO_PART}$")
 
 
+class RepoState(enum.StrEnum):
+    """Where a watched repo stands on the Hub (stored as these values)."""
+
+    ACTIVE = "active"
+    GONE = "gone"  # was read before, now 404: deleted or made private
+    GATED = "gated"
+    DISABLED = "disabled"
+    NOT_FOUND = "not_found"  # never read: a typo, or private/gated without a token
+
+
+class PollOutcome(enum.StrEnum):
+    """What one poll of one repo came to."""
+
+    UNCHANGED = "unchanged"
+    NEW = "new"
+    BASELINE = "baseline"
+    DEFERRED = "deferred"  # rate limited: skipped until the Hub's reset
+    GONE = "gone"
+    GATED = "gated"
+    DISABLED = "disabled"
+    NOT_FOUND = "not_found"
+    BUSY = "busy"  # another process holds the repo's lease
+    ERROR = "error"
+
+
+class RevisionStatus(enum.StrEnum):
+    PENDING = "pending"
+    DONE = "done"
+    UNREACHABLE = "unreachable"  # rewritten away before it was read
+
+
+class AdvisoryKind(enum.StrEnum):
+    """Revision advisories are ``update`` or ``risk``; the others are about the repo itself."""
+
+    UPDATE = "update"
+    RISK = "risk"
+    HISTORY_REWRITTEN = "history_rewritten"
+    RENAMED = "renamed"
+    DELETED = "deleted"
+    RECREATED = "recreated"
+    GATED = "gated"
+
+
 def validate_repo_id(value: str) -> RepoId:
     """Return ``value`` as a RepoId, or raise ValueError saying what is wrong with it."""
     if not isinstance(value, str) or not value:
@@ -180,6 +223,12 @@ class RevisionSources(Protocol):
     def pickle_globals(self, side: str, path: str) -> list[tuple[str, str]] | None:
         """(module, name) pairs a pickle-based checkpoint would import, found statically."""
 
+    def gguf_header(self, side: str, path: str) -> Mapping[str, Any] | None:
+        """The parsed header of a ``.gguf`` file (metadata and tensor infos, never tensor data), by range reads.
+
+        The shape is what :func:`tracker.findings.gguf.read_gguf_header` returns.
+        """
+
 
 @dataclass(frozen=True)
 class RevisionChange:
@@ -215,3 +264,90 @@ class AdvisoryEvent:
     severity: str  # critical|high|moderate|low|info
     categories: tuple[str, ...]  # the findings' categories (config, tokenizer, chat_template, ...)
     record: Mapping[str, Any]  # the OSV record as stored
+
+
+@dataclass(frozen=True)
+class RawDiff:
+    """The raw difference between two revisions: files added/removed/changed, and text diffs by path."""
+
+    files: Mapping[str, list[dict[str, Any]]]  # {"added": [...], "removed": [...], "changed": [...]}
+    texts: Mapping[str, Any]
+
+    def touched(self, *kinds: str) -> set[str]:
+        """Paths added, removed or changed (or only the ``kinds`` given)."""
+        return {e["path"] for k in (kinds or ("added", "removed", "changed")) for e in self.files.get(k, [])}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"files": dict(self.files), "texts": dict(self.texts)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RawDiff:
+        files = data.get("files") or {}
+        return cls(files={k: list(files.get(k) or []) for k in ("added", "removed", "changed")},
+                   texts=dict(data.get("texts") or {}))
+
+
+# -- what the store holds, as the rest of the tracker sees it ---------------------------------------
+
+
+@dataclass(frozen=True)
+class RepoRow:
+    pk: int
+    repo_id: RepoId
+    branch: str
+    every_seconds: float | None
+    state: RepoState
+    hub_uid: str | None
+    renamed_to: str | None
+    last_seen_sha: CommitSha | None
+    defer_until: datetime | None
+    last_polled_at: datetime | None
+    last_error: str | None
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class RevisionRow:
+    pk: int
+    repo_pk: int
+    sha: CommitSha
+    seq: int
+    parent_sha: CommitSha | None
+    date: datetime | None
+    title: str
+    message: str
+    authors: list[str]
+    status: RevisionStatus
+    baseline: bool
+    snapshot: Snapshot | None
+    diff: dict[str, Any] | None
+    findings: list[dict[str, Any]] | None
+    worst_severity: str | None
+    summary: str | None
+    estimate: dict[str, Any] | None
+    analysed_at: datetime | None
+    dependencies_pending: bool = False
+
+
+@dataclass(frozen=True)
+class EventRow:
+    pk: int
+    repo_id: RepoId
+    kind: str
+    revision_sha: str | None
+    detail: dict[str, Any]
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class AdvisoryRow:
+    id: str
+    repo_id: RepoId
+    revision_sha: str | None
+    kind: str
+    severity: str
+    record: dict[str, Any]
+    published: datetime
+    modified: datetime
+    withdrawn: bool
+    fixed_sha: str | None

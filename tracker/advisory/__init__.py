@@ -4,7 +4,7 @@ Everything in this package is pure (no I/O, no clock): the store, the Hub
 adapter and the API feed it data and persist what it returns.
 """
 
-from tracker.advisory.affected import affected_commits, ancestors, record_affected_commits
+from tracker.advisory.affected import affected_commits, ancestors, commit_affected, record_affected_commits
 from tracker.advisory.build import (
     CLASSIFICATION,
     REPO_EVENTS,
@@ -14,8 +14,10 @@ from tracker.advisory.build import (
     classify,
     format_timestamp,
     mark_fixed,
+    range_events,
     repo_event_advisory,
     split_findings,
+    with_versions,
     withdraw,
 )
 from tracker.advisory.export import build_all_zip, export_files
@@ -30,6 +32,7 @@ __all__ = [
     "advisory_id",
     "affected_commits",
     "ancestors",
+    "commit_affected",
     "build_all_zip",
     "build_revision_advisories",
     "build_revision_advisory",
@@ -38,10 +41,12 @@ __all__ = [
     "format_timestamp",
     "is_advisory_id",
     "mark_fixed",
+    "range_events",
     "record_affected_commits",
     "repo_event_advisory",
     "repo_event_id",
     "split_findings",
     "validate",
+    "with_versions",
     "withdraw",
 ]

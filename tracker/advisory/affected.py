@@ -35,7 +35,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["affected_commits", "children_of", "descendants", "record_affected_commits"]
+__all__ = ["affected_commits", "children_of", "commit_affected", "descendants", "record_affected_commits"]
 
 
 def _all_commits(parents: Mapping[str, list[str]]) -> set[str]:
@@ -197,3 +197,50 @@ def record_affected_commits(
             result |= affected_commits(parents, rng.get("events") or [])
         result |= {v.lower() for v in affected.get("versions") or []}
     return result
+
+
+def commit_affected(
+    parents: Mapping[str, list[str]],
+    events: list[dict],
+    commit: str,
+    commit_ancestors: set[str],
+    *,
+    all_commits: set[str] | None = None,
+    rootsets: dict[str, set[str]] | None = None,
+) -> bool:
+    """Whether one range's ``events`` affect ``commit``, given the commit's ancestry (itself included).
+
+    The incremental form of :func:`affected_commits`, for the commit a new revision adds:
+    a commit is affected when it descends from an introduced commit and from no fixed
+    one (any path from an introduced commit to it runs through its own ancestors, so
+    the BFS there cannot be cut off anywhere else). Costs one membership test per event
+    once ``commit_ancestors`` is known; ``rootsets`` memoises the roots under each fixed
+    commit across calls. Ranges with ``last_affected`` or ``limit`` fall back to the full walk.
+    """
+    by_kind: dict[str, list[str]] = {"introduced": [], "fixed": [], "last_affected": [], "limit": []}
+    for event in events:
+        key, value = _value(event)
+        by_kind[key].append(value)
+    if by_kind["last_affected"] or by_kind["limit"]:
+        return commit in affected_commits(parents, events)
+    if not by_kind["introduced"] or any(f in commit_ancestors for f in by_kind["fixed"]):
+        return False
+    commits = all_commits if all_commits is not None else _all_commits(parents)
+    for value in by_kind["introduced"]:
+        if value != "0":
+            if value in commit_ancestors:
+                return True
+            continue
+        roots_here = {a for a in commit_ancestors if not parents.get(a)}
+        fixed = [f for f in by_kind["fixed"] if f in commits]
+        if not fixed:
+            if roots_here:
+                return True
+            continue
+        memo = rootsets if rootsets is not None else {}
+        for f in fixed:
+            if f not in memo:
+                memo[f] = {a for a in ancestors(parents, [f]) if not parents.get(a)}
+            if roots_here & memo[f]:
+                return True
+    return False

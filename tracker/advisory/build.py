@@ -57,8 +57,10 @@ __all__ = [
     "classify",
     "format_timestamp",
     "mark_fixed",
+    "range_events",
     "repo_event_advisory",
     "split_findings",
+    "with_versions",
     "withdraw",
 ]
 
@@ -517,6 +519,21 @@ def build_revision_advisories(
         if record is not None:
             out.append(record)
     return out
+
+
+def range_events(record: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The events of every GIT range of a record (the tracker writes one range per record)."""
+    return [e for r in _git_ranges(record) for e in r.get("events", [])]
+
+
+def with_versions(record: dict, versions: Iterable[str], now: datetime) -> dict:
+    """A copy of ``record`` whose ``affected[0].versions`` are ``versions`` (sorted); ``modified`` moves
+    only when they changed."""
+    wanted = sorted(set(versions))
+    if record["affected"][0].get("versions", []) == wanted:
+        return record
+    return {**record, "affected": [{**record["affected"][0], "versions": wanted}, *record["affected"][1:]],
+            "modified": _later(now, record.get("modified"))}
 
 
 def mark_fixed(record: dict, fixed_revision: str, now: datetime, affected_commits: Iterable[str]) -> dict:

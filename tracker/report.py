@@ -1,0 +1,283 @@
+"""The revision report: everything one revision (or one repo event) implies, computed without I/O.
+
+A revision is processed in three steps: **read** (the Hub, through the sources),
+**report** (this module: findings in, records out, pure) and **save** (one store
+transaction that writes the report and marks the revision done). The report holds
+the revision's results and every advisory write it causes: advisories created,
+rebuilt, withdrawn or undone, and the commit -> advisory index rows that change.
+The index is kept incrementally: a new revision's commit is tested against each live
+advisory once; only advisories built or undone here get their affected set recomputed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from tracker.advisory import (
+    ancestors,
+    build_revision_advisories,
+    classify,
+    commit_affected,
+    mark_fixed,
+    range_events,
+    repo_event_advisory,
+    repo_event_id,
+    validate,
+    with_versions,
+)
+from tracker.advisory.affected import _all_commits, affected_commits
+from tracker.model import (
+    AdvisoryKind,
+    AdvisoryRow,
+    Finding,
+    RawDiff,
+    RepoId,
+    Severity,
+    Snapshot,
+)
+
+# Repo events the tracker records -> the advisory about the repo itself. A 404 cannot
+# tell "deleted" from "made private" on the Hub, so "deleted" covers both.
+EVENT_ADVISORIES: Mapping[str, AdvisoryKind] = {
+    "history_rewritten": AdvisoryKind.HISTORY_REWRITTEN,
+    "renamed": AdvisoryKind.RENAMED,
+    "deleted": AdvisoryKind.DELETED,
+    "recreated": AdvisoryKind.RECREATED,
+    "gated": AdvisoryKind.GATED,
+}
+
+# A risk is undone when its file goes away or changes back to what it was before. For these
+# families the file is re-analysed on every change, so a change that no longer raises a finding of
+# the same family undoes it too (a template that compiles again, a pickle replaced by a clean one).
+# Not for licences: a README edited for prose keeps its restrictive licence without a new finding.
+RECHECKED_RISKS = ("chat_template.", "weights.pickle_")
+
+
+@dataclass(frozen=True)
+class AdvisoryWrite:
+    """One advisory to insert or update, with the index rows that change.
+
+    ``index`` replaces the advisory's affected commits entirely (built, rebuilt, undone,
+    withdrawn); ``index_add`` adds commits to them (a new revision that it affects).
+    """
+
+    record: dict[str, Any]
+    revision_sha: str | None
+    kind: str
+    severity: str
+    fixed_sha: str | None
+    index: frozenset[str] | None = None
+    index_add: frozenset[str] = frozenset()
+
+    @property
+    def id(self) -> str:
+        return str(self.record["id"])
+
+
+@dataclass(frozen=True)
+class RevisionReport:
+    """What processing one revision stores, in one transaction."""
+
+    repo_pk: int
+    revision_pk: int
+    sha: str
+    snapshot: Snapshot
+    diff: RawDiff | None
+    findings: tuple[Finding, ...]
+    summary: str
+    estimate: dict[str, Any] | None
+    dependencies_pending: bool
+    analysed_at: datetime
+    advisories: tuple[AdvisoryWrite, ...] = ()
+
+    @property
+    def worst_severity(self) -> Severity | None:
+        return Severity.worst(f.severity for f in self.findings)
+
+
+@dataclass(frozen=True)
+class EventReport:
+    """A repo event (rewrite, rename, deletion, re-creation, gating), the repo's new state and its advisory."""
+
+    repo_pk: int
+    kind: str
+    dedupe_key: str
+    detail: dict[str, Any]
+    revision_sha: str | None
+    created_at: datetime
+    repo_updates: Mapping[str, Any] = field(default_factory=dict)
+    advisories: tuple[AdvisoryWrite, ...] = ()
+
+
+@dataclass(frozen=True)
+class AdvisoryContext:
+    """What the report needs to know about the repo as stored: its graph, advisories and revisions."""
+
+    repo_id: RepoId
+    endpoint: str
+    tracker_url: str | None
+    min_severity: Severity
+    graph: Mapping[str, list[str]]  # commit -> parents, as listed so far
+    advisories: Sequence[AdvisoryRow]  # every advisory of the repo
+    now: datetime
+    snapshots: Mapping[str, Snapshot] = field(default_factory=dict)  # done revisions' file lists, by sha
+    diff_bases: Mapping[str, str | None] = field(default_factory=dict)  # revision sha -> the one it was diffed against
+    indexed: frozenset[str] = frozenset()  # advisories whose index already holds the revision's commit
+
+
+def summarize(findings: Sequence[Finding], diff: RawDiff | None, snapshot: Snapshot) -> str:
+    """The one line a revision list shows: the worst finding, or what files moved."""
+    if diff is None:
+        summary = f"baseline: {len(snapshot.files)} files"
+        if findings and findings[0].severity.at_least(Severity.MODERATE):
+            summary += f"; {findings[0].summary}"
+        return summary
+    if findings:
+        return findings[0].summary + (f" (+{len(findings) - 1} more)" if len(findings) > 1 else "")
+    from tracker.diff import summarize_files
+
+    return summarize_files(diff.to_json()["files"])
+
+
+def _write(record: dict[str, Any], *, revision_sha: str | None, kind: str, fixed_sha: str | None,
+           index: Iterable[str] | None = None, index_add: Iterable[str] = ()) -> AdvisoryWrite:
+    validate(record)
+    severity = str(record["database_specific"]["severity"]).lower()
+    withdrawn = "withdrawn" in record
+    return AdvisoryWrite(record=record, revision_sha=revision_sha, kind=kind, severity=severity,
+                         fixed_sha=fixed_sha, index=frozenset() if withdrawn else
+                         (frozenset(index) if index is not None else None),
+                         index_add=frozenset() if withdrawn else frozenset(index_add))
+
+
+def revision_advisories(ctx: AdvisoryContext, *, sha: str, parent: str | None, date: datetime | None,
+                        findings: Sequence[Finding], estimate_delta: dict[str, Any] | None) -> list[AdvisoryWrite]:
+    """Build, rebuild or withdraw the advisories of one analysed revision (0, 1 or 2 records)."""
+    related = sorted({i for f in findings if f.code == "dependencies.known_vulnerability"
+                      for i in (f.evidence.get("ids") or [])})
+    previous = [a.record for a in ctx.advisories if a.revision_sha == sha]
+    records = build_revision_advisories(
+        repo_id=ctx.repo_id, revision=sha, parent=parent, revision_date=date, findings=list(findings),
+        endpoint=ctx.endpoint, tracker_url=ctx.tracker_url, estimate_delta=estimate_delta, related=related,
+        parents=ctx.graph, now=ctx.now, min_severity=ctx.min_severity, previous=previous,
+    )
+    writes = []
+    for record in records:
+        kind = record["database_specific"]["kind"]
+        fixes = [e["fixed"] for e in range_events(record) if "fixed" in e]
+        writes.append(_write(record, revision_sha=sha, kind=kind,
+                             fixed_sha=fixes[-1] if kind == AdvisoryKind.RISK and fixes else None,
+                             index=record["affected"][0].get("versions", [])))
+    return writes
+
+
+def _undone(finding: Mapping[str, Any], then: Mapping[str, str], before: Mapping[str, str],
+            now: Mapping[str, str], findings_here: set[tuple[str, Any]]) -> bool:
+    path = finding.get("path")
+    if path is None:
+        return False
+    for family in RECHECKED_RISKS:
+        if finding["code"].startswith(family):
+            # Changed again, and the new content carries no risk of the same family.
+            return now.get(path) != then.get(path) and not any(
+                code.startswith(family) and classify(code) == "risk" and p == path for code, p in findings_here)
+    # The file is gone, or back to what it was before the risky revision.
+    return path not in now or (path in before and now[path] == before[path])
+
+
+def undone_risks(ctx: AdvisoryContext, *, sha: str, snapshot: Snapshot, findings: Sequence[Finding],
+                 history: set[str]) -> list[AdvisoryWrite]:
+    """Open risk advisories this revision undoes, marked fixed by it."""
+    now_files = {f.path: f.content_id for f in snapshot.files}
+    findings_here = {(f.code, f.path) for f in findings}
+    writes = []
+    for adv in ctx.advisories:
+        if (adv.kind != AdvisoryKind.RISK or adv.withdrawn or adv.fixed_sha or adv.revision_sha in (None, sha)
+                or adv.revision_sha not in history):
+            continue
+        introduced = ctx.snapshots.get(adv.revision_sha)  # type: ignore[arg-type]
+        if introduced is None:
+            continue
+        base = ctx.diff_bases.get(adv.revision_sha)  # type: ignore[arg-type]
+        before_snapshot = ctx.snapshots.get(base) if base else None
+        then = {f.path: f.content_id for f in introduced.files}
+        before = {f.path: f.content_id for f in before_snapshot.files} if before_snapshot else {}
+        risky = adv.record["database_specific"].get("findings", [])
+        if risky and all(_undone(f, then, before, now_files, findings_here) for f in risky):
+            events = [*range_events(adv.record), {"fixed": sha}]
+            affected = affected_commits(ctx.graph, events)
+            record = mark_fixed(adv.record, sha, ctx.now, affected_commits=affected)
+            writes.append(_write(record, revision_sha=adv.revision_sha, kind=adv.kind, fixed_sha=sha,
+                                 index=affected))
+    return writes
+
+
+def extend_index(ctx: AdvisoryContext, *, sha: str, history: set[str], skip: set[str]) -> list[AdvisoryWrite]:
+    """Live advisories that also affect this revision's commit: add it to their ``versions`` and index."""
+    every = _all_commits(ctx.graph)
+    rootsets: dict[str, set[str]] = {}
+    writes = []
+    for adv in ctx.advisories:
+        if adv.withdrawn or adv.id in skip or adv.id in ctx.indexed:
+            continue
+        if adv.revision_sha is None:
+            # Repo-event advisories list their revisions; only a possible takeover (re-created)
+            # goes on covering every commit the new owner pushes.
+            affected = adv.kind == AdvisoryKind.RECREATED
+        else:
+            affected = commit_affected(ctx.graph, range_events(adv.record), sha, history, all_commits=every,
+                                       rootsets=rootsets)
+        if not affected:
+            continue
+        versions = [*adv.record["affected"][0].get("versions", []), sha]
+        record = with_versions(adv.record, versions, ctx.now)
+        writes.append(_write(record, revision_sha=adv.revision_sha, kind=adv.kind, fixed_sha=adv.fixed_sha,
+                             index_add=[sha]))
+    return writes
+
+
+def revision_report(ctx: AdvisoryContext, *, repo_pk: int, revision_pk: int, sha: str, parent: str | None,
+                    date: datetime | None, baseline: bool, snapshot: Snapshot, diff: RawDiff | None,
+                    findings: Sequence[Finding], estimate: dict[str, Any] | None,
+                    dependencies_pending: bool) -> RevisionReport:
+    """Everything a newly read revision implies: its results, its advisories, risks it undoes, the index."""
+    history = ancestors(ctx.graph, [sha])
+    writes: list[AdvisoryWrite] = []
+    if not baseline:
+        writes += revision_advisories(ctx, sha=sha, parent=parent, date=date, findings=findings,
+                                      estimate_delta=(estimate or {}).get("delta"))
+    writes += undone_risks(ctx, sha=sha, snapshot=snapshot, findings=findings, history=history)
+    writes += extend_index(ctx, sha=sha, history=history, skip={w.id for w in writes})
+    return RevisionReport(
+        repo_pk=repo_pk, revision_pk=revision_pk, sha=sha, snapshot=snapshot, diff=diff,
+        findings=tuple(findings), summary=summarize(findings, diff, snapshot), estimate=estimate,
+        dependencies_pending=dependencies_pending, analysed_at=ctx.now, advisories=tuple(writes),
+    )
+
+
+def event_advisory(ctx: AdvisoryContext, *, kind: str, detail: Mapping[str, Any],
+                   done_revisions: Sequence[str]) -> AdvisoryWrite | None:
+    """The advisory about the repo itself that an event calls for, if any."""
+    advisory_kind = EVENT_ADVISORIES.get(kind)
+    if advisory_kind is None:
+        return None
+    if advisory_kind == AdvisoryKind.HISTORY_REWRITTEN:
+        revisions = list(detail.get("unreachable_revisions") or [])  # nothing pinned is gone: no advisory
+    elif advisory_kind == AdvisoryKind.RECREATED:
+        revisions = sorted(ctx.graph) if done_revisions else []  # every commit under that name is suspect
+    else:
+        revisions = list(done_revisions)
+    from tracker.model import SHA_RE
+
+    revisions = [r for r in revisions if SHA_RE.match(r or "")]
+    if not revisions:
+        return None
+    advisory_id = repo_event_id(ctx.repo_id, advisory_kind, revisions)
+    stored = next((a for a in ctx.advisories if a.id == advisory_id), None)
+    record = repo_event_advisory(repo_id=ctx.repo_id, kind=advisory_kind.value,  # type: ignore[arg-type]
+                                 detail=dict(detail), revisions=revisions, endpoint=ctx.endpoint, now=ctx.now,
+                                 tracker_url=ctx.tracker_url, previous=stored.record if stored else None)
+    return _write(record, revision_sha=None, kind=advisory_kind.value, fixed_sha=None, index=revisions)
