@@ -87,6 +87,28 @@ class HubSources:
                 self._headers[key] = None
         return self._headers[key]
 
+    def gguf_header(self, side: str, path: str) -> dict[str, Any] | None:
+        """A GGUF file's metadata and tensor infos, read by range requests (never tensor data).
+
+        Cached by content id; the read stops at ``tracker.findings.gguf.MAX_HEADER_BYTES``.
+        """
+        sha, entry = self._entry(side, path)
+        if entry is None or not path.lower().endswith(".gguf"):
+            return None
+        from tracker.findings.gguf import GGUFError, read_gguf_header
+
+        key = (entry.content_id, "gguf:" + path)
+        if key not in self._headers:
+            try:
+                self._headers[key] = read_gguf_header(
+                    lambda offset, length: self.hub.read_range(self.repo, sha, path, offset, offset + length - 1),
+                    entry.size,
+                )
+            except (UpstreamFileError, HubError, GGUFError) as exc:
+                self._problem(side, path, f"GGUF header unreadable: {exc}")
+                self._headers[key] = None
+        return self._headers[key]
+
     def pickle_globals(self, side: str, path: str) -> list[tuple[str, str]] | None:
         sha, entry = self._entry(side, path)
         if entry is None or not path.endswith(PICKLE_SUFFIXES):

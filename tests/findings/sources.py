@@ -18,8 +18,8 @@ class DictSources:
     """``RevisionSources`` over two ``{path: bytes}`` dicts (``old`` and ``new``).
 
     ``text`` returns the bytes or None when the path is absent on that side.
-    ``headers`` / ``globals_`` optionally supply safetensors headers and pickle
-    globals per side (``{"old": {path: ...}, "new": {...}}``); otherwise None.
+    ``headers`` / ``globals_`` / ``ggufs`` optionally supply safetensors headers, pickle
+    globals and parsed GGUF headers per side (``{"old": {path: ...}, "new": {...}}``); otherwise None.
     ``reads`` records every (side, path) asked for, so tests can assert that an
     analyser did not read files it had no reason to.
     """
@@ -31,10 +31,12 @@ class DictSources:
         *,
         headers: Mapping[str, Mapping[str, Any]] | None = None,
         globals_: Mapping[str, Mapping[str, list[tuple[str, str]]]] | None = None,
+        ggufs: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
     ) -> None:
         self.files = {"old": dict(old or {}), "new": dict(new or {})}
         self.headers = {side: dict((headers or {}).get(side, {})) for side in ("old", "new")}
         self.globals = {side: dict((globals_ or {}).get(side, {})) for side in ("old", "new")}
+        self.ggufs = {side: dict((ggufs or {}).get(side, {})) for side in ("old", "new")}
         self.reads: list[tuple[str, str]] = []
 
     def _check(self, side: str) -> None:
@@ -53,6 +55,10 @@ class DictSources:
     def pickle_globals(self, side: str, path: str) -> list[tuple[str, str]] | None:
         self._check(side)
         return self.globals[side].get(path)
+
+    def gguf_header(self, side: str, path: str) -> Mapping[str, Any] | None:
+        self._check(side)
+        return self.ggufs[side].get(path)
 
 
 def snapshot(files: Mapping[str, bytes]) -> Snapshot:

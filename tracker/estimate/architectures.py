@@ -598,3 +598,59 @@ def build(config: Mapping[str, Any]) -> Arch | Unsupported:
         return Unsupported(mt, str(e))
     except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:
         return Unsupported(mt, f"config lacks or mangles {e}")
+
+
+# ---------------------------------------------------------------------------
+# GGUF headers: a config for the estimator from llama.cpp's metadata keys
+# ---------------------------------------------------------------------------
+
+# GGUF general.architecture -> (transformers model_type, architectures[0]) for the llama-like families
+_GGUF_ARCHS = {
+    "llama": ("llama", "LlamaForCausalLM"),
+    "mistral": ("mistral", "MistralForCausalLM"),
+    "qwen2": ("qwen2", "Qwen2ForCausalLM"),
+    "qwen3": ("qwen3", "Qwen3ForCausalLM"),
+    "gemma": ("gemma", "GemmaForCausalLM"),
+    "gemma2": ("gemma2", "Gemma2ForCausalLM"),
+    "gemma3": ("gemma3_text", "Gemma3ForCausalLM"),
+    "phi3": ("phi3", "Phi3ForCausalLM"),
+}
+
+
+def config_from_gguf(header: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The ``config.json`` a GGUF header implies, for the families whose keys map one to one; else None.
+
+    ``header`` is :func:`tracker.findings.gguf.read_gguf_header`'s result. The output
+    embedding is tied when the file holds no ``output.weight`` tensor (llama.cpp then
+    reuses ``token_embd.weight``)."""
+    meta = header.get("metadata") or {}
+    arch = meta.get("general.architecture")
+    if arch not in _GGUF_ARCHS:
+        return None
+    model_type, architecture = _GGUF_ARCHS[arch]
+
+    def key(name: str) -> Any:
+        return meta.get(f"{arch}.{name}")
+
+    tokens = meta.get("tokenizer.ggml.tokens")
+    vocab = key("vocab_size") or (len(tokens) if isinstance(tokens, list) else None)
+    heads = key("attention.head_count")
+    ffn = key("feed_forward_length")
+    if not all(isinstance(v, int) for v in (key("embedding_length"), key("block_count"), heads, ffn, vocab)):
+        return None
+    config: dict[str, Any] = {
+        "model_type": model_type, "architectures": [architecture], "hidden_size": key("embedding_length"),
+        "num_hidden_layers": key("block_count"), "intermediate_size": ffn, "num_attention_heads": heads,
+        "num_key_value_heads": key("attention.head_count_kv") or heads, "vocab_size": vocab,
+        "max_position_embeddings": key("context_length"),
+    }
+    if isinstance(key("attention.key_length"), int) and key("attention.key_length") != config["hidden_size"] // heads:
+        config["head_dim"] = key("attention.key_length")
+    if key("rope.freq_base") is not None:
+        config["rope_theta"] = key("rope.freq_base")
+    if key("attention.layer_norm_rms_epsilon") is not None:
+        config["rms_norm_eps"] = round(float(key("attention.layer_norm_rms_epsilon")), 9)
+    if key("attention.sliding_window") is not None:
+        config["sliding_window"] = key("attention.sliding_window")
+    config["tie_word_embeddings"] = "output.weight" not in (header.get("tensors") or {})
+    return config

@@ -507,35 +507,71 @@ def analyse(
     with _sandbox(limits) as sandbox:
         renderer = _Renderer(sandbox)
         for name in names:
-            before, after = old_templates.get(name), new.templates.get(name)
-            if after is None:
-                assert before is not None
-                findings.append(
-                    rules.finding(
-                        "chat_template.removed",
-                        CATEGORY,
-                        f"{_label(name)} removed (was in {before.path})",
-                        path=before.path,
-                        before=before.path,
-                        evidence={"template": name},
-                    )
-                )
-            elif before is None:
-                if not baseline:
-                    findings.append(
-                        rules.finding(
-                            "chat_template.added",
-                            CATEGORY,
-                            f"{_label(name)} added in {after.path}",
-                            path=after.path,
-                            after=after.path,
-                            evidence={"template": name, "length": len(after.text)},
-                        )
-                    )
-                findings.extend(_check_alone(rules, renderer, after, new.tokens))
-            else:
-                findings.extend(_compare(rules, renderer, before, after, old_tokens, new.tokens))
+            findings.extend(
+                _one_template(rules, renderer, old_templates.get(name), new.templates.get(name),
+                              old_tokens, new.tokens, baseline=baseline)
+            )
     return findings
+
+
+def template_findings(
+    rules: SeverityRules,
+    before: TemplateSource | None,
+    after: TemplateSource | None,
+    old_tokens: Mapping[str, str],
+    new_tokens: Mapping[str, str],
+    *,
+    baseline: bool = False,
+    limits: Limits | None = None,
+) -> list[Finding]:
+    """The findings for one template found elsewhere (e.g. embedded in a GGUF file), as for a tokenizer's.
+
+    ``before`` None: the template is new (reported as added unless ``baseline``,
+    and checked alone); ``after`` None: it was removed.
+    """
+    if before is None and after is None:
+        return []
+    with _sandbox(limits) as sandbox:
+        return _one_template(rules, _Renderer(sandbox), before, after, old_tokens, new_tokens, baseline=baseline)
+
+
+def _one_template(
+    rules: SeverityRules,
+    renderer: _Renderer,
+    before: TemplateSource | None,
+    after: TemplateSource | None,
+    old_tokens: Mapping[str, str],
+    new_tokens: Mapping[str, str],
+    *,
+    baseline: bool,
+) -> list[Finding]:
+    if after is None:
+        assert before is not None
+        return [
+            rules.finding(
+                "chat_template.removed",
+                CATEGORY,
+                f"{_label(before.name)} removed (was in {before.path})",
+                path=before.path,
+                before=before.path,
+                evidence={"template": before.name},
+            )
+        ]
+    if before is None:
+        findings: list[Finding] = []
+        if not baseline:
+            findings.append(
+                rules.finding(
+                    "chat_template.added",
+                    CATEGORY,
+                    f"{_label(after.name)} added in {after.path}",
+                    path=after.path,
+                    after=after.path,
+                    evidence={"template": after.name, "length": len(after.text)},
+                )
+            )
+        return findings + _check_alone(rules, renderer, after, new_tokens)
+    return _compare(rules, renderer, before, after, old_tokens, new_tokens)
 
 
 def _template_problem(

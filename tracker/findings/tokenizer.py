@@ -284,6 +284,18 @@ def _diff_vocab(old: dict[str, int], new: dict[str, int], rules: SeverityRules,
     return findings
 
 
+def diff_vocab(old: dict[str, int], new: dict[str, int], rules: SeverityRules,
+               limits: TokenizerLimits = DEFAULT_LIMITS) -> list[Finding]:
+    """Tokens added, removed and re-numbered between two ``token -> id`` maps (also used for GGUF vocabularies)."""
+    return _diff_vocab(old, new, rules, limits)
+
+
+def diff_merges(old: list[Any], new: list[Any], rules: SeverityRules,
+                limits: TokenizerLimits = DEFAULT_LIMITS) -> list[Finding]:
+    """Merges added, removed or re-ranked between two BPE merge lists (also used for GGUF merges)."""
+    return _diff_merges(old, new, rules, limits)
+
+
 def _merge_key(m: Any) -> tuple[str, ...]:
     """``"a b"`` (tokenizers < 0.20) and ``["a", "b"]`` (>= 0.20) are the same merge."""
     if isinstance(m, str):

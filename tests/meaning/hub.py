@@ -1,0 +1,31 @@
+"""Analysing two revisions pushed to the Hub stand-in, through the real HubClient and HubSources."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from tracker.findings import analyse_revision
+from tracker.hub import HubClient
+from tracker.model import CommitSha, Finding, RepoId, RevisionChange
+from tracker.sources import HubSources
+from tracker.store import open_store
+
+
+def analyse_on_hub(hub_standin, tmp_path: Path, repo: str, old_sha: str | None, new_sha: str) -> list[Finding]:
+    """The findings of ``old_sha -> new_sha`` exactly as a poll computes them (range reads, capped reads)."""
+    client = HubClient(hub_standin.url, timeout=5.0, max_retries=0, max_wait=0.0)
+    store = open_store(f"sqlite:///{tmp_path}/tracker.sqlite3")
+    rid = RepoId(repo)
+    new_snapshot = client.snapshot(rid, new_sha)
+    old_snapshot = client.snapshot(rid, old_sha) if old_sha else None
+    sources = HubSources(
+        client, store, rid,
+        {"old": (old_sha, old_snapshot) if old_sha and old_snapshot else None, "new": (new_sha, new_snapshot)},
+        max_file_bytes=16 * 1024 * 1024, max_header_bytes=32 * 1024 * 1024, now=lambda: datetime.now(UTC),
+    )
+    change = RevisionChange(repo=rid, old=old_snapshot, new=new_snapshot,
+                            old_sha=CommitSha(old_sha) if old_sha else None, new_sha=CommitSha(new_sha))
+    findings = analyse_revision(change, sources)
+    assert sources.problems == [], sources.problems
+    return findings
