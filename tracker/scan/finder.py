@@ -1,0 +1,140 @@
+"""Find every Hub model reference under a path: walk, read with caps, parse by kind, never run anything."""
+
+from __future__ import annotations
+
+import io
+import os
+import tokenize
+from collections.abc import Callable
+from pathlib import Path
+
+from tracker.scan.configs import ConfigFileError, find_in_json, find_in_toml, find_in_yaml, mentions_models
+from tracker.scan.files import MAX_BYTES, Candidate, walk
+from tracker.scan.model import Found, Reference, Skipped, SourceKind
+from tracker.scan.notebook import NotebookError, find_in_notebook
+from tracker.scan.python import CALLS, char_column, find_in_tree, parse
+from tracker.scan.text import split_lines
+
+# A Python file that names none of the loading calls cannot hold a reference: not parsed at all.
+_TRIGGERS = tuple(name.encode() for name in CALLS)
+
+
+class UnreadableFile(Exception):
+    """Why one file was skipped; the scan goes on with the others."""
+
+
+def find_references(root: Path) -> Found:
+    """The references under ``root`` (a folder or one file), sorted by file, line and column."""
+    root = Path(root)
+    base = root if root.is_dir() else root.parent
+    references: list[Reference] = []
+    skipped: list[Skipped] = []
+    files_read = 0
+    for candidate in walk(root):
+        try:
+            found, partly = _read(candidate, base)
+        except UnreadableFile as exc:
+            skipped.append(Skipped(candidate.relative, str(exc)))
+            continue
+        files_read += 1
+        references.extend(found)
+        skipped.extend(partly)
+    references.sort(key=lambda r: r.sort_key)
+    return Found(references=tuple(references), files_read=files_read, skipped=tuple(skipped))
+
+
+def _local_path_check(base: Path, folder: Path) -> Callable[[str], bool]:
+    """An ``owner/name`` that exists as a path next to the file, or under the root, is a local model."""
+
+    def is_local(value: str) -> bool:
+        return (folder / value).exists() or (base / value).exists()
+
+    return is_local
+
+
+def _read(candidate: Candidate, base: Path) -> tuple[list[Reference], list[Skipped]]:
+    """The references in one file, and the parts of it that could not be read (notebook cells)."""
+    data = _read_capped(candidate)
+    is_local = _local_path_check(base, candidate.path.parent)
+    kind = candidate.kind
+    if kind is SourceKind.PYTHON:
+        if not any(trigger in data for trigger in _TRIGGERS):
+            return [], []
+        return _python(candidate, _decode_python(data), is_local), []
+    if kind is SourceKind.NOTEBOOK:
+        if not any(trigger in data for trigger in _TRIGGERS):
+            return [], []
+        return _notebook(candidate, _decode_text(data), is_local)
+    if not mentions_models(data):
+        return [], []
+    text = _decode_text(data)
+    finder = {SourceKind.YAML: find_in_yaml, SourceKind.JSON: find_in_json, SourceKind.TOML: find_in_toml}[kind]
+    try:
+        found = finder(text, is_local)
+    except ConfigFileError as exc:
+        raise UnreadableFile(str(exc)) from exc
+    return [Reference(file=candidate.relative, line=r.line, column=r.column, repo=r.repo, ref=r.ref, source=kind,
+                      via=r.key) for r in found], []
+
+
+def _read_capped(candidate: Candidate) -> bytes:
+    cap = MAX_BYTES[candidate.kind]
+    try:
+        size = os.stat(candidate.path).st_size
+        if size > cap:
+            raise UnreadableFile(f"larger than {cap // (1024 * 1024)} MiB ({size} bytes)")
+        with open(candidate.path, "rb") as handle:
+            data = handle.read(cap + 1)
+    except OSError as exc:
+        raise UnreadableFile(f"cannot read: {exc.strerror or exc}") from exc
+    if len(data) > cap:  # grew while we looked
+        raise UnreadableFile(f"larger than {cap // (1024 * 1024)} MiB")
+    if b"\0" in data[:8192]:
+        raise UnreadableFile("binary")
+    return data
+
+
+def _decode_python(data: bytes) -> str:
+    """Honour a PEP 263 coding line or a BOM, as the interpreter would."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return data.decode(encoding)
+    except (SyntaxError, LookupError, UnicodeDecodeError) as exc:
+        raise UnreadableFile(f"cannot decode: {exc}") from exc
+
+
+def _decode_text(data: bytes) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise UnreadableFile("not UTF-8 text") from exc
+
+
+def _python(candidate: Candidate, source: str, is_local: Callable[[str], bool]) -> list[Reference]:
+    try:
+        tree = parse(source, candidate.relative)
+    except SyntaxError as exc:
+        raise UnreadableFile(f"not valid Python 3 (line {exc.lineno}: {exc.msg})") from exc
+    except (ValueError, RecursionError, MemoryError) as exc:
+        raise UnreadableFile(f"cannot parse: {type(exc).__name__}") from exc
+    lines = split_lines(source)
+    return [
+        Reference(file=candidate.relative, line=r.line, column=char_column(lines[r.line - 1], r.column) + 1,
+                  repo=r.repo, ref=r.ref, source=SourceKind.PYTHON, via=r.via, revision_expr=r.revision_expr)
+        for r in find_in_tree(tree, is_local)
+    ]
+
+
+def _notebook(candidate: Candidate, text: str,
+              is_local: Callable[[str], bool]) -> tuple[list[Reference], list[Skipped]]:
+    try:
+        found, unparsed = find_in_notebook(text, is_local)
+    except NotebookError as exc:
+        raise UnreadableFile(str(exc)) from exc
+    skipped = [Skipped(candidate.relative, f"cell {n}: not valid Python (IPython syntax other than magics?)")
+               for n in unparsed]
+    return [
+        Reference(file=candidate.relative, line=c.line, column=c.column, repo=c.found.repo, ref=c.found.ref,
+                  source=SourceKind.NOTEBOOK, via=c.found.via, cell=c.cell, revision_expr=c.found.revision_expr)
+        for c in found
+    ], skipped

@@ -1,0 +1,26 @@
+"""Offsets to lines and columns, and line splitting as Python's own parser does it. Contains no I/O."""
+
+from __future__ import annotations
+
+import bisect
+import re
+
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines with their endings; only ``\\n``, ``\\r\\n`` and ``\\r`` end a line (unlike ``str.splitlines``)."""
+    return _LINE.findall(text)
+
+
+class LineIndex:
+    """Maps a character offset in a text to its 1-based line and 0-based column."""
+
+    def __init__(self, text: str) -> None:
+        self.starts = [0] + [m.end() for m in re.finditer(r"\r\n|\r(?!\n)|\n", text)]
+
+    def line_of(self, offset: int) -> int:
+        return bisect.bisect_right(self.starts, offset)
+
+    def column_of(self, offset: int) -> int:
+        return offset - self.starts[self.line_of(offset) - 1]
