@@ -34,7 +34,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracker.findings.config import JsonProblem, change_summary, file_changed, flat_diff, json_value, load_json_object
+from tracker.findings.config import (
+    JsonProblem,
+    change_summary,
+    file_changed,
+    flat_diff,
+    json_value,
+    load_json_object,
+)
 from tracker.findings.rules import SeverityRules
 from tracker.model import Finding, RevisionChange, RevisionSources
 
