@@ -22,6 +22,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from tracker.errors import HubError
+from tracker.feeds import feeds_router
 from tracker.model import SHA_RE, validate_repo_id
 
 PAGE_SIZE = 1000
@@ -75,6 +76,7 @@ def create_app(tracker: Any, *, page_size: int = PAGE_SIZE, webhook_secret: str 
     """
     app = FastAPI(title="upstream-tracker", version="1", docs_url="/docs", redoc_url=None)
     store = tracker.store
+    app.include_router(feeds_router(store, tracker_url=getattr(tracker.settings, "tracker_url", None)))
     advisor = tracker.advisor
     poll_soon = poll_soon or _poll_in_background(tracker)
 

@@ -95,6 +95,10 @@ def run_daemon(tracker: Tracker, *, host: str, port: int, api: bool = True) -> N
         signal.signal(sig, lambda *_: stop.set())
     daemon = Daemon(tracker)
     daemon.start()
+    from tracker.delivery.worker import DeliveryWorker  # the outbox sender: Slack and signed webhooks
+
+    sender = DeliveryWorker(tracker.store, tracker.settings.delivery, tracker_url=tracker.settings.tracker_url)
+    sender.start()
     try:
         if api:
             import uvicorn
@@ -108,4 +112,5 @@ def run_daemon(tracker: Tracker, *, host: str, port: int, api: bool = True) -> N
             stop.wait()
     finally:
         daemon.stop()
+        sender.stop()
         log.info("stopped")

@@ -63,6 +63,17 @@ class WatchSpec:
 
 
 @dataclass(frozen=True)
+class DeliverySettings:
+    """``[delivery]``: how alerts are sent (see docs/delivery.md)."""
+
+    max_attempts: int = 15  # then the delivery is a dead letter (`tracker deliveries retry ID` resends it)
+    backoff_base: float = 5.0  # first retry after about this long, doubling each time (with jitter)
+    backoff_max: float = 900.0  # never wait longer than this between attempts (a Retry-After may say longer)
+    timeout: float = 10.0  # per attempt: connect, send and read the answer
+    allow_hosts: tuple[str, ...] = ()  # hosts (or IPs, CIDRs) allowed to be private/loopback targets
+
+
+@dataclass(frozen=True)
 class Settings:
     database_url: str = DEFAULT_DATABASE_URL
     hub_endpoint: str | None = None  # None: huggingface_hub's own (HF_ENDPOINT or huggingface.co)
@@ -81,6 +92,7 @@ class Settings:
     api_host: str = "127.0.0.1"
     api_port: int = 8080
     config_path: Path | None = None
+    delivery: DeliverySettings = field(default_factory=DeliverySettings)
 
     @property
     def is_sqlite(self) -> bool:
@@ -92,6 +104,24 @@ def _get(data: dict[str, Any], section: str, key: str, default: Any) -> Any:
     if not isinstance(value, dict):
         raise ConfigError(f"[{section}] must be a table")
     return value.get(key, default)
+
+
+def _delivery_settings(data: dict[str, Any], env: dict[str, str]) -> DeliverySettings:
+    allow = _get(data, "delivery", "allow_hosts", [])
+    if "TRACKER_DELIVERY_ALLOW_HOSTS" in env:
+        allow = env["TRACKER_DELIVERY_ALLOW_HOSTS"].split(",")
+    if not isinstance(allow, list) or not all(isinstance(h, str) for h in allow):
+        raise ConfigError("[delivery] allow_hosts must be a list of host names or addresses")
+    attempts = int(_get(data, "delivery", "max_attempts", 15))
+    if attempts < 1:
+        raise ConfigError("[delivery] max_attempts must be at least 1")
+    return DeliverySettings(
+        max_attempts=attempts,
+        backoff_base=parse_duration(_get(data, "delivery", "backoff_base", "5s")),
+        backoff_max=parse_duration(_get(data, "delivery", "backoff_max", "15m")),
+        timeout=parse_duration(_get(data, "delivery", "timeout", "10s")),
+        allow_hosts=tuple(h.strip().lower() for h in allow if h.strip()),
+    )
 
 
 def load_settings(path: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None) -> Settings:
@@ -138,6 +168,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: dict[str, str
             api_host=_get(data, "api", "host", "127.0.0.1"),
             api_port=int(_get(data, "api", "port", 8080)),
             config_path=config_path,
+            delivery=_delivery_settings(data, env),
         )
     except ConfigError:
         raise

@@ -12,6 +12,7 @@ from sqlalchemy import Connection, Engine, Text, and_, cast, func, insert, liter
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from tracker.errors import StoreError
+from tracker.store.delivery import DeliveryStoreMixin
 from tracker.model import AdvisoryEvent, AdvisoryEventType, Commit, CommitSha, FileEntry, RepoId, Snapshot
 from tracker.store.tables import (
     advisories,
@@ -307,7 +308,7 @@ def _parse_ts(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
 
 
-class SqlStore(AdvisoryStoreMixin):
+class SqlStore(DeliveryStoreMixin, AdvisoryStoreMixin):
     """The tracker's durable state. Every method is one transaction."""
 
     def __init__(self, engine: Engine) -> None:
@@ -326,12 +327,7 @@ class SqlStore(AdvisoryStoreMixin):
     def close(self) -> None:
         self.engine.dispose()
 
-    def _enqueue_deliveries(self, conn: Connection, events: Sequence[AdvisoryEvent]) -> None:
-        """The outbox seam: called inside the transaction that stores the advisories ``events`` announce.
-
-        The delivery outbox (feeds, Slack, webhooks) writes its rows here, on ``conn``, so an
-        advisory and the alerts it causes are committed together or not at all.
-        """
+    # _enqueue_deliveries (the outbox seam, called inside the advisories' transaction): DeliveryStoreMixin
 
     # -- watch list -------------------------------------------------------------------------
 

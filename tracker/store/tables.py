@@ -153,3 +153,47 @@ osv_lookups = Table(
     Column("vulns", JSON, nullable=False, default=list),  # [{"id", "modified"}]
     Column("fetched_at", DateTime(timezone=True), nullable=False),
 )
+
+# -- delivery: subscriptions and the outbox (migration 0003) --------------------------------------
+
+# Who is told: a Slack incoming webhook or a generic (Standard Webhooks) endpoint, for a repo,
+# an owner or everything ("*"), filtered by severity and categories.
+subscriptions = Table(
+    "subscriptions",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("target", String(200), nullable=False),  # owner/name | owner | *
+    Column("kind", String(10), nullable=False),  # slack|webhook
+    Column("url", Text, nullable=False),  # a credential for Slack: never logged
+    Column("secret", Text, nullable=True),  # whsec_... for webhooks: never logged, shown once
+    Column("min_severity", String(10), nullable=False, default="info"),
+    Column("categories", JSON, nullable=False, default=list),  # empty: every category
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+Index("ix_subscriptions_target", subscriptions.c.target)
+
+# The outbox: one row per (subscription, announced advisory change), written in the transaction
+# that stores the advisory. ``webhook_id`` is the idempotency key receivers de-duplicate by;
+# rows of one subscription are sent in ``id`` order. ``leased_until`` keeps two workers (or a
+# restarted one) from sending the same row at once; a crash mid-send resends it after the lease.
+deliveries = Table(
+    "deliveries",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("subscription_id", Integer, ForeignKey("subscriptions.id", ondelete="CASCADE"), nullable=False),
+    Column("webhook_id", String(64), nullable=False, unique=True),
+    Column("event_type", String(30), nullable=False),  # advisory.created|updated|withdrawn
+    Column("advisory_id", String(64), nullable=False),
+    Column("repo_id", String(200), nullable=False),
+    Column("severity", String(10), nullable=False),
+    Column("record", JSON, nullable=False),  # the OSV record as announced
+    Column("state", String(10), nullable=False, default="pending"),  # pending|delivered|dead
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("next_attempt_at", DateTime(timezone=True), nullable=False),
+    Column("leased_until", DateTime(timezone=True), nullable=True),
+    Column("last_status", Integer, nullable=True),  # HTTP status of the last attempt, if any
+    Column("last_error", Text, nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("delivered_at", DateTime(timezone=True), nullable=True),
+)
+Index("ix_deliveries_subscription_state", deliveries.c.subscription_id, deliveries.c.state, deliveries.c.id)
