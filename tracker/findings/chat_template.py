@@ -75,6 +75,8 @@ class Conversation:
     messages: tuple[Any, ...]
     add_generation_prompt: bool
     tools: Any = None
+    documents: Any = None
+    variables: tuple[tuple[str, Any], ...] = ()  # extra template variables (derived conversations)
 
 
 @lru_cache(maxsize=1)
@@ -97,6 +99,78 @@ def canonical_conversations() -> tuple[Conversation, ...]:
                 )
             )
     return tuple(out)
+
+
+# Roles whose message answers a tool call (they follow an assistant tool call, like "tool").
+_TOOL_RESULT_ROLES = frozenset({"tool", "ipython", "function", "tool_response", "observation", "tool_result"})
+_CANONICAL_ROLES = frozenset({"user", "assistant", "system", "tool"})
+_REASONING_KEYS = ("reasoning_content", "thinking", "reasoning")
+_DATE_WORDS = ("date", "today", "time", "now")
+DERIVED_MAX = 12
+"""Derived conversations per template pair (each in two variants); the rest are not rendered."""
+
+
+def _variants(cid: str, title: str, messages: list[Any], **kw: Any) -> list[Conversation]:
+    return [
+        Conversation(id=cid + ("+gen" if gen else ""),
+                     title=title + (", with generation prompt" if gen else ", no generation prompt"),
+                     messages=tuple(messages), add_generation_prompt=gen, **kw)
+        for gen in (False, True)
+    ]
+
+
+def derived_conversations(features: Mapping[str, list[str]]) -> tuple[Conversation, ...]:
+    """Conversations that reach the branches the canonical ones never do, from what a template tests.
+
+    A role it compares against (``developer``, ``ipython``...) gets a conversation with
+    that role; message keys for reasoning get an assistant turn carrying them;
+    ``documents`` gets documents; a free variable (``enable_thinking``,
+    ``date_string``, ``builtin_tools``) gets the one-turn conversation rendered with it
+    set (both ``true`` and ``false``, or a date for date-like names).
+    """
+    data = json.loads(
+        resources.files("tracker.findings").joinpath("data/conversations.json").read_text("utf-8")
+    )
+    tools = data["tools"]
+    user = {"role": "user", "content": "What is the capital of France?"}
+    call = {"role": "assistant", "tool_calls": [{"id": "call00001", "type": "function", "function": {
+        "name": "get_current_weather", "arguments": {"location": "Paris, France", "unit": "celsius"}}}]}
+    out: list[Conversation] = []
+    for role in features.get("roles", []):
+        if role in _CANONICAL_ROLES:
+            continue
+        if role in _TOOL_RESULT_ROLES:
+            result = {"role": role, "tool_call_id": "call00001", "name": "get_current_weather",
+                      "content": '{"temperature": 22, "unit": "celsius"}'}
+            out += _variants(f"role:{role}", f"a {role} message answering a tool call",
+                             [{"role": "user", "content": "What is the weather in Paris right now?"}, call, result],
+                             tools=tools)
+        else:
+            out += _variants(f"role:{role}", f"a {role} message",
+                             [{"role": role, "content": "Answer in one word."}, user])
+    keys = set(features.get("keys", []))
+    for key in _REASONING_KEYS:
+        if key in keys:
+            out += _variants(f"key:{key}", f"an assistant turn with {key}", [
+                {"role": "user", "content": "What is 2 + 2?"},
+                {"role": "assistant", "content": "4.", key: "2 + 2 is 4."},
+                {"role": "user", "content": "And times 3?"},
+            ])
+    variables = features.get("variables", [])
+    if "documents" in keys or "documents" in variables:
+        out += _variants("documents", "documents given", [user], documents=[
+            {"title": "Paris", "text": "Paris is the capital and largest city of France."}])
+    one_turn = [{"role": "user", "content": "Hello, who are you?"}]
+    for name in variables:
+        if name == "documents":
+            continue
+        if any(w in name.lower() for w in _DATE_WORDS):
+            out += _variants(f"var:{name}", f"{name} set to a date", one_turn, variables=((name, "26 Jul 2024"),))
+        else:
+            for value in (True, False):
+                out += _variants(f"var:{name}={str(value).lower()}", f"{name} set to {str(value).lower()}",
+                                 one_turn, variables=((name, value),))
+    return tuple(out[: 2 * DERIVED_MAX])
 
 
 # ----------------------------------------------------------------------------- finding the templates
@@ -443,6 +517,22 @@ class _Renderer:
         self.sandbox = sandbox
         self._checks: dict[str, Outcome] = {}
         self._renders: dict[tuple[str, str, str], Outcome] = {}
+        self._features: dict[str, dict[str, list[str]]] = {}
+
+    def features(self, text: str) -> dict[str, list[str]]:
+        """What ``text`` tests (roles, free variables, message keys); empty when it cannot be analysed."""
+        if text not in self._features:
+            found = self.sandbox.features(text) if self.check(text).ok else None
+            self._features[text] = found or {"roles": [], "variables": [], "keys": []}
+        return self._features[text]
+
+    def conversations(self, *texts: str) -> tuple[Conversation, ...]:
+        """The canonical conversations plus those derived from every template in ``texts``."""
+        merged: dict[str, list[str]] = {"roles": [], "variables": [], "keys": []}
+        for text in texts:
+            for key, values in self.features(text).items():
+                merged[key] = sorted(set(merged[key]) | set(values))
+        return canonical_conversations() + derived_conversations(merged)
 
     def check(self, text: str) -> Outcome:
         if text not in self._checks:
@@ -460,8 +550,9 @@ class _Renderer:
                     "messages": list(conv.messages),
                     "add_generation_prompt": conv.add_generation_prompt,
                     "tools": conv.tools,
-                    "documents": None,
+                    "documents": conv.documents,
                     **tokens,
+                    **dict(conv.variables),
                 }
                 self._renders[key] = self.sandbox.render(text, variables, now=RENDER_CLOCK)
         return self._renders[key]
@@ -629,7 +720,7 @@ def _check_alone(
     problem = _template_problem(rules, renderer.check(template.text), template, None)
     if problem is not None:
         return [problem]
-    outcomes = {conv: renderer.render(template.text, tokens, conv) for conv in canonical_conversations()}
+    outcomes = {conv: renderer.render(template.text, tokens, conv) for conv in renderer.conversations(template.text)}
     return _unsafe_or_limits(rules, template, outcomes, {}, None)
 
 
@@ -714,7 +805,7 @@ def _compare(
     if problem is not None:
         return [*findings, problem]
 
-    convs = canonical_conversations()
+    convs = renderer.conversations(before.text, after.text)
     new = {conv: renderer.render(after.text, new_tokens, conv) for conv in convs}
     old = {conv: renderer.render(before.text, old_tokens, conv) for conv in convs}
     hostile = _unsafe_or_limits(rules, after, new, old, text_diff)
@@ -761,6 +852,7 @@ def _compare(
                     "change": _clean(description),
                     "cause": cause,
                     "rendered_diff": _clean(rendered_diff(old_out, new_out, first.id)),
+                    "branches": _branches(changed, old, new),
                 },
             )
         )
@@ -820,6 +912,32 @@ def _compare(
             )
         )
     return findings
+
+
+BRANCHES_SHOWN = 8
+
+
+def _branches(
+    changed: list[Conversation], old: Mapping[Conversation, Outcome], new: Mapping[Conversation, Outcome]
+) -> dict[str, dict[str, str | None]]:
+    """Per changed conversation (one per branch reached), what changed and the rendered diff.
+
+    Only one variant of each conversation is shown (the one without the generation
+    prompt when both changed); at most ``BRANCHES_SHOWN``, in conversation order.
+    """
+    out: dict[str, dict[str, str | None]] = {}
+    seen: set[str] = set()
+    for conv in changed:
+        base = conv.id.removesuffix("+gen")
+        if base in seen:
+            continue
+        seen.add(base)
+        before, after = old[conv].output or "", new[conv].output or ""
+        out[conv.id] = {"title": conv.title, "change": _clean(describe_change(before, after)),
+                        "rendered_diff": _clean(rendered_diff(before, after, conv.id))}
+        if len(out) == BRANCHES_SHOWN:
+            break
+    return out
 
 
 def _only_when(changed: list[Conversation], convs: tuple[Conversation, ...]) -> str | None:

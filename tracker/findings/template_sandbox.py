@@ -62,7 +62,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any, ClassVar, Self
+from typing import Any, Self
 
 import jinja2
 import jinja2.ext
@@ -209,7 +209,7 @@ class _GenerationTag(jinja2.ext.Extension):
     that use it would not even compile.
     """
 
-    tags: ClassVar[set[str]] = {"generation"}
+    tags = {"generation"}
 
     def parse(self, parser: Any) -> nodes.Node:
         lineno = next(parser.stream).lineno
@@ -326,6 +326,76 @@ def scan_for_internals(ast: nodes.Template) -> tuple[list[str], int] | None:
     return sorted(found), min(found.values())
 
 
+# Names a chat template may read that transformers (or our renderer) always supplies.
+_SUPPLIED = frozenset({
+    "messages", "add_generation_prompt", "tools", "documents", "bos_token", "eos_token", "unk_token",
+    "pad_token", "sep_token", "cls_token", "mask_token", "raise_exception", "strftime_now", "range",
+    "namespace", "dict", "loop", "lipsum", "cycler", "joiner", "true", "false", "none", "True", "False",
+    "None", "continue_final_message",
+})
+_ROLE_WORDS = ("role", "author", "speaker")
+MAX_FEATURES = 16
+
+
+def _mentions_role(node: nodes.Node) -> bool:
+    for sub in (node, *node.find_all((nodes.Getattr, nodes.Getitem, nodes.Name))):
+        if isinstance(sub, nodes.Getattr) and sub.attr in _ROLE_WORDS:
+            return True
+        if isinstance(sub, nodes.Getitem) and isinstance(sub.arg, nodes.Const) and sub.arg.value in _ROLE_WORDS:
+            return True
+        if isinstance(sub, nodes.Name) and any(w in sub.name.lower() for w in _ROLE_WORDS):
+            return True
+    return False
+
+
+def _strings(node: nodes.Node) -> list[str]:
+    if isinstance(node, nodes.Const) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, (nodes.List, nodes.Tuple)):
+        return [v for item in node.items for v in _strings(item)]
+    return []
+
+
+def template_features(ast: nodes.Template) -> dict[str, list[str]]:
+    """What a template tests, so that conversations reaching its branches can be derived.
+
+    ``roles``: role names compared against (``message['role'] == 'developer'``,
+    ``message.role in ['tool', 'ipython']``); ``variables``: names it reads that no
+    caller supplies (``enable_thinking``, ``date_string``, ``builtin_tools``), and
+    ``documents``, which callers supply only sometimes;
+    ``keys``: message keys it reads by a constant name (``reasoning_content``).
+    Each list is sorted and capped at ``MAX_FEATURES``.
+    """
+    import jinja2.meta
+
+    roles: set[str] = set()
+    for compare in ast.find_all(nodes.Compare):
+        operands = [compare.expr, *(op.expr for op in compare.ops)]
+        if not any(_mentions_role(o) for o in operands):
+            continue
+        for o in operands:
+            roles.update(v for v in _strings(o) if 0 < len(v) <= 32 and v.isprintable())
+    keys: set[str] = set()
+    for access in ast.find_all((nodes.Getattr, nodes.Getitem)):
+        name: Any = None
+        if isinstance(access, nodes.Getattr):
+            name = access.attr
+        elif isinstance(access, nodes.Getitem) and isinstance(access.arg, nodes.Const):
+            name = access.arg.value
+        if isinstance(name, str) and name.isidentifier() and not name.startswith("_"):
+            keys.add(name)
+    # documents is supplied, but only when given: a template that reads it has a branch for it
+    variables = {
+        v for v in jinja2.meta.find_undeclared_variables(ast)
+        if (v not in _SUPPLIED or v == "documents") and not v.startswith("_")
+    }
+    return {
+        "roles": sorted(roles)[:MAX_FEATURES],
+        "variables": sorted(variables)[:MAX_FEATURES],
+        "keys": sorted(keys)[: MAX_FEATURES * 4],
+    }
+
+
 def _template_line(exc: BaseException) -> int | None:
     """The template line of the innermost frame of ``exc`` that ran template code."""
     line = None
@@ -424,7 +494,11 @@ def _worker_main(memory_bytes: int) -> None:
                 if len(cache) > 32:
                     cache.popitem(last=False)
             compiled, template = cache[key]
-            if request["op"] == "check" or template is None:
+            if request["op"] == "features" and template is not None:
+                env.budget.start(limits)
+                features = template_features(env.parse(source))
+                outcome = Outcome("ok", output=json.dumps(features))
+            elif request["op"] in ("check", "features") or template is None:
                 outcome = compiled
             else:
                 outcome = render_compiled(env, template, request.get("variables") or {}, limits)
@@ -448,9 +522,10 @@ class TemplateSandbox:
     Not thread-safe: one caller at a time. The worker starts on the first
     request, is restarted after a kill, and ends on ``close()`` (or when this
     process exits: it stops at end of input). A template that once ran out of
-    time is not run again by this instance; its later renders get the same
+    time is not run again by this instance (whether the worker's own clock
+    stopped it or the parent killed it); its later renders get the same
     ``limit`` outcome at once, so one hostile template costs one time limit,
-    not one per conversation.
+    not one per conversation, nor one per named template with the same source.
     """
 
     def __init__(self, limits: Limits | None = None) -> None:
@@ -471,6 +546,18 @@ class TemplateSandbox:
     def check(self, source: str, *, limits: Limits | None = None) -> Outcome:
         """Does ``source`` compile, and does it name Python internals? No rendering."""
         return self._run({"op": "check", "source": source}, limits or self.limits)
+
+    def features(self, source: str, *, limits: Limits | None = None) -> dict[str, list[str]] | None:
+        """The roles, free variables and message keys ``source`` tests (see :func:`template_features`).
+
+        Parsed in the worker, under the same limits as a render; None when the
+        template does not compile or the analysis failed.
+        """
+        outcome = self._run({"op": "features", "source": source}, limits or self.limits)
+        if not outcome.ok or outcome.output is None:
+            return None
+        data = json.loads(outcome.output)
+        return {k: [str(x) for x in data.get(k, [])] for k in ("roles", "variables", "keys")}
 
     def render(
         self,
@@ -548,7 +635,11 @@ class TemplateSandbox:
                     "limit",
                     message=f"render took longer than {limits.render_seconds:g} s; the renderer was killed",
                 )
-            return Outcome.from_json(reply)
+            outcome = Outcome.from_json(reply)
+            if outcome.status == "limit" and (outcome.message or "").startswith("render took longer than"):
+                # The worker's own clock stopped it: as slow as a kill, so remembered the same way.
+                self._timed_out.add(key)
+            return outcome
         raise AssertionError("unreachable")
 
     def _ensure_started(self, limits: Limits) -> None:
