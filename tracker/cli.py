@@ -18,7 +18,7 @@ import click
 
 from tracker.errors import ConfigError, TrackerError
 from tracker.model import Finding, RepoId, sort_findings, validate_repo_id
-from tracker.settings import Settings, format_duration, load_settings, parse_duration
+from tracker.settings import Settings, format_duration, load_settings, parse_interval
 
 
 class Context:
@@ -145,7 +145,7 @@ def watch_add(obj: Context, repo_ids: tuple[str, ...], branch: str, every: str |
             click.echo(f"error: {message}", err=True)
         click.echo("nothing added: fix the ids above and run again", err=True)
         sys.exit(2)
-    seconds = parse_duration(every) if every else None
+    seconds = parse_interval(every) if every else None
     tracker = obj.tracker()
     for repo_id in dict.fromkeys(valid):
         _, created = tracker.store.add_watch(repo_id, branch=branch, every=seconds, now=tracker.clock())

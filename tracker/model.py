@@ -22,7 +22,7 @@ SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 # Hub rules for a repo name: letters, digits, '-', '_', '.'; no '--' or '..';
 # may not start or end with '-' or '.'; at most 96 characters per part.
 _REPO_PART = r"(?!.*(?:--|\.\.))[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
-REPO_ID_RE = re.compile(rf"^{_REPO_PART}/{_REPO_PART}$")
+REPO_ID_RE = re.compile(rf"{_REPO_PART}/{_REPO_PART}")  # use fullmatch: "$" would accept a trailing newline
 
 
 class RepoState(enum.StrEnum):
@@ -72,9 +72,11 @@ def validate_repo_id(value: str) -> RepoId:
     """Return ``value`` as a RepoId, or raise ValueError saying what is wrong with it."""
     if not isinstance(value, str) or not value:
         raise ValueError("repo id is empty; expected 'owner/name'")
+    if len(value) > 2 * 96 + 1:  # checked first: the error message quotes the value
+        raise ValueError(f"invalid repo id {value[:60]!r}...: longer than 193 characters")
     if value.count("/") != 1:
         raise ValueError(f"invalid repo id {value!r}: expected exactly one '/' as in 'owner/name'")
-    if not REPO_ID_RE.match(value):
+    if not REPO_ID_RE.fullmatch(value):
         raise ValueError(
             f"invalid repo id {value!r}: each part must be 1-96 letters, digits, '-', '_' or '.', "
             "not start or end with '-' or '.', and not contain '--' or '..'"

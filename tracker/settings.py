@@ -9,6 +9,7 @@ so mirrors and private hubs work as users expect). Secrets never live here.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import tomllib
@@ -26,11 +27,28 @@ _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
-def parse_duration(text: str | int | float, *, allow_zero: bool = False) -> float:
+# Bounds on durations. Any duration: at most ten years (longer is a typo, and overflows date arithmetic).
+# A poll interval (`--every`, [poll] every, [[watch]] every): between a minute and 31 days.
+MAX_DURATION = 10 * 365 * 86400.0
+POLL_EVERY_MIN = 60.0
+POLL_EVERY_MAX = 31 * 86400.0
+
+
+def parse_duration(
+    text: str | int | float,
+    *,
+    allow_zero: bool = False,
+    minimum: float | None = None,
+    maximum: float = MAX_DURATION,
+) -> float:
     """Seconds in ``"90s"``, ``"15m"``, ``"1h30m"``, ``"2d"`` or a bare number of seconds.
 
-    A regex rather than a dependency: the grammar is five units long.
+    A regex rather than a dependency: the grammar is five units long. Refuses (ConfigError)
+    anything non-finite, negative, zero (unless ``allow_zero``), or outside ``minimum..maximum``.
     """
+    shown = repr(text) if len(str(text)) <= 40 else f"{str(text)[:40]!r}..."
+    if isinstance(text, bool) or not isinstance(text, (str, int, float)):
+        raise ConfigError(f"invalid duration {shown}: use e.g. 90s, 15m, 1h30m, 2d")
     if isinstance(text, (int, float)):
         seconds = float(text)
     else:
@@ -40,11 +58,23 @@ def parse_duration(text: str | int | float, *, allow_zero: bool = False) -> floa
         else:
             parts = _DURATION_RE.findall(value)
             if not parts or _DURATION_RE.sub("", value).strip():
-                raise ConfigError(f"invalid duration {text!r}: use e.g. 90s, 15m, 1h30m, 2d")
+                raise ConfigError(f"invalid duration {shown}: use e.g. 90s, 15m, 1h30m, 2d")
             seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
+    if not math.isfinite(seconds) or seconds > maximum:
+        raise ConfigError(f"invalid duration {shown}: longer than the maximum of {format_duration(maximum)}")
     if seconds < 0 or (seconds == 0 and not allow_zero):
-        raise ConfigError(f"invalid duration {text!r}: must be positive")
+        raise ConfigError(f"invalid duration {shown}: must be positive")
+    if minimum is not None and seconds < minimum:
+        raise ConfigError(f"invalid duration {shown}: shorter than the minimum of {format_duration(minimum)}")
     return seconds
+
+
+def parse_interval(text: str | int | float) -> float:
+    """A poll interval: a duration between ``POLL_EVERY_MIN`` (1m) and ``POLL_EVERY_MAX`` (31d)."""
+    try:
+        return parse_duration(text, minimum=POLL_EVERY_MIN, maximum=POLL_EVERY_MAX)
+    except ConfigError as exc:
+        raise ConfigError(f"{exc} (a poll interval is between 1m and 31d)") from None
 
 
 def format_duration(seconds: float) -> str:
@@ -80,6 +110,11 @@ class Settings:
     hub_timeout: float = 30.0
     hub_max_retries: int = 5
     hub_max_wait: float = 120.0  # longest Retry-After honoured inline; longer defers the repo
+    hub_max_defer: float = 86400.0  # cap on any Retry-After / RateLimit reset a repo is deferred by
+    hub_request_deadline: float = 60.0  # wall clock for one request, body included (not per read)
+    hub_poll_deadline: float = 600.0  # wall clock for all the Hub requests of one poll of one repo
+    hub_max_api_bytes: int = 32 * 1024 * 1024  # cap on one API JSON answer (model info, tree, commits)
+    hub_max_pages: int = 1000  # cap on pages per listing (commits, tree)
     poll_every: float = 3600.0
     poll_jitter: float = 300.0
     max_file_bytes: int = 64 * 1024 * 1024  # cap on any tracked file read from upstream
@@ -124,6 +159,13 @@ def _delivery_settings(data: dict[str, Any], env: dict[str, str]) -> DeliverySet
     )
 
 
+def _positive_int(data: dict[str, Any], section: str, key: str, default: int) -> int:
+    value = _get(data, section, key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"[{section}] {key} must be a positive whole number, not {value!r:.40}")
+    return value
+
+
 def load_settings(path: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None) -> Settings:
     """Read the config file (if any) and apply environment overrides."""
     env = dict(os.environ if env is None else env)
@@ -139,13 +181,13 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: dict[str, str
             raise ConfigError(f"{config_path}: invalid TOML: {exc}") from exc
 
     try:
-        default_every = parse_duration(_get(data, "poll", "every", "1h"))
+        default_every = parse_interval(_get(data, "poll", "every", "1h"))
         watch = []
         for item in data.get("watch", []):
             if isinstance(item, str):
                 item = {"repo": item}
             repo = validate_repo_id(item["repo"])
-            every = parse_duration(item["every"]) if "every" in item else None
+            every = parse_interval(item["every"]) if "every" in item else None
             watch.append(WatchSpec(repo=repo, branch=item.get("branch", "main"), every=every))
         severity = {str(k): str(v) for k, v in data.get("severity", {}).items()}
         for value in severity.values():
@@ -156,6 +198,11 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: dict[str, str
             hub_timeout=parse_duration(_get(data, "hub", "timeout", "30s")),
             hub_max_retries=int(_get(data, "hub", "max_retries", 5)),
             hub_max_wait=parse_duration(_get(data, "hub", "max_wait", "2m")),
+            hub_max_defer=parse_duration(_get(data, "hub", "max_defer", "1d"), maximum=POLL_EVERY_MAX),
+            hub_request_deadline=parse_duration(_get(data, "hub", "request_deadline", "60s")),
+            hub_poll_deadline=parse_duration(_get(data, "hub", "poll_deadline", "10m")),
+            hub_max_api_bytes=_positive_int(data, "hub", "max_api_bytes", 32 * 1024 * 1024),
+            hub_max_pages=_positive_int(data, "hub", "max_pages", 1000),
             poll_every=default_every,
             poll_jitter=parse_duration(_get(data, "poll", "jitter", "5m"), allow_zero=True),
             max_file_bytes=int(_get(data, "limits", "max_file_bytes", 64 * 1024 * 1024)),

@@ -173,6 +173,8 @@ class Fault:
     headers: dict[str, str] = field(default_factory=dict)
     times: int | None = 1
     method: str | None = None
+    drip: float = 0.0
+    endless: bool = False
     fired: int = 0
 
     def matches(self, method: str, path: str) -> bool:
@@ -203,6 +205,8 @@ class FaultSet:
         headers: Mapping[str, str] | None = None,
         times: int | None = 1,
         method: str | None = None,
+        drip: float = 0.0,
+        endless: bool = False,
     ) -> Fault:
         """Inject a fault for requests whose raw path contains ``match`` (str) or matches it (regex).
 
@@ -216,6 +220,10 @@ class FaultSet:
           while still declaring the full ``Content-Length``, then close the connection.
         * ``times``: how many requests it fires for (``None``: until :meth:`clear`).
         * ``method``: only for this HTTP method.
+        * ``drip``: send the canned body one byte at a time, this many seconds apart (a
+          slow-drip server: every read succeeds, so per-read timeouts never fire).
+        * ``endless``: send the canned body again and again until the client hangs up (no
+          ``Content-Length`` unless ``headers`` gives one, e.g. a huge one).
         """
         fault = Fault(
             match=match,
@@ -228,6 +236,8 @@ class FaultSet:
             headers=dict(headers or {}),
             times=times,
             method=method,
+            drip=drip,
+            endless=endless,
         )
         with self._lock:
             self._faults.append(fault)
@@ -294,7 +304,7 @@ class _LogAndFaults:
             if fault.delay:
                 await self.hub._sleep(fault.delay)
             if fault.status is not None or fault.body is not None:
-                await self._canned(fault, record, send)
+                await self._canned(fault, record, send, receive)
                 return
         truncate = fault.truncate_after if fault is not None else None
 
@@ -319,15 +329,16 @@ class _LogAndFaults:
             # the client sees fewer bytes than Content-Length promised.
             return
 
-    @staticmethod
-    async def _canned(fault: Fault, record: RequestRecord, send: Send) -> None:
+    async def _canned(self, fault: Fault, record: RequestRecord, send: Send, receive: Receive) -> None:
         status = fault.status if fault.status is not None else 200
         body = (
             fault.body
             if fault.body is not None
             else json.dumps({"error": f"Injected fault: HTTP {status}"}).encode()
         )
-        out: dict[str, str] = {"content-type": _JSON, "content-length": str(len(body))}
+        out: dict[str, str] = {"content-type": _JSON}
+        if not fault.endless:
+            out["content-length"] = str(len(body))
         if fault.retry_after is not None:
             out["retry-after"] = str(fault.retry_after)
         if fault.ratelimit is not None:
@@ -344,8 +355,42 @@ class _LogAndFaults:
             }
         )
         payload = b"" if record.method == "HEAD" else body
-        record.bytes_out += len(payload)
-        await send({"type": "http.response.body", "body": payload})
+        if not (fault.drip or fault.endless) or not payload:
+            record.bytes_out += len(payload)
+            await send({"type": "http.response.body", "body": payload})
+            return
+        await self._stream_canned(fault, record, send, receive, payload)
+
+    async def _stream_canned(
+        self, fault: Fault, record: RequestRecord, send: Send, receive: Receive, payload: bytes
+    ) -> None:
+        """Drip and/or repeat a canned body until done, the client hangs up or the server stops."""
+        gone = asyncio.Event()
+
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone.set()
+
+        watcher = asyncio.create_task(watch())
+        step = 1 if fault.drip else len(payload)
+        try:
+            while True:
+                for i in range(0, len(payload), step):
+                    if gone.is_set() or self.hub._closing:
+                        return
+                    piece = payload[i : i + step]
+                    await send({"type": "http.response.body", "body": piece, "more_body": True})
+                    record.bytes_out += len(piece)
+                    if fault.drip:
+                        await self.hub._sleep(fault.drip)
+                    else:
+                        await asyncio.sleep(0)
+                if not fault.endless:
+                    break
+            await send({"type": "http.response.body", "body": b""})
+        finally:
+            watcher.cancel()
 
 
 # ---------------------------------------------------------------------------- responses
