@@ -26,13 +26,12 @@ class UnreadableFile(Exception):
 def find_references(root: Path) -> Found:
     """The references under ``root`` (a folder or one file), sorted by file, line and column."""
     root = Path(root)
-    base = root if root.is_dir() else root.parent
     references: list[Reference] = []
     skipped: list[Skipped] = []
     files_read = 0
     for candidate in walk(root):
         try:
-            found, partly = _read(candidate, base)
+            found, partly = _read(candidate)
         except UnreadableFile as exc:
             skipped.append(Skipped(candidate.relative, str(exc)))
             continue
@@ -43,19 +42,25 @@ def find_references(root: Path) -> Found:
     return Found(references=tuple(references), files_read=files_read, skipped=tuple(skipped))
 
 
-def _local_path_check(base: Path, folder: Path) -> Callable[[str], bool]:
-    """An ``owner/name`` that exists as a path next to the file, or under the root, is a local model."""
+def _local_path_check(folder: Path) -> Callable[[str], bool]:
+    """An ``owner/name`` that exists as a path from the file's folder or any folder above it is local.
+
+    Code resolves relative paths against its working directory, which is usually
+    the project root or a folder above the file: ``from_pretrained("models/bert")``
+    with a ``models/bert`` folder there loads that folder, not the Hub.
+    """
+    folders = [folder.absolute(), *folder.absolute().parents]
 
     def is_local(value: str) -> bool:
-        return (folder / value).exists() or (base / value).exists()
+        return any((where / value).exists() for where in folders)
 
     return is_local
 
 
-def _read(candidate: Candidate, base: Path) -> tuple[list[Reference], list[Skipped]]:
+def _read(candidate: Candidate) -> tuple[list[Reference], list[Skipped]]:
     """The references in one file, and the parts of it that could not be read (notebook cells)."""
     data = _read_capped(candidate)
-    is_local = _local_path_check(base, candidate.path.parent)
+    is_local = _local_path_check(candidate.path.parent)
     kind = candidate.kind
     if kind is SourceKind.PYTHON:
         if not any(trigger in data for trigger in _TRIGGERS):
@@ -134,7 +139,8 @@ def _notebook(candidate: Candidate, text: str,
     skipped = [Skipped(candidate.relative, f"cell {n}: not valid Python (IPython syntax other than magics?)")
                for n in unparsed]
     return [
-        Reference(file=candidate.relative, line=c.line, column=c.column, repo=c.found.repo, ref=c.found.ref,
+        Reference(file=candidate.relative, line=c.line, column=None if c.column is None else c.column + 1,
+                  repo=c.found.repo, ref=c.found.ref,
                   source=SourceKind.NOTEBOOK, via=c.found.via, cell=c.cell, revision_expr=c.found.revision_expr)
         for c in found
     ], skipped

@@ -1,0 +1,66 @@
+"""``tracker scan`` end to end: find, look up each repo once, report. The CLI only parses and prints."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from tracker.model import RepoId
+from tracker.scan.finder import find_references
+from tracker.scan.model import Found, PinStatus
+from tracker.scan.report import ScanReport
+from tracker.scan.source import AdvisorySource, TrackerLike
+from tracker.settings import Settings
+
+FORMATS = ("text", "json", "sarif")
+
+
+def has_store(settings: Settings) -> bool:
+    """Whether the user has a store to read: an SQLite file that does not exist yet is none.
+
+    A scan in CI should not leave a database behind in the checkout it scans.
+    """
+    url = settings.database_url
+    if not url.startswith("sqlite"):
+        return True
+    database = url.split(":///", 1)[1] if ":///" in url else ""
+    return bool(database) and database != ":memory:" and os.path.exists(database.split("?", 1)[0])
+
+
+def look_up(found: Found, source: AdvisorySource) -> dict[tuple[str, str | None], PinStatus]:
+    """One lookup per repo, covering every revision the code names for it."""
+    by_repo: dict[RepoId, list[str | None]] = {}
+    for reference in found.references:
+        by_repo.setdefault(reference.repo, []).append(reference.ref)
+    statuses: dict[tuple[str, str | None], PinStatus] = {}
+    for repo, refs in by_repo.items():
+        for ref, status in source.lookup(repo, refs).items():
+            statuses[(repo, ref)] = status
+    return statuses
+
+
+def run_scan(path: Path, *, settings: Settings, user_tracker: Callable[[], TrackerLike], output_format: str,
+             fail_on: Iterable[str] = (), watch: bool = False, version: str = "0") -> tuple[str, int]:
+    """The rendered report and the exit status (0, or 1 when ``fail_on`` trips)."""
+    found = find_references(path)
+    tracker = user_tracker() if (watch or has_store(settings)) and found.references else None
+    with AdvisorySource(settings, tracker=tracker, watch=watch) as source:
+        statuses = look_up(found, source)
+        report = ScanReport.build(str(path), found, statuses, fail_on=fail_on, watched=source.added)
+    return render(report, output_format, version=version), report.exit_code
+
+
+def render(report: ScanReport, output_format: str, *, version: str) -> str:
+    data: Any
+    if output_format == "text":
+        return report.to_text()
+    if output_format == "json":
+        data = report.to_json()
+    elif output_format == "sarif":
+        data = report.to_sarif(version=version)
+    else:
+        raise ValueError(f"unknown format {output_format!r}: use one of {', '.join(FORMATS)}")
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"

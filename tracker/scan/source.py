@@ -1,0 +1,238 @@
+"""The scan's one door to the tracker: ``AdvisorySource.lookup(repo, refs) -> {ref: PinStatus}``.
+
+Every call the scan makes to the tracker is in this module, so that it can be
+re-pointed in one place when the orchestration changes. It uses only
+``make_tracker``, ``open_store``, ``store.get_repo``/``add_watch``/
+``commit_graph``, ``poll`` and the advisory query.
+
+A repo the user watches is polled (so the head is current) and queried in
+their store. A repo nobody watches is read without touching their watch list:
+
+1. a scratch tracker over a throw-away SQLite file reads only the head and
+   places each pin on the branch, which says how many commits it is behind;
+2. a second scratch tracker (or, with ``--watch``, the user's own store)
+   reads the history from the commit before the oldest pin up to the head,
+   at most ``history`` revisions, so the pins' own revisions are analysed
+   and every later change counts; a pin older than that is said to be.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Protocol
+
+from tracker.errors import TrackerError
+from tracker.model import RepoId, Severity
+from tracker.scan.model import AdvisoryHit, PinStatus
+from tracker.settings import Settings
+
+HISTORY = 100  # revisions read, at most, for a repo nobody watches
+
+
+class _Query(Protocol):
+    """What the scan reads from an advisory query (``tracker query``'s result)."""
+
+    revision: str
+    vulns: list[dict[str, Any]]
+    head: str | None
+    behind: int | None
+    known: bool
+
+
+class _Poll(Protocol):
+    @property
+    def status(self) -> str: ...
+    @property
+    def error(self) -> str | None: ...
+
+
+class _Repo(Protocol):
+    @property
+    def pk(self) -> int: ...
+
+
+class _Store(Protocol):
+    def get_repo(self, repo_id: str) -> _Repo | None: ...
+    def add_watch(self, repo_id: RepoId, *, now: datetime) -> object: ...
+    def commit_graph(self, repo_pk: int) -> dict[str, list[str]]: ...
+    def close(self) -> None: ...
+
+
+class TrackerLike(Protocol):
+    """The slice of ``tracker.app.Tracker`` the scan uses."""
+
+    @property
+    def store(self) -> _Store: ...
+    @property
+    def hub(self) -> Any: ...  # handed on to the scratch trackers, never called here
+
+    def poll(self, repo_ids: Iterable[str] | None = None, *, backfill: int = 0) -> Sequence[_Poll]: ...
+
+
+def _query(tracker: TrackerLike, repo: RepoId, revision: str) -> _Query:
+    """The advisory query: ``Tracker.query`` now, ``Tracker.advisor.query`` before the orchestration rewrite."""
+    query = getattr(tracker, "query", None)
+    if query is None:
+        query = tracker.advisor.query  # type: ignore[attr-defined]
+    result: _Query = query(repo, revision)
+    return result
+
+
+def _hit(record: dict[str, Any]) -> AdvisoryHit:
+    specific = record.get("database_specific") or {}
+    try:
+        severity = Severity(str(specific.get("severity", "")).lower())
+    except ValueError:
+        severity = Severity.INFO
+    return AdvisoryHit(id=str(record["id"]), severity=severity, kind=str(specific.get("kind", "")),
+                       summary=str(record.get("summary", "")))
+
+
+def _message(exc: BaseException) -> str:
+    text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+    return str(text).strip().splitlines()[0] if str(text).strip() else type(exc).__name__
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class AdvisorySource:
+    """Pin statuses for the references a scan found, from the user's tracker or scratch ones.
+
+    ``tracker`` is the user's (its store holds their watch list), or None
+    when they have no store yet; ``watch`` adds the repos found to it.
+    """
+
+    def __init__(self, settings: Settings, *, tracker: TrackerLike | None, watch: bool = False,
+                 history: int = HISTORY) -> None:
+        if watch and tracker is None:
+            raise ValueError("--watch needs the tracker's store")
+        self.settings = settings
+        self.tracker = tracker
+        self.watch = watch
+        self.history = history
+        self.added: list[RepoId] = []  # repos --watch added to the watch list
+        self._dir: Path | None = None
+        self._scratch: list[TrackerLike] = []
+        self._hub: Any = tracker.hub if tracker is not None else None
+
+    def __enter__(self) -> AdvisorySource:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for scratch in self._scratch:
+            scratch.store.close()
+        self._scratch.clear()
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    def _new_scratch(self) -> TrackerLike:
+        from tracker.app import make_tracker
+        from tracker.store import open_store
+
+        if self._dir is None:
+            self._dir = Path(tempfile.mkdtemp(prefix="tracker-scan-"))
+        store = open_store(f"sqlite:///{self._dir}/scratch-{len(self._scratch)}.sqlite3")
+        scratch: TrackerLike = make_tracker(self.settings, store=store, hub=self._hub)
+        self._hub = scratch.hub
+        self._scratch.append(scratch)
+        return scratch
+
+    # -- the lookup -------------------------------------------------------------------------------
+
+    def lookup(self, repo: RepoId, refs: Sequence[str | None]) -> dict[str | None, PinStatus]:
+        """The status of each revision of ``repo`` as written in the code (None: no revision given)."""
+        refs = list(dict.fromkeys(refs))
+        try:
+            return self._lookup(repo, refs)
+        except (TrackerError, LookupError) as exc:
+            note = _message(exc)
+            return {ref: PinStatus(repo=repo, ref=ref, notes=(note,)) for ref in refs}
+
+    def _lookup(self, repo: RepoId, refs: list[str | None]) -> dict[str | None, PinStatus]:
+        row = self.tracker.store.get_repo(repo) if self.tracker is not None else None
+        if row is not None and self.tracker is not None:
+            (polled,) = self.tracker.poll([repo])
+            stale = () if polled.error is None else (
+                f"could not refresh from the Hub ({polled.error}); as of the last poll",)
+            branch = str(getattr(row, "branch", "main"))
+            return {ref: self._status(self.tracker, repo, ref, branch, stale) for ref in refs}
+
+        probe = self._new_scratch()
+        probe.store.add_watch(repo, now=_now())
+        (polled,) = probe.poll([repo], backfill=0)
+        if polled.status != "baseline":
+            note = f"not read from the Hub: {polled.error or polled.status}"
+            return {ref: PinStatus(repo=repo, ref=ref, notes=(note,)) for ref in refs}
+        distances: dict[str | None, int | None] = {}
+        for ref in refs:
+            try:
+                distances[ref] = _query(probe, repo, ref or "main").behind
+            except (TrackerError, LookupError):
+                distances[ref] = None  # said again, in full, by the status below
+        deepest = max((d for d in distances.values() if d is not None), default=0)
+        backfill = min(deepest + 1, self.history)
+
+        if self.watch and self.tracker is not None:
+            target = self.tracker
+            target.store.add_watch(repo, now=_now())
+            self.added.append(repo)
+        else:
+            target = self._new_scratch()
+            target.store.add_watch(repo, now=_now())
+        (polled,) = target.poll([repo], backfill=backfill)
+        if polled.error is not None:
+            note = f"not read from the Hub: {polled.error}"
+            return {ref: PinStatus(repo=repo, ref=ref, notes=(note,)) for ref in refs}
+        statuses = {}
+        for ref in refs:
+            distance = distances[ref]
+            notes: tuple[str, ...] = ()
+            if distance is not None and distance + 1 > backfill:
+                notes = (f"{distance} revisions behind: only the newest {self.history} were read, "
+                         "older changes are not analysed",)
+            statuses[ref] = self._status(target, repo, ref, "main", notes)
+        return statuses
+
+    def _status(self, tracker: TrackerLike, repo: RepoId, ref: str | None, branch: str,
+                notes: tuple[str, ...]) -> PinStatus:
+        try:
+            found = _query(tracker, repo, ref or branch)
+        except (TrackerError, LookupError) as exc:
+            return PinStatus(repo=repo, ref=ref, notes=(*notes, _message(exc)))
+        if not found.known:
+            notes = (*notes, f"{ref or branch} is not in the history of {branch} as read from the Hub")
+        hits = tuple(_hit(record) for record in found.vulns)
+        suggested = self._suggest(tracker, repo, found, {h.id for h in hits})
+        return PinStatus(repo=repo, ref=ref, revision=found.revision if found.known else None, head=found.head,
+                         behind=found.behind, advisories=hits, suggested=suggested, notes=notes)
+
+    def _suggest(self, tracker: TrackerLike, repo: RepoId, found: _Query, ids: set[str]) -> str | None:
+        """The newest revision none of ``ids`` affects: the head, unless they still affect it."""
+        if found.head is None:
+            return None
+        if not ids:
+            return found.head
+        row = tracker.store.get_repo(repo)
+        parents = tracker.store.commit_graph(row.pk) if row is not None else {}
+        current: str | None = found.head
+        for _ in range(self.history + 1):
+            if current is None:
+                break
+            if current != found.revision:
+                affecting = {v["id"] for v in _query(tracker, repo, current).vulns}
+                if not affecting & ids:
+                    return current
+            above = parents.get(current) or []
+            current = above[0] if above else None
+        return None
