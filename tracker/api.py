@@ -5,7 +5,12 @@ unchanged: ``POST /v1/query``, ``POST /v1/querybatch``, ``GET /v1/vulns/{id}``.
 A package is a watched repo (``{"name": "owner/name"}``, or the purl
 ``pkg:huggingface/owner/name``) and a version is a commit; a bare
 ``{"commit": SHA}`` is matched across every watched repo. As OSV.dev does, an
-empty answer is ``{}``, and long answers are paged with ``next_page_token``.
+empty answer is ``{}`` and long answers are paged with ``next_page_token``; but a
+question the tracker cannot answer is an error, never ``{}``: a repo that is not
+watched (404), a revision the Hub says does not exist (404), or one it could not
+be asked about now (503; in ``querybatch``, ``{"error": {"code", "message"}}`` for
+that query). Revisions not read yet are looked up on the Hub within a budget of
+``[api] max_hub_requests`` per call, a whole ``querybatch`` included.
 """
 
 from __future__ import annotations
@@ -13,18 +18,26 @@ from __future__ import annotations
 import hmac
 import html
 import json
+import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
 
 from fastapi import Body, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
-from tracker.errors import HubError
+from tracker.bounded import json_safe
+from tracker.errors import NotWatched, RevisionUnresolved, StoreError, TrackerError
 from tracker.feeds import feeds_router
 from tracker.model import SHA_RE, validate_repo_id
+from tracker.querying import LookupBudget
 
+if TYPE_CHECKING:
+    from tracker.app import Tracker
+
+log = logging.getLogger(__name__)
 PAGE_SIZE = 1000
 
 
@@ -59,29 +72,87 @@ def _package_repo(package: Any) -> str | None:
         raise QueryError(str(exc)) from exc
 
 
-def _poll_in_background(tracker: Any) -> Callable[[str], None]:
-    def start(repo_id: str) -> None:
-        threading.Thread(target=tracker.poll_repo, args=(repo_id,), name=f"hook:{repo_id}", daemon=True).start()
+class PollCoalescer:
+    """Hub webhooks ask for polls; per repo at most one poll runs and one waits, on a small pool.
 
-    return start
+    A burst of deliveries (the Hub retries, or someone replays one a thousand times) costs at most
+    two polls per repo, never a thread per delivery.
+    """
+
+    def __init__(self, poll: Callable[[str], Any], *, workers: int = 2) -> None:
+        self._poll = poll
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="hook")
+        self._lock = threading.Lock()
+        self._running: set[str] = set()
+        self._queued: set[str] = set()
+
+    def __call__(self, repo_id: str) -> None:
+        with self._lock:
+            if repo_id in self._queued:
+                return
+            if repo_id in self._running:
+                self._queued.add(repo_id)
+                return
+            self._running.add(repo_id)
+        self._pool.submit(self._run, repo_id)
+
+    def _run(self, repo_id: str) -> None:
+        while True:
+            try:
+                self._poll(repo_id)
+            except Exception:  # a failed poll is logged; the next delivery tries again
+                log.exception("poll of %s (webhook) failed", repo_id)
+            with self._lock:
+                if repo_id in self._queued:
+                    self._queued.discard(repo_id)
+                    continue
+                self._running.discard(repo_id)
+                return
 
 
-def create_app(tracker: Any, *, page_size: int = PAGE_SIZE, webhook_secret: str | None = None,
+# The tracker's errors -> HTTP status and OSV/gRPC-style code, in one place. First match wins.
+ERROR_STATUS: tuple[tuple[type[Exception], int, int], ...] = (
+    (QueryError, 400, 3),  # invalid argument
+    (NotWatched, 404, 5),  # not found
+    (StoreError, 503, 14),  # unavailable
+)
+
+
+def _unresolved(exc: RevisionUnresolved) -> tuple[int, int]:
+    # 14 unavailable: the Hub could not be asked (retry later); 5 not found: it says no such revision.
+    return (503, 14) if exc.temporary else (404, 5)
+
+
+def _status_of(exc: Exception) -> tuple[int, int]:
+    if isinstance(exc, RevisionUnresolved):
+        return _unresolved(exc)
+    for kind, status, code in ERROR_STATUS:
+        if isinstance(exc, kind):
+            return status, code
+    return 500, 13
+
+
+def create_app(tracker: Tracker, *, page_size: int = PAGE_SIZE, webhook_secret: str | None = None,
                poll_soon: Callable[[str], None] | None = None) -> FastAPI:
     """The API over a Tracker.
 
     ``webhook_secret`` turns on ``POST /hooks/hub`` (the Hub's webhooks; the secret arrives in
     ``X-Webhook-Secret``); ``poll_soon(repo_id)`` is how a webhook asks for a poll (the daemon
-    hands it to its scheduler; by default a background thread polls).
+    hands it to its scheduler; by default a small coalescing pool polls).
     """
     app = FastAPI(title="upstream-tracker", version="1", docs_url="/docs", redoc_url=None)
     store = tracker.store
     app.include_router(feeds_router(store, tracker_url=getattr(tracker.settings, "tracker_url", None)))
-    advisor = tracker.advisor
-    poll_soon = poll_soon or _poll_in_background(tracker)
+    querier = tracker.querier
+    poll_soon = poll_soon or PollCoalescer(tracker.poll_repo)
 
-    def target(query: Any) -> tuple[str, int | None] | None:
-        """The (commit, repo) a query is about, or None when it can match nothing."""
+    def target(query: Any, budget: LookupBudget) -> tuple[str, int | None, list[str] | None] | None:
+        """The (commit, repo, advisory ids when computed) a query is about; None when it can match nothing.
+
+        A commit the tracker listed is answered from the index (ids None: the hot path); one it has
+        not seen is placed on the Hub within ``budget`` and its advisories computed. Raises
+        RevisionUnresolved when the revision cannot be resolved.
+        """
         if not isinstance(query, dict):
             raise QueryError("a query must be an object")
         commit = query.get("commit")
@@ -92,41 +163,53 @@ def create_app(tracker: Any, *, page_size: int = PAGE_SIZE, webhook_secret: str 
         revision = commit if commit is not None else version
         if not isinstance(revision, str) or not revision:
             raise QueryError("a query needs a commit, or a package and a version")
+        if len(revision) > 255 or any(ord(ch) < 0x21 or ord(ch) == 0x7F for ch in revision):
+            raise QueryError("invalid revision")
         if repo_id is None:
             if not SHA_RE.match(revision):
                 raise QueryError("commit must be a full 40-hex sha")
-            return revision, None  # any watched repo; no repo to look an unseen commit up in
+            return revision, None, None  # any watched repo; no repo to look an unseen commit up in
         repo = store.get_repo(repo_id)
         if repo is None:
+            raise NotWatched(repo_id)
+        placement = querier.place(repo, revision, budget)
+        if not placement.on_graph:
             return None
-        try:
-            sha, known = advisor.resolve(repo, revision)  # a known commit, else asked of the Hub
-        except HubError:
-            return None
-        return (sha, repo.pk) if known else None
+        if not placement.edges:
+            return placement.sha, repo.pk, None
+        return placement.sha, repo.pk, querier.advisory_ids(repo, placement)
 
     def offset_of(token: Any) -> int:
-        try:
-            offset = int(token) if token else 0
-        except (TypeError, ValueError) as exc:
-            raise QueryError("invalid page_token") from exc
-        if offset < 0:
+        if token is None or token == "":
+            return 0
+        if not isinstance(token, str) or not token.isdigit() or len(token) > 9:
             raise QueryError("invalid page_token")
-        return offset
+        return int(token)
 
-    def matches(query: Any) -> tuple[list[tuple[str, str, str]], str | None]:
+    def matches(query: Any, budget: LookupBudget) -> tuple[list[tuple[str, str, str]], str | None]:
         """One page of (id, modified, record JSON) and the next page token."""
-        found = target(query)
-        offset = offset_of(query.get("page_token"))
+        offset = offset_of(query.get("page_token") if isinstance(query, dict) else None)
+        found = target(query, budget)
         if found is None:
             return [], None
-        rows = store.live_records_for_commit(found[0], found[1], limit=page_size + 1, offset=offset)
+        sha, repo_pk, ids = found
+        if ids is None:
+            rows = store.live_records_for_commit(sha, repo_pk, limit=page_size + 1, offset=offset)
+        else:
+            live = [r for r in store.advisories_by_ids(ids) if not r.withdrawn]
+            rows = [(r.id, r.record["modified"], json.dumps(r.record, allow_nan=False))
+                    for r in live[offset:offset + page_size + 1]]
         more = len(rows) > page_size
         return rows[:page_size], (str(offset + page_size) if more else None)
 
+    @app.exception_handler(TrackerError)
+    async def _tracker_error(_request: Request, exc: TrackerError) -> JSONResponse:
+        status, code = _status_of(exc)
+        return _error(status, code, str(exc))
+
     @app.exception_handler(QueryError)
     async def _bad_query(_request: Request, exc: QueryError) -> JSONResponse:
-        return _error(400, 3, str(exc))
+        return _error(*_status_of(exc), str(exc))
 
     @app.exception_handler(RequestValidationError)
     async def _bad_body(_request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -138,7 +221,7 @@ def create_app(tracker: Any, *, page_size: int = PAGE_SIZE, webhook_secret: str 
     def query(payload: Any = Body(...)) -> Response:
         if not isinstance(payload, dict):
             raise QueryError("a query must be an object")
-        rows, token = matches(payload)
+        rows, token = matches(payload, querier.budget())
         # The stored records are served as they are: no decode and re-encode on the hot path.
         parts = []
         if rows:
@@ -155,10 +238,16 @@ def create_app(tracker: Any, *, page_size: int = PAGE_SIZE, webhook_secret: str 
         if len(queries) > 1000:
             raise QueryError("at most 1000 queries per batch")
         results = []
+        budget = querier.budget()  # one budget of Hub look-ups for the whole batch
         for q in queries:
             if not isinstance(q, dict):
                 raise QueryError("a query must be an object")
-            rows, token = matches(q)
+            try:
+                rows, token = matches(q, budget)
+            except (RevisionUnresolved, NotWatched) as exc:
+                status, code = _status_of(exc)
+                results.append({"error": {"code": code, "message": str(exc)}})
+                continue
             result: dict[str, Any] = {}
             if rows:
                 result["vulns"] = [{"id": vid, "modified": modified} for vid, modified, _ in rows]
@@ -172,7 +261,7 @@ def create_app(tracker: Any, *, page_size: int = PAGE_SIZE, webhook_secret: str 
         row = store.get_advisory(vuln_id)
         if row is None:
             return _error(404, 5, "Bug not found.")
-        return JSONResponse(row.record)
+        return JSONResponse(json_safe(row.record))
 
     @app.get("/advisories/{vuln_id}", response_class=HTMLResponse)
     def advisory_page(vuln_id: str) -> HTMLResponse:

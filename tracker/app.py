@@ -1,15 +1,37 @@
-"""The composition root: the one place that picks implementations.
+"""The composition root: the one place that picks implementations and wires them together.
 
-The CLI, the daemon, the HTTP API and the tests all build a Tracker here.
+The CLI, the daemon, the HTTP API and the tests all build a ``Tracker`` here. It holds the
+three orchestrators, each with one job, built in dependency order and never patched into
+one another:
+
+- ``Poller`` (tracker/polling.py): what to read; repo events;
+- ``Processor`` (tracker/processing.py): read → report → save, one transaction per revision;
+- ``Querier`` (tracker/querying.py): which advisories affect a revision, reads only.
 """
 
 from __future__ import annotations
 
-from tracker.advisor import Advisor
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from tracker.errors import HubUnavailable, NotWatched, RevisionGone
+from tracker.findings.rules import SeverityRules
 from tracker.hub import HubClient
-from tracker.service import Tracker
+from tracker.model import SHA_RE, RepoId, RepoRow, Snapshot
+from tracker.polling import Poller, PollResult
+from tracker.ports import Clock, HubReader, OsvLookup
+from tracker.processing import Analysis, Processor, Side, safetensors_headers
+from tracker.querying import Querier, QueryResult
 from tracker.settings import Settings
 from tracker.store import SqlStore, open_store
+
+__all__ = ["Tracker", "make_hub", "make_tracker"]
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
 
 
 def make_hub(settings: Settings) -> HubClient:
@@ -21,21 +43,101 @@ def make_hub(settings: Settings) -> HubClient:
     )
 
 
+@dataclass
+class Tracker:
+    """The tracker as its entry points use it: the collaborators and a few convenient verbs."""
+
+    settings: Settings
+    store: SqlStore
+    hub: HubReader
+    clock: Clock
+    processor: Processor
+    poller: Poller
+    querier: Querier
+    osv: OsvLookup | None = None
+
+    # -- watching and polling -------------------------------------------------------------------
+
+    def sync_config_watches(self) -> None:
+        """Add the repos listed in the config file (never removes what users added)."""
+        known = {r.repo_id for r in self.store.list_watches()}
+        for spec in self.settings.watch:
+            if spec.repo not in known:
+                self.store.add_watch(spec.repo, branch=spec.branch, every=spec.every, now=self.clock())
+
+    def poll(self, repo_ids: Iterable[str] | None = None, *, backfill: int = 0,
+             progress: Callable[[int], Any] | None = None) -> list[PollResult]:
+        return self.poller.poll(repo_ids, backfill=backfill, progress=progress)
+
+    def poll_repo(self, repo_id: str, *, backfill: int = 0) -> PollResult:
+        return self.poller.poll_repo(repo_id, backfill=backfill)
+
+    def repo(self, repo_id: str) -> RepoRow:
+        repo = self.store.get_repo(repo_id)
+        if repo is None:
+            raise NotWatched(repo_id)
+        return repo
+
+    def reanalyse(self, repo_id: str) -> int:
+        return self.processor.reanalyse(self.repo(repo_id))
+
+    def query(self, repo_id: str, revision: str) -> QueryResult:
+        return self.querier.query(repo_id, revision)
+
+    # -- reading any repo, watched or not ---------------------------------------------------------
+
+    def pin(self, repo_id: RepoId, revision: str) -> str:
+        """A branch, tag or short id pinned to its 40-hex commit (a full sha is taken as it is)."""
+        if SHA_RE.match(revision):
+            return revision
+        info = self.hub.repo_info(repo_id, revision=revision)
+        if not info.sha:
+            raise RevisionGone(f"{repo_id}: cannot resolve revision {revision!r}")
+        return info.sha
+
+    def snapshot_of(self, repo_id: RepoId, revision: str) -> Side:
+        """A revision's file list: from the store when the repo is watched and it was read, else the Hub."""
+        repo = self.store.get_repo(repo_id)
+        row = self.store.get_revision(repo.pk, revision) if repo is not None else None
+        if row is not None and row.snapshot is not None:
+            return row.sha, row.snapshot
+        sha = row.sha if row is not None else self.pin(repo_id, revision)
+        return sha, self.hub.snapshot(repo_id, sha)
+
+    def analyse(self, repo_id: RepoId, old: Side | None, new: Side, *,
+                old_estimate: dict[str, Any] | None = None) -> Analysis:
+        return self.processor.analyse(repo_id, old, new, old_estimate=old_estimate)
+
+    def config_and_headers(self, repo_id: RepoId, revision: str) -> tuple[Any, dict[str, Any]]:
+        """A repo's config.json and safetensors headers at a revision, for ``tracker estimate`` (no store needed)."""
+        from tracker.processing import _json_object
+
+        sha = self.pin(repo_id, revision)
+        snapshot: Snapshot = self.hub.snapshot(repo_id, sha)
+        if snapshot.get("config.json") is None:
+            raise HubUnavailable(f"{repo_id}@{sha[:12]} has no config.json")
+        sources = self.processor.sources(repo_id, old=None, new=(sha, snapshot))
+        return _json_object(sources.text("new", "config.json")), safetensors_headers(sources, "new")
+
+
 def make_tracker(
     settings: Settings,
     *,
     store: SqlStore | None = None,
-    hub: HubClient | None = None,
+    hub: HubReader | None = None,
     auto_upgrade: bool | None = None,
+    clock: Clock = utcnow,
 ) -> Tracker:
     store = store or open_store(settings.database_url, auto_upgrade=auto_upgrade)
-    tracker = Tracker(settings, store, hub or make_hub(settings))
+    hub = hub or make_hub(settings)
+    osv: OsvLookup | None = None
     if settings.osv_api_url:
         from tracker.osvdev import OsvClient
 
-        tracker.osv = OsvClient(settings.osv_api_url, cache={})
-    advisor = Advisor(tracker)
-    tracker.advisor = advisor
-    tracker.after_revision.append(advisor.on_revision)
-    tracker.after_event.append(advisor.on_event)
-    return tracker
+        osv = OsvClient(settings.osv_api_url, cache={})
+    rules = SeverityRules.default().with_overrides(settings.severity)
+    processor = Processor(settings, store, hub, clock=clock, rules=rules, osv=osv)
+    poller = Poller(settings, store, hub, processor, clock=clock)
+    querier = Querier(store, hub, requests_per_call=settings.query_hub_requests)
+    return Tracker(settings=settings, store=store, hub=hub, clock=clock, processor=processor, poller=poller,
+                   querier=querier, osv=osv)

@@ -12,20 +12,23 @@ import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import wraps
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from tracker.errors import ConfigError, TrackerError
-from tracker.model import Finding, RepoId, sort_findings, validate_repo_id
+from tracker.model import Finding, RepoId, RepoRow, sort_findings, validate_repo_id
 from tracker.settings import Settings, format_duration, load_settings, parse_interval
+
+if TYPE_CHECKING:
+    from tracker.app import Tracker
 
 
 class Context:
     def __init__(self, config: str | None) -> None:
         self.config = config
         self._settings: Settings | None = None
-        self._tracker = None
+        self._tracker: Tracker | None = None
 
     @property
     def settings(self) -> Settings:
@@ -33,7 +36,7 @@ class Context:
             self._settings = load_settings(self.config)
         return self._settings
 
-    def tracker(self, *, auto_upgrade: bool | None = None):
+    def tracker(self, *, auto_upgrade: bool | None = None) -> Tracker:
         if self._tracker is None:
             from tracker.app import make_tracker
 
@@ -41,19 +44,29 @@ class Context:
         return self._tracker
 
 
+# The tracker's errors -> exit status, in one place (the README's "Exit status" lists it).
+# Bad usage (ConfigError, a bad repo id or flag) is click's exit 2; anything else the
+# tracker raises on purpose is one line on stderr and exit 1.
+EXIT_CODES: tuple[tuple[type[TrackerError], int], ...] = (
+    (ConfigError, 2),
+    (TrackerError, 1),
+)
+
+
 def fail_cleanly(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn the tracker's own errors into one line on stderr and exit status 1."""
+    """Turn the tracker's own errors into one line on stderr and the exit status of EXIT_CODES."""
 
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
-        except ConfigError as exc:
-            raise click.UsageError(str(exc)) from exc
-        except (TrackerError, KeyError) as exc:
-            message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-            click.echo(f"error: {message}", err=True)
-            sys.exit(1)
+        except TrackerError as exc:
+            code = next(c for kind, c in EXIT_CODES if isinstance(exc, kind))
+            if code == 2:
+                raise click.UsageError(str(exc)) from exc
+            lines = str(exc).strip().splitlines()
+            click.echo(f"error: {lines[0] if lines else type(exc).__name__}", err=True)
+            sys.exit(code)
 
     return wrapper
 
@@ -245,11 +258,8 @@ def run(obj: Context, host: str | None, port: int | None, no_api: bool) -> None:
 # -- reading back -------------------------------------------------------------------------------
 
 
-def _require_repo(tracker: Any, repo_id: str) -> Any:
-    repo = tracker.store.get_repo(_repo_id(repo_id))
-    if repo is None:
-        raise KeyError(f"not watched: {repo_id} (add with `tracker watch add {repo_id}`)")
-    return repo
+def _require_repo(tracker: Tracker, repo_id: str) -> RepoRow:
+    return tracker.repo(_repo_id(repo_id))
 
 
 def _revision_json(rev: Any) -> dict[str, Any]:
@@ -319,27 +329,28 @@ def format_findings(findings: list[Finding]) -> list[str]:
 @click.pass_obj
 @fail_cleanly
 def diff(obj: Context, repo_id: str, old: str, new: str, as_json: bool) -> None:
-    """Show what changed between two revisions of a repo (stored or fetched from the Hub)."""
+    """Show what changed between two revisions of any repo (stored when watched, else read from the Hub)."""
     tracker = obj.tracker()
-    repo = _require_repo(tracker, repo_id)
-    old_side = tracker.snapshot_of(repo, old)
-    new_side = tracker.snapshot_of(repo, new)
-    stored_old = tracker.store.get_revision(repo.pk, old_side[0])
-    analysis = tracker.analyse(repo.repo_id, old_side, new_side,
+    repo_id = _repo_id(repo_id)
+    old_side = tracker.snapshot_of(repo_id, old)
+    new_side = tracker.snapshot_of(repo_id, new)
+    repo = tracker.store.get_repo(repo_id)
+    stored_old = tracker.store.get_revision(repo.pk, old_side[0]) if repo is not None else None
+    analysis = tracker.analyse(repo_id, old_side, new_side,
                                old_estimate=stored_old.estimate if stored_old else None)
     raw, findings = analysis.raw, analysis.findings
     if as_json:
         _emit_json({
             "from": old_side[0], "to": new_side[0],
             "findings": [f.to_json() for f in findings],
-            "files": raw["files"], "texts": raw["texts"],
+            "files": raw.files, "texts": raw.texts,
         })
         return
-    click.echo(f"{repo.repo_id}: {old_side[0][:12]} -> {new_side[0][:12]}")
+    click.echo(f"{repo_id}: {old_side[0][:12]} -> {new_side[0][:12]}")
     if findings:
         for line in format_findings(findings):
             click.echo(line)
-    files = raw["files"]
+    files = raw.files
     for label in ("added", "removed", "changed"):
         for item in files[label]:
             click.echo(f"{label:8} {item['path']}")
@@ -376,9 +387,7 @@ def events(obj: Context, repo_id: str | None, as_json: bool) -> None:
 @fail_cleanly
 def query(obj: Context, repo_id: str, revision: str, as_json: bool) -> None:
     """Which advisories affect REVISION of a repo, and how far it is behind the branch head."""
-    tracker = obj.tracker()
-    _require_repo(tracker, repo_id)
-    result = tracker.advisor.query(_repo_id(repo_id), revision)
+    result = obj.tracker().query(_repo_id(repo_id), revision)
     if as_json:
         _emit_json(result.to_json())
         return
@@ -610,6 +619,33 @@ def deliveries_retry(obj: Context, delivery_id: int) -> None:
                    err=True)
         sys.exit(1)
     click.echo(f"delivery {delivery_id} queued again; `tracker run` sends it")
+
+
+# -- scanning a codebase ------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("path", type=click.Path(exists=True, file_okay=True, dir_okay=True))
+@click.option("--format", "output_format", type=click.Choice(["text", "json", "sarif"]), default="text",
+              show_default=True, help="Report format; sarif is SARIF 2.1.0 for code-scanning UIs.")
+@click.option("--fail-on", "fail_on", multiple=True,
+              type=click.Choice(["critical", "high", "moderate", "low", "info", "floating"]),
+              help="Exit 1 when an advisory at or above this severity affects a pin, or (floating) when a "
+                   "reference is not pinned to a commit. Repeatable.")
+@click.option("--watch", is_flag=True, help="Add the repos found to the watch list.")
+@click.pass_obj
+@fail_cleanly
+def scan(obj: Context, path: str, output_format: str, fail_on: tuple[str, ...], watch: bool) -> None:
+    """Find the Hub models a codebase loads and report what changed upstream since each pin."""
+    from pathlib import Path
+
+    from tracker import __version__
+    from tracker.scan.command import run_scan
+
+    output, code = run_scan(Path(path), settings=obj.settings, user_tracker=obj.tracker,
+                            output_format=output_format, fail_on=fail_on, watch=watch, version=__version__)
+    click.echo(output, nl=False)
+    sys.exit(code)
 
 
 # -- estimator ----------------------------------------------------------------------------------

@@ -19,7 +19,8 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from tracker.service import Tracker
+from tracker.app import Tracker
+from tracker.errors import NotWatched
 
 log = logging.getLogger(__name__)
 RECONCILE_SECONDS = 60
@@ -43,7 +44,7 @@ class Daemon:
         try:
             result = self.tracker.poll_repo(repo_id)
             log.info("%s", result.line())
-        except KeyError:
+        except NotWatched:
             log.info("%s is no longer watched", repo_id)
         except Exception:
             log.exception("poll of %s failed", repo_id)

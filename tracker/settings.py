@@ -126,6 +126,7 @@ class Settings:
     osv_api_url: str | None = None  # None: no dependency lookups (config/tracker.toml turns them on)
     api_host: str = "127.0.0.1"
     api_port: int = 8080
+    query_hub_requests: int = 20  # Hub requests one query or querybatch may spend on revisions not seen yet
     config_path: Path | None = None
     delivery: DeliverySettings = field(default_factory=DeliverySettings)
 
@@ -214,6 +215,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: dict[str, str
             osv_api_url=env.get("TRACKER_OSV_API_URL") or _get(data, "osv", "api_url", None) or None,
             api_host=_get(data, "api", "host", "127.0.0.1"),
             api_port=int(_get(data, "api", "port", 8080)),
+            query_hub_requests=_positive_int(data, "api", "max_hub_requests", 20),
             config_path=config_path,
             delivery=_delivery_settings(data, env),
         )

@@ -88,7 +88,7 @@ def test_querying_each_revision_returns_exactly_the_expected_ids(history, index,
     names = {"fix": advisory_id(REPO, revs[1], "update"), "risk": advisory_id(REPO, revs[3], "risk"),
              "removal": advisory_id(REPO, revs[5], "update")}
     want = sorted(names[n] for n in expected)
-    result = tracker.advisor.query(REPO, revs[index])
+    result = tracker.query(REPO, revs[index])
     assert sorted(v["id"] for v in result.vulns) == want
     assert result.behind == 5 - index and result.head == revs[5] and result.known
 
@@ -149,10 +149,10 @@ def test_a_revision_not_read_yet_is_looked_up_on_the_hub(history, hub_standin):
     tracker, revs = history
     # A commit on main the tracker has not polled yet: found on the Hub, placed after r5.
     r6 = hub_standin.commit(REPO, {"README.md": README + "\nNew.\n"}, message="later")
-    result = tracker.advisor.query(REPO, r6)
+    result = tracker.query(REPO, r6)
     assert result.known and result.vulns == [] and result.behind is None
     # A branch name resolves through the Hub too.
-    result = tracker.advisor.query(REPO, "main")
+    result = tracker.query(REPO, "main")
     assert result.revision == r6
 
 

@@ -32,7 +32,7 @@ def all_valid(tracker) -> dict:
 
 
 def query_ids(tracker, revision: str) -> list[str]:
-    return sorted(v["id"] for v in tracker.advisor.query(REPO, revision).vulns)
+    return sorted(v["id"] for v in tracker.query(REPO, revision).vulns)
 
 
 def api_ids(tracker, revision: str) -> list[str]:
@@ -88,7 +88,7 @@ def test_super_squash_with_the_same_content_is_one_history_rewritten_advisory(hu
         assert rewrite.id in query_ids(tracker, old)
         assert rewrite.id in api_ids(tracker, old)
     assert rewrite.id not in query_ids(tracker, squashed)
-    result = tracker.advisor.query(REPO, r0)
+    result = tracker.query(REPO, r0)
     assert result.known and result.head == squashed
 
 
@@ -168,26 +168,37 @@ def three_commits(hub_standin, settings, make):
     return tracker, c0, c1, c2
 
 
+def package_ids(tracker, revision: str) -> list[str]:
+    """The package-shaped query alone: it looks revisions the tracker has not read up on the Hub."""
+    answer = TestClient(create_app(tracker)).post("/v1/query", json={"package": {"name": REPO}, "version": revision})
+    assert answer.status_code == 200, answer.text
+    return sorted(v["id"] for v in answer.json().get("vulns", []))
+
+
 def test_a_revision_older_than_the_baseline_is_looked_up_and_later_fixes_affect_it(hub_standin, three_commits):
     tracker, c0, c1, c2 = three_commits
     pk = tracker.store.get_repo(REPO).pk
     assert not tracker.store.has_commit(pk, c0)
     hub_standin.clear_log()
-    result = tracker.advisor.query(REPO, c0)
+    result = tracker.query(REPO, c0)
     assert any("/commits/" in r.path for r in hub_standin.requests), "expected a Hub lookup"
     assert (result.known, result.revision, result.vulns, result.behind, result.head) == (True, c0, [], 2, c2)
-    assert tracker.store.commit_graph(pk) == {c0: [], c1: [c0], c2: [c1]}
+    assert tracker.store.commit_graph(pk) == {c2: []}  # a read writes nothing
+    hub_standin.clear_log()
+    assert tracker.query(REPO, c0).behind == 2
+    assert hub_standin.requests == []  # answered from the graph the first look-up fetched
 
     fix = hub_standin.commit(REPO, {"generation_config.json": EOS_NEW}, message="fix eos")
     tracker.poll()
     fix_id = advisory_id(REPO, fix, "update")
     assert set(all_valid(tracker)) == {fix_id}
-    assert advisories(tracker)[fix_id].record["affected"][0]["versions"] == sorted([c0, c1, c2])
+    assert advisories(tracker)[fix_id].record["affected"][0]["versions"] == [c2]  # the commits listed
     for sha, behind in ((c0, 3), (c1, 2), (c2, 1)):
-        result = tracker.advisor.query(REPO, sha)
+        result = tracker.query(REPO, sha)
         assert ([v["id"] for v in result.vulns], result.behind, result.known) == ([fix_id], behind, True)
-        assert api_ids(tracker, sha) == [fix_id]
-    assert tracker.advisor.query(REPO, fix).vulns == []
+        assert package_ids(tracker, sha) == [fix_id]
+    assert api_ids(tracker, c2) == [fix_id]  # listed: both query shapes agree
+    assert tracker.query(REPO, fix).vulns == []
 
 
 def test_an_older_revision_queried_after_the_fix_is_covered_too(hub_standin, three_commits):
@@ -196,16 +207,16 @@ def test_an_older_revision_queried_after_the_fix_is_covered_too(hub_standin, thr
     tracker.poll()
     fix_id = advisory_id(REPO, fix, "update")
     assert advisories(tracker)[fix_id].record["affected"][0]["versions"] == [c2]
-    # First asked about through the HTTP API with its package (a bare {"commit"} names no repo to look
-    # it up in: it only matches commits already known), then by a short sha through the Advisor.
+    # Asked about through the HTTP API with its package (a bare {"commit"} names no repo to look
+    # it up in: it only matches commits the tracker listed), then by a short sha.
     client = TestClient(create_app(tracker))
     answer = client.post("/v1/query", json={"package": {"name": REPO}, "version": c0}).json()
     assert [v["id"] for v in answer["vulns"]] == [fix_id]
-    assert api_ids(tracker, c0) == [fix_id]  # now known: both query shapes agree
-    result = tracker.advisor.query(REPO, c1[:12])
+    assert client.post("/v1/query", json={"commit": c0}).json() == {}
+    result = tracker.query(REPO, c1[:12])
     assert (result.revision, [v["id"] for v in result.vulns], result.behind) == (c1, [fix_id], 2)
     record = all_valid(tracker)[fix_id].record
-    assert record["affected"][0]["versions"] == sorted([c0, c1, c2])
+    assert record["affected"][0]["versions"] == [c2]  # reads never rewrite a record
 
 
 # -- (d) risks undone by a revert, or not ---------------------------------------------------

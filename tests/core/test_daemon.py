@@ -37,18 +37,30 @@ def revision_count(url):
         engine.dispose()
 
 
-def test_run_polls_on_schedule_and_stops_on_sigterm(hub_standin, tmp_path):
+def test_run_polls_at_start_then_on_a_hub_webhook_and_stops_on_sigterm(hub_standin, tmp_path):
+    import socket
+
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
     hub_standin.create_repo("acme/a")
     hub_standin.commit("acme/a", {"config.json": config_json()})
     url = f"sqlite:///{tmp_path}/t.sqlite3"
-    (tmp_path / "tracker.toml").write_text('[poll]\nevery = "1s"\njitter = "0s"\n\n[[watch]]\nrepo = "acme/a"\n')
+    (tmp_path / "tracker.toml").write_text('[poll]\nevery = "1h"\njitter = "0s"\n\n[[watch]]\nrepo = "acme/a"\n')
     env = {**os.environ, "HF_ENDPOINT": hub_standin.url, "TRACKER_DATABASE_URL": url,
-           "TRACKER_CONFIG": str(tmp_path / "tracker.toml"), "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "tracker", "-v", "run", "--no-api"], env=env, cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+           "TRACKER_CONFIG": str(tmp_path / "tracker.toml"), "PYTHONPATH": str(ROOT),
+           "TRACKER_WEBHOOK_SECRET": "s3cret"}
+    proc = subprocess.Popen([sys.executable, "-m", "tracker", "-v", "run", "--port", str(port)], env=env,
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         assert wait_for(lambda: revision_count(url) == 1), "baseline never read"
         hub_standin.commit("acme/a", {"config.json": config_json(vocab_size=1000)})
+        hook = {"event": {"action": "update", "scope": "repo.content"}, "repo": {"type": "model", "name": "acme/a"}}
+        answer = httpx.post(f"http://127.0.0.1:{port}/hooks/hub", json=hook, headers={"X-Webhook-Secret": "s3cret"},
+                            timeout=5)
+        assert answer.status_code == 202, answer.text
         assert wait_for(lambda: revision_count(url) == 2), "new revision never read"
     finally:
         proc.send_signal(signal.SIGTERM)

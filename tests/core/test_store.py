@@ -24,7 +24,7 @@ def commit(n: int) -> Commit:
 
 
 def test_sqlite_creates_its_schema_on_first_use(tmp_path):
-    url = f"sqlite:///{tmp_path}/sub/dir/tracker.sqlite3"
+    url = f"sqlite:///{tmp_path}/tracker.sqlite3"
     store = open_store(url)
     current, head = schema_status(store.engine)
     assert current == head

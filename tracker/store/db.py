@@ -17,7 +17,59 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
-from tracker.errors import SchemaBehind, StoreError
+from tracker.errors import (
+    SchemaBehind,
+    StoreBusy,
+    StoreConflict,
+    StoreCorrupt,
+    StoreError,
+    StoreReadOnly,
+    StoreUnavailable,
+)
+
+DEFAULT_SQLITE_FOLDER = Path("data")  # created on first use; any other folder must exist
+
+# Driver messages -> the tracker's errors, with what to do about them. First match wins.
+_ERROR_TABLE: tuple[tuple[tuple[str, ...], type[StoreError], str], ...] = (
+    (("unable to open database file",), StoreUnavailable,
+     "cannot open the database at {where}: the folder does not exist or is not writable"),
+    (("database is locked", "database table is locked"), StoreBusy,
+     "the database at {where} is locked by another process; try again when it is done"),
+    (("readonly database", "read-only", "read only"), StoreReadOnly,
+     "the database at {where} is read-only: check the file's and its folder's permissions"),
+    (("file is not a database", "malformed", "disk image", "not a database"), StoreCorrupt,
+     "the file at {where} is not a tracker database or is damaged: restore it from a backup or move it away"),
+    (("connection refused", "could not connect", "could not translate host name", "name or service not known",
+      "timeout expired", "no such host", "connection to server"), StoreUnavailable,
+     "cannot connect to the database at {where}: is the server running and reachable?"),
+    (("password authentication failed", "role ", "does not exist"), StoreUnavailable,
+     "the database at {where} refused the connection: check the URL's user, password and database name"),
+)
+
+
+def database_error(exc: BaseException, where: str) -> StoreError:
+    """The tracker's error for a driver error, with a sentence a user can act on."""
+    from sqlalchemy.exc import IntegrityError
+
+    if isinstance(exc, IntegrityError):
+        return StoreConflict(f"the database at {where} refused a write: {_first_line(exc)}")
+    text = str(getattr(exc, "orig", None) or exc).lower()
+    for needles, kind, message in _ERROR_TABLE:
+        if any(n in text for n in needles):
+            return kind(message.format(where=where))
+    return StoreError(f"database error at {where}: {_first_line(exc)}")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def describe_url(url: str) -> str:
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        return parsed.database or ":memory:"
+    return parsed.render_as_string(hide_password=True)
 
 
 def migrations_dir() -> Path:
@@ -41,7 +93,11 @@ def make_engine(url: str) -> Engine:
     if parsed.get_backend_name() == "sqlite":
         database = parsed.database
         if database and database != ":memory:":
-            Path(database).parent.mkdir(parents=True, exist_ok=True)
+            folder = Path(database).parent
+            if folder == DEFAULT_SQLITE_FOLDER:
+                folder.mkdir(exist_ok=True)
+            elif not folder.is_dir():
+                raise StoreUnavailable(f"cannot open the database at {database}: the folder {folder} does not exist")
         engine = create_engine(url, connect_args={"timeout": 30})
 
         @event.listens_for(engine, "connect")
@@ -94,5 +150,16 @@ def open_store(url: str, *, auto_upgrade: bool | None = None):
     engine = make_engine(url)
     if auto_upgrade is None:
         auto_upgrade = engine.url.get_backend_name() == "sqlite"
-    check_schema(engine, auto_upgrade=auto_upgrade)
+    try:
+        check_schema(engine, auto_upgrade=auto_upgrade)
+    except StoreError:
+        engine.dispose()
+        raise
+    except Exception as exc:  # every driver error becomes one line a user can act on
+        engine.dispose()
+        from sqlalchemy.exc import SQLAlchemyError
+
+        if isinstance(exc, (SQLAlchemyError, OSError)) or type(exc).__module__.startswith(("sqlite3", "psycopg")):
+            raise database_error(exc, describe_url(url)) from exc
+        raise
     return SqlStore(engine)

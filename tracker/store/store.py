@@ -4,16 +4,35 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Text, and_, cast, func, insert, literal, select, update
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 
-from tracker.errors import StoreError
+from tracker.errors import RevisionUnresolved, StoreConflict
+from tracker.model import (
+    AdvisoryEvent,
+    AdvisoryEventType,
+    AdvisoryRow,
+    Commit,
+    CommitSha,
+    EventRow,
+    FileEntry,
+    Finding,
+    RepoId,
+    RepoRow,
+    RepoState,
+    RevisionRow,
+    RevisionStatus,
+    Severity,
+    Snapshot,
+)
+from tracker.report import AdvisoryWrite, EventReport, RevisionReport
+from tracker.store.db import database_error, describe_url
 from tracker.store.delivery import DeliveryStoreMixin
-from tracker.model import AdvisoryEvent, AdvisoryEventType, Commit, CommitSha, FileEntry, RepoId, Snapshot
+
+__all__ = ["AdvisoryRow", "EventRow", "RepoRow", "RevisionRow", "SqlStore"]
 from tracker.store.tables import (
     advisories,
     advisory_commits,
@@ -47,55 +66,6 @@ def _utc(value: datetime | None) -> datetime | None:
     return value
 
 
-@dataclass(frozen=True)
-class RepoRow:
-    pk: int
-    repo_id: RepoId
-    branch: str
-    every_seconds: float | None
-    state: str
-    hub_uid: str | None
-    renamed_to: str | None
-    last_seen_sha: CommitSha | None
-    defer_until: datetime | None
-    last_polled_at: datetime | None
-    last_error: str | None
-    created_at: datetime
-
-
-@dataclass(frozen=True)
-class RevisionRow:
-    pk: int
-    repo_pk: int
-    sha: CommitSha
-    seq: int
-    parent_sha: CommitSha | None
-    date: datetime | None
-    title: str
-    message: str
-    authors: list[str]
-    status: str
-    baseline: bool
-    snapshot: Snapshot | None
-    diff: dict[str, Any] | None
-    findings: list[dict[str, Any]] | None
-    worst_severity: str | None
-    summary: str | None
-    estimate: dict[str, Any] | None
-    analysed_at: datetime | None
-    dependencies_pending: bool = False
-
-
-@dataclass(frozen=True)
-class EventRow:
-    pk: int
-    repo_id: RepoId
-    kind: str
-    revision_sha: str | None
-    detail: dict[str, Any]
-    created_at: datetime
-
-
 def snapshot_to_json(snapshot: Snapshot) -> list[dict[str, Any]]:
     return [
         {"path": f.path, "size": f.size, "blob_id": f.blob_id, "lfs_sha256": f.lfs_sha256, "xet_hash": f.xet_hash}
@@ -105,20 +75,6 @@ def snapshot_to_json(snapshot: Snapshot) -> list[dict[str, Any]]:
 
 def snapshot_from_json(data: Iterable[dict[str, Any]]) -> Snapshot:
     return Snapshot(files=tuple(FileEntry(**item) for item in data))
-
-
-@dataclass(frozen=True)
-class AdvisoryRow:
-    id: str
-    repo_id: RepoId
-    revision_sha: str | None
-    kind: str
-    severity: str
-    record: dict[str, Any]
-    published: datetime
-    modified: datetime
-    withdrawn: bool
-    fixed_sha: str | None
 
 
 class AdvisoryStoreMixin:
@@ -179,38 +135,112 @@ class AdvisoryStoreMixin:
 
     def save_advisory(self, repo_pk: int, record: dict[str, Any], *, revision_sha: str | None, kind: str,
                       severity: str, fixed_sha: str | None, affected: Iterable[str] | None) -> bool:
-        """Insert or update one advisory and (when given) its affected commits; True if anything changed."""
-        modified = _parse_ts(record["modified"])
-        published = _parse_ts(record.get("published", record["modified"]))
-        withdrawn = "withdrawn" in record
+        """Insert or update one advisory and (when given) its affected commits, alone (tests, benchmarks)."""
+        write = AdvisoryWrite(record=record, revision_sha=revision_sha, kind=kind, severity=severity,
+                              fixed_sha=fixed_sha, index=frozenset(affected) if affected is not None else None)
         with self._tx() as conn:
-            old = conn.execute(select(advisories.c.record).where(advisories.c.id == record["id"])).scalar()
+            return self._apply_advisories(conn, repo_pk, [write])
+
+    def _apply_advisories(self, conn: Connection, repo_pk: int, writes: Iterable[AdvisoryWrite]) -> bool:
+        """Write advisories and their index rows on ``conn``, and queue what they announce; True if any changed."""
+        announced: list[AdvisoryEvent] = []
+        changed_any = False
+        for write in writes:
+            record = write.record
+            withdrawn = "withdrawn" in record
+            old = conn.execute(select(advisories.c.record).where(advisories.c.id == write.id)).scalar()
             changed = old != record
-            event = advisory_event(old, record)
-            if event is not None:
-                self._enqueue_deliveries(conn, [event])
             if old is None:
                 conn.execute(insert(advisories).values(
-                    id=record["id"], repo_pk=repo_pk, revision_sha=revision_sha, kind=kind, severity=severity,
-                    record=record, published=published, modified=modified, withdrawn=withdrawn, fixed_sha=fixed_sha))
+                    id=write.id, repo_pk=repo_pk, revision_sha=write.revision_sha, kind=write.kind,
+                    severity=write.severity, record=record, published=_parse_ts(record.get("published",
+                                                                                           record["modified"])),
+                    modified=_parse_ts(record["modified"]), withdrawn=withdrawn, fixed_sha=write.fixed_sha))
             elif changed:
-                conn.execute(update(advisories).where(advisories.c.id == record["id"]).values(
-                    record=record, severity=severity, modified=modified, withdrawn=withdrawn, fixed_sha=fixed_sha))
-            if affected is None and withdrawn:
-                affected = ()  # a withdrawn advisory affects nothing: drop its index rows now
-            if affected is not None:
-                wanted = set() if withdrawn else set(affected)
+                conn.execute(update(advisories).where(advisories.c.id == write.id).values(
+                    record=record, severity=write.severity, modified=_parse_ts(record["modified"]),
+                    withdrawn=withdrawn, fixed_sha=write.fixed_sha))
+            index = frozenset() if withdrawn else write.index
+            if index is not None:
                 have = set(conn.execute(select(advisory_commits.c.sha).where(
-                    advisory_commits.c.advisory_id == record["id"])).scalars())
-                if have - wanted:
+                    advisory_commits.c.advisory_id == write.id)).scalars())
+                if have - index:
                     conn.execute(advisory_commits.delete().where(and_(
-                        advisory_commits.c.advisory_id == record["id"],
-                        advisory_commits.c.sha.in_(list(have - wanted)))))
-                if wanted - have:
-                    conn.execute(insert(advisory_commits), [
-                        {"advisory_id": record["id"], "sha": s, "repo_pk": repo_pk} for s in sorted(wanted - have)])
-                changed = changed or have != wanted
-            return changed
+                        advisory_commits.c.advisory_id == write.id,
+                        advisory_commits.c.sha.in_(sorted(have - index)))))
+                add = index - have
+                changed = changed or have != index
+            else:
+                add = write.index_add - set(conn.execute(select(advisory_commits.c.sha).where(and_(
+                    advisory_commits.c.advisory_id == write.id,
+                    advisory_commits.c.sha.in_(sorted(write.index_add))))).scalars()) if write.index_add else set()
+                changed = changed or bool(add)
+            if add:
+                conn.execute(insert(advisory_commits), [
+                    {"advisory_id": write.id, "sha": sha, "repo_pk": repo_pk} for sha in sorted(add)])
+            event = advisory_event(old, record)
+            if event is not None:
+                announced.append(event)
+            changed_any = changed_any or changed
+        if announced:
+            self._enqueue_deliveries(conn, announced)
+        return changed_any
+
+    def save_revision_report(self, report: RevisionReport) -> bool:
+        """Store a revision's results, its advisories and index rows, and mark it done: one transaction.
+
+        Only a revision that is still pending is written (exactly once in effect): when another
+        process finished it first, nothing at all is written and False comes back.
+        """
+        findings = [f.to_json() for f in report.findings]
+        worst = report.worst_severity
+        with self._tx() as conn:
+            done = conn.execute(
+                update(revisions)
+                .where(and_(revisions.c.id == report.revision_pk, revisions.c.status == RevisionStatus.PENDING))
+                .values(status=RevisionStatus.DONE, snapshot=snapshot_to_json(report.snapshot),
+                        diff=report.diff.to_json() if report.diff is not None else None, findings=findings,
+                        worst_severity=worst.value if worst else None, summary=report.summary,
+                        estimate=report.estimate, analysed_at=report.analysed_at,
+                        dependencies_pending=report.dependencies_pending)
+            ).rowcount == 1
+            if not done:
+                return False
+            self._apply_advisories(conn, report.repo_pk, report.advisories)
+            return True
+
+    def save_reanalysis(self, revision_pk: int, repo_pk: int, *, findings: Sequence[Finding],
+                        estimate: dict[str, Any] | None, now: datetime, dependencies_pending: bool | None,
+                        advisories: Iterable[AdvisoryWrite]) -> None:
+        """Replace a done revision's findings (re-analysis, retried lookups) and its advisories, together."""
+        worst = Severity.worst(f.severity for f in findings)
+        values: dict[str, Any] = dict(findings=[f.to_json() for f in findings],
+                                      worst_severity=worst.value if worst else None, estimate=estimate,
+                                      analysed_at=now)
+        if dependencies_pending is not None:
+            values["dependencies_pending"] = dependencies_pending
+        with self._tx() as conn:
+            conn.execute(update(revisions).where(revisions.c.id == revision_pk).values(**values))
+            self._apply_advisories(conn, repo_pk, advisories)
+
+    def save_event_report(self, report: EventReport) -> bool:
+        """Record a repo event once per (kind, dedupe key), with the repo's new state and its advisory.
+
+        Returns False (and writes nothing) when the same event was recorded before.
+        """
+        try:
+            with self._tx() as conn:
+                conn.execute(insert(events).values(
+                    repo_pk=report.repo_pk, kind=report.kind, dedupe_key=report.dedupe_key[:200],
+                    detail=report.detail, revision_sha=report.revision_sha, created_at=report.created_at))
+                if report.repo_updates:
+                    conn.execute(update(repos).where(repos.c.id == report.repo_pk).values(**report.repo_updates))
+                self._apply_advisories(conn, report.repo_pk, report.advisories)
+            return True
+        except StoreConflict:
+            if report.repo_updates:
+                self.update_repo(report.repo_pk, **report.repo_updates)
+            return False
 
     def advisories_for(self, *, repo_pk: int | None = None, since: datetime | None = None,
                        include_withdrawn: bool = True) -> list[AdvisoryRow]:
@@ -319,10 +349,8 @@ class SqlStore(DeliveryStoreMixin, AdvisoryStoreMixin):
         try:
             with self.engine.begin() as conn:
                 yield conn
-        except IntegrityError:
-            raise
         except SQLAlchemyError as exc:
-            raise StoreError(f"database error: {exc}") from exc
+            raise database_error(exc, describe_url(self.engine.url.render_as_string(hide_password=False))) from exc
 
     def close(self) -> None:
         self.engine.dispose()
@@ -338,7 +366,7 @@ class SqlStore(DeliveryStoreMixin, AdvisoryStoreMixin):
             repo_id=RepoId(row.repo_id),
             branch=row.branch,
             every_seconds=row.every_seconds,
-            state=row.state,
+            state=RepoState(row.state),
             hub_uid=row.hub_uid,
             renamed_to=row.renamed_to,
             last_seen_sha=row.last_seen_sha,
@@ -396,7 +424,7 @@ class SqlStore(DeliveryStoreMixin, AdvisoryStoreMixin):
             title=row.title,
             message=row.message,
             authors=list(row.authors or []),
-            status=row.status,
+            status=RevisionStatus(row.status),
             baseline=bool(row.baseline),
             snapshot=snapshot_from_json(row.snapshot) if row.snapshot is not None else None,
             diff=row.diff,
@@ -504,7 +532,7 @@ class SqlStore(DeliveryStoreMixin, AdvisoryStoreMixin):
                 cond = revisions.c.sha.startswith(sha_or_prefix, autoescape=True)
             rows = conn.execute(select(revisions).where(and_(revisions.c.repo_pk == repo_pk, cond))).all()
             if len(rows) > 1:
-                raise StoreError(f"revision prefix {sha_or_prefix!r} is ambiguous")
+                raise RevisionUnresolved(f"revision prefix {sha_or_prefix!r} is ambiguous: give more digits")
             return self._revision(rows[0]) if rows else None
 
     def last_done_revision(self, repo_pk: int) -> RevisionRow | None:
@@ -527,7 +555,7 @@ class SqlStore(DeliveryStoreMixin, AdvisoryStoreMixin):
         try:
             with self._tx() as conn:
                 conn.execute(insert(blobs).values(content_id=content_id, size=len(data), data=data, fetched_at=now))
-        except IntegrityError:
+        except StoreConflict:
             pass  # content-addressed: someone stored the same bytes first
 
     # -- events -----------------------------------------------------------------------------
@@ -542,7 +570,7 @@ class SqlStore(DeliveryStoreMixin, AdvisoryStoreMixin):
                                           revision_sha=revision_sha, created_at=now)
                 )
             return True
-        except IntegrityError:
+        except StoreConflict:
             return False
 
     def events(self, repo_pk: int | None = None) -> list[EventRow]:

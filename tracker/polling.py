@@ -1,0 +1,261 @@
+"""Polling: what to read. One cheap request tells whether a repo moved; new commits become pending revisions.
+
+A poll (1) asks the branch head, (2) lists the commits since the last one read and stores them
+as ``pending`` revisions with their graph edges (one transaction), then (3) hands the pending
+revisions to the ``Processor``. What happens to the repo itself (renamed, deleted, re-created,
+gated, history rewritten) is an event, stored with the repo's new state and its advisory in one
+transaction. A poll never raises for one repo's trouble: it returns a ``PollResult`` saying what
+happened, so the others in the cycle are polled all the same.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from tracker.diff import same_content
+from tracker.errors import (
+    HubError,
+    HubRateLimited,
+    HubUnavailable,
+    NotWatched,
+    RepoDisabled,
+    RepoGated,
+    RepoGone,
+    StoreBusy,
+    TrackerError,
+)
+from tracker.model import Commit, CommitSha, PollOutcome, RepoId, RepoRow, RepoState, RevisionStatus
+from tracker.ports import Clock, HubReader
+from tracker.processing import Processor
+from tracker.report import EventReport, event_advisory
+from tracker.settings import Settings
+from tracker.store import SqlStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PollResult:
+    """What one poll of one repo did, for the CLI and the daemon's log."""
+
+    repo: RepoId
+    status: PollOutcome = PollOutcome.UNCHANGED
+    new_revisions: int = 0
+    processed: int = 0
+    events: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    def line(self) -> str:
+        text = f"{self.repo}: {self.status}"
+        if self.new_revisions:
+            text += f", {self.new_revisions} new revision(s)"
+        if self.processed:
+            text += f", {self.processed} analysed"
+        if self.events:
+            text += f" [{', '.join(self.events)}]"
+        if self.error:
+            text += f": {self.error}"
+        return text
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+class Poller:
+    def __init__(self, settings: Settings, store: SqlStore, hub: HubReader, processor: Processor, *,
+                 clock: Clock) -> None:
+        self.settings = settings
+        self.store = store
+        self.hub = hub
+        self.processor = processor
+        self.clock = clock
+        self.stopping = threading.Event()  # set on shutdown: finish the revision in hand, then return
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+
+    # -- a cycle ------------------------------------------------------------------------------
+
+    def poll(self, repo_ids: Iterable[str] | None = None, *, backfill: int = 0,
+             progress: Callable[[int], Any] | None = None) -> list[PollResult]:
+        rows = self.store.list_watches()
+        if repo_ids is not None:
+            by_id = {r.repo_id: r for r in rows}
+            wanted = list(repo_ids)
+            for repo_id in wanted:
+                if repo_id not in by_id:
+                    raise NotWatched(repo_id)
+            rows = [by_id[r] for r in wanted]
+        results = []
+        for row in rows:
+            if self.stopping.is_set():
+                break
+            results.append(self.poll_repo(row.repo_id, backfill=backfill, progress=progress))
+        return results
+
+    def _repo_lock(self, repo_id: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks.setdefault(repo_id, threading.Lock())
+
+    def poll_repo(self, repo_id: str, *, backfill: int = 0,
+                  progress: Callable[[int], Any] | None = None) -> PollResult:
+        """Poll one repo. One poll per repo at a time in this process (a webhook may arrive during a
+        scheduled poll); across processes the store's conditional writes keep it exactly once."""
+        with self._repo_lock(repo_id):
+            repo = self.store.get_repo(repo_id)
+            if repo is None:
+                raise NotWatched(repo_id)
+            result = PollResult(repo=repo.repo_id)
+            try:
+                self._poll_guarded(repo, result, backfill=backfill, progress=progress)
+            except StoreBusy as exc:
+                result.status, result.error = PollOutcome.BUSY, str(exc)
+            return result
+
+    def _poll_guarded(self, repo: RepoRow, result: PollResult, *, backfill: int,
+                      progress: Callable[[int], Any] | None) -> None:
+        now = self.clock()
+        if repo.defer_until and repo.defer_until > now:
+            result.status = PollOutcome.DEFERRED
+            result.error = f"rate limited until {repo.defer_until.isoformat(timespec='seconds')}"
+            return
+        try:
+            self._poll(repo, result, backfill=backfill, progress=progress)
+        except HubRateLimited as exc:
+            wait = min(exc.retry_after or self.settings.poll_every, 86400.0)
+            self.store.update_repo(repo.pk, defer_until=now + timedelta(seconds=wait), last_error=_first_line(exc))
+            result.status, result.error = PollOutcome.DEFERRED, _first_line(exc)
+        except (RepoGated, RepoGone, RepoDisabled) as exc:
+            self._unreachable(repo, exc, result)
+        except (HubError, TrackerError) as exc:
+            if isinstance(exc, StoreBusy):
+                raise
+            self.store.update_repo(repo.pk, last_error=_first_line(exc), last_polled_at=now)
+            result.status, result.error = PollOutcome.ERROR, _first_line(exc)
+        else:
+            self.store.update_repo(repo.pk, last_error=None, defer_until=None, last_polled_at=self.clock())
+
+    # -- events -------------------------------------------------------------------------------
+
+    def _event(self, repo: RepoRow, kind: str, key: str, detail: dict[str, Any], result: PollResult, *,
+               sha: str | None = None, repo_updates: dict[str, Any] | None = None) -> None:
+        """Store an event with the repo's new state and its advisory, in one transaction (once per key)."""
+        now = self.clock()
+        done = [r.sha for r in self.store.revisions(repo.pk, status=RevisionStatus.DONE)]
+        ctx = self.processor.context(repo, now=now)
+        advisory = event_advisory(ctx, kind=kind, detail=detail, done_revisions=done)
+        report = EventReport(repo_pk=repo.pk, kind=kind, dedupe_key=key, detail=detail, revision_sha=sha,
+                             created_at=now, repo_updates=repo_updates or {},
+                             advisories=(advisory,) if advisory else ())
+        if self.store.save_event_report(report):
+            result.events.append(kind)
+            log.warning("%s: %s", repo.repo_id, kind)
+
+    def _unreachable(self, repo: RepoRow, exc: HubError, result: PollResult) -> None:
+        now = self.clock()
+        updates = {"last_error": _first_line(exc), "last_polled_at": now}
+        never_read = repo.last_seen_sha is None and repo.hub_uid is None
+        if never_read and not isinstance(exc, RepoDisabled):
+            # Never read: a typo in the watch list, or a private or gated repo without a token.
+            self.store.update_repo(repo.pk, state=RepoState.NOT_FOUND, **updates)
+            result.status = PollOutcome.NOT_FOUND
+            result.error = "not found on the Hub (check the id; private and gated repos need HF_TOKEN)"
+            return
+        kind, state = (
+            ("gated", RepoState.GATED) if isinstance(exc, RepoGated)
+            else ("disabled", RepoState.DISABLED) if isinstance(exc, RepoDisabled)
+            else ("deleted", RepoState.GONE)
+        )
+        if repo.state != state:
+            # One event per transition: the key changes only when the repo comes back and goes again.
+            self._event(repo, kind, f"{kind}:{repo.last_seen_sha}:{now.isoformat()}",
+                        {"reason": _first_line(exc), "last_seen_sha": repo.last_seen_sha}, result,
+                        repo_updates={"state": state, **updates})
+        else:
+            self.store.update_repo(repo.pk, **updates)
+        result.status = PollOutcome(state.value)
+        result.error = _first_line(exc)
+
+    def _check_identity(self, repo: RepoRow, result: PollResult) -> None:
+        """Learn the Hub's internal id; a different one under the same name is a re-created repo."""
+        info = self.hub.repo_info(repo.repo_id)
+        updates = {"hub_uid": info.uid or repo.hub_uid, "state": RepoState.ACTIVE}
+        if repo.hub_uid and info.uid and info.uid != repo.hub_uid:
+            self._event(repo, "recreated", f"recreated:{info.uid}",
+                        {"old_uid": repo.hub_uid, "new_uid": info.uid, "last_seen_sha": repo.last_seen_sha}, result,
+                        repo_updates=updates)
+        elif repo.state not in (RepoState.ACTIVE, RepoState.NOT_FOUND):
+            self._event(repo, "restored", f"restored:{repo.state}:{self.clock().isoformat()}",
+                        {"previous_state": repo.state.value}, result, repo_updates=updates)
+        else:
+            self.store.update_repo(repo.pk, **updates)
+
+    # -- reading the branch ---------------------------------------------------------------------
+
+    def _poll(self, repo: RepoRow, result: PollResult, *, backfill: int,
+              progress: Callable[[int], Any] | None) -> None:
+        head = self.hub.head(repo.repo_id, repo.branch)
+        if head.renamed_to and head.renamed_to != repo.renamed_to:
+            self._event(repo, "renamed", f"renamed:{head.renamed_to}", {"from": repo.repo_id, "to": head.renamed_to},
+                        result, repo_updates={"renamed_to": head.renamed_to})
+        if repo.state != RepoState.ACTIVE or repo.hub_uid is None:
+            self._check_identity(repo, result)
+        repo = self._reload(repo)
+        if head.sha != repo.last_seen_sha:
+            if repo.last_seen_sha is None:
+                listing = self.hub.commits_since(repo.repo_id, repo.branch, None, limit=backfill + 1)
+                commits = list(listing.commits)
+                if not commits:
+                    raise HubUnavailable(f"{repo.repo_id}: the Hub listed no commits on {repo.branch!r}")
+                result.new_revisions = self.store.record_listing(repo, commits, parent=None, baseline=True)
+                result.status = PollOutcome.BASELINE
+            else:
+                listing = self.hub.commits_since(repo.repo_id, repo.branch, repo.last_seen_sha)
+                if listing.reached_since:
+                    commits, parent = list(listing.commits), repo.last_seen_sha
+                else:
+                    commits, parent = self._history_rewritten(repo, listing.commits, head.sha, result)
+                result.new_revisions = self.store.record_listing(repo, commits, parent=parent, baseline=False)
+                result.status = PollOutcome.NEW if result.new_revisions else PollOutcome.UNCHANGED
+            repo = self._reload(repo)
+        result.processed = self.processor.process_pending(repo, progress=progress,
+                                                          should_stop=self.stopping.is_set)
+        self.processor.retry_dependencies(repo)
+
+    def _reload(self, repo: RepoRow) -> RepoRow:
+        fresh = self.store.get_repo(repo.repo_id)
+        if fresh is None:
+            raise NotWatched(repo.repo_id)
+        return fresh
+
+    def _history_rewritten(self, repo: RepoRow, listed: tuple[Commit, ...], head_sha: str,
+                           result: PollResult) -> tuple[list[Commit], CommitSha | None]:
+        """The last revision read is gone from the branch: find where the new history forks.
+
+        Returns the commits to read and the revision to diff the first against.
+        Content hashes, not commit ids, decide whether anything really changed.
+        """
+        stored = {r.sha: r for r in self.store.revisions(repo.pk)}
+        listed_shas = [c.sha for c in listed]
+        fork = next((i for i in range(len(listed) - 1, -1, -1) if listed_shas[i] in stored), None)
+        unreachable = sorted(sha for sha in stored if sha not in set(listed_shas))
+        last_done = self.store.last_done_revision(repo.pk)
+        new_snapshot = self.hub.snapshot(repo.repo_id, head_sha)
+        same = bool(last_done and last_done.snapshot and same_content(last_done.snapshot, new_snapshot))
+        self._check_identity(repo, result)
+        self._event(
+            repo, "history_rewritten", f"rewrite:{repo.last_seen_sha}->{head_sha}",
+            {"previous_head": repo.last_seen_sha, "new_head": head_sha, "same_content": same,
+             "unreachable_revisions": unreachable, "new_commits": len(listed)},
+            result, sha=head_sha,
+        )
+        if fork is not None:
+            return list(listed[fork + 1:]), CommitSha(listed_shas[fork])
+        # Nothing in common: read only the new head, diffed against the last revision we read.
+        return [listed[-1]] if listed else [], last_done.sha if last_done else None

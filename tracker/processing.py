@@ -1,0 +1,353 @@
+"""Processing one revision: read (Hub) → report (pure) → save (one transaction).
+
+``Processor.process`` is the only way a revision becomes done. Everything the revision
+implies — findings, estimate and its delta, advisories created, updated, withdrawn or
+undone, index rows, and (through the store's outbox seam) the alerts they cause — is
+written by one ``save_revision_report`` call, so a crash anywhere leaves either a
+pending revision (read again by the next poll) or a done one with all of it.
+Any exception while analysing becomes an ``analysis.failed`` finding: bad content
+never leaves a revision pending.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from tracker.bounded import loads_json
+from tracker.diff import diff_revisions
+from tracker.errors import HubError, RevisionGone, TrackerError
+from tracker.estimate import compare_estimates
+from tracker.findings import analyse_revision
+from tracker.findings.rules import SeverityRules
+from tracker.model import (
+    CommitSha,
+    Finding,
+    RawDiff,
+    RepoId,
+    RepoRow,
+    RevisionChange,
+    RevisionRow,
+    RevisionStatus,
+    Snapshot,
+    sort_findings,
+)
+from tracker.ports import Clock, HubReader, OsvLookup
+from tracker.report import AdvisoryContext, RevisionReport, revision_advisories, revision_report
+from tracker.settings import Settings
+from tracker.sources import HubSources
+from tracker.store import SqlStore
+
+log = logging.getLogger(__name__)
+
+Side = tuple[str, Snapshot]  # (sha, file list)
+
+
+def _json_object(data: bytes | None) -> dict[str, Any] | None:
+    if data is None:
+        return None
+    try:
+        value = loads_json(data)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def safetensors_headers(sources: HubSources, side: str) -> dict[str, Any]:
+    """The readable safetensors headers of every weight file on one side, by path (range reads only)."""
+    rev = sources.revisions.get(side)
+    if rev is None:
+        return {}
+    read = {f.path: sources.safetensors_header(side, f.path) for f in rev[1].files if f.path.endswith(".safetensors")}
+    return {path: header for path, header in read.items() if header is not None}
+
+
+def estimate_from_sources(sources: HubSources, side: str, *, checkpoint_params: int | None = None,
+                          read_headers: bool = True) -> Any:
+    """The estimate of one side's config.json, with its safetensors headers when asked; None without a config."""
+    from tracker.estimate import estimate
+
+    config = _json_object(sources.text(side, "config.json"))
+    if config is None:
+        return None
+    headers = (safetensors_headers(sources, side) or None) if read_headers else None
+    return estimate(config, checkpoint_params=checkpoint_params, checkpoint_headers=headers)
+
+
+def estimate_delta(old: Any, new: Any) -> dict[str, Any]:
+    """What moved between two estimates, for the advisory: {key: {"before", "after"}}."""
+    if old is None or not getattr(old, "supported", False) or not new.supported:
+        return {}
+    before_json, after_json = old.to_json(), new.to_json()
+    delta: dict[str, Any] = {}
+    for key in ("params", "active_params", "checkpoint_params", "seq_len", "full_finetune_gb", "lora_gb"):
+        a, b = before_json.get(key), after_json.get(key)
+        if a != b:
+            delta[key] = {"before": a, "after": b}
+    old_cards = {c["card"]: c for c in before_json["cards"]}
+    for card in after_json["cards"]:
+        before = old_cards.get(card["card"], {})
+        for key in ("full_batch", "lora_batch", "serve_batch"):
+            if before.get(key) != card.get(key):
+                delta[f"{card['card']}.{key}"] = {"before": before.get(key), "after": card.get(key)}
+    return delta
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """What comparing two revisions yields: the raw diff, the findings, the estimate (when rerun)."""
+
+    raw: RawDiff
+    findings: list[Finding]
+    sources: HubSources
+    estimate: dict[str, Any] | None
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__
+
+
+class Processor:
+    """Reads, reports and saves revisions; also ``tracker diff``, ``reanalyse`` and retried lookups."""
+
+    def __init__(self, settings: Settings, store: SqlStore, hub: HubReader, *, clock: Clock,
+                 rules: SeverityRules, osv: OsvLookup | None = None) -> None:
+        self.settings = settings
+        self.store = store
+        self.hub = hub
+        self.clock = clock
+        self.rules = rules
+        self.osv = osv
+
+    # -- read -------------------------------------------------------------------------------
+
+    def sources(self, repo_id: RepoId, *, old: Side | None, new: Side) -> HubSources:
+        return HubSources(self.hub, self.store, repo_id, {"old": old, "new": new},  # type: ignore[arg-type]
+                          max_file_bytes=self.settings.max_file_bytes,
+                          max_header_bytes=self.settings.max_header_bytes, now=self.clock)
+
+    def analyse(self, repo_id: RepoId, old: Side | None, new: Side, *,
+                old_estimate: dict[str, Any] | None = None) -> Analysis:
+        """Raw diff, findings and estimate between two snapshots (either from the store or the Hub).
+
+        Polling, ``reanalyse`` and ``tracker diff`` all come through here, so they agree.
+        An analyser that fails becomes an ``analysis.failed`` finding, never an exception.
+        """
+        sources = self.sources(repo_id, old=old, new=new)
+        failures: list[Finding] = []
+        try:
+            raw = RawDiff.from_json(diff_revisions(old[1] if old else None, new[1], sources.text))
+        except (HubError, RecursionError, MemoryError) as exc:
+            if isinstance(exc, RevisionGone):
+                raise
+            raw = RawDiff.from_json({"files": {}, "texts": {}})
+            failures.append(self._failed("diff", exc))
+        except Exception as exc:  # hostile content must not stop the revision
+            raw = RawDiff.from_json({"files": {}, "texts": {}})
+            failures.append(self._failed("diff", exc))
+        change = RevisionChange(repo=repo_id, old=old[1] if old else None, new=new[1],
+                                old_sha=CommitSha(old[0]) if old else None, new_sha=CommitSha(new[0]))
+        try:
+            findings = analyse_revision(change, sources, self.rules)
+        except RevisionGone:
+            raise
+        except Exception as exc:
+            findings = []
+            failures.append(self._failed("findings", exc))
+        for problem in sources.problems:
+            findings.append(self.rules.finding(
+                "upstream.file_unreadable", "files", f"{problem['path']} ({problem['side']}): {problem['reason']}",
+                path=problem["path"], evidence=problem,
+            ))
+        try:
+            estimate_json, estimate_findings = self._estimate(raw, sources, old is not None, old_estimate)
+        except RevisionGone:
+            raise
+        except Exception as exc:
+            estimate_json, estimate_findings = None, [self._failed("estimate", exc)]
+        return Analysis(raw=raw, findings=sort_findings([*findings, *estimate_findings, *failures]),
+                        sources=sources, estimate=estimate_json)
+
+    def _failed(self, step: str, exc: BaseException) -> Finding:
+        log.warning("analysis step %s failed: %s", step, _one_line(exc))
+        return self.rules.finding("analysis.failed", "analysis", f"{step} failed: {_one_line(exc)}",
+                                  evidence={"step": step, "exception": type(exc).__name__,
+                                            "reason": _one_line(exc)})
+
+    def _estimate(self, raw: RawDiff, sources: HubSources, has_old: bool,
+                  old_estimate: dict[str, Any] | None) -> tuple[dict[str, Any] | None, list[Finding]]:
+        """Rerun the estimator when the config or the weights moved (and on the first revision)."""
+        if has_old and not any(p == "config.json" or p.endswith(".safetensors") for p in raw.touched()):
+            return None, []
+        new = estimate_from_sources(sources, "new")
+        if new is None:
+            return None, []
+        old = None
+        if has_old:
+            ckpt = (old_estimate or {}).get("checkpoint_params")
+            old = estimate_from_sources(sources, "old", checkpoint_params=ckpt, read_headers=False)
+        findings = compare_estimates(old, new, self.rules)
+        data = new.to_json()
+        data["delta"] = estimate_delta(old, new)
+        return data, findings
+
+    def dependencies(self, raw: RawDiff, sources: HubSources, baseline: bool) -> tuple[list[Finding], bool]:
+        """Known vulnerabilities of the packages a revision asks for (OSV.dev); (findings, retry later)."""
+        if self.osv is None:
+            return [], False
+        touched = raw.touched("added", "changed")
+        if not baseline and not any(p in ("requirements.txt", "config.json") or p.endswith(".py") for p in touched):
+            return [], False
+        from tracker.advisory.dependencies import (
+            collect_dependencies,
+            unpinned_findings,
+            vulnerability_findings,
+        )
+
+        snapshot = sources.revisions["new"][1]  # type: ignore[index]
+        code = {f.path: sources.text("new", f.path) or b"" for f in snapshot.files if f.path.endswith(".py")}
+        scan = collect_dependencies(requirements_txt=sources.text("new", "requirements.txt"),
+                                    config=_json_object(sources.text("new", "config.json")), remote_code=code)
+        if not scan.queries:
+            return unpinned_findings(scan, self.rules), False
+        result = self.osv.querybatch([tuple(q) for q in scan.queries])
+        findings, _ = vulnerability_findings(scan, result.vulns, self.rules)
+        return findings + unpinned_findings(scan, self.rules), not result.ok
+
+    # -- the stored side of a comparison ----------------------------------------------------
+
+    def diff_base(self, repo: RepoRow, revision: RevisionRow) -> RevisionRow | None:
+        """The done revision a stored one is compared with (skipping rows rewritten away before being read)."""
+        if revision.parent_sha is None:
+            return None
+        parent = self.store.get_revision(repo.pk, revision.parent_sha)
+        while parent is not None and parent.status != RevisionStatus.DONE and parent.parent_sha:
+            parent = self.store.get_revision(repo.pk, parent.parent_sha)
+        return parent if parent is not None and parent.status == RevisionStatus.DONE else None
+
+    def context(self, repo: RepoRow, *, now: datetime, sha: str | None = None) -> AdvisoryContext:
+        """What the report needs from the store about a repo, read once per revision."""
+        revisions = self.store.revisions(repo.pk)
+        advisories = self.store.advisories_for(repo_pk=repo.pk)
+        return AdvisoryContext(
+            repo_id=repo.repo_id, endpoint=self.hub.endpoint, tracker_url=self.settings.tracker_url,
+            min_severity=self.settings.min_advisory_severity, graph=self.store.commit_graph(repo.pk),
+            advisories=advisories, now=now,
+            snapshots={r.sha: r.snapshot for r in revisions if r.snapshot is not None},
+            diff_bases={r.sha: r.parent_sha for r in revisions},
+            indexed=frozenset(self.store.advisory_ids_for_commit(sha, repo.pk)) if sha else frozenset(),
+        )
+
+    # -- process ----------------------------------------------------------------------------
+
+    def process_pending(self, repo: RepoRow, *, progress: Callable[[int], Any] | None = None,
+                        should_stop: Callable[[], bool] = lambda: False) -> int:
+        """Process the repo's pending revisions, oldest first; returns how many were completed."""
+        done = 0
+        for revision in self.store.pending_revisions(repo.pk):
+            if should_stop():
+                break
+            try:
+                if self.process(repo, revision):
+                    done += 1
+            except RevisionGone as exc:
+                # Rewritten away before we read it: keep the row, say why, move on.
+                self.store.mark_revision(revision.pk, RevisionStatus.UNREACHABLE)
+                log.warning("%s@%s unreachable: %s", repo.repo_id, revision.sha[:12], exc)
+                continue
+            if progress:
+                progress(1)
+        return done
+
+    def process(self, repo: RepoRow, revision: RevisionRow) -> bool:
+        """Read, report and save one pending revision; False when another process completed it first.
+
+        Hub errors (the Hub is down, rate limited) propagate and leave the revision pending;
+        anything wrong with the content itself is a finding on the revision.
+        """
+        snapshot = self.hub.snapshot(repo.repo_id, revision.sha)
+        base = self.diff_base(repo, revision)
+        old = (base.sha, base.snapshot) if base and base.snapshot is not None else None
+        analysis = self.analyse(repo.repo_id, old, (revision.sha, snapshot),
+                                old_estimate=base.estimate if base else None)
+        try:
+            dependency_findings, retry = self.dependencies(analysis.raw, analysis.sources, old is None)
+        except TrackerError as exc:
+            dependency_findings, retry = [], True
+            log.warning("%s@%s: dependency lookups failed: %s", repo.repo_id, revision.sha[:12], exc)
+        findings = sort_findings([*analysis.findings, *dependency_findings])
+        now = self.clock()
+        report = self._report(repo, revision, now=now, snapshot=snapshot, old=old, analysis=analysis,
+                              findings=findings, retry=retry)
+        return self.store.save_revision_report(report)
+
+    def _report(self, repo: RepoRow, revision: RevisionRow, *, now: datetime, snapshot: Snapshot,
+                old: Side | None, analysis: Analysis, findings: Sequence[Finding], retry: bool) -> RevisionReport:
+        ctx = self.context(repo, now=now, sha=revision.sha)
+        return revision_report(
+            ctx, repo_pk=repo.pk, revision_pk=revision.pk, sha=revision.sha, parent=revision.parent_sha,
+            date=revision.date, baseline=revision.baseline or old is None, snapshot=snapshot,
+            diff=analysis.raw if old is not None else None, findings=findings, estimate=analysis.estimate,
+            dependencies_pending=retry,
+        )
+
+    # -- re-analysis ------------------------------------------------------------------------
+
+    def _rebuild(self, repo: RepoRow, revision: RevisionRow, findings: Sequence[Finding],
+                 estimate: dict[str, Any] | None, *, dependencies_pending: bool | None) -> None:
+        """Store re-analysed findings and the advisories they imply, in one transaction."""
+        now = self.clock()
+        writes = []
+        if not revision.baseline:
+            ctx = self.context(repo, now=now)
+            writes = revision_advisories(ctx, sha=revision.sha, parent=revision.parent_sha, date=revision.date,
+                                         findings=findings, estimate_delta=(estimate or {}).get("delta"))
+        self.store.save_reanalysis(revision.pk, repo.pk, findings=findings, estimate=estimate, now=now,
+                                   dependencies_pending=dependencies_pending, advisories=writes)
+
+    def reanalyse(self, repo: RepoRow) -> int:
+        """Re-run analysis of every stored revision with today's rules; advisories are rebuilt or withdrawn.
+
+        Snapshots and file contents come from the store, so this costs the Hub
+        nothing but the safetensors headers it needs again.
+        """
+        changed = 0
+        for revision in self.store.revisions(repo.pk, status=RevisionStatus.DONE):
+            if revision.snapshot is None:
+                continue
+            base = self.diff_base(repo, revision)
+            old = (base.sha, base.snapshot) if base and base.snapshot is not None else None
+            analysis = self.analyse(repo.repo_id, old, (revision.sha, revision.snapshot),
+                                    old_estimate=base.estimate if base else None)
+            kept = [f for f in map(Finding.from_json, revision.findings or []) if f.category == "dependencies"]
+            findings = sort_findings([*analysis.findings, *kept])
+            if [f.to_json() for f in findings] != revision.findings:
+                changed += 1
+            self._rebuild(repo, revision, findings, analysis.estimate or revision.estimate,
+                          dependencies_pending=None)
+        return changed
+
+    def retry_dependencies(self, repo: RepoRow) -> int:
+        """Redo the OSV.dev lookups that failed earlier; findings and advisories follow. Returns how many."""
+        if self.osv is None:
+            return 0
+        done = 0
+        for revision in self.store.revisions(repo.pk, status=RevisionStatus.DONE):
+            if not revision.dependencies_pending or revision.snapshot is None:
+                continue
+            base = self.diff_base(repo, revision)
+            old = (base.sha, base.snapshot) if base and base.snapshot is not None else None
+            sources = self.sources(repo.repo_id, old=old, new=(revision.sha, revision.snapshot))
+            raw = RawDiff.from_json(revision.diff or {})
+            found, still_pending = self.dependencies(raw, sources, revision.baseline or base is None)
+            if still_pending:
+                continue
+            kept = [f for f in map(Finding.from_json, revision.findings or []) if not f.code.startswith("dependencies.")]
+            self._rebuild(repo, revision, sort_findings([*kept, *found]), revision.estimate,
+                          dependencies_pending=False)
+            done += 1
+        return done
