@@ -30,8 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tracker.findings.rules import SeverityRules
 from tracker.findings import tokenizer as tok
+from tracker.findings.rules import SeverityRules
 from tracker.findings.tokenizer import diff_tokenizer_json, encode_sample, measure_drift
 
 

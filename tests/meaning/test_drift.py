@@ -13,7 +13,7 @@ from tracker.findings import tokenizer as tok
 from tracker.findings.tokenizer import TokenizerLoadError, drift_sample, encode_sample, pruned_tokenizer_doc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from bench_tokenizer_diff import build  # noqa: E402
+from bench_tokenizer_diff import build
 
 CORPUS = [*drift_sample(), "Hello world, this is a test of the tokenizer.", "Bonjour le monde"]
 EXTRA = ("Completely different text: 12345 ¿qué? ✓ naïve café", "   leading spaces", "", "x" * 300)
