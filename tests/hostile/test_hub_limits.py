@@ -208,3 +208,12 @@ def test_malformed_commit_entries_are_hub_unavailable(hub_standin: HubStandin, e
     hub_standin.faults.add("/commits/", body=json.dumps([entry]).encode())
     with pytest.raises(HubUnavailable, match="acme/tiny commits: malformed entry"):
         client(hub_standin).commits_since(REPO, "main", None, limit=5)
+
+
+def test_huggingface_hub_offline_mode_is_hub_unavailable(hub_standin: HubStandin, monkeypatch: pytest.MonkeyPatch) -> None:
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(HubUnavailable, match="OfflineModeIsEnabled: Cannot reach"):
+        client(hub_standin).head(REPO)
+    assert hub_standin.requests == []

@@ -27,15 +27,27 @@ def hub_authorizations(hub: HubStandin) -> set[str]:
     return {r.headers.get("authorization", "") for r in hub.requests if r.host.startswith("127.0.0.1")}
 
 
-def test_head_redirect_to_another_origin_is_followed_without_the_token(hub_standin: HubStandin) -> None:
+def test_head_redirect_to_another_origin_is_not_followed_the_api_answers(hub_standin: HubStandin) -> None:
+    """The adapter used to follow this by hand, token included; now the head comes from the Hub's API."""
     (sha,) = make_repo(hub_standin)
-    with Recorder(lambda method, path: (200, {}, b"")) as other:  # no X-Repo-Commit there either
+    with Recorder(lambda method, path: (200, {"X-Repo-Commit": "f" * 40}, b"")) as other:
         hub_standin.faults.add("/resolve/", method="HEAD", status=302,
                                headers={"Location": f"{other.url}/acme/tiny/resolve/main/config.json"})
         head = client(hub_standin).head(REPO)
-    assert head.sha == sha and head.renamed_to is None  # from the API fallback, on the Hub
-    assert [(s.method, s.path) for s in other.seen] == [("HEAD", "/acme/tiny/resolve/main/config.json")]
-    assert other.authorizations() == []
+    assert head.sha == sha and head.renamed_to is None  # not the foreign server's claim
+    assert other.seen == []
+    assert [(r.method, r.path) for r in hub_standin.requests] == [
+        ("HEAD", "/acme/tiny/resolve/main/config.json"), ("GET", "/api/models/acme/tiny/revision/main")
+    ]
+    assert hub_authorizations(hub_standin) == {f"Bearer {TOKEN}"}
+
+
+def test_head_rename_redirect_on_the_hub_origin_keeps_the_token(hub_standin: HubStandin) -> None:
+    (sha,) = make_repo(hub_standin)
+    hub_standin.rename("acme/tiny", "acme/renamed")
+    head = client(hub_standin).head(REPO)
+    assert (head.sha, head.renamed_to) == (sha, "acme/renamed")
+    assert [r.status for r in hub_standin.requests] == [307, 200]
     assert hub_authorizations(hub_standin) == {f"Bearer {TOKEN}"}
 
 
