@@ -33,8 +33,8 @@ def expected_references(h):
         ("configs/train.yaml", 2, 21, CHAT, r[0], 5, sorted([fix, removal]), r[5]),
         ("configs/train.yaml", 4, 17, CHAT, r[0], 5, sorted([fix, removal]), r[5]),
         ("configs/train.yaml", 7, 12, ENCODER, "floating", None, [], e[1]),
-        ("notebooks/explore.ipynb", 21, 40, CHAT, r[3], 2, sorted([removal, pickle_added]), r[5]),
-        ("notebooks/explore.ipynb", 64, 44, RISKY, "floating", None, [evil], k[0]),
+        ("notebooks/explore.ipynb", 22, 40, CHAT, r[3], 2, sorted([removal, pickle_added]), r[5]),
+        ("notebooks/explore.ipynb", 65, 44, RISKY, "floating", None, [evil], k[0]),
         ("src/app.py", 10, 50, CHAT, r[1], 4, [removal], r[5]),
         ("src/app.py", 11, 47, CHAT, "floating", None, [], r[5]),
         ("src/embed.py", 10, 35, ENCODER, "floating", None, [], e[1]),
@@ -65,7 +65,7 @@ def test_the_scan_finds_exactly_the_references_with_their_behind_counts_and_advi
     assert by_place[("src/keep.generated.py", 2)]["resolved"] == e[0]  # the tag
     assert by_place[("src/app.py", 11)]["resolved"] == r[5]
     assert by_place[("src/embed.py", 10)]["revision_expr"] == "args.revision"
-    assert by_place[("notebooks/explore.ipynb", 21)]["cell"] == 2
+    assert by_place[("notebooks/explore.ipynb", 22)]["cell"] == 2
     assert by_place[("configs/train.yaml", 4)]["via"] == "tokenizer_name"
     assert by_place[("src/app.py", 10)]["via"] == "AutoModelForCausalLM.from_pretrained"
     assert by_place[("configs/serve.json", 6)]["notes"] == [
