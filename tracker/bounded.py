@@ -5,6 +5,13 @@
 gigabytes. ``loads_json`` checks nesting depth and element count with one linear,
 non-recursive scan before parsing, and refuses with ``UntrustedInput`` (a ``ValueError``,
 so callers that already treat malformed JSON as "unreadable" need no change).
+
+``load_yaml`` does the same for YAML (a model card's front matter): a safe loader whose
+composer counts nesting depth and the *expanded* size of every node, so an alias bomb
+("billion laughs", a few hundred bytes) is refused as soon as its expansion passes the
+bound, before anything walks it. ``json_safe`` makes any value strict JSON.
+
+Every bound is a named constant here, documented in docs/findings.md ("Bounds").
 """
 
 from __future__ import annotations
@@ -12,10 +19,18 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterator
 from typing import Any
+
+import yaml
 
 MAX_JSON_DEPTH = 64
 MAX_JSON_ITEMS = 2_000_000  # containers + commas: a 256k-token tokenizer.json has ~1.2 M
+MAX_YAML_BYTES = 256 * 1024  # model cards' front matter is a few kB; long dataset lists stay far below
+MAX_YAML_DEPTH = 64
+MAX_YAML_NODES = 100_000  # nodes after alias expansion: what any later walk of the value costs
+MAX_YAML_NUMBER_CHARS = 100  # longer int/float scalars stay text (sexagesimal ints are quadratic to build)
+MAX_INT_BITS = 12_000  # ~3,600 digits: below CPython's 4,300-digit int<->str limit
 
 
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
@@ -24,6 +39,10 @@ _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 
 class UntrustedInput(ValueError):
     """Input refused by a bound (depth, count, size), not because it is malformed."""
+
+
+class NestedTooDeep(UntrustedInput):
+    """Refused for its nesting depth (what a recursive parser or walker would die of)."""
 
 
 def check_json_shape(data: bytes | str, *, max_depth: int = MAX_JSON_DEPTH,
@@ -43,7 +62,7 @@ def check_json_shape(data: bytes | str, *, max_depth: int = MAX_JSON_DEPTH,
         if byte in (0x5B, 0x7B):  # [ {
             depth += 1
             if depth > max_depth:
-                raise UntrustedInput(f"JSON nested deeper than {max_depth} levels")
+                raise NestedTooDeep(f"JSON nested deeper than {max_depth} levels")
         else:
             depth -= 1
 
@@ -59,11 +78,126 @@ def json_safe(value: Any) -> Any:
 
     Upstream configs may hold ``NaN`` (Python's json reads it); OSV records, the API and
     exports must be strict JSON, so such numbers are kept as text, never dropped silently.
+    Integers too long for ``str()`` become a short description, mapping keys that JSON
+    cannot hold become strings, tuples and sets become lists: the result always passes
+    ``json.dumps(..., allow_nan=False)`` when its leaves are JSON types.
     """
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > MAX_INT_BITS:
+        return f"<integer of {value.bit_length()} bits>"
     if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
+        return {_json_key(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
         return [json_safe(v) for v in value]
     return value
+
+
+def _json_key(key: Any) -> Any:
+    if isinstance(key, str) or key is None or isinstance(key, bool):
+        return key
+    if isinstance(key, (int, float)):
+        safe = json_safe(key)
+        return safe if isinstance(safe, str) else key
+    return str(key)
+
+
+def count_items(value: Any, limit: int) -> int:
+    """Containers and leaves in ``value``, counted without recursion; stops just past ``limit``.
+
+    A value whose count exceeds ``limit`` is too large to walk element by element
+    (a structured diff, a rendering): callers summarise it instead.
+    """
+    count = 0
+    stack: list[Any] = [value]
+    while stack and count <= limit:
+        item = stack.pop()
+        count += 1
+        if isinstance(item, dict):
+            stack.extend(item.values())
+            count += len(item)  # the keys
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return count
+
+
+# --------------------------------------------------------------------------- YAML
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader whose composer bounds nesting depth and expanded size (aliases counted in full).
+
+    PyYAML's scanner and parser are iterative; only the composer and constructor recurse,
+    once per nesting level, so refusing depth in ``compose_node`` keeps both shallow.
+    Sizes are computed bottom-up as nodes complete: a node is 1 plus its children, an
+    alias counts the whole node it names, so nine aliases of nine aliases of ... are
+    refused at the level where the product first passes ``max_nodes``.
+    """
+
+    max_depth = MAX_YAML_DEPTH
+    max_nodes = MAX_YAML_NODES
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._sizes: dict[int, int] = {}
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            node = super().compose_node(parent, index)
+            if id(node) not in self._sizes:
+                raise UntrustedInput("YAML alias refers to a node that contains it (recursive alias)")
+            return node
+        self._depth += 1
+        if self._depth > self.max_depth:
+            raise NestedTooDeep(f"YAML nested deeper than {self.max_depth} levels")
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+        size = 1 + sum(self._sizes[id(child)] for child in _children(node))
+        if size > self.max_nodes:
+            raise UntrustedInput(f"YAML expands to more than {self.max_nodes:,} nodes (aliases counted in full)")
+        self._sizes[id(node)] = size
+        return node
+
+    def construct_yaml_int(self, node: Any) -> Any:
+        if len(str(node.value)) > MAX_YAML_NUMBER_CHARS:
+            return str(node.value)
+        return super().construct_yaml_int(node)
+
+    def construct_yaml_float(self, node: Any) -> Any:
+        if len(str(node.value)) > MAX_YAML_NUMBER_CHARS:
+            return str(node.value)
+        return super().construct_yaml_float(node)
+
+
+_BoundedLoader.add_constructor("tag:yaml.org,2002:int", _BoundedLoader.construct_yaml_int)
+_BoundedLoader.add_constructor("tag:yaml.org,2002:float", _BoundedLoader.construct_yaml_float)
+
+
+def _children(node: Any) -> Iterator[Any]:
+    if isinstance(node, yaml.SequenceNode):
+        yield from node.value
+    elif isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            yield key
+            yield value
+
+
+def load_yaml(text: str, *, max_bytes: int = MAX_YAML_BYTES, max_depth: int = MAX_YAML_DEPTH,
+              max_nodes: int = MAX_YAML_NODES) -> Any:
+    """One YAML document, safely: no Python tags, depth and alias expansion bounded.
+
+    Raises ``UntrustedInput`` for a bound passed and ``yaml.YAMLError`` for malformed text.
+    Numbers longer than ``MAX_YAML_NUMBER_CHARS`` characters are kept as their text.
+    """
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > max_bytes:
+        raise UntrustedInput(f"YAML of {size:,} bytes is over the {max_bytes:,}-byte limit")
+    loader = _BoundedLoader(text)
+    loader.max_depth, loader.max_nodes = max_depth, max_nodes
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()

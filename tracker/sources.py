@@ -3,7 +3,11 @@
 Small files are content-addressed by blob id in the store, so each version
 of a file is fetched from the Hub once, whichever revision asks for it.
 Failures (too large, cut off, malformed) are recorded in ``problems`` and the
-read returns None; the service turns problems into findings.
+read returns None; the processor turns problems into findings. Transient Hub
+failures (unavailable, rate limited, the poll's deadline) are not the file's
+fault: while ``strict`` they propagate, so the revision stays pending and is read
+again on the next poll; the processor turns ``strict`` off after a revision has
+failed that way too often, so no file can keep a revision pending forever.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from tracker.errors import HubError, UpstreamFileError
+from tracker.errors import HubError, HubRateLimited, HubUnavailable, UpstreamFileError
 from tracker.hub import HubClient
 from tracker.model import RepoId, Snapshot
 from tracker.store import SqlStore
@@ -31,7 +35,9 @@ class HubSources:
         max_file_bytes: int,
         max_header_bytes: int,
         now: Callable[[], datetime],
+        strict: bool = True,
     ) -> None:
+        self.strict = strict
         self.hub = hub
         self.store = store
         self.repo = repo
@@ -48,6 +54,11 @@ class HubSources:
             return None, None
         sha, snapshot = rev
         return sha, snapshot.get(path)
+
+    def _check_transient(self, exc: BaseException) -> None:
+        """Re-raise a transient Hub failure (strict mode): the revision is read again later."""
+        if self.strict and isinstance(exc, (HubUnavailable, HubRateLimited)):
+            raise exc
 
     def _problem(self, side: str, path: str, reason: str) -> None:
         item = {"side": side, "path": path, "reason": reason}
@@ -67,6 +78,7 @@ class HubSources:
         try:
             data = self.hub.read_file(self.repo, sha, path, max_bytes=self.max_file_bytes)
         except (UpstreamFileError, HubError) as exc:
+            self._check_transient(exc)
             self._problem(side, path, str(exc))
             return None
         self.store.put_blob(entry.content_id, data, now=self.now())
@@ -83,6 +95,7 @@ class HubSources:
                     self.repo, sha, path, max_bytes=self.max_header_bytes
                 )
             except (UpstreamFileError, HubError) as exc:
+                self._check_transient(exc)
                 self._problem(side, path, str(exc))
                 self._headers[key] = None
         return self._headers[key]
@@ -105,11 +118,17 @@ class HubSources:
                     entry.size,
                 )
             except (UpstreamFileError, HubError, GGUFError) as exc:
+                self._check_transient(exc)
                 self._problem(side, path, f"GGUF header unreadable: {exc}")
                 self._headers[key] = None
         return self._headers[key]
 
     def pickle_globals(self, side: str, path: str) -> list[tuple[str, str]] | None:
+        """The globals a pickle-based file imports, from range reads (4 bytes, then 512 unless it is a zip).
+
+        The result is a :class:`~tracker.findings.picklescan_zip.PickleGlobals`: a partial scan
+        returns what it found with ``incomplete`` set, so a cap never hides a dangerous import.
+        """
         sha, entry = self._entry(side, path)
         if entry is None or not path.endswith(PICKLE_SUFFIXES):
             return None
@@ -121,5 +140,6 @@ class HubSources:
                 entry.size,
             )
         except (UpstreamFileError, HubError, ValueError) as exc:
+            self._check_transient(exc)
             self._problem(side, path, f"pickle scan failed: {exc}")
             return None

@@ -28,13 +28,19 @@ def compare_estimates(old: Estimate | None, new: Estimate, rules: SeverityRules)
     """Findings for what changed from ``old`` to ``new`` (``old`` None: the first revision read).
 
     On the first revision only facts about ``new`` itself are reported (an
-    unsupported family, a graph/checkpoint disagreement); after that, also the
+    unsupported family, an implausible config, a graph/checkpoint disagreement); after that, also the
     parameter count, context, fits appearing or vanishing per card and mode,
     and serving batches moving by more than 10 %."""
     out: list[Finding] = []
     f = rules.finding
+    if new.implausible:
+        if old is None or not old.implausible or old.reason != new.reason:
+            out.append(f("estimate.implausible_config", CATEGORY,
+                         f"{new.reason}; no estimate (model_type {new.model_type})",
+                         before=old.reason if old is not None and old.implausible else None, after=new.reason))
+        return out
     if not new.supported:
-        if old is None or old.supported:
+        if old is None or old.supported or old.implausible:
             out.append(f("estimate.unsupported", CATEGORY, new.reason or f"unsupported: {new.model_type}",
                          before=None if old is None else old.model_type, after=new.model_type))
         return out

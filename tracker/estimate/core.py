@@ -6,11 +6,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tracker.bounded import json_safe
 from tracker.estimate import memory
-from tracker.estimate.architectures import Arch, Unsupported, build
+from tracker.estimate.architectures import SUPPORTED_MODEL_TYPES, Arch, Unsupported, build
 from tracker.estimate.checkpoint import checkpoint_params as _count_headers
 from tracker.estimate.checkpoint import explain_mismatch, is_tied_copy
 from tracker.estimate.memory import CardFit
+from tracker.estimate.plausible import MAX_CONTEXT, MAX_RANK, implausible
 from tracker.estimate.structure import Row, structure
 from tracker.estimate.verifier import VerifierFinding, verify
 
@@ -18,11 +20,13 @@ from tracker.estimate.verifier import VerifierFinding, verify
 @dataclass(frozen=True)
 class Estimate:
     """One estimate.  ``supported=False`` carries only ``model_type`` and ``reason``:
-    an unknown family is said so, never guessed at."""
+    an unknown family is said so, never guessed at; ``implausible=True`` says the
+    family is known but the config's sizes are not sane (see :mod:`.plausible`)."""
 
     model_type: str
     supported: bool
     reason: str | None = None
+    implausible: bool = False
     architecture: str | None = None
     family: str | None = None
     params: int | None = None
@@ -52,12 +56,13 @@ class Estimate:
         return next(c for c in self.cards if c.card == name)
 
     def to_json(self) -> dict[str, Any]:
-        """The issue's JSON shape (plus a few extra keys); a batch that does not fit is 0."""
+        """The issue's JSON shape (plus a few extra keys); a batch that does not fit is 0. Strict JSON."""
         r = lambda x: None if x is None else round(x, 4)  # noqa: E731
-        return {
+        return json_safe({
             "model_type": self.model_type,
             "supported": self.supported,
             "reason": self.reason,
+            "implausible": self.implausible,
             "architecture": self.architecture,
             "params": self.params,
             "active_params": self.active_params,
@@ -72,7 +77,7 @@ class Estimate:
             "cards": [c.to_json() for c in self.cards],
             "structure": [row.to_json() for row in self.structure],
             "verifier": [v.to_json() for v in self.verifier],
-        }
+        })
 
 
 def estimate(
@@ -89,15 +94,28 @@ def estimate(
     ``checkpoint_params`` is the checkpoint's own count when the caller read it;
     ``checkpoint_headers`` (parsed safetensors headers by file name) may be passed
     instead or as well, and then also lets the verifier see layer counts and
-    embedding rows."""
+    embedding rows.
+
+    Sizes are checked against sane ranges first (:func:`.plausible.implausible`): a config
+    claiming 100 M layers, ``1e308`` or ``-4096`` heads is an implausible-config estimate,
+    answered at once, never an ``OverflowError`` or gigabytes of per-layer structure.
+    ``seq_len`` and ``lora_rank`` out of range are a ``ValueError``."""
+    if seq_len is not None and not (isinstance(seq_len, int) and 0 < seq_len <= MAX_CONTEXT):
+        raise ValueError(f"seq_len must be an integer from 1 to {MAX_CONTEXT}")
+    if not (isinstance(lora_rank, int) and 0 < lora_rank <= MAX_RANK):
+        raise ValueError(f"lora_rank must be an integer from 1 to {MAX_RANK}")
+    model_type = str(config.get("model_type") or "")
+    if model_type in SUPPORTED_MODEL_TYPES:
+        why = implausible(config)
+        if why is not None:
+            return Estimate(model_type=model_type, supported=False, implausible=True,
+                            reason=f"implausible config: {why}")
     arch = build(config)
     if isinstance(arch, Unsupported):
         return Estimate(model_type=arch.model_type, supported=False, reason=f"unsupported: {arch.model_type} ({arch.reason})")
     if checkpoint_params is None and checkpoint_headers:
         checkpoint_params = _count_headers(checkpoint_headers)
-    s = int(seq_len) if seq_len else memory.default_seq_len(arch.context)
-    if s <= 0 or lora_rank <= 0:
-        raise ValueError("seq_len and lora_rank must be positive")
+    s = seq_len or memory.default_seq_len(arch.context)
     return _estimate(arch, config, s, lora_rank, checkpoint_params, checkpoint_headers)
 
 

@@ -7,8 +7,10 @@ from tracker.estimate.core import Estimate
 from tracker.estimate.memory import HEADROOM
 
 
-def _gb(x: float) -> str:
+def _gb(x: float | None) -> str:
     """Three significant figures, as the page writes 11.2 GB and 1.69 GB."""
+    if x is None:
+        return "?"
     return f"{x:.3g}" if x < 100 else f"{x:.0f}"
 
 
@@ -19,6 +21,8 @@ def _batch(b: int, borderline: bool) -> str:
 
 
 def render_card(est: Estimate) -> str:
+    if est.implausible:
+        return f"{est.reason}\nNo estimate: these sizes cannot be a real model's, and we do not guess."
     if not est.supported:
         return f"{est.reason}\nNo estimate: this family is not reconstructed, and we do not guess."
     s, r = est.seq_len, est.lora_rank

@@ -19,9 +19,11 @@ consistency analysers.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from tracker.bounded import NestedTooDeep, UntrustedInput, loads_json
 from tracker.findings.rules import SeverityRules
 from tracker.model import Finding, RevisionChange, RevisionSources
 
@@ -47,7 +49,11 @@ def load_json_object(data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> dict
 
     Hostile or broken files are ordinary upstream events (a truncated upload, a
     UTF-16 re-save, a 1 GB "config"), so every failure mode becomes one exception
-    type that analysers turn into a finding instead of crashing the poll.
+    type that analysers turn into a finding instead of crashing the poll. Nesting depth
+    and element count are bounded (:func:`tracker.bounded.loads_json`): a config nested
+    100,000 levels deep is "invalid JSON: nested too deeply to parse", refused by a linear
+    pre-scan rather than a ``RecursionError``; one of 3 M keys is "unreadable: JSON with
+    more than 2,000,000 elements" before a byte of it is parsed.
     """
     if len(data) > max_bytes:
         raise JsonProblem(f"{len(data)} bytes, over the {max_bytes}-byte limit; not parsed")
@@ -56,11 +62,13 @@ def load_json_object(data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> dict
     except UnicodeDecodeError as exc:
         raise JsonProblem(f"not valid UTF-8 (byte {exc.start}: {exc.reason})") from None
     try:
-        value = json.loads(text)
+        value = loads_json(text)
+    except (NestedTooDeep, RecursionError):
+        raise JsonProblem("invalid JSON: nested too deeply to parse") from None
+    except UntrustedInput as exc:
+        raise JsonProblem(f"unreadable: {exc}") from None
     except json.JSONDecodeError as exc:
         raise JsonProblem(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
-    except RecursionError:
-        raise JsonProblem("invalid JSON: nested too deeply to parse") from None
     except ValueError as exc:  # e.g. an integer literal with too many digits
         raise JsonProblem(f"invalid JSON: {exc}") from None
     if not isinstance(value, dict):
@@ -230,7 +238,52 @@ LEAF_MAPPINGS = {"id2label", "label2id", "task_specific_params"}
 # RoPE scaling types renamed upstream: same scaling, new name (Phi-3 'su' → 'longrope', July 2024).
 ROPE_TYPE_RENAMES = {"su": "longrope"}
 
+_SPELLING_CODE = {k: GROUP_CODE[g] for g, ks in ALIASES.items() for k in ks}
+_SPELLINGS = frozenset(_SPELLING_CODE)
+
 MAX_GENERIC_FINDINGS = 20
+"""``config.value_changed`` findings itemised; the rest are one finding listing their keys."""
+MAX_FINDINGS_PER_CODE = 50
+"""Findings itemised per other code (a crafted config can repeat known keys in a million sub-objects)."""
+MAX_LISTED_KEYS = 200
+"""Keys listed in the evidence of a "N more" finding; the count is exact."""
+
+
+class _Collected:
+    """Findings with a per-code cap: past it a change is only counted (and its key listed).
+
+    Callers ask :meth:`want` *before* building a finding, so a config of a million
+    changed keys costs a million dictionary lookups, not a million findings.
+    """
+
+    def __init__(self) -> None:
+        self.findings: list[Finding] = []
+        self.seen: Counter[str] = Counter()
+        self.skipped: dict[str, list[str]] = {}
+
+    def want(self, code: str, key: str) -> bool:
+        self.seen[code] += 1
+        cap = MAX_GENERIC_FINDINGS if code == "config.value_changed" else MAX_FINDINGS_PER_CODE
+        if self.seen[code] <= cap:
+            return True
+        listed = self.skipped.setdefault(code, [])
+        if len(listed) < MAX_LISTED_KEYS:
+            listed.append(key)
+        return False
+
+    def add(self, finding: Finding) -> None:
+        self.findings.append(finding)
+
+    def result(self, rules: SeverityRules) -> list[Finding]:
+        """The itemised findings, then one "N more" finding per capped code (same code, same severity)."""
+        out = list(self.findings)
+        for code, keys in self.skipped.items():
+            cap = MAX_GENERIC_FINDINGS if code == "config.value_changed" else MAX_FINDINGS_PER_CODE
+            more = self.seen[code] - cap
+            summary = (f"{more} more config values changed" if code == "config.value_changed"
+                       else f"{more} more changes of this kind ({code})")
+            out.append(rules.finding(code, CATEGORY, summary, path=PATH, evidence={"keys": keys, "count": more}))
+        return out
 
 
 def _leaf_code(key: str) -> str:
@@ -289,23 +342,9 @@ def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRul
 
 def diff_configs(old: Mapping[str, Any], new: Mapping[str, Any], rules: SeverityRules) -> list[Finding]:
     """Compare two parsed configs; pure, so tests and other analysers can call it directly."""
-    findings: list[Finding] = []
-    _diff_dict(old, new, "", rules, findings)
-    generic = [f for f in findings if f.code == "config.value_changed"]
-    if len(generic) > MAX_GENERIC_FINDINGS:
-        kept = generic[:MAX_GENERIC_FINDINGS]
-        rest = generic[MAX_GENERIC_FINDINGS:]
-        findings = [f for f in findings if f.code != "config.value_changed"] + kept
-        findings.append(
-            rules.finding(
-                "config.value_changed",
-                CATEGORY,
-                f"{len(rest)} more config values changed",
-                path=PATH,
-                evidence={"keys": [f.evidence.get("key") for f in rest]},
-            )
-        )
-    return findings
+    found = _Collected()
+    _diff_dict(old, new, "", rules, found)
+    return found.result(rules)
 
 
 def _finding(rules: SeverityRules, code: str, key: str, before: Any, after: Any, summary: str | None = None,
@@ -322,9 +361,10 @@ def _finding(rules: SeverityRules, code: str, key: str, before: Any, after: Any,
 
 
 def _diff_dict(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str, rules: SeverityRules,
-               out: list[Finding]) -> None:
+               out: _Collected) -> None:
     handled: set[str] = set()
-    for group, spellings in ALIASES.items():
+    same_spellings = _SPELLINGS.intersection(old) == _SPELLINGS.intersection(new)
+    for group, spellings in () if same_spellings else ALIASES.items():
         old_keys = [k for k in spellings if k in old]
         new_keys = [k for k in spellings if k in new]
         if old_keys == new_keys:
@@ -336,53 +376,63 @@ def _diff_dict(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str, rule
         after = new[new_key] if new_key else MISSING
         old_name = prefix + (old_key or new_key or group)
         new_name = prefix + (new_key or old_key or group)
-        if old_key and new_key and _same(before, after):
-            out.append(_finding(
+        renamed = bool(old_key and new_key and _same(before, after))
+        if not out.want("config.key_renamed" if renamed else GROUP_CODE[group], new_name):
+            continue
+        if renamed:
+            out.add(_finding(
                 rules, "config.key_renamed", new_name, before, after,
                 f"{old_name} renamed to {new_name} (value {fmt_value(after)} unchanged)",
                 old_key=old_name,
             ))
         elif old_name == new_name:
-            out.append(_finding(rules, GROUP_CODE[group], new_name, before, after))
+            out.add(_finding(rules, GROUP_CODE[group], new_name, before, after))
         else:
-            out.append(_finding(
+            out.add(_finding(
                 rules, GROUP_CODE[group], new_name, before, after,
                 f"{old_name}: {fmt_value(before)} → {new_name}: {fmt_value(after)}",
                 old_key=old_name,
             ))
 
-    group_code = {k: GROUP_CODE[g] for g, ks in ALIASES.items() for k in ks}
+    group_code = _SPELLING_CODE
     for key in list(old) + [k for k in new if k not in old]:
         if key in handled:
             continue
         before, after = old.get(key, MISSING), new.get(key, MISSING)
         if _same(before, after) or {type(before), type(after)} == {type(None), type(MISSING)}:
             continue  # an explicit null is the class default, as is an absent key
-        name = prefix + key
+        name = prefix + str(key)
         if key == "auto_map" and not prefix:
-            out.extend(_diff_auto_map(before, after, rules))
+            for finding in _diff_auto_map(before, after, rules):
+                if out.want(finding.code, str(finding.evidence.get("key", name))):
+                    out.add(finding)
         elif key in ("quantization_config", "compression_config"):
-            out.extend(_diff_subtree(name, before, after, "config.quantization_changed", rules))
+            _diff_subtree(name, before, after, "config.quantization_changed", rules, out)
         elif key in ("rope_scaling", "rope_parameters"):
-            out.extend(_diff_rope(name, before, after, rules))
+            _diff_rope(name, before, after, rules, out)
         elif isinstance(before, dict) and isinstance(after, dict) and key not in LEAF_MAPPINGS:
             _diff_dict(before, after, name + ".", rules, out)  # text_config, vision_config, ...
         else:
             code = group_code.get(key) or _leaf_code(key)
-            out.append(_finding(rules, code, name, before, after))
+            if out.want(code, name):
+                out.add(_finding(rules, code, name, before, after))
 
 
-def _diff_subtree(name: str, before: Any, after: Any, code: str, rules: SeverityRules) -> list[Finding]:
+def _diff_subtree(name: str, before: Any, after: Any, code: str, rules: SeverityRules, out: _Collected) -> None:
     """One finding per changed leaf; a block that appears or disappears is one finding."""
     if not isinstance(before, dict) or not isinstance(after, dict):
         if before is MISSING or before is None:
-            summary = f"{name} added: {fmt_value(after)}"
+            summary: str | None = f"{name} added: {fmt_value(after)}"
         elif after is MISSING or after is None:
             summary = f"{name} removed (was {fmt_value(before)})"
         else:
             summary = None
-        return [_finding(rules, code, name, before, after, summary)]
-    return [_finding(rules, code, f"{name}.{path}", b, a) for path, b, a in flat_diff(before, after)]
+        if out.want(code, name):
+            out.add(_finding(rules, code, name, before, after, summary))
+        return
+    for path, b, a in flat_diff(before, after):
+        if out.want(code, f"{name}.{path}"):
+            out.add(_finding(rules, code, f"{name}.{path}", b, a))
 
 
 def _rope_type(block: Mapping[str, Any]) -> tuple[str | None, Any]:
@@ -392,10 +442,11 @@ def _rope_type(block: Mapping[str, Any]) -> tuple[str | None, Any]:
     return None, MISSING
 
 
-def _diff_rope(name: str, before: Any, after: Any, rules: SeverityRules) -> list[Finding]:
+def _diff_rope(name: str, before: Any, after: Any, rules: SeverityRules, out: _Collected) -> None:
     """RoPE scaling: a known type rename or a ``type``→``rope_type`` key move is not a new scaling."""
     if not isinstance(before, dict) or not isinstance(after, dict):
-        return _diff_subtree(name, before, after, "config.rope_changed", rules)
+        _diff_subtree(name, before, after, "config.rope_changed", rules, out)
+        return
     findings: list[Finding] = []
     old_key, old_type = _rope_type(before)
     new_key, new_type = _rope_type(after)
@@ -421,10 +472,12 @@ def _diff_rope(name: str, before: Any, after: Any, rules: SeverityRules) -> list
                 rules, "config.rope_changed", new_name, old_type, new_type,
                 f"{old_name}: {fmt_value(old_type)} → {new_name}: {fmt_value(new_type)}",
             ))
-    findings.extend(
-        _finding(rules, "config.rope_changed", f"{name}.{path}", b, a) for path, b, a in flat_diff(rest_old, rest_new)
-    )
-    return findings
+    for finding in findings:
+        if out.want(finding.code, str(finding.evidence.get("key"))):
+            out.add(finding)
+    for path, b, a in flat_diff(rest_old, rest_new):
+        if out.want("config.rope_changed", f"{name}.{path}"):
+            out.add(_finding(rules, "config.rope_changed", f"{name}.{path}", b, a))
 
 
 def _auto_map_entries(value: Any) -> dict[str, str]:

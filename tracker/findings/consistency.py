@@ -33,6 +33,11 @@ INVOLVED = (
 )
 
 # Literal special-looking tokens: <|eot_id|>, <|im_start|>, <start_of_turn>, <end_of_turn>.
+MAX_MISSING_TOKENS = 50
+"""Template tokens missing from the vocabulary reported one by one per template; the rest as one finding."""
+MAX_ID_DIGITS = 12
+"""Longest token id read from ``added_tokens_decoder`` keys (real ids have at most 7 digits)."""
+
 # Deliberately narrow: HTML-ish text such as <b> or <think> in a template is not flagged.
 SPECIAL_TOKEN_RE = re.compile(r"<\|[^<>|\s]{1,64}\|>|<[a-z][a-z0-9]*(?:_[a-z0-9]+)+>")
 
@@ -89,9 +94,10 @@ def problems(sources: RevisionSources, side: str) -> dict[tuple[str, str], dict[
         decoder = tok_config.get("added_tokens_decoder")
         if isinstance(decoder, dict):
             for key, entry in decoder.items():
-                content = _special(entry)
-                if content is not None and key.isdigit():
-                    vocab.setdefault(content, int(key))
+                special = _special(entry)
+                # ASCII digits only, and short: int() refuses "²" and 5,000-digit strings with ValueError
+                if special is not None and key.isascii() and key.isdigit() and len(key) <= MAX_ID_DIGITS:
+                    vocab.setdefault(special, int(key))
                     size = max(size or 0, int(key) + 1)
 
     # 1. config vocab_size vs the ids the tokenizer can produce
@@ -138,13 +144,21 @@ def problems(sources: RevisionSources, side: str) -> dict[tuple[str, str], dict[
         if isinstance(raw, str):
             templates.append(("tokenizer_config.json", raw))
         elif isinstance(raw, list):
-            templates += [("tokenizer_config.json", t.get("template")) for t in raw
+            templates += [("tokenizer_config.json", t["template"]) for t in raw
                           if isinstance(t, dict) and isinstance(t.get("template"), str)]
         jinja = sources.text(side, "chat_template.jinja")
         if jinja is not None:
             templates.append(("chat_template.jinja", jinja.decode("utf-8", errors="replace")))
         for path, text in templates:
             missing = sorted({m for m in SPECIAL_TOKEN_RE.findall(text) if m not in vocab})
+            if len(missing) > MAX_MISSING_TOKENS:
+                rest = missing[MAX_MISSING_TOKENS:]
+                found[("consistency.template_token_missing", f"{path}: {len(rest)} more")] = {
+                    "summary": f"chat template emits {len(rest)} more tokens that are not in the vocabulary, "
+                               f"e.g. {rest[0]}",
+                    "before": None, "after": rest[:MAX_MISSING_TOKENS], "path": path,
+                }
+                missing = missing[:MAX_MISSING_TOKENS]
             for token in missing:
                 found[("consistency.template_token_missing", token)] = {
                     "summary": f"chat template emits {token}, which is not a token in the vocabulary: "

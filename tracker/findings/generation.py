@@ -29,6 +29,9 @@ from tracker.model import Finding, RevisionChange, RevisionSources
 
 CATEGORY = "generation"
 PATH = "generation_config.json"
+MAX_ITEMISED = 50
+"""Changed keys reported one by one; the rest are one finding per code, listing their keys."""
+MAX_LISTED_KEYS = 200
 CONFIG = "config.json"
 
 TOKEN_ID_KEYS = {
@@ -127,6 +130,8 @@ def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRul
             else "generation_config.json removed: generation defaults fall back to config.json"
         )
         findings.append(rules.finding(code, CATEGORY, summary, path=PATH))
+    more: dict[str, list[str]] = {}  # code -> keys past the cap (a crafted file may hold a million)
+    itemised = 0
     for key in list(old) + [k for k in new if k not in old]:
         before, after = old.get(key, MISSING), new.get(key, MISSING)
         if key in TOKEN_ID_KEYS:
@@ -134,6 +139,10 @@ def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRul
                 continue
         elif before == after and type(before) is type(after):
             continue
+        if itemised >= MAX_ITEMISED:
+            more.setdefault(_code(key), []).append(key)
+            continue
+        itemised += 1
         findings.append(rules.finding(
             _code(key),
             CATEGORY,
@@ -142,5 +151,10 @@ def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRul
             before=json_value(before),
             after=json_value(after),
             evidence={"key": key, "old_source": old_path, "new_source": new_path},
+        ))
+    for code, keys in more.items():  # same code, so the same severity: a cap never lowers one
+        findings.append(rules.finding(
+            code, CATEGORY, f"{len(keys)} more generation defaults changed", path=new_path,
+            evidence={"keys": keys[:MAX_LISTED_KEYS], "count": len(keys)},
         ))
     return findings

@@ -18,9 +18,12 @@ single weight changing, so it is tracked like code:
   shows no metadata at all, so a licence silently disappears.
 * ``licence.detected`` (info): the terms on the first revision read.
 
-The YAML is parsed with a safe loader that also refuses aliases (an alias
-bomb is tiny on disk and exponential to walk) and is size-capped.
-Pure: reads only through ``sources``.
+The YAML is parsed by :func:`tracker.bounded.load_yaml`: a safe loader (no
+Python tags) that bounds nesting depth and the expanded size of the document,
+aliases and merge keys (``<<``) counted in full, so an alias bomb (tiny on disk,
+exponential to walk), wherever its aliases sit (values, mapping keys, merges),
+is refused as it is composed; over-long numbers stay text. The block is also
+size-capped. Pure: reads only through ``sources``.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from tracker.bounded import UntrustedInput, load_yaml
 from tracker.findings.rules import SeverityRules
 from tracker.model import Finding, RevisionChange, RevisionSources
 
@@ -75,16 +79,6 @@ LICENCE_KEYS = ("license", "license_name", "license_link")
 INFO_KEYS = {"pipeline_tag": "licence.pipeline_tag_changed", "library_name": "licence.library_name_changed"}
 
 
-class _NoAliasLoader(yaml.SafeLoader):
-    """SafeLoader that rejects anchors/aliases: model cards do not need them, alias bombs do."""
-
-    def compose_node(self, parent, index):  # type: ignore[no-untyped-def]
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise yaml.composer.ComposerError(None, None, "YAML aliases are not accepted", event.start_mark)
-        return super().compose_node(parent, index)
-
-
 def front_matter(readme: bytes) -> tuple[dict[str, Any], str | None]:
     """``(metadata, problem)``: the parsed block ({} if none) and why it is unusable, if it is."""
     try:
@@ -105,11 +99,13 @@ def front_matter(readme: bytes) -> tuple[dict[str, Any], str | None]:
     else:
         return {}, "front matter has no closing '---' line"
     try:
-        data = yaml.load(block, Loader=_NoAliasLoader)
+        data = load_yaml(block, max_bytes=MAX_FRONT_MATTER_BYTES)
+    except UntrustedInput as exc:
+        return {}, f"YAML refused: {exc}"
     except yaml.YAMLError as exc:
         return {}, f"YAML error: {' '.join(str(exc).split())[:300]}"
-    except RecursionError:
-        return {}, "YAML nested too deeply"
+    except (ValueError, RecursionError) as exc:  # a last line of defence: the loader bounds both
+        return {}, f"YAML unreadable: {type(exc).__name__}"
     if data is None:
         return {}, None
     if not isinstance(data, dict):
@@ -155,7 +151,8 @@ def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRul
     ):
         return []
     out: list[Finding] = []
-    new_meta, problem = ({}, None)
+    new_meta: dict[str, Any] = {}
+    problem: str | None = None
     if new_entry is not None:
         raw = sources.text("new", README)
         if raw is None:

@@ -16,8 +16,15 @@ pickle that hides what it imports is itself the warning sign.
 
 Everything is capped: the EOCD search window (the 22-byte record plus the
 largest possible comment), the central directory, each pickle member (64 MB,
-compressed and uncompressed, so a deflate bomb stops early) and the prefix of a
-legacy raw-pickle file that is scanned.
+compressed and uncompressed, so a deflate bomb stops early), the number of
+pickle members scanned, and the prefix of a legacy raw-pickle file that is
+scanned. A cap never hides what was already found: the scan returns the
+globals it saw with :attr:`PickleGlobals.incomplete` saying what it skipped, so
+a dangerous ``data.pkl`` padded with harmless members stays dangerous.
+
+A file that is not a zip is first judged from its first :data:`SNIFF_BYTES`
+bytes (a GGUF or safetensors ``.bin``, a text file): only a prefix that parses
+as pickle opcodes leads to larger reads, growing while the pickle goes on.
 
 Pure: no I/O except through ``read_range``.
 """
@@ -42,7 +49,17 @@ MAX_LEGACY_BYTES = 64 * 1024 * 1024
 MAX_CENTRAL_DIRECTORY_BYTES = 16 * 1024 * 1024
 """One entry per tensor storage, ~100 bytes each: 16 MB is far above any real model."""
 MAX_PICKLE_MEMBERS = 16
-"""Pickle members scanned per archive (data.pkl, plus constants.pkl in TorchScript)."""
+"""Pickle members scanned per archive (data.pkl, plus constants.pkl in TorchScript); others are reported unscanned."""
+SNIFF_BYTES = 512
+"""First read of a file that is not a zip: enough to tell a pickle from any other format."""
+_GROWTH = 16  # each further read of a raw pickle is this many times the bytes read so far
+
+# Formats a ``.bin``/``.pt`` may really hold, by their first bytes: named in the "not a pickle" reason.
+_MAGIC: tuple[tuple[bytes, str], ...] = (
+    (b"GGUF", "a GGUF file"), (b"lmgg", "a GGML file"), (b"ggjt", "a GGJT file"), (b"ggml", "a GGML file"),
+    (b"\x89HDF\r\n\x1a\n", "an HDF5 file"), (b"\x93NUMPY", "a NumPy array file"),
+    (b"version https://git-lfs", "a Git LFS pointer"),
+)
 
 _EOCD_SIG = b"PK\x05\x06"
 _EOCD_SIZE = 22
@@ -73,6 +90,23 @@ class ScanError(ValueError):
 
 class NotAPickleError(ScanError):
     """The bytes are neither a zip checkpoint nor a pickle stream (e.g. a GGML ``.bin``)."""
+
+
+class _Truncated(Exception):
+    """The pickle runs past the bytes read so far: read more, then scan again."""
+
+
+class PickleGlobals(list[tuple[str, str]]):
+    """The ``(module, name)`` globals found, in order; a plain list to callers that need no more.
+
+    ``incomplete`` says what was *not* scanned (members over the cap, a member that
+    could not be read, a pickle longer than the scanned prefix), or is None when the
+    scan covered every pickle in the file. Whatever was found stands either way.
+    """
+
+    def __init__(self, items: list[tuple[str, str]] = (), incomplete: str | None = None) -> None:  # type: ignore[assignment]
+        super().__init__(items)
+        self.incomplete = incomplete
 
 
 # --------------------------------------------------------------------------- pickle
@@ -133,11 +167,11 @@ def _scan_one_pickle(
                 pop_to_mark()
             stack.append(_OPAQUE)
         elif name == "STACK_GLOBAL":
-            attr, module = pop(), pop()
+            attr_value, module_value = pop(), pop()
             found.setdefault(
                 (
-                    module if isinstance(module, str) else UNKNOWN,
-                    attr if isinstance(attr, str) else UNKNOWN,
+                    module_value if isinstance(module_value, str) else UNKNOWN,
+                    attr_value if isinstance(attr_value, str) else UNKNOWN,
                 ),
                 None,
             )
@@ -160,13 +194,16 @@ def _scan_one_pickle(
             stack.extend(_OPAQUE for _ in opcode.stack_after)
 
 
-def scan_pickle_bytes(data: bytes) -> list[tuple[str, str]]:
+def scan_pickle_bytes(data: bytes, *, more: bool = False) -> list[tuple[str, str]]:
     """Globals imported by the pickle(s) in ``data``, in order of first appearance.
 
     Consecutive pickles are followed (a legacy ``torch.save`` file is five of
     them, then raw storage bytes), stopping at the first byte that does not
     parse once at least one pickle has been read. Raises
     :class:`NotAPickleError` when the very first opcode is invalid.
+
+    ``more=True`` says ``data`` is only a prefix of the file: a walk that reaches its
+    end raises ``_Truncated`` instead of concluding (the caller reads further).
     """
     stream = io.BytesIO(data)
     found: dict[tuple[str, str], None] = {}
@@ -175,10 +212,14 @@ def scan_pickle_bytes(data: bytes) -> list[tuple[str, str]]:
         try:
             _scan_one_pickle(stream, found)
         except Exception as exc:
+            if more and stream.tell() >= len(data):
+                raise _Truncated from None
             if pickles == 0 and not found:
                 raise NotAPickleError(f"not a pickle stream: {exc}") from None
             break  # trailing storage bytes, or a truncated/corrupt pickle: keep what was seen
         pickles += 1
+        if more and stream.tell() >= len(data):
+            raise _Truncated  # another pickle may follow in the bytes not read yet
     if pickles == 0 and not found:
         raise NotAPickleError("not a pickle stream: no complete pickle")
     return list(found)
@@ -282,7 +323,7 @@ def _central_directory(reader: _Reader) -> list[tuple[str, int, int, int, int, i
     if concat < 0:
         raise ScanError("central directory offset/size inconsistent with the file")
     cd = reader.read(cd_offset + concat, cd_size)
-    entries = []
+    entries: list[tuple[str, int, int, int, int, int]] = []
     i = 0
     while i + _CENTRAL_SIZE <= len(cd) and len(entries) < n_entries:
         if cd[i : i + 4] != _CENTRAL_SIG:
@@ -329,34 +370,85 @@ def _pickle_members(entries: list[tuple[str, int, int, int, int, int]]) -> list[
     """``*/data.pkl`` first (what ``torch.load`` reads), then any other ``.pkl``."""
     pkls = [e for e in entries if e[0].endswith(".pkl")]
     pkls.sort(key=lambda e: (not (e[0] == "data.pkl" or e[0].endswith("/data.pkl")), e[0]))
-    if len(pkls) > MAX_PICKLE_MEMBERS:
-        raise ScanError(f"{len(pkls)} pickle members exceed the {MAX_PICKLE_MEMBERS} cap")
     return pkls
 
 
-def scan_checkpoint(read_range: ReadRange, size: int) -> list[tuple[str, str]]:
+def _scan_zip(reader: _Reader) -> PickleGlobals:
+    members = _pickle_members(_central_directory(reader))
+    if not members:
+        raise ScanError("zip archive has no .pkl member; not a PyTorch checkpoint")
+    found: dict[tuple[str, str], None] = {}
+    skipped: list[str] = []
+    scanned = 0
+    for name, method, flags, csize, usize, offset in members[:MAX_PICKLE_MEMBERS]:
+        try:
+            items = scan_pickle_bytes(_read_member(reader, method, flags, csize, usize, offset))
+        except ScanError as exc:  # one unreadable member does not void what the others showed
+            skipped.append(f"{name}: {exc}")
+            continue
+        scanned += 1
+        for item in items:
+            found.setdefault(item, None)
+    if not scanned:
+        raise ScanError("; ".join(skipped))
+    if len(members) > MAX_PICKLE_MEMBERS:
+        skipped.append(f"{len(members) - MAX_PICKLE_MEMBERS} pickle members unscanned "
+                       f"(over the cap of {MAX_PICKLE_MEMBERS} per archive)")
+    return PickleGlobals(list(found), "; ".join(skipped) or None)
+
+
+def _not_a_pickle(head: bytes) -> NotAPickleError | None:
+    """Why ``head`` (a file's first bytes) cannot start a pickle, or None when it may."""
+    for magic, label in _MAGIC:
+        if head.startswith(magic):
+            return NotAPickleError(f"not a pickle: {label}")
+    if len(head) >= 9 and head[8:9] == b"{" and int.from_bytes(head[:8], "little") < 1 << 32:
+        return NotAPickleError("not a pickle: a safetensors file")
+    return None
+
+
+def _scan_raw(reader: _Reader, head: bytes) -> PickleGlobals:
+    """A legacy ``torch.save`` file or a raw pickle: read while the pickles go on, up to the cap."""
+    known = _not_a_pickle(head)
+    if known is not None:
+        raise known
+    limit = min(reader.size, MAX_LEGACY_BYTES)
+    data = head
+    while True:
+        try:
+            return PickleGlobals(scan_pickle_bytes(data, more=len(data) < limit))
+        except _Truncated:
+            if len(data) >= limit:  # pragma: no cover - more=False at the limit
+                raise ScanError("pickle longer than the scanned prefix") from None
+        grown = min(limit, len(data) * _GROWTH)
+        data += reader.read(len(data), grown - len(data))
+        if len(data) >= limit and limit < reader.size:
+            try:  # the pickle goes past the cap: report what the prefix shows, and that it is partial
+                found = scan_pickle_bytes(data)
+            except NotAPickleError:
+                raise ScanError(f"pickle longer than the {MAX_LEGACY_BYTES:,}-byte scanned prefix") from None
+            return PickleGlobals(found, f"only the first {MAX_LEGACY_BYTES:,} bytes scanned")
+
+
+def scan_checkpoint(read_range: ReadRange, size: int) -> PickleGlobals:
     """The ``(module, name)`` globals a checkpoint's pickle(s) would import.
 
     ``read_range(offset, length)`` must return exactly those bytes of the file;
-    ``size`` is its total length. A zip (PyTorch >= 1.6 format) is read through
-    its central directory, and only its ``.pkl`` members are fetched; anything
-    else is scanned as a raw pickle over its first :data:`MAX_LEGACY_BYTES`.
+    ``size`` is its total length. The first read is the 4-byte magic. A zip
+    (PyTorch >= 1.6 format) is read through its central directory, and only its
+    ``.pkl`` members are fetched; anything else is judged from its first
+    :data:`SNIFF_BYTES` and, when those may start a pickle, scanned as a raw
+    pickle read in growing steps while it goes on, up to :data:`MAX_LEGACY_BYTES`.
 
-    Raises :class:`ScanError` for a malformed archive or a cap exceeded and
-    :class:`NotAPickleError` for bytes that are not pickle at all; callers
-    record those as "could not be scanned", never as "clean".
+    Raises :class:`ScanError` for a malformed archive or one with no readable pickle,
+    and :class:`NotAPickleError` for bytes that are not pickle at all; callers
+    record those as "could not be scanned", never as "clean". A scan that found
+    globals but skipped something returns them with ``incomplete`` set.
     """
     if size <= 0:
         raise NotAPickleError("empty file")
     reader = _Reader(read_range, size)
-    magic = reader.read(0, min(4, size))
+    magic = reader.read(0, min(4, size))  # a zip's data members may start right after: read no more
     if magic in (_LOCAL_SIG, _EOCD_SIG):
-        members = _pickle_members(_central_directory(reader))
-        if not members:
-            raise ScanError("zip archive has no .pkl member; not a PyTorch checkpoint")
-        found: dict[tuple[str, str], None] = {}
-        for _name, method, flags, csize, usize, offset in members:
-            for item in scan_pickle_bytes(_read_member(reader, method, flags, csize, usize, offset)):
-                found.setdefault(item, None)
-        return list(found)
-    return scan_pickle_bytes(reader.read(0, min(size, MAX_LEGACY_BYTES)))
+        return _scan_zip(reader)
+    return _scan_raw(reader, magic + reader.read(len(magic), min(SNIFF_BYTES, size) - len(magic)))

@@ -22,13 +22,13 @@ Pure: reads only through ``sources``.
 from __future__ import annotations
 
 import ast
-import difflib
-import json
 import posixpath
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from tracker.bounded import loads_json
+from tracker.diff import text_diff
 from tracker.findings.rules import SeverityRules
 from tracker.model import FileEntry, Finding, RevisionChange, RevisionSources
 
@@ -86,8 +86,8 @@ def auto_map_modules(change: RevisionChange, sources: RevisionSources) -> dict[s
         if raw is None or len(raw) > MAX_CONFIG_BYTES:
             continue
         try:
-            data = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
+            data = loads_json(raw)
+        except ValueError:  # malformed, not UTF-8, or over a depth/size bound
             continue  # the config analyser reports a malformed config
         auto_map = data.get("auto_map") if isinstance(data, dict) else None
         if not isinstance(auto_map, dict):
@@ -206,13 +206,13 @@ def _analyse_source(tree: ast.Module) -> tuple[set[str], list[tuple[str, str, in
     return v.imports, dangerous
 
 
-def _diff(old: str, new: str, path: str) -> tuple[str, int, int, bool]:
-    lines = list(difflib.unified_diff(old.splitlines(), new.splitlines(), f"a/{path}", f"b/{path}", lineterm="", n=2))
-    plus = sum(1 for l in lines if l.startswith("+") and not l.startswith("+++"))
-    minus = sum(1 for l in lines if l.startswith("-") and not l.startswith("---"))
-    text = "\n".join(lines[:MAX_DIFF_LINES])
-    truncated = len(lines) > MAX_DIFF_LINES or len(text) > MAX_DIFF_CHARS
-    return text[:MAX_DIFF_CHARS], plus, minus, truncated
+def _diff(old: str, new: str, path: str) -> tuple[str, int | None, int | None, bool]:
+    """``(diff, lines added, lines removed, truncated)``; the counts are None when the texts were
+    too large to align (the diff is then one line of hashes and line counts)."""
+    diff = text_diff(old, new, path, context=2, max_lines=MAX_DIFF_LINES)
+    text = diff.text(trailer=False)
+    truncated = diff.truncated or not diff.diffed or len(text) > MAX_DIFF_CHARS
+    return text[:MAX_DIFF_CHARS], diff.added, diff.removed, truncated
 
 
 def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
@@ -248,7 +248,7 @@ def _one_file(
     if new_text is not None and old_text is not None:
         diff, plus, minus, truncated = _diff(old_text, new_text, path)
         evidence.update(diff=diff, lines_added=plus, lines_removed=minus, diff_truncated=truncated)
-        stats = f" (+{plus} −{minus} lines)"
+        stats = f" (+{plus} −{minus} lines)" if plus is not None else " (too large to diff)"
     else:
         evidence["diff"] = None  # a side could not be read; the sources record why
     out: list[Finding] = []

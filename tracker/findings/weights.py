@@ -26,21 +26,24 @@ checkpoint, the globals its pickle would import (found statically by
   something that runs commands, reaches the network, or evaluates code:
   critical), ``weights.pickle_unknown_import`` (imports outside the tensor
   rebuild allowlist), ``weights.pickle_unscanned`` (its imports could not be
-  read) or, for a new file whose imports are only the torch / numpy /
-  collections rebuild functions, ``weights.pickle_added``.
+  read, or only partly and what was read is harmless) or, for a new file whose
+  imports are only the torch / numpy / collections rebuild functions,
+  ``weights.pickle_added``. A partial scan (members over the cap, a pickle
+  longer than the scanned prefix) never lowers what the scanned part showed:
+  the finding says what was left unscanned.
 
 Severities come from ``severity/weights.toml``. Pure: reads only through ``sources``.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import posixpath
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from tracker.bounded import loads_json
 from tracker.findings.picklescan_zip import UNKNOWN
 from tracker.findings.rules import SeverityRules
 from tracker.model import FileEntry, Finding, RevisionChange, RevisionSources
@@ -285,8 +288,8 @@ def _load_index(sources: RevisionSources, side: str, path: str) -> dict[str, Any
     if len(raw) > MAX_INDEX_BYTES:
         return f"larger than {MAX_INDEX_BYTES:,} bytes"
     try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
+        data = loads_json(raw)
+    except ValueError as exc:  # malformed, not UTF-8, or over a depth/size bound
         return f"not valid JSON: {exc}"
     if not isinstance(data, dict) or not isinstance(data.get("weight_map"), dict):
         return "no weight_map object"
@@ -499,24 +502,37 @@ def _pickles(
         classes = {f"{m}.{n}": classify_global(m, n) for m, n in globals_}
         dangerous = sorted(g for g, c in classes.items() if c == "dangerous")
         unknown = sorted(g for g, c in classes.items() if c == "unknown")
+        incomplete: str | None = getattr(globals_, "incomplete", None)
         evidence = {"added": added, "size": entry.size, "globals": dict(sorted(classes.items()))}
+        partly = ""
+        if incomplete:
+            evidence["unscanned"] = incomplete
+            partly = f" (partly scanned: {incomplete})"
         if dangerous:
             out.append(rules.finding(
                 "weights.pickle_dangerous_import", CATEGORY,
-                f"pickle-based file {verb}: {path} would import {_preview(dangerous)} when loaded",
+                f"pickle-based file {verb}: {path} would import {_preview(dangerous)} when loaded{partly}",
                 path=path, after=dangerous, evidence=evidence,
             ))
             continue
         if unknown:
-            if not added:
+            if not added and not incomplete:
                 old_globals = sources.pickle_globals("old", path)
                 if old_globals is not None and set(unknown) <= {f"{m}.{n}" for m, n in old_globals}:
                     continue  # same non-rebuild imports as before: file_replaced says enough
             out.append(rules.finding(
                 "weights.pickle_unknown_import", CATEGORY,
                 f"pickle-based file {verb}: {path} imports {len(unknown)} globals beyond tensor rebuilding: "
-                f"{_preview(unknown)}",
+                f"{_preview(unknown)}{partly}",
                 path=path, after=unknown, evidence=evidence,
+            ))
+            continue
+        if incomplete:
+            out.append(rules.finding(
+                "weights.pickle_unscanned", CATEGORY,
+                f"pickle-based file {verb}: {path} ({_size(entry.size)}); only partly scanned ({incomplete}), "
+                "the scanned part imports only tensor-rebuild globals",
+                path=path, after=entry.content_id, evidence=evidence,
             ))
             continue
         if added:
