@@ -654,8 +654,9 @@ def scan(obj: Context, path: str, output_format: str, fail_on: tuple[str, ...], 
 @main.command()
 @click.argument("target")
 @click.option("--revision", default=None, help="For a repo: the revision (default: the branch head).")
-@click.option("--seq-len", type=click.IntRange(min=1), default=None, help="Training/serving sequence length.")
-@click.option("--lora-rank", type=click.IntRange(min=1), default=16, show_default=True)
+@click.option("--seq-len", type=click.IntRange(min=1, max=1 << 30), default=None,
+              help="Training/serving sequence length.")  # max: tracker.estimate.plausible.MAX_CONTEXT
+@click.option("--lora-rank", type=click.IntRange(min=1, max=65_536), default=16, show_default=True)  # MAX_RANK
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
 @fail_cleanly
@@ -671,8 +672,11 @@ def estimate(obj: Context, target: str, revision: str | None, seq_len: int | Non
     headers = None
     if path.exists():
         config_path = path / "config.json" if path.is_dir() else path
-        try:
-            config = json.loads(config_path.read_text("utf-8"))
+        from tracker.findings.config import DEFAULT_MAX_BYTES, load_json_object
+
+        try:  # bounded like polling: size, depth and element count; one line on failure
+            with config_path.open("rb") as f:
+                config = load_json_object(f.read(DEFAULT_MAX_BYTES + 1))
         except (OSError, ValueError) as exc:
             raise click.BadParameter(f"{config_path}: {exc}") from exc
         if path.is_dir():
@@ -692,13 +696,15 @@ def estimate(obj: Context, target: str, revision: str | None, seq_len: int | Non
 
 def _local_headers(folder: Any) -> dict[str, Any]:
     """Safetensors headers of the files in a local folder (the header only, never the weights)."""
+    from tracker.bounded import loads_json
+
     headers = {}
     for file in sorted(folder.glob("*.safetensors")):
         with file.open("rb") as f:
             length = int.from_bytes(f.read(8), "little")
             if 0 < length <= 100 * 1024 * 1024:
                 try:
-                    headers[file.name] = json.loads(f.read(length))
+                    headers[file.name] = loads_json(f.read(length))
                 except ValueError:
                     continue
     return headers
