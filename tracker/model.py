@@ -177,15 +177,18 @@ class Finding:
     evidence: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
+        """Strict JSON: a NaN or Infinity read from an upstream file is kept as text (``json_safe``)."""
+        from tracker.bounded import json_safe
+
         return {
             "code": self.code,
             "category": self.category,
             "severity": self.severity.value,
             "summary": self.summary,
             "path": self.path,
-            "before": self.before,
-            "after": self.after,
-            "evidence": dict(self.evidence),
+            "before": json_safe(self.before),
+            "after": json_safe(self.after),
+            "evidence": json_safe(dict(self.evidence)),
         }
 
     @classmethod
