@@ -123,3 +123,20 @@ def test_nested_deadlines_keep_the_earlier_one(hub_standin: HubStandin) -> None:
     with hub.deadline(0.6), hub.deadline(30.0), pytest.raises(HubDeadlineExceeded, match="deadline of 0.6s"):
         hub.repo_info(REPO)
     assert clock() < 2.0
+
+
+def test_install_bounds_every_pool_of_a_session_once() -> None:
+    import httpx2
+
+    from tracker.hub import deadline
+
+    session = httpx2.Client(mounts={"http://proxied": httpx2.HTTPTransport(proxy="http://127.0.0.1:9")})
+    try:
+        assert deadline.install(session) is True
+        assert deadline.install(session) is True
+        pools = [session._transport._pool, session._mounts[next(iter(session._mounts))]._pool]  # type: ignore[attr-defined,union-attr]
+        backends = [pool._network_backend for pool in pools]
+        assert [type(b).__name__ for b in backends] == ["DeadlineBackend", "DeadlineBackend"]
+        assert [type(b.inner).__name__ for b in backends] == ["SyncBackend", "SyncBackend"]  # not wrapped twice
+    finally:
+        session.close()

@@ -217,3 +217,20 @@ def test_huggingface_hub_offline_mode_is_hub_unavailable(hub_standin: HubStandin
     with pytest.raises(HubUnavailable, match="OfflineModeIsEnabled: Cannot reach"):
         client(hub_standin).head(REPO)
     assert hub_standin.requests == []
+
+
+def test_reading_an_endless_answer_holds_memory_near_the_cap(hub_standin: HubStandin) -> None:
+    import tracemalloc
+
+    make_repo(hub_standin)
+    hub_standin.faults.add("/api/models/acme/tiny", body=b"[" + b"0," * 32768, endless=True)
+    cap = 8 * 1024 * 1024
+    hub = client(hub_standin, max_api_bytes=cap)
+    tracemalloc.start()
+    try:
+        with pytest.raises(HubUnavailable, match="answer over the 8,388,608-byte cap"):
+            hub.repo_info(REPO)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * cap

@@ -86,3 +86,27 @@ def test_the_refusal_names_the_path_and_the_reason(hub_standin: HubStandin) -> N
         HubClient(hub_standin.url, token=False).read_file(REPO, "a" * 40, "../../etc/config.json", max_bytes=10)
     assert (caught.value.path, caught.value.reason) == ("../../etc/config.json", "'..' segment in path: not requested")
     assert hub_standin.requests == []
+
+
+def test_a_poll_of_a_repo_listing_hostile_paths_never_requests_them(hub_standin: HubStandin, tmp_path: object) -> None:
+    """Through the whole tracker: the tree lists ``../../etc/config.json`` and an index names a shard outside."""
+    from tracker.app import make_tracker
+    from tracker.settings import Settings
+
+    hub_standin.create_repo("acme/tiny")
+    hub_standin.commit("acme/tiny", {"config.json": b'{"model_type": "bert"}'}, message="first")
+    index = {"metadata": {}, "weight_map": {"w": "../../etc/evil.safetensors", "v": "/etc/abs.safetensors"}}
+    sha = hub_standin.commit("acme/tiny", {"config.json": b'{"model_type": "bert", "hidden_size": 8}',
+                                           "model.safetensors.index.json": json.dumps(index).encode()},
+                             message="second")
+    real = httpx2.get(f"{hub_standin.url}/api/models/acme/tiny/tree/{sha}", params={"recursive": "true"}).json()
+    fake = [{"type": "file", "oid": "1" * 40, "size": 10, "path": path} for path in EVIL]
+    hub_standin.faults.add(f"/tree/{sha}", body=json.dumps(real + fake).encode(), times=None)
+    hub_standin.clear_log()
+    settings = Settings(database_url=f"sqlite:///{tmp_path}/t.sqlite3", hub_endpoint=hub_standin.url, hub_timeout=5.0)
+    tracker = make_tracker(settings, hub=HubClient.from_settings(settings, token=False, sleep=lambda _s: None))
+    tracker.store.add_watch(REPO, now=tracker.clock())
+    tracker.poll(backfill=2)
+    tree_reads = [r for r in hub_standin.requests if f"/tree/{sha}" in r.path]
+    assert tree_reads and all(r.fault for r in tree_reads)  # the hostile listing was served
+    assert not any("/etc/" in r.path or ".." in r.path or "%2e" in r.path.lower() for r in hub_standin.requests)

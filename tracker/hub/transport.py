@@ -119,7 +119,7 @@ class HubTransport:
         self.sleep = sleep
         self.requests_made = 0
         self._local = threading.local()
-        self._installed_on: int | None = None
+        self._warned = False
 
     # -- deadlines ----------------------------------------------------------------------------
 
@@ -168,11 +168,11 @@ class HubTransport:
 
     def _session(self) -> httpx2.Client:
         session = get_session()
-        if self._installed_on != id(session):
-            if not deadline.install(session):
-                log.warning("hub: could not bound socket reads of the HTTP session (httpx2 changed?); "
-                            "deadlines are checked between body chunks only")
-            self._installed_on = id(session)
+        # Every time: huggingface_hub may have replaced its session; installing twice is a no-op.
+        if not deadline.install(session) and not self._warned:
+            log.warning("hub: could not bound socket reads of the HTTP session (httpx2 changed?); "
+                        "deadlines are checked between body chunks only")
+            self._warned = True
         return session
 
     def _wait(self, state: RetryCallState) -> float:
