@@ -21,6 +21,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from tracker.app import Tracker
 from tracker.errors import NotWatched
+from tracker.settings import clamp_interval
 
 log = logging.getLogger(__name__)
 RECONCILE_SECONDS = 60
@@ -58,7 +59,7 @@ class Daemon:
                 self.scheduler.remove_job(_job_id(repo_id))
                 del self._intervals[repo_id]
         for repo_id, row in watched.items():
-            every = row.every_seconds or settings.poll_every
+            every = clamp_interval(row.every_seconds or settings.poll_every)
             if self._intervals.get(repo_id) == every:
                 continue
             if repo_id in self._intervals:

@@ -77,6 +77,13 @@ def parse_interval(text: str | int | float) -> float:
         raise ConfigError(f"{exc} (a poll interval is between 1m and 31d)") from None
 
 
+def clamp_interval(seconds: float) -> float:
+    """A stored poll interval brought within 1m..31d (a database written by an older tracker may hold 1ms)."""
+    if math.isnan(seconds):
+        return POLL_EVERY_MAX
+    return min(max(seconds, POLL_EVERY_MIN), POLL_EVERY_MAX)
+
+
 def format_duration(seconds: float) -> str:
     seconds = int(seconds)
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):

@@ -109,3 +109,20 @@ def test_hub_bounds_have_their_documented_defaults(tmp_path: Path) -> None:
     shipped = load_settings(Path(__file__).resolve().parents[2] / "config" / "tracker.toml", env={})
     assert (shipped.hub_max_defer, shipped.hub_request_deadline, shipped.hub_poll_deadline,
             shipped.hub_max_api_bytes, shipped.hub_max_pages) == (86400.0, 60.0, 600.0, 32 * 1024 * 1024, 1000)
+
+
+def test_intervals_stored_by_an_older_tracker_are_clamped_when_scheduled(hub_standin: HubStandin, tmp_path: Path) -> None:
+    from tracker.app import make_tracker
+    from tracker.daemon import Daemon
+    from tracker.model import RepoId
+    from tracker.settings import Settings, clamp_interval
+
+    assert [clamp_interval(s) for s in (0.001, 60.0, 3600.0, 1e20, float("inf"), float("nan"))] == [
+        60.0, 60.0, 3600.0, 2678400.0, 2678400.0, 2678400.0]
+    tracker = make_tracker(Settings(database_url=f"sqlite:///{tmp_path}/t.sqlite3", hub_endpoint=hub_standin.url))
+    tracker.store.add_watch(RepoId("acme/fast"), every=0.001, now=tracker.clock())
+    tracker.store.add_watch(RepoId("acme/slow"), every=8.64e24, now=tracker.clock())
+    daemon = Daemon(tracker)
+    daemon.reconcile()
+    intervals = {job.name: job.trigger.interval.total_seconds() for job in daemon.scheduler.get_jobs()}
+    assert intervals == {"acme/fast": 60.0, "acme/slow": 2678400.0}
