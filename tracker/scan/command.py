@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from tracker.scan.source import AdvisorySource, TrackerLike
 from tracker.settings import Settings
 
 FORMATS = ("text", "json", "sarif")
+LOOKUP_WORKERS = 4  # repos looked up at once: each is a few Hub round trips
 
 
 def has_store(settings: Settings) -> bool:
@@ -30,15 +32,18 @@ def has_store(settings: Settings) -> bool:
     return bool(database) and database != ":memory:" and os.path.exists(database.split("?", 1)[0])
 
 
-def look_up(found: Found, source: AdvisorySource) -> dict[tuple[str, str | None], PinStatus]:
-    """One lookup per repo, covering every revision the code names for it."""
+def look_up(found: Found, source: AdvisorySource, *,
+            workers: int = LOOKUP_WORKERS) -> dict[tuple[str, str | None], PinStatus]:
+    """One lookup per repo, covering every revision the code names for it; repos in parallel (Hub-bound)."""
     by_repo: dict[RepoId, list[str | None]] = {}
     for reference in found.references:
         by_repo.setdefault(reference.repo, []).append(reference.ref)
     statuses: dict[tuple[str, str | None], PinStatus] = {}
-    for repo, refs in by_repo.items():
-        for ref, status in source.lookup(repo, refs).items():
-            statuses[(repo, ref)] = status
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="scan-lookup") as pool:
+        answers = pool.map(lambda item: (item[0], source.lookup(*item)), by_repo.items())
+        for repo, answer in answers:
+            for ref, status in answer.items():
+                statuses[(repo, ref)] = status
     return statuses
 
 
@@ -49,7 +54,9 @@ def run_scan(path: Path, *, settings: Settings, user_tracker: Callable[[], Track
     tracker = user_tracker() if (watch or has_store(settings)) and found.references else None
     with AdvisorySource(settings, tracker=tracker, watch=watch) as source:
         statuses = look_up(found, source)
-        report = ScanReport.build(str(path), found, statuses, fail_on=fail_on, watched=source.added)
+        first_seen = list(dict.fromkeys(r.repo for r in found.references))
+        watched = [repo for repo in first_seen if repo in source.added]
+        report = ScanReport.build(str(path), found, statuses, fail_on=fail_on, watched=watched)
     return render(report, output_format, version=version), report.exit_code
 
 

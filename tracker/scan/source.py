@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -121,6 +122,7 @@ class AdvisorySource:
         self._dir: Path | None = None
         self._scratch: list[TrackerLike] = []
         self._hub: Any = tracker.hub if tracker is not None else None
+        self._lock = threading.Lock()  # lookups of different repos run in threads
 
     def __enter__(self) -> AdvisorySource:
         return self
@@ -140,13 +142,14 @@ class AdvisorySource:
         from tracker.app import make_tracker
         from tracker.store import open_store
 
-        if self._dir is None:
-            self._dir = Path(tempfile.mkdtemp(prefix="tracker-scan-"))
-        store = open_store(f"sqlite:///{self._dir}/scratch-{len(self._scratch)}.sqlite3")
-        scratch: TrackerLike = make_tracker(self.settings, store=store, hub=self._hub)
-        self._hub = scratch.hub
-        self._scratch.append(scratch)
-        return scratch
+        with self._lock:
+            if self._dir is None:
+                self._dir = Path(tempfile.mkdtemp(prefix="tracker-scan-"))
+            store = open_store(f"sqlite:///{self._dir}/scratch-{len(self._scratch)}.sqlite3")
+            scratch: TrackerLike = make_tracker(self.settings, store=store, hub=self._hub)
+            self._hub = scratch.hub
+            self._scratch.append(scratch)
+            return scratch
 
     # -- the lookup -------------------------------------------------------------------------------
 
@@ -186,7 +189,8 @@ class AdvisorySource:
         if self.watch and self.tracker is not None:
             target = self.tracker
             target.store.add_watch(repo, now=_now())
-            self.added.append(repo)
+            with self._lock:
+                self.added.append(repo)
         else:
             target = self._new_scratch()
             target.store.add_watch(repo, now=_now())
