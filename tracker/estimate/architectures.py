@@ -77,6 +77,10 @@ class Arch:
     initializer_range: float | None = None
     depth_scaled_init: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # multimodal models: ("text", n), ("vision", n), ("projector", n); they add up to params
+    components: tuple[tuple[str, int], ...] = ()
+    # persistent buffers the checkpoint stores beside the parameters (not in params): (name, elements)
+    buffers: tuple[tuple[str, int], ...] = ()
 
 
 def get(cfg: Mapping[str, Any], *keys: str, default: Any = None) -> Any:
@@ -541,6 +545,232 @@ def _t5(cfg: Mapping[str, Any]) -> Arch:
     )
 
 
+# ---------------------------------------------------------------------------
+# Multi-head latent attention: DeepSeek-V2 / V3 (and R1), dense first layers then MoE
+# ---------------------------------------------------------------------------
+
+def _deepseek(cfg: Mapping[str, Any]) -> Arch:
+    """DeepseekV2/V3ForCausalLM as transformers builds it (the multi-token-prediction layer is not part of it)."""
+    mt = str(cfg.get("model_type"))
+    h, L, nh = int(cfg["hidden_size"]), int(cfg["num_hidden_layers"]), int(cfg["num_attention_heads"])
+    V, inter = int(cfg["vocab_size"]), int(cfg["intermediate_size"])
+    q_lora = cfg.get("q_lora_rank")
+    kv_lora = int(cfg["kv_lora_rank"])
+    nope, rope, vd = int(cfg["qk_nope_head_dim"]), int(cfg["qk_rope_head_dim"]), int(cfg["v_head_dim"])
+    bias = bool(get(cfg, "attention_bias", default=False))
+    qk = nope + rope
+    if q_lora:
+        q_lora = int(q_lora)
+        q = h * q_lora + (q_lora if bias else 0) + q_lora + q_lora * nh * qk  # q_a_proj, q_a_layernorm, q_b_proj
+        q_lora_linears = [(h, q_lora, 1), (q_lora, nh * qk, 1)]
+    else:
+        q = h * nh * qk
+        q_lora_linears = [(h, nh * qk, 1)]
+    kv = h * (kv_lora + rope) + (kv_lora + rope if bias else 0) + kv_lora + kv_lora * nh * (nope + vd)
+    attn = q + kv + nh * vd * h + (h if bias else 0)
+    E = int(get(cfg, "n_routed_experts", default=0))
+    top_k = int(get(cfg, "num_experts_per_tok", default=0))
+    moe_inter = int(get(cfg, "moe_intermediate_size", default=inter))
+    shared_inter = int(get(cfg, "n_shared_experts", default=0) or 0) * moe_inter
+    first_dense = int(get(cfg, "first_k_dense_replace", default=0))
+    freq = int(get(cfg, "moe_layer_freq", default=1))
+    moe_layers = [i for i in range(L) if E and i >= first_dense and i % freq == 0]
+    dense_layer = attn + 2 * h + 3 * h * inter
+    moe_layer = attn + 2 * h + E * 3 * h * moe_inter + h * E + 3 * h * shared_inter
+    moe_active = attn + 2 * h + top_k * 3 * h * moe_inter + h * E + 3 * h * shared_inter
+    n_moe, n_dense = len(moe_layers), L - len(moe_layers)
+    # V3's router keeps a per-expert score correction as a persistent buffer, saved in the checkpoint
+    router_bias = mt == "deepseek_v3" or cfg.get("topk_method") == "noaux_tc"
+    lora = [*q_lora_linears, (h, kv_lora + rope, 1), (kv_lora, nh * (nope + vd), 1), (nh * vd, h, 1)]
+    arch = _decoder_common(
+        cfg, family="deepseek", h=h, L=L, nh=nh, kv=nh, hd=qk, inter=moe_inter if E else inter, V=V,
+        context=_context(cfg), emb=V * h, layer=moe_layer if n_moe else dense_layer, final=h,
+        tied=bool(get(cfg, "tie_word_embeddings", default=False)), positional="rotary", norm="RMSNorm",
+        gated=True, dropout=False, lora_per_layer=tuple(lora),
+        extra_lora=((h, moe_inter, 2 * E * n_moe), (moe_inter, h, E * n_moe), (h, inter, 2 * n_dense),
+                    (inter, h, n_dense), (h, shared_inter, 2 * n_moe), (shared_inter, h, n_moe)),
+        experts=E, top_k=top_k, active_layer=moe_active if n_moe else None,
+        ffn_kind=f"Mixture of Experts ({E}, top {top_k})" if n_moe else None,
+        mlp_act_override=(top_k * BF16 * 4 * moe_inter + BF16 * 4 * shared_inter + BF16 * h + 4 * E) if n_moe else None,
+    )
+    from dataclasses import replace
+
+    if n_moe:  # the first_k_dense_replace layers are dense
+        fix = n_dense * (dense_layer - moe_layer)
+        fix_active = n_dense * (dense_layer - moe_active)
+        arch = replace(arch, params=arch.params + fix, active_params=arch.active_params + fix_active)
+    # MLA caches one latent of kv_lora_rank + qk_rope_head_dim per token and layer (as vLLM and SGLang do);
+    # kv_layers counts K and V of kv_width each, so the latent is split in two halves.
+    return replace(
+        arch, kv_layers=tuple(((kv_lora + rope + 1) // 2, None) for _ in range(L)),
+        buffers=(("e_score_correction_bias", E * n_moe),) if router_bias and n_moe else (),
+        notes=("multi-head latent attention: KV cache holds the compressed latent",),
+    )
+
+
+# ---------------------------------------------------------------------------
+# BART family: bart, mbart, marian (encoder-decoder, learned or sinusoidal positions)
+# ---------------------------------------------------------------------------
+
+def _bart(cfg: Mapping[str, Any]) -> Arch:
+    mt = str(cfg.get("model_type"))
+    d = int(cfg["d_model"])
+    Le, Ld = int(cfg["encoder_layers"]), int(get(cfg, "decoder_layers", "encoder_layers"))
+    He, Hd = int(cfg["encoder_attention_heads"]), int(get(cfg, "decoder_attention_heads", "encoder_attention_heads"))
+    Fe, Fd = int(cfg["encoder_ffn_dim"]), int(get(cfg, "decoder_ffn_dim", "encoder_ffn_dim"))
+    V, P = int(cfg["vocab_size"]), int(get(cfg, "max_position_embeddings", default=1024))
+    arch_name = _arch_name(cfg) or ("MarianMTModel" if mt == "marian" else "BartModel")
+    if mt == "marian" and get(cfg, "decoder_vocab_size", default=V) != V:
+        raise _Unsupported("marian with a separate decoder vocabulary")
+    lm = arch_name.endswith("ForConditionalGeneration") or arch_name == "MarianMTModel"
+    if not lm and not arch_name.endswith("Model"):
+        raise _Unsupported(f"{arch_name} head")
+    # BART/mBART learn positions with an offset of 2; Marian's sinusoidal table is a (frozen) parameter too
+    pos = P * d if mt == "marian" else (P + 2) * d
+    emb_norm = 0 if mt == "marian" else 2 * d  # layernorm_embedding, per stack
+    final_norm = 2 * d if mt == "mbart" else 0  # encoder.layer_norm / decoder.layer_norm
+    attn = 4 * (d * d + d)
+    enc_layer = attn + 2 * d + (d * Fe + Fe) + (Fe * d + d) + 2 * d
+    dec_layer = 2 * attn + 3 * 2 * d + (d * Fd + Fd) + (Fd * d + d)
+    shared = V * d
+    tied = bool(get(cfg, "tie_word_embeddings", default=True))
+    head = (0 if tied else V * d) if lm else 0
+    enc = pos + emb_norm + Le * enc_layer + final_norm
+    dec = pos + emb_norm + Ld * dec_layer + final_norm
+    params = shared + enc + dec + head
+    drop = _dropout(cfg, "dropout")
+    hd = d // He
+    enc_act = Le * (_attn_act(d, d, d, drop) + _mlp_act(d, Fe, False, drop) + 2 * BF16 * d)
+    dec_act = Ld * (2 * _attn_act(d, d, d, drop) + _mlp_act(d, Fd, False, drop) + 3 * BF16 * d)
+    act = enc_act + dec_act + 2 * BF16 * d + (2 * d if drop else 0)
+    return Arch(
+        family="bart", model_type=mt, architecture=arch_name, hidden=d, layers=Le, heads=He, kv_heads=He,
+        head_dim=hd, intermediate=Fe, vocab=V, context=P, params=params, active_params=params,
+        embedding_params=shared, head_params=head, per_layer_params=enc_layer, tied=tied,
+        lora_linears=((d, d, 4 * Le + 8 * Ld), (d, Fe, Le), (Fe, d, Le), (d, Fd, Ld), (Fd, d, Ld)),
+        act_bytes_per_token=act + (2 * BF16 * d if lm else 0), logit_bytes_per_token=4 * V if lm else 0,
+        kv_layers=tuple((Hd * (d // Hd), None) for _ in range(2 * Ld)),
+        positional="learned", norm="LayerNorm", post_norm=not bool(get(cfg, "normalize_before", default=mt == "mbart")),
+        ffn_kind="Feed Forward", lm_head=lm, encoder_decoder=True, decoder_layers=Ld,
+        initializer_range=get(cfg, "init_std", default=0.02),
+        buffers=(("final_logits_bias", V),) if lm else (),
+    )
+
+
+# ---------------------------------------------------------------------------
+# Multimodal: a text model inside (Gemma 3, Llama 3.2 Vision, Qwen2-VL), vision tower and projector counted apart
+# ---------------------------------------------------------------------------
+
+# What transformers fills in when a nested text_config leaves a key out (Gemma3TextConfig defaults).
+_GEMMA3_TEXT_DEFAULTS = {
+    "model_type": "gemma3_text", "vocab_size": 262_208, "hidden_size": 2304, "intermediate_size": 9216,
+    "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+    "max_position_embeddings": 131_072, "sliding_window": 4096, "tie_word_embeddings": True,
+}
+_SIGLIP_DEFAULTS = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "num_channels": 3,
+                    "image_size": 224, "patch_size": 16, "vision_use_head": True}
+
+
+def _siglip_vision(v: Mapping[str, Any]) -> int:
+    v = {**_SIGLIP_DEFAULTS, **{k: x for k, x in v.items() if x is not None}}
+    hv, inter, layers = int(v["hidden_size"]), int(v["intermediate_size"]), int(v["num_hidden_layers"])
+    p, c, size = int(v["patch_size"]), int(v["num_channels"]), int(v["image_size"])
+    embeddings = c * p * p * hv + hv + (size // p) ** 2 * hv
+    layer = 2 * 2 * hv + 4 * (hv * hv + hv) + (hv * inter + inter) + (inter * hv + hv)
+    head = 0
+    if v["vision_use_head"]:  # attention-pooling head: probe, MultiheadAttention, LayerNorm, MLP
+        head = hv + (3 * hv * hv + 3 * hv) + (hv * hv + hv) + 2 * hv + (hv * inter + inter) + (inter * hv + hv)
+    return embeddings + layers * layer + 2 * hv + head
+
+
+def _with_parts(text: Arch, cfg: Mapping[str, Any], family: str, parts: list[tuple[str, int]]) -> Arch:
+    from dataclasses import replace
+
+    extra = sum(n for name, n in parts if name != "text")
+    return replace(
+        text, family=family, model_type=str(cfg.get("model_type")), architecture=_arch_name(cfg),
+        params=text.params + extra, active_params=text.active_params + extra, components=tuple(parts),
+        notes=(*text.notes, "activations and LoRA counted for the text model; the vision tower is counted in params"),
+    )
+
+
+def _gemma3(cfg: Mapping[str, Any]) -> Arch:
+    if not isinstance(cfg.get("text_config"), Mapping) or not isinstance(cfg.get("vision_config"), Mapping):
+        raise _Unsupported("gemma3 without text_config and vision_config")
+    arch_name = _arch_name(cfg) or "Gemma3ForConditionalGeneration"
+    text_cfg = {**_GEMMA3_TEXT_DEFAULTS, **{k: v for k, v in cfg["text_config"].items() if v is not None},
+                "model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"]}
+    if "tie_word_embeddings" in cfg:
+        text_cfg["tie_word_embeddings"] = cfg["tie_word_embeddings"]
+    if not arch_name.endswith("ForConditionalGeneration"):
+        text_cfg["architectures"] = ["Gemma3TextModel"]
+    text = _llama_like(text_cfg)
+    vision = _siglip_vision(cfg["vision_config"])
+    hv = int(get(cfg["vision_config"], "hidden_size", default=_SIGLIP_DEFAULTS["hidden_size"]))
+    projector = hv * text.hidden + hv  # mm_input_projection_weight + mm_soft_emb_norm
+    return _with_parts(text, cfg, "gemma3", [("text", text.params), ("vision", vision), ("projector", projector)])
+
+
+def _qwen2_vl(cfg: Mapping[str, Any]) -> Arch:
+    vision_cfg = cfg.get("vision_config")
+    if not isinstance(vision_cfg, Mapping):
+        raise _Unsupported("qwen2_vl without vision_config")
+    nested = cfg.get("text_config")
+    flat: Mapping[str, Any] = nested if isinstance(nested, Mapping) else cfg
+    text_cfg = {**{k: v for k, v in flat.items() if k not in ("vision_config", "text_config")},
+                "model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"]}
+    if "tie_word_embeddings" in cfg:
+        text_cfg["tie_word_embeddings"] = cfg["tie_word_embeddings"]
+    text = _llama_like(text_cfg)
+    e = int(get(vision_cfg, "embed_dim", default=1280))
+    depth = int(get(vision_cfg, "depth", default=32))
+    mlp = int(e * float(get(vision_cfg, "mlp_ratio", default=4)))
+    c = int(get(vision_cfg, "in_chans", "in_channels", default=3))
+    p = int(get(vision_cfg, "patch_size", "spatial_patch_size", default=14))
+    t = int(get(vision_cfg, "temporal_patch_size", default=2))
+    merge = int(get(vision_cfg, "spatial_merge_size", default=2))
+    out = int(get(vision_cfg, "hidden_size", default=text.hidden))
+    block = 2 * 2 * e + (e * 3 * e + 3 * e) + (e * e + e) + (e * mlp + mlp) + (mlp * e + e)
+    merged = e * merge * merge
+    merger = 2 * e + (merged * merged + merged) + (merged * out + out)
+    vision = c * t * p * p * e + depth * block + merger
+    return _with_parts(text, cfg, "qwen2_vl", [("text", text.params), ("vision", vision)])
+
+
+def _mllama(cfg: Mapping[str, Any]) -> Arch:
+    """MllamaForConditionalGeneration: a Llama text model with gated cross-attention layers, and a tiled ViT."""
+    t, v = cfg.get("text_config"), cfg.get("vision_config")
+    if not isinstance(t, Mapping) or not isinstance(v, Mapping):
+        raise _Unsupported("mllama without text_config and vision_config")
+    cross = [int(i) for i in t.get("cross_attention_layers") or []]
+    text_cfg = {**t, "model_type": "llama", "architectures": ["LlamaForCausalLM"]}
+    base = _llama_like(text_cfg)
+    from dataclasses import replace
+
+    h, V, hd = base.hidden, base.vocab, base.head_dim
+    # embed_tokens has 8 extra rows (vocab_size + 8); a cross-attention layer adds q/k norms and two gates
+    text_params = base.params + 8 * h + len(cross) * (2 * hd + 2)
+    text = replace(base, params=text_params, active_params=text_params, embedding_params=(V + 8) * h)
+    hv = int(v["hidden_size"])
+    inter = int(v["intermediate_size"])
+    p, c = int(v["patch_size"]), int(get(v, "num_channels", default=3))
+    tiles = int(get(v, "max_num_tiles", default=4))
+    ratios = len(v.get("supported_aspect_ratios") or [[1, 1], [1, 2], [1, 3], [1, 4], [2, 1], [2, 2], [3, 1], [4, 1]])
+    patches = (int(v["image_size"]) // p) ** 2 + 1
+    layer = 4 * hv * hv + (hv * inter + inter) + (inter * hv + hv) + 2 * 2 * hv
+    vision = (
+        c * p * p * hv + hv  # patch embedding (no bias), class embedding
+        + 1 + patches * hv + (ratios + 1) * tiles * patches * hv  # gated position and tile-position embeddings
+        + 2 * ((ratios + 1) * tiles * hv + 1)  # pre/post tile embeddings, gated
+        + 2 * 2 * hv  # layernorm_pre, layernorm_post
+        + int(v["num_hidden_layers"]) * layer
+        + int(get(v, "num_global_layers", default=8)) * (layer + 2)  # gated global layers
+    )
+    out = int(get(v, "vision_output_dim", default=7680))
+    projector = out * h + h
+    return _with_parts(text, cfg, "mllama", [("text", text_params), ("vision", vision), ("projector", projector)])
+
+
 class _Unsupported(Exception):
     """Raised inside a family builder when a config uses a variant we do not reconstruct."""
 
@@ -575,6 +805,14 @@ BUILDERS: dict[str, Callable[[Mapping[str, Any]], Arch]] = {
     "gpt_oss": _gpt_oss,
     "t5": _t5,
     "mt5": _t5,
+    "deepseek_v2": _deepseek,
+    "deepseek_v3": _deepseek,
+    "bart": _bart,
+    "mbart": _bart,
+    "marian": _bart,
+    "gemma3": _gemma3,
+    "mllama": _mllama,
+    "qwen2_vl": _qwen2_vl,
 }
 
 SUPPORTED_MODEL_TYPES = tuple(sorted(BUILDERS))
@@ -589,8 +827,6 @@ def build(config: Mapping[str, Any]) -> Arch | Unsupported:
     mt = str(config.get("model_type") or "")
     builder = BUILDERS.get(mt)
     if builder is None:
-        if mt == "gemma3" and isinstance(config.get("text_config"), Mapping):
-            return Unsupported(mt, "multimodal Gemma 3 (vision tower not reconstructed)")
         return Unsupported(mt or "<none>", "model_type not reconstructed")
     try:
         return builder(config)

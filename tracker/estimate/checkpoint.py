@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from tracker.estimate.architectures import Arch
@@ -23,20 +23,52 @@ _LAYER_RE = re.compile(r"(?:^|\.)(?:layers|layer|h|blocks|block)\.(\d+)\.")
 PARAM_DTYPES = frozenset({"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F4"})
 
 
-def checkpoint_params(headers: Mapping[str, Mapping[str, Any]]) -> int:
-    """Sum of element counts over the floating-point tensors of every header.
+# Persistent buffers checkpoints store in floating point beside the parameters: transformers
+# registers them with register_buffer, so model.parameters() (and our graph count) leaves them out.
+BUFFER_NAMES = frozenset({"position_ids", "token_type_ids", "inv_freq", "final_logits_bias",
+                          "e_score_correction_bias", "masked_bias"})
 
-    ``headers`` maps a file name (one per shard) to its parsed JSON header;
-    ``__metadata__`` is skipped, and so are integer buffers (see PARAM_DTYPES)."""
-    total = 0
+
+def is_buffer(name: str, dtype: str) -> bool:
+    """Whether a checkpoint tensor is a buffer, not a parameter: an integer tensor, or a known buffer name."""
+    return str(dtype).upper() not in PARAM_DTYPES or name.rsplit(".", 1)[-1] in BUFFER_NAMES
+
+
+def count_tensors(tensors: Iterable[tuple[str, str, Sequence[int]]]) -> tuple[int, dict[str, int]]:
+    """``(parameters, {buffer name: elements})`` over ``(name, dtype, shape)`` triples.
+
+    The one count of a checkpoint's parameters: the estimator and the weights findings
+    both use it, so they agree; buffers are named by their last name component."""
+    params = 0
+    buffers: dict[str, int] = {}
+    for name, dtype, shape in tensors:
+        n = math.prod(int(d) for d in shape)
+        if is_buffer(name, dtype):
+            leaf = name.rsplit(".", 1)[-1]
+            buffers[leaf] = buffers.get(leaf, 0) + n
+        else:
+            params += n
+    return params, buffers
+
+
+def _triples(headers: Mapping[str, Mapping[str, Any]]) -> Iterator[tuple[str, str, Sequence[int]]]:
     for header in headers.values():
         for name, info in header.items():
-            if name == "__metadata__" or not isinstance(info, Mapping):
-                continue
-            if str(info.get("dtype", "F32")).upper() not in PARAM_DTYPES:
-                continue
-            total += math.prod(int(d) for d in info.get("shape", ()))
-    return total
+            if name != "__metadata__" and isinstance(info, Mapping):
+                yield name, str(info.get("dtype", "F32")), info.get("shape", ())
+
+
+def checkpoint_params(headers: Mapping[str, Mapping[str, Any]]) -> int:
+    """Sum of element counts over the parameter tensors of every header.
+
+    ``headers`` maps a file name (one per shard) to its parsed JSON header;
+    ``__metadata__`` is skipped, and so are buffers (see :func:`is_buffer`)."""
+    return count_tensors(_triples(headers))[0]
+
+
+def checkpoint_buffers(headers: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
+    """The buffers the checkpoint stores, by name: what :func:`checkpoint_params` leaves out."""
+    return count_tensors(_triples(headers))[1]
 
 
 def _tensors(headers: Mapping[str, Mapping[str, Any]]) -> dict[str, tuple[int, ...]]:

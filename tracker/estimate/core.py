@@ -43,6 +43,8 @@ class Estimate:
     cards: tuple[CardFit, ...] = ()
     structure: tuple[Row, ...] = ()
     verifier: tuple[VerifierFinding, ...] = ()
+    components: tuple[tuple[str, int], ...] = ()  # multimodal: text, vision, projector (they add up to params)
+    buffers: tuple[tuple[str, int], ...] = ()  # persistent buffers the checkpoint stores, not in params
 
     @property
     def full_finetune_gb(self) -> float | None:
@@ -77,6 +79,8 @@ class Estimate:
             "cards": [c.to_json() for c in self.cards],
             "structure": [row.to_json() for row in self.structure],
             "verifier": [v.to_json() for v in self.verifier],
+            "components": dict(self.components),
+            "buffers": dict(self.buffers),
         })
 
 
@@ -142,4 +146,6 @@ def _estimate(
         cards=memory.fits(arch, s, rank),
         structure=structure(arch, s),
         verifier=verify(arch, config, checkpoint_params=ckpt, headers=headers),
+        components=arch.components,
+        buffers=arch.buffers,
     )

@@ -37,7 +37,6 @@ Severities come from ``severity/weights.toml``. Pure: reads only through ``sourc
 
 from __future__ import annotations
 
-import math
 import posixpath
 import re
 from collections.abc import Iterable, Mapping
@@ -215,7 +214,10 @@ def _tensors(header: Mapping[str, Any]) -> dict[str, tuple[str, tuple[int, ...]]
 
 
 def _params(tensors: Mapping[str, tuple[str, tuple[int, ...]]]) -> int:
-    return sum(math.prod(shape) for _dtype, shape in tensors.values())
+    """Parameters as the estimator counts them (buffers such as position_ids left out): one count everywhere."""
+    from tracker.estimate.checkpoint import count_tensors
+
+    return count_tensors((name, dtype, shape) for name, (dtype, shape) in tensors.items())[0]
 
 
 # ---------------------------------------------------------------------------- analyser
