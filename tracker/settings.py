@@ -103,7 +103,7 @@ class WatchSpec:
 class DeliverySettings:
     """``[delivery]``: how alerts are sent (see docs/delivery.md)."""
 
-    max_attempts: int = 15  # then the delivery is a dead letter (`tracker deliveries retry ID` resends it)
+    max_attempts: int = 20  # then the delivery is a dead letter (`tracker deliveries retry ID` resends it)
     backoff_base: float = 5.0  # first retry after about this long, doubling each time (with jitter)
     backoff_max: float = 900.0  # never wait longer than this between attempts (a Retry-After may say longer)
     timeout: float = 10.0  # per attempt: connect, send and read the answer
@@ -155,7 +155,7 @@ def _delivery_settings(data: dict[str, Any], env: dict[str, str]) -> DeliverySet
         allow = env["TRACKER_DELIVERY_ALLOW_HOSTS"].split(",")
     if not isinstance(allow, list) or not all(isinstance(h, str) for h in allow):
         raise ConfigError("[delivery] allow_hosts must be a list of host names or addresses")
-    attempts = int(_get(data, "delivery", "max_attempts", 15))
+    attempts = int(_get(data, "delivery", "max_attempts", 20))
     if attempts < 1:
         raise ConfigError("[delivery] max_attempts must be at least 1")
     return DeliverySettings(

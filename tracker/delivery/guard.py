@@ -116,7 +116,7 @@ class TargetGuard:
             if named or self._address_allowed(address):
                 allowed = True
             elif reason:
-                via = "" if text == host else f" resolves to {text},"
+                via = " is" if text == host else f" resolves to {text},"
                 raise TargetRefused(f"refused: {host}{via} {reason} (allow it with [delivery] allow_hosts "
                                     "or TRACKER_DELIVERY_ALLOW_HOSTS)")
         if parsed.scheme == "http" and not allowed:
