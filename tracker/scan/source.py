@@ -3,7 +3,7 @@
 Every call the scan makes to the tracker is in this module, so that it can be
 re-pointed in one place when the orchestration changes. It uses only
 ``make_tracker``, ``open_store``, ``store.get_repo``/``add_watch``/
-``commit_graph``, ``poll`` and the advisory query.
+``commit_graph``, ``Tracker.poll`` and ``Tracker.query``.
 
 A repo the user watches is polled (so the head is current) and queried in
 their store. A repo nobody watches is read without touching their watch list:
@@ -55,6 +55,8 @@ class _Poll(Protocol):
 class _Repo(Protocol):
     @property
     def pk(self) -> int: ...
+    @property
+    def branch(self) -> str: ...
 
 
 class _Store(Protocol):
@@ -73,15 +75,7 @@ class TrackerLike(Protocol):
     def hub(self) -> Any: ...  # handed on to the scratch trackers, never called here
 
     def poll(self, repo_ids: Iterable[str] | None = None, *, backfill: int = 0) -> Sequence[_Poll]: ...
-
-
-def _query(tracker: TrackerLike, repo: RepoId, revision: str) -> _Query:
-    """The advisory query: ``Tracker.query`` now, ``Tracker.advisor.query`` before the orchestration rewrite."""
-    query = getattr(tracker, "query", None)
-    if query is None:
-        query = tracker.advisor.query  # type: ignore[attr-defined]
-    result: _Query = query(repo, revision)
-    return result
+    def query(self, repo_id: str, revision: str) -> _Query: ...
 
 
 def _hit(record: dict[str, Any]) -> AdvisoryHit:
@@ -168,8 +162,7 @@ class AdvisorySource:
             (polled,) = self.tracker.poll([repo])
             stale = () if polled.error is None else (
                 f"could not refresh from the Hub ({polled.error}); as of the last poll",)
-            branch = str(getattr(row, "branch", "main"))
-            return {ref: self._status(self.tracker, repo, ref, branch, stale) for ref in refs}
+            return {ref: self._status(self.tracker, repo, ref, row.branch, stale) for ref in refs}
 
         probe = self._new_scratch()
         probe.store.add_watch(repo, now=_now())
@@ -180,7 +173,7 @@ class AdvisorySource:
         distances: dict[str | None, int | None] = {}
         for ref in refs:
             try:
-                distances[ref] = _query(probe, repo, ref or "main").behind
+                distances[ref] = probe.query(repo, ref or "main").behind
             except (TrackerError, LookupError):
                 distances[ref] = None  # said again, in full, by the status below
         deepest = max((d for d in distances.values() if d is not None), default=0)
@@ -211,7 +204,7 @@ class AdvisorySource:
     def _status(self, tracker: TrackerLike, repo: RepoId, ref: str | None, branch: str,
                 notes: tuple[str, ...]) -> PinStatus:
         try:
-            found = _query(tracker, repo, ref or branch)
+            found = tracker.query(repo, ref or branch)
         except (TrackerError, LookupError) as exc:
             return PinStatus(repo=repo, ref=ref, notes=(*notes, _message(exc)))
         if not found.known:
@@ -234,7 +227,7 @@ class AdvisorySource:
             if current is None:
                 break
             if current != found.revision:
-                affecting = {v["id"] for v in _query(tracker, repo, current).vulns}
+                affecting = {v["id"] for v in tracker.query(repo, current).vulns}
                 if not affecting & ids:
                     return current
             above = parents.get(current) or []
