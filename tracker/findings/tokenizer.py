@@ -166,7 +166,7 @@ def tokenizer_vocab_size(doc: Mapping[str, Any]) -> int:
     """Ids the tokenizer can emit: one past the largest id in the vocab or the added tokens."""
     parts = model_parts(doc)
     ids = [i for i in parts.vocab.values() if isinstance(i, int)]
-    ids += [t.get("id") for t in doc.get("added_tokens") or [] if isinstance(t, dict) and isinstance(t.get("id"), int)]
+    ids += [t["id"] for t in doc.get("added_tokens") or [] if isinstance(t, dict) and isinstance(t.get("id"), int)]
     return max(ids) + 1 if ids else 0
 
 
@@ -263,22 +263,22 @@ def _diff_vocab(old: dict[str, int], new: dict[str, int], rules: SeverityRules,
                       **sizes},
         ))
     if removed:
-        ex = removed[:k]
+        ex_removed = removed[:k]
         findings.append(rules.finding(
             "tokenizer.tokens_removed", CATEGORY,
             f"{_plural(len(removed), 'token')} removed from the vocabulary (e.g. "
-            + ", ".join(f"{_tok(t)} ({i})" for t, i in ex[:3]) + ")",
+            + ", ".join(f"{_tok(t)} ({i})" for t, i in ex_removed[:3]) + ")",
             path=TOKENIZER_JSON, before=len(old), after=len(new),
-            evidence={"count": len(removed), "examples": [{"token": t, "id": i} for t, i in ex], **sizes},
+            evidence={"count": len(removed), "examples": [{"token": t, "id": i} for t, i in ex_removed], **sizes},
         ))
     if added:
-        ex = added[:k]
+        ex_added = added[:k]
         findings.append(rules.finding(
             "tokenizer.tokens_added", CATEGORY,
             f"{_plural(len(added), 'token')} added to the vocabulary (e.g. "
-            + ", ".join(f"{_tok(t)} ({i})" for t, i in ex[:3]) + ")",
+            + ", ".join(f"{_tok(t)} ({i})" for t, i in ex_added[:3]) + ")",
             path=TOKENIZER_JSON, before=len(old), after=len(new),
-            evidence={"count": len(added), "examples": [{"token": t, "id": i} for t, i in ex], **sizes},
+            evidence={"count": len(added), "examples": [{"token": t, "id": i} for t, i in ex_added], **sizes},
         ))
     return findings
 
