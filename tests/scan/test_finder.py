@@ -306,3 +306,13 @@ def test_a_single_file_and_local_folders(tmp_path):
 def test_extensions_match_without_case(tmp_path, name):
     write(tmp_path, {name: 'model: acme/x\n' if name.endswith("Yml") else 'AutoModel.from_pretrained("acme/x")\n'})
     assert [r.repo for r in find_references(tmp_path).references] == ["acme/x"]
+
+
+def test_deeply_nested_files_are_skipped_not_fatal(tmp_path):
+    write(tmp_path, {"deep.py": "from_pretrained\nx = " + "+".join(["a"] * 100_000) + "\n",
+                     "deep.json": '{"model": ' + "[" * 100_000 + "]" * 100_000 + "}",
+                     "ok.py": 'AutoModel.from_pretrained("acme/fine")\n'})
+    result = find_references(tmp_path)
+    assert [r.repo for r in result.references] == ["acme/fine"]
+    assert [(s.file, s.reason.split(":")[0]) for s in result.skipped] == [
+        ("deep.json", "not valid JSON"), ("deep.py", "cannot parse")]

@@ -35,6 +35,9 @@ def find_references(root: Path) -> Found:
         except UnreadableFile as exc:
             skipped.append(Skipped(candidate.relative, str(exc)))
             continue
+        except RecursionError:  # a syntax tree or document nested deeper than Python's stack allows
+            skipped.append(Skipped(candidate.relative, "nested too deeply to read"))
+            continue
         files_read += 1
         references.extend(found)
         skipped.extend(partly)

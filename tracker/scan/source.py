@@ -18,6 +18,7 @@ their store. A repo nobody watches is read without touching their watch list:
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
 import threading
@@ -31,6 +32,8 @@ from tracker.errors import TrackerError
 from tracker.model import RepoId, Severity
 from tracker.scan.model import AdvisoryHit, PinStatus
 from tracker.settings import Settings
+
+log = logging.getLogger(__name__)
 
 HISTORY = 100  # revisions read, at most, for a repo nobody watches
 
@@ -154,7 +157,10 @@ class AdvisorySource:
             return self._lookup(repo, refs)
         except (TrackerError, LookupError) as exc:
             note = _message(exc)
-            return {ref: PinStatus(repo=repo, ref=ref, notes=(note,)) for ref in refs}
+        except Exception as exc:  # one repo's surprise must not cost the whole report; logged in full
+            log.exception("scan: looking up %s failed", repo)
+            note = f"lookup failed: {type(exc).__name__}: {_message(exc)}"
+        return {ref: PinStatus(repo=repo, ref=ref, notes=(note,)) for ref in refs}
 
     def _lookup(self, repo: RepoId, refs: list[str | None]) -> dict[str | None, PinStatus]:
         row = self.tracker.store.get_repo(repo) if self.tracker is not None else None
