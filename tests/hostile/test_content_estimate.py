@@ -1,0 +1,119 @@
+"""Hostile estimator inputs: sizes out of any sane range are an implausible config, answered at once.
+
+Before: ``num_hidden_layers: 100000000`` built the structure layer by layer (6.7 GB in a
+poll, 14.5 GB in ``tracker estimate``), negative or zero sizes gave negative parameter
+counts and ``1e308`` an ``OverflowError`` traceback.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.hostile.content_support import MiB, run_tracker
+from tracker.estimate import compare_estimates, estimate
+from tracker.estimate.plausible import MAX_LAYERS
+from tracker.estimate.structure import MAX_LISTED_LAYERS
+from tracker.findings.rules import SeverityRules
+from tracker.model import Severity
+
+RULES = SeverityRules.default()
+LLAMA = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 4096,
+         "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
+         "vocab_size": 128256, "max_position_embeddings": 131072}
+
+
+def from_json_text(key: str, literal: str) -> dict:
+    """The config as Python's json reads it from the upstream text (NaN, Infinity and 1e308 included)."""
+    return json.loads(json.dumps(LLAMA).replace(f'"{key}": {LLAMA[key]}', f'"{key}": {literal}'))
+
+
+@pytest.mark.parametrize(
+    ("key", "literal", "reason"),
+    [
+        ("num_hidden_layers", "100000000", "num_hidden_layers is 100000000, over the maximum of 4096"),
+        ("num_hidden_layers", "0", "num_hidden_layers is 0; expected an integer from 1 to 4096"),
+        ("num_hidden_layers", "-32", "num_hidden_layers is -32; expected an integer from 1 to 4096"),
+        ("num_hidden_layers", "true", "num_hidden_layers is a boolean; expected an integer from 1 to 4096"),
+        ("num_hidden_layers", '"32"', "num_hidden_layers is a string; expected an integer from 1 to 4096"),
+        ("num_hidden_layers", "32.0", "num_hidden_layers is 32.0; expected an integer from 1 to 4096"),
+        ("hidden_size", "NaN", "hidden_size is NaN; expected an integer from 1 to 262144"),
+        ("hidden_size", "Infinity", "hidden_size is Infinity; expected an integer from 1 to 262144"),
+        ("hidden_size", "-Infinity", "hidden_size is -Infinity; expected an integer from 1 to 262144"),
+        ("hidden_size", "1e308", "hidden_size is 1e+308; expected an integer from 1 to 262144"),
+        ("hidden_size", "-4096", "hidden_size is -4096; expected an integer from 1 to 262144"),
+        ("num_attention_heads", "[32]", "num_attention_heads is a list; expected an integer from 1 to 16384"),
+        ("num_key_value_heads", "0", "num_key_value_heads is 0; expected an integer from 1 to 16384"),
+        ("intermediate_size", "1" + "0" * 300, "intermediate_size is 1" + "0" * 300 + ", over the maximum of 4194304"),
+        ("vocab_size", "{}", "vocab_size is an object; expected an integer from 1 to 16777216"),
+        ("max_position_embeddings", "0", "max_position_embeddings is 0; expected an integer from 1 to 1073741824"),
+    ],
+)
+def test_implausible_sizes_give_an_implausible_estimate_and_finding(key, literal, reason):
+    config = from_json_text(key, literal)
+    est = estimate(config)
+    assert (est.supported, est.implausible, est.reason) == (False, True, f"implausible config: {reason}")
+    assert est.params is None and est.structure == ()
+    assert json.dumps(est.to_json(), allow_nan=False)
+    [finding] = compare_estimates(estimate(LLAMA), est, RULES)
+    assert (finding.code, finding.severity, finding.category) == ("estimate.implausible_config", Severity.HIGH,
+                                                                  "estimate")
+    assert finding.summary == f"implausible config: {reason}; no estimate (model_type llama)"
+    assert json.dumps(finding.to_json(), allow_nan=False)
+    # the same implausible config again is not news; a fixed config estimates again
+    assert compare_estimates(est, estimate(config), RULES) == []
+    assert [f.code for f in compare_estimates(est, estimate(LLAMA), RULES)] == []
+
+
+def test_unknown_family_stays_unsupported_whatever_its_sizes():
+    est = estimate({"model_type": "mamba", "hidden_size": -1, "num_hidden_layers": 10**8})
+    assert (est.implausible, est.reason) == (False, "unsupported: mamba (model_type not reconstructed)")
+
+
+def test_the_deepest_plausible_stack_is_summarised_not_listed():
+    est = estimate(dict(LLAMA, num_hidden_layers=MAX_LAYERS))
+    rows = [(r.index, r.name, r.type) for r in est.structure]
+    assert len(rows) == 3 + 2 * 6 + 1 + 2 * 6 + 3
+    assert rows[15] == (16, "Blocks_3-4094", "× 4092 blocks like those around them")
+    assert rows[16][1] == "RMSNorm_4095_1" and rows[-4][1] == "Add_4096_2"
+    assert [r[1] for r in rows[-3:]] == ["Final_Norm", "LM_Head", "Output"]
+    # up to the listing limit every block is its own rows, as the reference page lists them
+    listed = estimate(dict(LLAMA, num_hidden_layers=MAX_LISTED_LAYERS))
+    assert len(listed.structure) == 3 + MAX_LISTED_LAYERS * 6 + 3
+
+
+def test_tracker_estimate_answers_at_once_under_one_gib(tmp_path):
+    """The real CLI in a subprocess with RLIMIT_AS = 1 GiB: the 308-byte config of the issue."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(dict(LLAMA, num_hidden_layers=100_000_000)))
+    done = run_tracker("estimate", str(path), memory=1024 * MiB, timeout=30)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == ("implausible config: num_hidden_layers is 100000000, over the maximum of 4096\n"
+                           "No estimate: these sizes cannot be a real model's, and we do not guess.\n")
+    assert done.seconds < 10  # measured well under a second; it used to need 14.5 GB
+    as_json = run_tracker("estimate", str(path), "--json", memory=1024 * MiB, timeout=30)
+    data = json.loads(as_json.stdout)
+    assert (data["supported"], data["implausible"], data["params"]) == (False, True, None)
+
+
+def test_tracker_estimate_refuses_a_deep_config_file_in_one_line(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_bytes(b'{"a":' * 100_000 + b"1" + b"}" * 100_000)
+    done = run_tracker("estimate", str(path), memory=1024 * MiB, timeout=30)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"Error: Invalid value: {path}: invalid JSON: nested too deeply to parse")
+    assert "Traceback" not in done.stderr
+
+
+def test_seq_len_beyond_the_range_is_a_usage_error(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(LLAMA))
+    done = run_tracker("estimate", str(path), "--seq-len", "1" + "0" * 40, memory=1024 * MiB, timeout=30)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "Error: Invalid value for '--seq-len': 10000000000000000000000000000000000000000 is not in the range "
+        "1<=x<=1073741824.")
+    with pytest.raises(ValueError, match="seq_len must be an integer from 1 to 1073741824"):
+        estimate(LLAMA, seq_len=10**40)
