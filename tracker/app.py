@@ -35,12 +35,7 @@ def utcnow() -> datetime:
 
 
 def make_hub(settings: Settings) -> HubClient:
-    return HubClient(
-        settings.hub_endpoint,
-        timeout=settings.hub_timeout,
-        max_retries=settings.hub_max_retries,
-        max_wait=settings.hub_max_wait,
-    )
+    return HubClient.from_settings(settings)
 
 
 @dataclass

@@ -17,7 +17,7 @@ from typing import Any, NewType, Protocol
 RepoId = NewType("RepoId", str)
 CommitSha = NewType("CommitSha", str)
 
-SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+SHA_RE = re.compile(r"^[0-9a-f]{40}\Z")
 
 # Hub rules for a repo name: letters, digits, '-', '_', '.'; no '--' or '..';
 # may not start or end with '-' or '.'; at most 96 characters per part.
@@ -332,6 +332,8 @@ class RevisionRow:
     estimate: dict[str, Any] | None
     analysed_at: datetime | None
     dependencies_pending: bool = False
+    attempts: int = 0  # transient Hub failures while reading it
+    last_error: str | None = None
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,10 @@ happened, so the others in the cycle are polled all the same.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -37,6 +40,7 @@ from tracker.settings import Settings
 from tracker.store import SqlStore
 
 log = logging.getLogger(__name__)
+LEASE_MARGIN_SECONDS = 300.0  # a lease outlives the poll's Hub deadline by this much (analysis time)
 
 
 @dataclass
@@ -63,6 +67,20 @@ class PollResult:
         return text
 
 
+def _dead_here(owner: str) -> bool:
+    """Whether a lease owner (``host:pid:nonce``) is a process of this host that no longer runs."""
+    parts = owner.rsplit(":", 2)
+    if len(parts) != 3 or parts[0] != socket.gethostname()[:60] or not parts[1].isdigit():
+        return False
+    try:
+        os.kill(int(parts[1]), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
 def _first_line(exc: BaseException) -> str:
     lines = str(exc).strip().splitlines()
     return lines[0] if lines else type(exc).__name__
@@ -79,6 +97,8 @@ class Poller:
         self.stopping = threading.Event()  # set on shutdown: finish the revision in hand, then return
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
+        # Who holds a repo's lease: unique per Poller, readable in `tracker status`.
+        self.owner = f"{socket.gethostname()[:60]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
     # -- a cycle ------------------------------------------------------------------------------
 
@@ -105,18 +125,50 @@ class Poller:
 
     def poll_repo(self, repo_id: str, *, backfill: int = 0,
                   progress: Callable[[int], Any] | None = None) -> PollResult:
-        """Poll one repo. One poll per repo at a time in this process (a webhook may arrive during a
-        scheduled poll); across processes the store's conditional writes keep it exactly once."""
+        """Poll one repo; never raises for the repo's own trouble (the result says what happened).
+
+        One poll per repo at a time: a lock in this process (a webhook may arrive during a
+        scheduled poll) and a lease in the database across processes and replicas (a second
+        ``tracker poll`` skips the repo with a clear line). The Hub requests of the whole poll
+        share one wall-clock deadline (``hub.poll_deadline``).
+        """
         with self._repo_lock(repo_id):
             repo = self.store.get_repo(repo_id)
             if repo is None:
                 raise NotWatched(repo_id)
             result = PollResult(repo=repo.repo_id)
+            if not self._lease(repo):
+                owner, until = self.store.lease_of(repo.pk)
+                result.status = PollOutcome.BUSY
+                result.error = (f"being polled by another process ({owner}, lease until "
+                                f"{until.isoformat(timespec='seconds') if until else '?'}); skipped")
+                return result
             try:
-                self._poll_guarded(repo, result, backfill=backfill, progress=progress)
+                with self.hub.deadline(self.settings.hub_poll_deadline):
+                    self._poll_guarded(repo, result, backfill=backfill, progress=progress)
             except StoreBusy as exc:
-                result.status, result.error = PollOutcome.BUSY, str(exc)
+                result.status, result.error = PollOutcome.BUSY, _first_line(exc)
+            except Exception as exc:  # a bug must cost one repo's poll, not the cycle: logged, counted
+                log.exception("%s: poll failed", repo.repo_id)
+                result.status, result.error = PollOutcome.ERROR, f"internal error: {_first_line(exc)}"
+            finally:
+                self.store.release_lease(repo.pk, self.owner)
             return result
+
+    def _lease(self, repo: RepoRow) -> bool:
+        now = self.clock()
+        until = now + timedelta(seconds=self.settings.hub_poll_deadline + LEASE_MARGIN_SECONDS)
+        if self.store.acquire_lease(repo.pk, self.owner, now=now, until=until):
+            return True
+        # A lease left by a process of this host that is gone (killed) is free now, not at expiry.
+        holder, _ = self.store.lease_of(repo.pk)
+        if holder and _dead_here(holder):
+            return self.store.acquire_lease(repo.pk, self.owner, now=now, until=until, steal_from=holder)
+        return False
+
+    def _keep_lease(self, repo: RepoRow) -> bool:
+        """Between revisions: stop when shutting down, or when the lease was lost (taken over)."""
+        return self.stopping.is_set() or not self._lease(repo)
 
     def _poll_guarded(self, repo: RepoRow, result: PollResult, *, backfill: int,
                       progress: Callable[[int], Any] | None) -> None:
@@ -128,7 +180,7 @@ class Poller:
         try:
             self._poll(repo, result, backfill=backfill, progress=progress)
         except HubRateLimited as exc:
-            wait = min(exc.retry_after or self.settings.poll_every, 86400.0)
+            wait = min(exc.retry_after or self.settings.poll_every, self.settings.hub_max_defer)
             self.store.update_repo(repo.pk, defer_until=now + timedelta(seconds=wait), last_error=_first_line(exc))
             result.status, result.error = PollOutcome.DEFERRED, _first_line(exc)
         except (RepoGated, RepoGone, RepoDisabled) as exc:
@@ -225,7 +277,7 @@ class Poller:
                 result.status = PollOutcome.NEW if result.new_revisions else PollOutcome.UNCHANGED
             repo = self._reload(repo)
         result.processed = self.processor.process_pending(repo, progress=progress,
-                                                          should_stop=self.stopping.is_set)
+                                                          should_stop=lambda: self._keep_lease(repo))
         self.processor.retry_dependencies(repo)
 
     def _reload(self, repo: RepoRow) -> RepoRow:

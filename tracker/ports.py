@@ -7,6 +7,7 @@ The implementations live at the edges (``tracker.hub.HubClient``, ``tracker.osvd
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -20,6 +21,10 @@ class HubReader(Protocol):
     """Read-only access to model repos on a Hub: heads, listings, trees, capped file and range reads."""
 
     endpoint: str
+
+    def deadline(self, seconds: float) -> AbstractContextManager[None]:
+        """Every request of this thread inside the block ends within ``seconds`` from now."""
+        ...
 
     def head(self, repo: RepoId, branch: str = "main") -> Head: ...
 

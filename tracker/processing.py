@@ -19,7 +19,7 @@ from typing import Any
 
 from tracker.bounded import loads_json
 from tracker.diff import diff_revisions
-from tracker.errors import HubError, RevisionGone, TrackerError
+from tracker.errors import HubRateLimited, HubUnavailable, RevisionGone, TrackerError
 from tracker.estimate import compare_estimates
 from tracker.findings import analyse_revision
 from tracker.findings.rules import SeverityRules
@@ -106,6 +106,10 @@ class Analysis:
     estimate: dict[str, Any] | None
 
 
+# Failures that say nothing about the content: the revision is read again later (see ``process``).
+TRANSIENT = (RevisionGone, HubUnavailable, HubRateLimited)
+
+
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__
@@ -125,27 +129,24 @@ class Processor:
 
     # -- read -------------------------------------------------------------------------------
 
-    def sources(self, repo_id: RepoId, *, old: Side | None, new: Side) -> HubSources:
+    def sources(self, repo_id: RepoId, *, old: Side | None, new: Side, strict: bool = False) -> HubSources:
         return HubSources(self.hub, self.store, repo_id, {"old": old, "new": new},  # type: ignore[arg-type]
                           max_file_bytes=self.settings.max_file_bytes,
-                          max_header_bytes=self.settings.max_header_bytes, now=self.clock)
+                          max_header_bytes=self.settings.max_header_bytes, now=self.clock, strict=strict)
 
     def analyse(self, repo_id: RepoId, old: Side | None, new: Side, *,
-                old_estimate: dict[str, Any] | None = None) -> Analysis:
+                old_estimate: dict[str, Any] | None = None, strict: bool = False) -> Analysis:
         """Raw diff, findings and estimate between two snapshots (either from the store or the Hub).
 
         Polling, ``reanalyse`` and ``tracker diff`` all come through here, so they agree.
         An analyser that fails becomes an ``analysis.failed`` finding, never an exception.
         """
-        sources = self.sources(repo_id, old=old, new=new)
+        sources = self.sources(repo_id, old=old, new=new, strict=strict)
         failures: list[Finding] = []
         try:
             raw = RawDiff.from_json(diff_revisions(old[1] if old else None, new[1], sources.text))
-        except (HubError, RecursionError, MemoryError) as exc:
-            if isinstance(exc, RevisionGone):
-                raise
-            raw = RawDiff.from_json({"files": {}, "texts": {}})
-            failures.append(self._failed("diff", exc))
+        except TRANSIENT:
+            raise
         except Exception as exc:  # hostile content must not stop the revision
             raw = RawDiff.from_json({"files": {}, "texts": {}})
             failures.append(self._failed("diff", exc))
@@ -153,7 +154,7 @@ class Processor:
                                 old_sha=CommitSha(old[0]) if old else None, new_sha=CommitSha(new[0]))
         try:
             findings = analyse_revision(change, sources, self.rules)
-        except RevisionGone:
+        except TRANSIENT:
             raise
         except Exception as exc:
             findings = []
@@ -165,7 +166,7 @@ class Processor:
             ))
         try:
             estimate_json, estimate_findings = self._estimate(raw, sources, old is not None, old_estimate)
-        except RevisionGone:
+        except TRANSIENT:
             raise
         except Exception as exc:
             estimate_json, estimate_findings = None, [self._failed("estimate", exc)]
@@ -266,14 +267,29 @@ class Processor:
     def process(self, repo: RepoRow, revision: RevisionRow) -> bool:
         """Read, report and save one pending revision; False when another process completed it first.
 
-        Hub errors (the Hub is down, rate limited) propagate and leave the revision pending;
-        anything wrong with the content itself is a finding on the revision.
+        Transient Hub failures (down, rate limited, the poll's deadline) propagate and leave the
+        revision pending, counted; after ``poll.max_attempts`` of them it is completed with what
+        could be read (the rest become "unreadable" findings), or marked unreachable when even its
+        file list cannot be read, so that later revisions are not held behind it. Anything wrong
+        with the content itself is a finding on the revision.
         """
+        strict = revision.attempts + 1 < self.settings.poll_max_attempts
+        try:
+            return self._process(repo, revision, strict=strict)
+        except (HubUnavailable, HubRateLimited) as exc:
+            attempts = self.store.note_attempt(revision.pk, _one_line(exc))
+            if attempts >= self.settings.poll_max_attempts and not strict:
+                self.store.mark_revision(revision.pk, RevisionStatus.UNREACHABLE)
+                log.warning("%s@%s: given up after %d attempts: %s", repo.repo_id, revision.sha[:12], attempts,
+                            _one_line(exc))
+            raise
+
+    def _process(self, repo: RepoRow, revision: RevisionRow, *, strict: bool) -> bool:
         snapshot = self.hub.snapshot(repo.repo_id, revision.sha)
         base = self.diff_base(repo, revision)
         old = (base.sha, base.snapshot) if base and base.snapshot is not None else None
         analysis = self.analyse(repo.repo_id, old, (revision.sha, snapshot),
-                                old_estimate=base.estimate if base else None)
+                                old_estimate=base.estimate if base else None, strict=strict)
         try:
             dependency_findings, retry = self.dependencies(analysis.raw, analysis.sources, old is None)
         except TrackerError as exc:

@@ -123,6 +123,7 @@ class Settings:
     hub_max_api_bytes: int = 32 * 1024 * 1024  # cap on one API JSON answer (model info, tree, commits)
     hub_max_pages: int = 1000  # cap on pages per listing (commits, tree)
     poll_every: float = 3600.0
+    poll_max_attempts: int = 5  # transient failures before a revision is completed with what could be read
     poll_jitter: float = 300.0
     max_file_bytes: int = 64 * 1024 * 1024  # cap on any tracked file read from upstream
     max_header_bytes: int = 32 * 1024 * 1024  # cap on a safetensors header
@@ -212,6 +213,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: dict[str, str
             hub_max_api_bytes=_positive_int(data, "hub", "max_api_bytes", 32 * 1024 * 1024),
             hub_max_pages=_positive_int(data, "hub", "max_pages", 1000),
             poll_every=default_every,
+            poll_max_attempts=_positive_int(data, "poll", "max_attempts", 5),
             poll_jitter=parse_duration(_get(data, "poll", "jitter", "5m"), allow_zero=True),
             max_file_bytes=int(_get(data, "limits", "max_file_bytes", 64 * 1024 * 1024)),
             max_header_bytes=int(_get(data, "limits", "max_header_bytes", 32 * 1024 * 1024)),

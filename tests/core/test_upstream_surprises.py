@@ -99,15 +99,34 @@ def test_malformed_json_in_an_upstream_file_is_recorded(hub_standin, watched):
     assert "config.malformed" in [f["code"] for f in row.findings]
 
 
-def test_a_cut_off_file_is_recorded_and_the_poll_goes_on(hub_standin, watched, sleeps):
+def test_a_file_cut_off_every_time_is_recorded_after_max_attempts(hub_standin, watched, sleeps):
     tracker, first = watched
     second = hub_standin.commit(REPO, {"config.json": config_json(vocab_size=30000)})
     hub_standin.faults.add(f"/resolve/{second}/config.json", truncate_after=10, times=None, method="GET")
-    (result,) = tracker.poll()
-    row = tracker.store.get_revision(tracker.store.get_repo(REPO).pk, second)
+    pk = tracker.store.get_repo(REPO).pk
+    for attempt in range(1, tracker.settings.poll_max_attempts):
+        (result,) = tracker.poll()  # a cut-off body may be the network: read again next time
+        row = tracker.store.get_revision(pk, second)
+        assert (result.status, row.status, row.attempts) == ("error", "pending", attempt)
+        assert "cut off" in row.last_error
+    (result,) = tracker.poll()  # the last attempt completes it with what could be read
+    row = tracker.store.get_revision(pk, second)
     assert row.status == "done"
     (problem,) = [f for f in row.findings if f["code"] == "upstream.file_unreadable"]
     assert problem["path"] == "config.json" and problem["evidence"]["side"] == "new"
+
+
+def test_a_file_cut_off_once_is_read_whole_on_the_next_poll(hub_standin, watched, sleeps):
+    tracker, first = watched
+    second = hub_standin.commit(REPO, {"config.json": config_json(vocab_size=30000)})
+    hub_standin.faults.add(f"/resolve/{second}/config.json", truncate_after=10, times=1, method="GET")
+    (result,) = tracker.poll()
+    assert result.status == "error"
+    (result,) = tracker.poll()
+    row = tracker.store.get_revision(tracker.store.get_repo(REPO).pk, second)
+    assert (result.status, row.status, row.attempts) == ("unchanged", "done", 1)
+    assert "upstream.file_unreadable" not in [f["code"] for f in row.findings]
+    assert "config.vocab_size_changed" in [f["code"] for f in row.findings]
 
 
 def test_gated_then_deleted_repo_is_an_event_and_keeps_what_was_read(hub_standin, watched):

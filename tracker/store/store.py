@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Text, and_, cast, func, insert, literal, select, update
+from sqlalchemy import Connection, Engine, Text, and_, cast, func, insert, literal, or_, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
 from tracker.errors import RevisionUnresolved, StoreConflict
@@ -39,7 +39,6 @@ from tracker.store.tables import (
     blobs,
     commits,
     events,
-    osv_lookups,
     repos,
     revisions,
 )
@@ -292,23 +291,6 @@ class AdvisoryStoreMixin:
             by_id = {r.id: self._advisory(r) for r in rows}
             return [by_id[i] for i in ids if i in by_id]
 
-    # -- OSV.dev cache ----------------------------------------------------------------------
-
-    def osv_cached(self, keys: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
-        if not keys:
-            return {}
-        with self._tx() as conn:
-            return {r.key: r.vulns for r in conn.execute(select(osv_lookups).where(osv_lookups.c.key.in_(list(keys))))}
-
-    def osv_store(self, results: dict[str, list[dict[str, Any]]], *, now: datetime) -> None:
-        with self._tx() as conn:
-            for key, vulns in results.items():
-                if conn.execute(select(osv_lookups.c.key).where(osv_lookups.c.key == key)).first():
-                    conn.execute(update(osv_lookups).where(osv_lookups.c.key == key).values(vulns=vulns,
-                                                                                          fetched_at=now))
-                else:
-                    conn.execute(insert(osv_lookups).values(key=key, vulns=vulns, fetched_at=now))
-
 
 def _announced(record: dict[str, Any]) -> dict[str, Any]:
     """What a reader sees of a record: without the affected ``versions`` list and ``modified``."""
@@ -434,6 +416,8 @@ class SqlStore(DeliveryStoreMixin, AdvisoryStoreMixin):
             estimate=row.estimate,
             analysed_at=_utc(row.analysed_at),
             dependencies_pending=bool(row.dependencies_pending),
+            attempts=row.attempts or 0,
+            last_error=row.last_error,
         )
 
     def record_listing(self, repo: RepoRow, listed: Sequence[Commit], *, parent: CommitSha | None,
@@ -512,6 +496,41 @@ class SqlStore(DeliveryStoreMixin, AdvisoryStoreMixin):
             values["dependencies_pending"] = dependencies_pending
         with self._tx() as conn:
             conn.execute(update(revisions).where(revisions.c.id == pk).values(**values))
+
+    def note_attempt(self, pk: int, error: str) -> int:
+        """Count a transient failure while reading a pending revision; returns the count so far."""
+        with self._tx() as conn:
+            conn.execute(update(revisions).where(revisions.c.id == pk).values(
+                attempts=revisions.c.attempts + 1, last_error=error[:1000]))
+            return int(conn.execute(select(revisions.c.attempts).where(revisions.c.id == pk)).scalar() or 0)
+
+    # -- leases: one worker per repo at a time, across processes and replicas ---------------------
+
+    def acquire_lease(self, repo_pk: int, owner: str, *, now: datetime, until: datetime,
+                      steal_from: str | None = None) -> bool:
+        """Take (or extend) a repo's lease; False while another owner's lease is unexpired.
+
+        ``steal_from``: take it from that owner whatever its expiry (a holder known to be dead).
+        One conditional UPDATE, so two workers racing for it cannot both win.
+        """
+        free = or_(repos.c.lease_until.is_(None), repos.c.lease_until < now, repos.c.lease_owner == owner)
+        if steal_from is not None:
+            free = or_(free, repos.c.lease_owner == steal_from)
+        with self._tx() as conn:
+            taken = conn.execute(
+                update(repos).where(and_(repos.c.id == repo_pk, free)).values(lease_owner=owner, lease_until=until)
+            ).rowcount
+            return taken == 1
+
+    def release_lease(self, repo_pk: int, owner: str) -> None:
+        with self._tx() as conn:
+            conn.execute(update(repos).where(and_(repos.c.id == repo_pk, repos.c.lease_owner == owner))
+                         .values(lease_owner=None, lease_until=None))
+
+    def lease_of(self, repo_pk: int) -> tuple[str | None, datetime | None]:
+        with self._tx() as conn:
+            row = conn.execute(select(repos.c.lease_owner, repos.c.lease_until).where(repos.c.id == repo_pk)).first()
+            return (row.lease_owner, _utc(row.lease_until)) if row else (None, None)
 
     def mark_revision(self, pk: int, status: str) -> None:
         with self._tx() as conn:

@@ -51,6 +51,10 @@ repos = Table(
     Column("last_polled_at", DateTime(timezone=True), nullable=True),
     Column("last_error", Text, nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False),
+    # One worker polls a repo at a time (migration 0004): the holder and until when; an expired
+    # lease is free, so a crashed worker's repos are taken over.
+    Column("lease_owner", String(100), nullable=True),
+    Column("lease_until", DateTime(timezone=True), nullable=True),
 )
 
 revisions = Table(
@@ -75,6 +79,10 @@ revisions = Table(
     Column("estimate", JSON, nullable=True),
     Column("analysed_at", DateTime(timezone=True), nullable=True),
     Column("dependencies_pending", Boolean, nullable=False, default=False, server_default=false()),  # OSV.dev lookup to retry
+    # Transient Hub failures while reading this revision (migration 0004); past the limit it is
+    # completed with what could be read, so a hostile file cannot keep it pending forever.
+    Column("attempts", Integer, nullable=False, default=0, server_default="0"),
+    Column("last_error", Text, nullable=True),
     UniqueConstraint("repo_pk", "sha", name="uq_revisions_repo_sha"),
     UniqueConstraint("repo_pk", "seq", name="uq_revisions_repo_seq"),
 )
@@ -145,14 +153,6 @@ advisory_commits = Table(
 )
 Index("ix_advisory_commits_sha", advisory_commits.c.sha)
 
-# OSV.dev answers per (ecosystem, package, version), cached; failures are retried on later polls.
-osv_lookups = Table(
-    "osv_lookups",
-    metadata,
-    Column("key", String(300), primary_key=True),
-    Column("vulns", JSON, nullable=False, default=list),  # [{"id", "modified"}]
-    Column("fetched_at", DateTime(timezone=True), nullable=False),
-)
 
 # -- delivery: subscriptions and the outbox (migration 0003) --------------------------------------
 
