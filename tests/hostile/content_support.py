@@ -38,6 +38,18 @@ class Bounded:
         return json.loads(self.stdout.strip().splitlines()[-1])
 
 
+def peak_mb() -> int:
+    """This process's peak resident set, in MiB, since its last exec.
+
+    ``ru_maxrss`` will not do in a child: Linux keeps it across ``fork`` and ``exec``, so a
+    child of a large pytest process starts with the parent's figure.
+    """
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) // 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
 def run_bounded(args: list[str], *, memory: int, timeout: float, cwd: Path = ROOT) -> Bounded:
     """Run ``args`` (argv) under an address-space limit of ``memory`` bytes and a wall-clock ``timeout``."""
 
