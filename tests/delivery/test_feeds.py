@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 
 import feedparser
 import jsonschema
@@ -159,7 +160,10 @@ def test_a_withdrawn_advisory_updates_its_entry(feeds, tracker_settings, make):
     assert entry_ids(after_feed) == ids_of(ids, "fix", "risk", "removal", "other")  # same id, no new entry
     after = {e.id: e for e in after_feed.entries}[entry_id(ids["fix"])]
     assert after.title.startswith("Withdrawn")
-    assert after.updated_parsed > before.updated_parsed
+    # Microseconds count (struct_time would drop them): the withdrawal may come within the same second.
+    assert datetime.fromisoformat(after.updated) > datetime.fromisoformat(before.updated)
+    assert datetime.fromisoformat(after.updated) == datetime.fromisoformat(
+        newer.store.get_advisory(ids["fix"]).record["modified"].replace("Z", "+00:00"))
     assert "<strong>Withdrawn</strong>" in after.content[0].value
     assert after_feed.entries[0].id == entry_id(ids["fix"])  # the most recent change comes first
 
