@@ -52,12 +52,12 @@ def upgrade() -> None:
     sa.UniqueConstraint('webhook_id', name=op.f('uq_deliveries_webhook_id'))
     )
     with op.batch_alter_table('deliveries', schema=None) as batch_op:
-        batch_op.create_index('ix_deliveries_subscription_state', ['subscription_id', 'state', 'id'], unique=False)
+        batch_op.create_index('ix_deliveries_state_subscription', ['state', 'subscription_id', 'id'], unique=False)
 
 
 def downgrade() -> None:
     with op.batch_alter_table('deliveries', schema=None) as batch_op:
-        batch_op.drop_index('ix_deliveries_subscription_state')
+        batch_op.drop_index('ix_deliveries_state_subscription')
 
     op.drop_table('deliveries')
     with op.batch_alter_table('subscriptions', schema=None) as batch_op:

@@ -196,4 +196,5 @@ deliveries = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("delivered_at", DateTime(timezone=True), nullable=True),
 )
-Index("ix_deliveries_subscription_state", deliveries.c.subscription_id, deliveries.c.state, deliveries.c.id)
+# The sender asks for the oldest pending row of each subscription: pending rows first, whatever piles up delivered.
+Index("ix_deliveries_state_subscription", deliveries.c.state, deliveries.c.subscription_id, deliveries.c.id)
