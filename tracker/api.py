@@ -29,7 +29,19 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from tracker.bounded import json_safe
-from tracker.errors import NotWatched, RevisionUnresolved, StoreError, TrackerError
+from tracker.errors import (
+    ConfigError,
+    EntryGone,
+    HubError,
+    NotWatched,
+    RepoDisabled,
+    RepoGone,
+    RevisionGone,
+    RevisionUnresolved,
+    StoreError,
+    TrackerError,
+    UpstreamFileError,
+)
 from tracker.feeds import feeds_router
 from tracker.model import SHA_RE, validate_repo_id
 from tracker.querying import LookupBudget
@@ -113,7 +125,14 @@ class PollCoalescer:
 # The tracker's errors -> HTTP status and OSV/gRPC-style code, in one place. First match wins.
 ERROR_STATUS: tuple[tuple[type[Exception], int, int], ...] = (
     (QueryError, 400, 3),  # invalid argument
+    (ConfigError, 400, 3),  # a malformed repo id or revision reached the Hub client
     (NotWatched, 404, 5),  # not found
+    (RepoGone, 404, 5),  # the Hub: no such repo (or private, gated)
+    (RevisionGone, 404, 5),
+    (EntryGone, 404, 5),
+    (RepoDisabled, 404, 5),
+    (UpstreamFileError, 404, 5),  # a path the tracker refuses to request
+    (HubError, 503, 14),  # the Hub is down, rate limiting, or out of time: retry later
     (StoreError, 503, 14),  # unavailable
 )
 
@@ -133,12 +152,14 @@ def _status_of(exc: Exception) -> tuple[int, int]:
 
 
 def create_app(tracker: Tracker, *, page_size: int = PAGE_SIZE, webhook_secret: str | None = None,
-               poll_soon: Callable[[str], None] | None = None) -> FastAPI:
+               poll_soon: Callable[[str], None] | None = None,
+               scheduler_running: Callable[[], bool] | None = None) -> FastAPI:
     """The API over a Tracker.
 
     ``webhook_secret`` turns on ``POST /hooks/hub`` (the Hub's webhooks; the secret arrives in
     ``X-Webhook-Secret``); ``poll_soon(repo_id)`` is how a webhook asks for a poll (the daemon
-    hands it to its scheduler; by default a small coalescing pool polls).
+    hands it to its scheduler; by default a small coalescing pool polls). ``scheduler_running``
+    is how the daemon tells ``/readyz`` its scheduler runs (None: no scheduler, as in ``tracker serve``).
     """
     app = FastAPI(title="upstream-tracker", version="1", docs_url="/docs", redoc_url=None)
     store = tracker.store
@@ -311,4 +332,8 @@ def create_app(tracker: Tracker, *, page_size: int = PAGE_SIZE, webhook_secret: 
         store.ping()
         return {"status": "ok"}
 
+    # Repos, readyz, metrics and the authenticated writes live in tracker/api_repos.py.
+    from tracker.api_repos import install
+
+    install(app, tracker, scheduler_running=scheduler_running)
     return app

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 class Context:
     def __init__(self, config: str | None) -> None:
         self.config = config
+        self.verbose = 0
         self._settings: Settings | None = None
         self._tracker: Tracker | None = None
 
@@ -89,16 +90,19 @@ def _emit_json(data: Any) -> None:
 @click.group()
 @click.option("--config", "config", type=click.Path(dir_okay=False), envvar="TRACKER_CONFIG",
               help="Config file (default: ./config/tracker.toml when present).")
-@click.option("-v", "--verbose", count=True, help="More logging (-vv for debug).")
+@click.option("-v", "--verbose", count=True, help="More logging (-vv for debug and library internals).")
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text", envvar="TRACKER_LOG_FORMAT",
+              show_default=True, help="Log lines as text, or one JSON object per line (for log shippers).")
 @click.version_option(package_name="upstream-tracker")
 @click.pass_context
-def main(ctx: click.Context, config: str | None, verbose: int) -> None:
+def main(ctx: click.Context, config: str | None, verbose: int, log_format: str) -> None:
     """Watch model repos on the Hugging Face Hub and report precisely what changed upstream."""
-    logging.basicConfig(
-        level=logging.WARNING - 10 * min(verbose, 2),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    from tracker.logs import setup_logging
+
+    # The long-running commands say what they do at INFO; the others only warn (tracker/logs.py).
+    setup_logging(verbose, log_format, talkative=ctx.invoked_subcommand in ("run", "serve"))
     ctx.obj = Context(config)
+    ctx.obj.verbose = verbose
 
 
 # -- init ---------------------------------------------------------------------------------------
@@ -245,12 +249,18 @@ def poll(obj: Context, repo_ids: tuple[str, ...], backfill: int) -> None:
 @click.option("--host", default=None, help="Address for the HTTP API (default from config: 127.0.0.1).")
 @click.option("--port", default=None, type=int, help="Port for the HTTP API (default from config: 8080).")
 @click.option("--no-api", is_flag=True, help="Poll only; do not serve the HTTP API.")
+@click.option("--log-format", type=click.Choice(["text", "json"]), default=None,
+              help="Log lines as text or JSON (the same as `tracker --log-format`).")
 @click.pass_obj
 @fail_cleanly
-def run(obj: Context, host: str | None, port: int | None, no_api: bool) -> None:
+def run(obj: Context, host: str | None, port: int | None, no_api: bool, log_format: str | None) -> None:
     """The daemon: poll every watched repo on its schedule until SIGTERM or SIGINT."""
     from tracker.daemon import run_daemon
 
+    if log_format:
+        from tracker.logs import setup_logging
+
+        setup_logging(obj.verbose, log_format, talkative=True)
     tracker = obj.tracker(auto_upgrade=obj.settings.is_sqlite)
     run_daemon(tracker, host=host or obj.settings.api_host, port=port or obj.settings.api_port, api=not no_api)
 
@@ -284,12 +294,21 @@ def _revision_json(rev: Any) -> dict[str, Any]:
 @main.command()
 @click.argument("repo_id")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--branch", default="main", show_default=True, help="For a repo not watched: the branch to list.")
+@click.option("--limit", default=30, show_default=True, type=click.IntRange(min=1, max=1000),
+              help="For a repo not watched: how many of the newest commits to list.")
 @click.pass_obj
 @fail_cleanly
-def revisions(obj: Context, repo_id: str, as_json: bool) -> None:
-    """List the revisions read for a repo, oldest first, with what changed in each."""
+def revisions(obj: Context, repo_id: str, as_json: bool, branch: str, limit: int) -> None:
+    """List the revisions read for a repo, oldest first, with what changed in each.
+
+    A repo that is not watched is listed from the Hub (its newest commits; nothing is analysed or stored).
+    """
     tracker = obj.tracker()
-    repo = _require_repo(tracker, repo_id)
+    repo = tracker.store.get_repo(_repo_id(repo_id))
+    if repo is None:
+        _upstream_revisions(tracker, _repo_id(repo_id), branch=branch, limit=limit, as_json=as_json)
+        return
     rows = tracker.store.revisions(repo.pk)
     if as_json:
         _emit_json([_revision_json(r) for r in rows])
@@ -306,6 +325,26 @@ def revisions(obj: Context, repo_id: str, as_json: bool) -> None:
             click.echo(f"    {r.summary}")
         for f in (r.findings or [])[1:3]:
             click.echo(f"    - [{f['severity']}] {f['summary']}")
+
+
+def _upstream_revisions(tracker: Tracker, repo_id: RepoId, *, branch: str, limit: int, as_json: bool) -> None:
+    """The newest commits of a repo that is not watched, read from the Hub, oldest first."""
+    from tracker.errors import RepoGone
+
+    try:
+        commits = tracker.hub.commits_since(repo_id, branch, None, limit=limit).commits
+    except RepoGone as exc:
+        raise TrackerError(f"{repo_id} is not watched, and not found on the Hub (check the id; private and gated "
+                           "repos need HF_TOKEN)") from exc
+    if as_json:
+        _emit_json([{"sha": c.sha, "date": _iso(c.date), "title": c.title, "status": "not_read", "baseline": False,
+                     "parent": c.parents[0] if c.parents else None, "summary": None, "worst_severity": None,
+                     "findings": None, "top_findings": [], "files": {}} for c in commits])
+        return
+    click.echo(f"{repo_id} is not watched: its newest {len(commits)} commit(s) on {branch}, from the Hub "
+               "(nothing analysed or stored; `tracker diff` compares two of them)", err=True)
+    for c in commits:
+        click.echo(f"{c.date.strftime('%Y-%m-%d %H:%M')}  {c.sha[:12]}  {c.title}")
 
 
 def format_findings(findings: list[Finding]) -> list[str]:
@@ -458,14 +497,17 @@ def export_osv(obj: Context, directory: str) -> None:
 @click.pass_obj
 @fail_cleanly
 def serve(obj: Context, host: str | None, port: int | None) -> None:
-    """Serve the OSV-compatible HTTP API (without polling)."""
+    """Serve the HTTP API without polling (GET /readyz then checks the database only)."""
     import uvicorn
 
     from tracker.api import create_app
+    from tracker.logs import start_line
 
     tracker = obj.tracker()
     app = create_app(tracker, webhook_secret=os.environ.get("TRACKER_WEBHOOK_SECRET"))
-    uvicorn.run(app, host=host or obj.settings.api_host, port=port or obj.settings.api_port)
+    host, port = host or obj.settings.api_host, port or obj.settings.api_port
+    logging.getLogger("tracker.serve").info("%s", start_line(tracker, api=(host, port), polling=False))
+    uvicorn.run(app, host=host, port=port, log_config=None, log_level=None)  # logging is ours (tracker/logs.py)
 
 
 @main.command()
@@ -621,6 +663,87 @@ def deliveries_retry(obj: Context, delivery_id: int) -> None:
     click.echo(f"delivery {delivery_id} queued again; `tracker run` sends it")
 
 
+# -- status and API tokens ----------------------------------------------------------------------
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--max-cycles", default=3, show_default=True, type=click.IntRange(min=1),
+              help="A repo not polled, or a backlog waiting, for more than this many poll intervals is unhealthy.")
+@click.pass_obj
+@fail_cleanly
+def status(obj: Context, as_json: bool, max_cycles: int) -> None:
+    """Per repo: state, last poll, errors, next due, lag; the backlogs. Exits 1 when something is unhealthy."""
+    from tracker.status import gather, render
+
+    report = gather(obj.tracker(), max_cycles=max_cycles)
+    if as_json:
+        _emit_json(report.to_json())
+    else:
+        click.echo(render(report))
+    if not report.healthy:
+        sys.exit(1)
+
+
+@main.group()
+def token() -> None:
+    """Bearer tokens for the API's writes (watch list, subscriptions)."""
+
+
+@token.command("create")
+@click.argument("name")
+@click.pass_obj
+@fail_cleanly
+def token_create(obj: Context, name: str) -> None:
+    """Make a token called NAME and print it, once (only a salted hash of it is stored)."""
+    from tracker.store.tokens import TokenStore, validate_name
+
+    try:
+        validate_name(name)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    tracker = obj.tracker()
+    text = TokenStore(tracker.store).create(name, now=tracker.clock())
+    click.echo(text)
+    click.echo(f"token {name!r} created; it is shown only now: send it as `Authorization: Bearer <token>`",
+               err=True)
+
+
+@token.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_obj
+@fail_cleanly
+def token_list(obj: Context, as_json: bool) -> None:
+    """List tokens (names and dates; the tokens themselves are not stored)."""
+    from tracker.store.tokens import TokenStore
+
+    rows = TokenStore(obj.tracker().store).list()
+    if as_json:
+        _emit_json([{"name": r.name, "id": r.key_id, "created_at": _iso(r.created_at),
+                     "last_used_at": _iso(r.last_used_at)} for r in rows])
+        return
+    if not rows:
+        click.echo("no tokens; make one with `tracker token create NAME`")
+        return
+    for r in rows:
+        click.echo(f"{r.name:30} trk_{r.key_id}_…  created {_iso(r.created_at)}  "
+                   f"last used {_iso(r.last_used_at) or 'never'}")
+
+
+@token.command("revoke")
+@click.argument("name")
+@click.pass_obj
+@fail_cleanly
+def token_revoke(obj: Context, name: str) -> None:
+    """Revoke the token called NAME: requests with it are refused (401) from now on."""
+    from tracker.store.tokens import TokenStore
+
+    if not TokenStore(obj.tracker().store).revoke(name):
+        click.echo(f"error: no token named {name!r}", err=True)
+        sys.exit(1)
+    click.echo(f"revoked {name}")
+
+
 # -- scanning a codebase ------------------------------------------------------------------------
 
 
@@ -708,6 +831,25 @@ def _local_headers(folder: Any) -> dict[str, Any]:
                 except ValueError:
                     continue
     return headers
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to serve the pages on.")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535),
+              help="Port to serve the pages on (0: any free port).")
+@click.option("--keep", type=click.Path(file_okay=False), default=None,
+              help="Keep the stand-in's repos and the database in this directory (default: a temporary one).")
+def demo(host: str, port: int, keep: str | None) -> None:
+    """Offline demo: a scripted upstream history on a local Hub stand-in, polled, and the pages served."""
+    from pathlib import Path
+
+    from tracker.web.demo import DemoUnavailable, run_demo
+
+    try:
+        run_demo(host=host, port=port, keep=Path(keep) if keep else None, say=lambda line: click.echo(line))
+    except DemoUnavailable as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -20,8 +20,9 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from tracker.app import Tracker
-from tracker.errors import NotWatched
-from tracker.settings import clamp_interval
+from tracker.errors import NotWatched, TrackerError
+from tracker.logs import Heartbeat, log_poll, start_line
+from tracker.settings import clamp_interval, format_duration
 
 log = logging.getLogger(__name__)
 RECONCILE_SECONDS = 60
@@ -40,15 +41,32 @@ class Daemon:
             timezone=UTC,
         )
         self._intervals: dict[str, float] = {}
+        self.heartbeat = Heartbeat()
 
     def _poll(self, repo_id: str) -> None:
         try:
             result = self.tracker.poll_repo(repo_id)
-            log.info("%s", result.line())
         except NotWatched:
             log.info("%s is no longer watched", repo_id)
+            return
         except Exception:
             log.exception("poll of %s failed", repo_id)
+            return
+        self.heartbeat.add(result)
+        log_poll(log, result)  # one line when it found something or failed (tracker/logs.py)
+
+    def beat(self) -> None:
+        """The heartbeat: a summary of the polls since the last one (nothing when none ran)."""
+        try:
+            from tracker.store.health import HealthReads
+
+            pending: int | None = HealthReads(self.tracker.store).pending_revisions()
+        except TrackerError:
+            pending = None
+        every = clamp_interval(self.tracker.settings.poll_every)
+        line = self.heartbeat.summary(watched=len(self._intervals), period=format_duration(every), pending=pending)
+        if line:
+            log.info("%s", line)
 
     def reconcile(self) -> None:
         """Make the jobs match the watch list."""
@@ -76,12 +94,14 @@ class Daemon:
         self.scheduler.add_job(self._poll, args=[repo_id], id=f"hook:{repo_id}", replace_existing=True,
                                misfire_grace_time=None)
 
-    def start(self) -> None:
+    def start(self, *, api: tuple[str, int] | None = None) -> None:
         self.tracker.sync_config_watches()
         self.reconcile()
         self.scheduler.add_job(self.reconcile, IntervalTrigger(seconds=RECONCILE_SECONDS), id="reconcile")
+        self.scheduler.add_job(self.beat, IntervalTrigger(seconds=clamp_interval(self.tracker.settings.poll_every)),
+                               id="heartbeat")  # at most one summary per cycle
         self.scheduler.start()
-        log.info("polling %d repo(s)", len(self._intervals))
+        log.info("%s", start_line(self.tracker, api=api, watched=len(self._intervals)))
 
     def stop(self) -> None:
         if self.scheduler.running:
@@ -96,7 +116,7 @@ def run_daemon(tracker: Tracker, *, host: str, port: int, api: bool = True) -> N
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     daemon = Daemon(tracker)
-    daemon.start()
+    daemon.start(api=(host, port) if api else None)
     from tracker.delivery.worker import DeliveryWorker  # the outbox sender: Slack and signed webhooks
 
     sender = DeliveryWorker(tracker.store, tracker.settings.delivery, tracker_url=tracker.settings.tracker_url)
@@ -108,8 +128,8 @@ def run_daemon(tracker: Tracker, *, host: str, port: int, api: bool = True) -> N
             from tracker.api import create_app
 
             app = create_app(tracker, webhook_secret=os.environ.get("TRACKER_WEBHOOK_SECRET"),
-                             poll_soon=daemon.poll_soon)
-            uvicorn.run(app, host=host, port=port, log_level="info")
+                             poll_soon=daemon.poll_soon, scheduler_running=lambda: daemon.scheduler.running)
+            uvicorn.run(app, host=host, port=port, log_config=None, log_level=None)  # logging: tracker/logs.py
         else:
             stop.wait()
     finally:

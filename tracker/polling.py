@@ -17,9 +17,10 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
+from tracker import metrics
 from tracker.diff import same_content
 from tracker.errors import (
     HubError,
@@ -30,9 +31,10 @@ from tracker.errors import (
     RepoGated,
     RepoGone,
     StoreBusy,
+    StoreError,
     TrackerError,
 )
-from tracker.model import Commit, CommitSha, PollOutcome, RepoId, RepoRow, RepoState, RevisionStatus
+from tracker.model import Commit, CommitSha, PollOutcome, RepoId, RepoRow, RepoState, RevisionStatus, Severity
 from tracker.ports import Clock, HubReader
 from tracker.processing import Processor
 from tracker.report import EventReport, event_advisory
@@ -40,6 +42,7 @@ from tracker.settings import Settings
 from tracker.store import SqlStore
 
 log = logging.getLogger(__name__)
+_SEVERITIES = frozenset(s.value for s in Severity)
 LEASE_MARGIN_SECONDS = 300.0  # a lease outlives the poll's Hub deadline by this much (analysis time)
 
 
@@ -53,6 +56,8 @@ class PollResult:
     processed: int = 0
     events: list[str] = field(default_factory=list)
     error: str | None = None
+    advisories: int = 0  # advisories this poll raised (revisions and repo events)
+    worst_advisory: str | None = None  # the worst severity among them
 
     def line(self) -> str:
         text = f"{self.repo}: {self.status}"
@@ -143,6 +148,7 @@ class Poller:
                 result.error = (f"being polled by another process ({owner}, lease until "
                                 f"{until.isoformat(timespec='seconds') if until else '?'}); skipped")
                 return result
+            started = self.clock()
             try:
                 with self.hub.deadline(self.settings.hub_poll_deadline):
                     self._poll_guarded(repo, result, backfill=backfill, progress=progress)
@@ -153,7 +159,25 @@ class Poller:
                 result.status, result.error = PollOutcome.ERROR, f"internal error: {_first_line(exc)}"
             finally:
                 self.store.release_lease(repo.pk, self.owner)
+            self._account(repo, result, started)
             return result
+
+    def _account(self, repo: RepoRow, result: PollResult, started: datetime) -> None:
+        """The advisories this poll raised (for its line), its outcome (for `tracker status`), metrics."""
+        metrics.poll_done(result.status.value)
+        if result.status == PollOutcome.BUSY:
+            return  # the process that holds the lease accounts for its own poll
+        try:
+            if result.processed or result.events:
+                raised = [a for a in self.store.advisories_for(repo_pk=repo.pk, since=started, include_withdrawn=False)
+                          if a.published is not None and a.published >= started]
+                result.advisories = len(raised)
+                worst = Severity.worst(Severity(a.severity) for a in raised if a.severity in _SEVERITIES)
+                result.worst_advisory = worst.value if worst else None
+                metrics.advisories_raised(a.severity for a in raised)
+            self.store.update_repo(repo.pk, last_outcome=result.status.value)
+        except StoreError as exc:  # the poll itself is done and stored; only its accounting is lost
+            log.warning("%s: could not record the poll's outcome: %s", repo.repo_id, _first_line(exc))
 
     def _lease(self, repo: RepoRow) -> bool:
         now = self.clock()
@@ -206,8 +230,8 @@ class Poller:
                              created_at=now, repo_updates=repo_updates or {},
                              advisories=(advisory,) if advisory else ())
         if self.store.save_event_report(report):
-            result.events.append(kind)
-            log.warning("%s: %s", repo.repo_id, kind)
+            result.events.append(kind)  # said in the poll's line (`tracker poll`, the daemon's log)
+            log.debug("%s: %s", repo.repo_id, kind)
 
     def _unreachable(self, repo: RepoRow, exc: HubError, result: PollResult) -> None:
         now = self.clock()

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from tracker import metrics
 from tracker.bounded import loads_json
 from tracker.diff import diff_revisions
 from tracker.errors import HubRateLimited, HubUnavailable, RevisionGone, TrackerError
@@ -299,7 +300,11 @@ class Processor:
         now = self.clock()
         report = self._report(repo, revision, now=now, snapshot=snapshot, old=old, analysis=analysis,
                               findings=findings, retry=retry)
-        return self.store.save_revision_report(report)
+        saved = self.store.save_revision_report(report)
+        if saved:
+            metrics.revision_saved(finding_severities=[f.severity.value for f in findings], committed_at=revision.date,
+                                   read_at=now, baseline=revision.baseline or old is None)
+        return saved
 
     def _report(self, repo: RepoRow, revision: RevisionRow, *, now: datetime, snapshot: Snapshot,
                 old: Side | None, analysis: Analysis, findings: Sequence[Finding], retry: bool) -> RevisionReport:

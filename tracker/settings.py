@@ -135,6 +135,7 @@ class Settings:
     api_host: str = "127.0.0.1"
     api_port: int = 8080
     query_hub_requests: int = 20  # Hub requests one query or querybatch may spend on revisions not seen yet
+    api_read_requires_token: bool = False  # [api] read_requires_token: reads need a bearer token too
     config_path: Path | None = None
     delivery: DeliverySettings = field(default_factory=DeliverySettings)
 
@@ -166,6 +167,13 @@ def _delivery_settings(data: dict[str, Any], env: dict[str, str]) -> DeliverySet
         timeout=parse_duration(_get(data, "delivery", "timeout", "10s")),
         allow_hosts=tuple(h.strip().lower() for h in allow if h.strip()),
     )
+
+
+def _flag(data: dict[str, Any], section: str, key: str, default: bool) -> bool:
+    value = _get(data, section, key, default)
+    if not isinstance(value, bool):
+        raise ConfigError(f"[{section}] {key} must be true or false, not {value!r:.40}")
+    return value
 
 
 def _positive_int(data: dict[str, Any], section: str, key: str, default: int) -> int:
@@ -225,6 +233,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: dict[str, str
             api_host=_get(data, "api", "host", "127.0.0.1"),
             api_port=int(_get(data, "api", "port", 8080)),
             query_hub_requests=_positive_int(data, "api", "max_hub_requests", 20),
+            api_read_requires_token=_flag(data, "api", "read_requires_token", False),
             config_path=config_path,
             delivery=_delivery_settings(data, env),
         )

@@ -97,7 +97,9 @@ def test_poll_revisions_and_diff(cli, hub_standin):
     assert [c["path"] for c in result["files"]["changed"]] == ["config.json"]
 
 
-def test_reading_back_an_unwatched_repo_says_how_to_watch_it(cli):
+def test_reading_back_an_unwatched_repo_that_does_not_exist(cli):
+    # An unwatched repo is listed from the Hub (tests/ops/test_status.py); one the Hub does not know is an error.
     result = cli("revisions", "acme/nope")
     assert (result.exit_code, result.output) == (
-        1, "error: not watched: acme/nope (add with `tracker watch add acme/nope`)\n")
+        1, "error: acme/nope is not watched, and not found on the Hub (check the id; private and gated repos need "
+           "HF_TOKEN)\n")

@@ -24,6 +24,7 @@ from typing import Protocol
 
 import httpx
 
+from tracker import metrics
 from tracker.delivery.guard import (
     CheckedTarget,
     Resolver,
@@ -129,6 +130,7 @@ class DeliveryWorker:
         now = self.clock()
         if outcome.error is None:
             self.store.delivery_succeeded(delivery.id, status=outcome.status or 0, now=now)
+            metrics.delivery_attempt("delivered")
             log.info("delivery %d (%s %s) to subscription %d: %s", delivery.id, delivery.event_type,
                      delivery.advisory_id, sub.id, outcome.status)
             return
@@ -137,6 +139,7 @@ class DeliveryWorker:
         wait = outcome.wait if outcome.wait is not None else self.backoff(attempts)
         retry_at = None if dead else now + timedelta(seconds=wait)
         self.store.delivery_failed(delivery.id, status=outcome.status, error=outcome.error, retry_at=retry_at)
+        metrics.delivery_attempt("dead" if dead else "retry")
         log.warning("delivery %d to subscription %d failed (attempt %d): %s; %s", delivery.id, sub.id, attempts,
                     outcome.error, "dead letter" if dead else f"retry in {wait:.1f}s")
 
@@ -183,7 +186,7 @@ class DeliveryWorker:
         self._thread.start()
 
     def _loop(self) -> None:
-        log.info("delivery worker started")
+        log.debug("delivery worker started")
         while not self._stop.is_set():
             try:
                 busy = self.run_once()

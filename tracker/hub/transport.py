@@ -41,7 +41,7 @@ from huggingface_hub.errors import (
 from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
 
-from tracker import __version__
+from tracker import __version__, metrics
 from tracker.bounded import check_json_shape, loads_json
 from tracker.errors import (
     ConfigError,
@@ -200,14 +200,17 @@ class HubTransport:
                                                 timeout=self.timeout)
                 response = session.send(request, stream=True, follow_redirects=False)
             except httpx2.TimeoutException as exc:
+                metrics.hub_answer(None)
                 self._check_poll_deadline(f"{method} {url}")
                 late = time.monotonic() >= at
                 reason = f"no answer within the {self.request_deadline:g}s deadline" if late else type(exc).__name__
                 raise _Retryable(f"{method} {url}: {reason}") from exc
             except (httpx2.NetworkError, httpx2.RemoteProtocolError) as exc:
+                metrics.hub_answer(None)
                 raise _Retryable(f"{method} {url}: {type(exc).__name__}: {exc}") from exc
             except (httpx2.HTTPError, httpx2.InvalidURL, httpx2.StreamError, OfflineModeIsEnabled) as exc:
                 raise HubUnavailable(f"{method} {url}: {type(exc).__name__}: {exc}") from exc
+            metrics.hub_answer(response.status_code)  # every answer of the Hub passes here
             if follow and response.status_code in REDIRECT_STATUS and "location" in response.headers:
                 response.close()
                 target = self._redirect_target(method, target, response.headers["location"])

@@ -55,6 +55,7 @@ repos = Table(
     # lease is free, so a crashed worker's repos are taken over.
     Column("lease_owner", String(100), nullable=True),
     Column("lease_until", DateTime(timezone=True), nullable=True),
+    Column("last_outcome", String(20), nullable=True),  # PollOutcome of the last poll (migration 0005)
 )
 
 revisions = Table(
@@ -198,3 +199,20 @@ deliveries = Table(
 )
 # The sender asks for the oldest pending row of each subscription: pending rows first, whatever piles up delivered.
 Index("ix_deliveries_state_subscription", deliveries.c.state, deliveries.c.subscription_id, deliveries.c.id)
+
+
+# -- API tokens (migration 0005) ------------------------------------------------------------------
+
+# Bearer tokens for the API's writes (`tracker token create NAME`). A token is
+# ``trk_<key_id>_<secret>``; only HMAC-SHA256(salt, secret) is stored (tracker/store/tokens.py).
+api_tokens = Table(
+    "api_tokens",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("name", String(100), nullable=False, unique=True),
+    Column("key_id", String(32), nullable=False, unique=True),  # public: finds the row
+    Column("salt", String(64), nullable=False),  # random per token, hex
+    Column("digest", String(64), nullable=False),  # hex HMAC-SHA256(key=salt, msg=secret)
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("last_used_at", DateTime(timezone=True), nullable=True),
+)

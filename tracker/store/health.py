@@ -1,0 +1,127 @@
+"""The reads `tracker status`, `/readyz` and `/metrics` need: aggregates, never whole rows.
+
+Over a SqlStore's engine, one transaction per call, SQLite and PostgreSQL alike. The pure
+judgement of what is healthy lives in ``tracker/status.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy import and_, func, select
+
+from tracker.model import RevisionStatus
+from tracker.store.store import SqlStore
+from tracker.store.tables import advisories, commits, deliveries, repos, revisions
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    if value is not None and value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value
+
+
+@dataclass(frozen=True)
+class RepoHealthRow:
+    """One watched repo as `tracker status` sees it."""
+
+    repo_id: str
+    branch: str
+    every_seconds: float | None
+    state: str
+    last_outcome: str | None
+    last_polled_at: datetime | None
+    last_error: str | None
+    defer_until: datetime | None
+    lease_owner: str | None
+    lease_until: datetime | None
+    created_at: datetime
+    pending: int  # revisions listed, not read yet
+    oldest_pending_listed_at: datetime | None
+    newest_sha: str | None  # the newest revision listed
+    newest_date: datetime | None  # its commit date upstream
+    newest_status: str | None
+    newest_baseline: bool
+    newest_analysed_at: datetime | None
+    newest_advisory: str | None  # the first advisory raised for it, if any
+    newest_advisory_at: datetime | None
+
+
+@dataclass(frozen=True)
+class DeliveryBacklog:
+    pending: int  # queued or being retried
+    retrying: int  # pending with at least one failed attempt
+    dead: int
+    oldest_pending_at: datetime | None
+
+
+class HealthReads:
+    def __init__(self, store: SqlStore) -> None:
+        self._store = store
+
+    def repos(self) -> list[RepoHealthRow]:
+        with self._store._tx() as conn:
+            repo_rows = conn.execute(select(repos).order_by(repos.c.repo_id)).all()
+            pending = {
+                r.repo_pk: (int(r.n), _utc(r.oldest))
+                for r in conn.execute(
+                    select(revisions.c.repo_pk, func.count().label("n"), func.min(commits.c.created_at).label("oldest"))
+                    .select_from(revisions)
+                    .outerjoin(commits, and_(commits.c.repo_pk == revisions.c.repo_pk, commits.c.sha == revisions.c.sha))
+                    .where(revisions.c.status == RevisionStatus.PENDING)
+                    .group_by(revisions.c.repo_pk))
+            }
+            top = (select(revisions.c.repo_pk, func.max(revisions.c.seq).label("seq"))
+                   .group_by(revisions.c.repo_pk).subquery())
+            newest = {
+                r.repo_pk: r for r in conn.execute(
+                    select(revisions.c.repo_pk, revisions.c.sha, revisions.c.date, revisions.c.status,
+                           revisions.c.baseline, revisions.c.analysed_at)
+                    .join(top, and_(top.c.repo_pk == revisions.c.repo_pk, top.c.seq == revisions.c.seq)))
+            }
+            shas = [r.sha for r in newest.values()]
+            raised: dict[tuple[int, str], tuple[str, datetime | None]] = {}
+            if shas:
+                for a in conn.execute(
+                        select(advisories.c.repo_pk, advisories.c.revision_sha, advisories.c.id, advisories.c.published)
+                        .where(advisories.c.revision_sha.in_(shas))
+                        .order_by(advisories.c.published, advisories.c.id)):
+                    raised.setdefault((a.repo_pk, a.revision_sha), (a.id, _utc(a.published)))
+        out = []
+        for r in repo_rows:
+            count, oldest = pending.get(r.id, (0, None))
+            top_row = newest.get(r.id)
+            advisory = raised.get((r.id, top_row.sha)) if top_row is not None else None
+            out.append(RepoHealthRow(
+                repo_id=r.repo_id, branch=r.branch, every_seconds=r.every_seconds, state=r.state,
+                last_outcome=r.last_outcome, last_polled_at=_utc(r.last_polled_at), last_error=r.last_error,
+                defer_until=_utc(r.defer_until), lease_owner=r.lease_owner, lease_until=_utc(r.lease_until),
+                created_at=_utc(r.created_at) or datetime.now(UTC), pending=count, oldest_pending_listed_at=oldest,
+                newest_sha=top_row.sha if top_row else None, newest_date=_utc(top_row.date) if top_row else None,
+                newest_status=top_row.status if top_row else None,
+                newest_baseline=bool(top_row.baseline) if top_row else False,
+                newest_analysed_at=_utc(top_row.analysed_at) if top_row else None,
+                newest_advisory=advisory[0] if advisory else None,
+                newest_advisory_at=advisory[1] if advisory else None,
+            ))
+        return out
+
+    def deliveries(self) -> DeliveryBacklog:
+        with self._store._tx() as conn:
+            rows = conn.execute(
+                select(deliveries.c.state, (deliveries.c.attempts > 0).label("tried"), func.count().label("n"),
+                       func.min(deliveries.c.created_at).label("oldest"))
+                .where(deliveries.c.state.in_(["pending", "dead"]))
+                .group_by(deliveries.c.state, (deliveries.c.attempts > 0))).all()
+        pending = sum(int(r.n) for r in rows if r.state == "pending")
+        retrying = sum(int(r.n) for r in rows if r.state == "pending" and r.tried)
+        dead = sum(int(r.n) for r in rows if r.state == "dead")
+        oldest = [o for o in (_utc(r.oldest) for r in rows if r.state == "pending") if o is not None]
+        return DeliveryBacklog(pending=pending, retrying=retrying, dead=dead,
+                               oldest_pending_at=min(oldest) if oldest else None)
+
+    def pending_revisions(self) -> int:
+        with self._store._tx() as conn:
+            return int(conn.execute(select(func.count()).select_from(revisions)
+                                    .where(revisions.c.status == RevisionStatus.PENDING)).scalar_one())
