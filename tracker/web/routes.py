@@ -1,0 +1,219 @@
+"""The pages: server-rendered HTML over the store, one router for ``create_app`` to include.
+
+``/`` (the watched repos), ``/repos/{owner}/{name}`` (the timeline, the chart, the feeds),
+``/repos/{owner}/{name}/revisions/{sha}`` (side-by-side diffs, the card table, the advisories),
+``/advisories/{id}`` (the OSV record, readable; ``/advisories/{id}/download`` as a JSON file) and
+``/assets/pages.css``. No script anywhere: every page reads the same without JavaScript, and a
+strict Content-Security-Policy says so. Each page costs a fixed number of queries
+(``tracker.store.pages``), whatever the number of revisions.
+
+Bad input never becomes a 500: a repo id that is not ``owner/name``, a sha that is not hex, an
+id that is not an advisory id, or anything the store does not hold is a 404 page; a store that
+cannot be reached is a 503 page.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fastapi import APIRouter
+from fastapi.responses import HTMLResponse, Response
+from jinja2 import ChainableUndefined, Environment, FileSystemLoader
+from markdown_it import MarkdownIt
+
+from tracker.advisory.ids import ID_RE
+from tracker.bounded import json_safe
+from tracker.errors import RevisionUnresolved, StoreError
+from tracker.model import RepoId, validate_repo_id
+from tracker.store.pages import PageReads
+from tracker.web import charts
+from tracker.web.views import (
+    estimate_view,
+    group_findings,
+    revision_sections,
+    show_value,
+    when,
+    worst,
+)
+
+if TYPE_CHECKING:
+    from tracker.app import Tracker
+
+HERE = Path(__file__).resolve().parent
+SHA_PREFIX_RE = re.compile(r"^[0-9a-f]{7,40}\Z")
+# No script, no inline style, nothing from elsewhere; inline SVG is markup, not an image.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; "
+                               "form-action 'none'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+@lru_cache(maxsize=1)
+def environment() -> Environment:
+    """The templates, autoescaped (every upstream string is untrusted text)."""
+    env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=True, undefined=ChainableUndefined,
+                      trim_blocks=True, lstrip_blocks=True)
+    env.filters["when"] = when
+    env.filters["short"] = lambda sha: (sha or "")[:12]
+    env.filters["value"] = show_value
+    env.filters["thousands"] = lambda n: f"{n:,}"
+    return env
+
+
+def markdown() -> MarkdownIt:
+    """CommonMark with raw HTML off: an advisory's details are upstream-derived text."""
+    return MarkdownIt("commonmark", {"html": False, "linkify": False}).disable("image")
+
+
+class _NotFound(Exception):
+    def __init__(self, what: str) -> None:
+        super().__init__(what)
+        self.what = what
+
+
+def _page(template: str, code: int = 200, /, **context: Any) -> HTMLResponse:
+    body = environment().get_template(template).render(**context)
+    return HTMLResponse(body, status_code=code, headers=SECURITY_HEADERS)
+
+
+def _repo_id(owner: str, name: str) -> RepoId:
+    try:
+        return validate_repo_id(f"{owner}/{name}")
+    except ValueError:
+        raise _NotFound(f"There is no repo {owner}/{name} here: not a valid repo id.") from None
+
+
+def _guard(render: Callable[[], HTMLResponse]) -> HTMLResponse:
+    """Unknown things are 404 pages, an unreachable store a 503 page, never a traceback."""
+    try:
+        return render()
+    except _NotFound as exc:
+        return _page("not_found.html.jinja", 404, title="Not found", message=exc.what)
+    except StoreError as exc:
+        return _page("not_found.html.jinja", 503, title="Unavailable",
+                     message=f"The tracker's database cannot be read right now: {exc}")
+
+
+def _repo_status(repo: Any) -> tuple[str, str]:
+    """(status word, its CSS class) for a repo's last poll."""
+    if repo.last_error:
+        return f"error: {repo.last_error.splitlines()[0][:200]}", "bad"
+    if repo.last_polled_at is None:
+        return "not polled yet", "muted"
+    state = str(repo.state)
+    return ("ok", "good") if state == "active" else (state.replace("_", " "), "bad")
+
+
+def pages_router(tracker: Tracker) -> APIRouter:
+    """The pages over ``tracker``'s store (read only)."""
+    router = APIRouter(include_in_schema=False)
+    reads = PageReads(tracker.store)
+    store = tracker.store
+
+    @router.get("/assets/pages.css")
+    def stylesheet() -> Response:
+        return Response((HERE / "static" / "pages.css").read_bytes(), media_type="text/css; charset=utf-8",
+                        headers={"Cache-Control": "public, max-age=3600", "X-Content-Type-Options": "nosniff"})
+
+    # Plain `def` handlers: FastAPI runs them in its threadpool, off the event loop.
+    @router.get("/", response_class=HTMLResponse)
+    def index() -> HTMLResponse:
+        def render() -> HTMLResponse:
+            rows = []
+            for s in reads.repo_summaries():
+                status, status_class = _repo_status(s.repo)
+                open_worst = worst(s.open_by_severity)
+                rows.append({"summary": s, "status": status, "status_class": status_class,
+                             "open_worst": open_worst, "open_count": sum(s.open_by_severity.values())})
+            return _page("index.html.jinja", title="Watched repos", rows=rows)
+        return _guard(render)
+
+    @router.get("/repos/{owner}/{name}", response_class=HTMLResponse)
+    def repo_page(owner: str, name: str) -> HTMLResponse:
+        def render() -> HTMLResponse:
+            repo_id = _repo_id(owner, name)
+            repo = reads.repo(repo_id)
+            if repo is None:
+                raise _NotFound(f"{repo_id} is not watched here.")
+            timeline = reads.timeline(repo.pk)
+            lines = reads.advisory_lines(repo.pk)
+            by_revision: dict[str | None, list[Any]] = {}
+            for line in lines:
+                by_revision.setdefault(line.revision_sha, []).append(line)
+            entries = [{"rev": r, "groups": group_findings(r.findings), "advisories": by_revision.get(r.sha, [])}
+                       for r in timeline]
+            chart = charts.estimate_chart(charts.points([(r.sha[:12], r.estimate) for r in reversed(timeline)]))
+            status, status_class = _repo_status(repo)
+            return _page("repo.html.jinja", title=repo_id, repo=repo, entries=entries, chart=chart,
+                         status=status, status_class=status_class,
+                         repo_advisories=by_revision.get(None, []), advisory_count=len(lines))
+        return _guard(render)
+
+    @router.get("/repos/{owner}/{name}/revisions/{sha}", response_class=HTMLResponse)
+    def revision_page(owner: str, name: str, sha: str) -> HTMLResponse:
+        def render() -> HTMLResponse:
+            repo_id = _repo_id(owner, name)
+            if not SHA_PREFIX_RE.match(sha):
+                raise _NotFound(f"{sha[:80]!r} is not a revision: give 7 to 40 hex digits of a commit sha.")
+            repo = reads.repo(repo_id)
+            if repo is None:
+                raise _NotFound(f"{repo_id} is not watched here.")
+            try:
+                row = store.get_revision(repo.pk, sha)
+            except RevisionUnresolved as exc:
+                raise _NotFound(str(exc)) from None
+            if row is None:
+                raise _NotFound(f"The tracker has not read revision {sha} of {repo_id}.")
+            findings = list(row.findings or [])
+            in_force = reads.estimate_in_force(repo.pk, row.seq)
+            estimate = None
+            if in_force is not None:
+                estimate = {"view": estimate_view(in_force[1]), "sha": in_force[0], "here": in_force[0] == row.sha}
+            return _page("revision.html.jinja", title=f"{repo_id} @ {row.sha[:12]}", repo=repo, row=row,
+                         sections=revision_sections(findings, row.diff), estimate=estimate,
+                         advisories=reads.advisory_lines(repo.pk, revision_sha=row.sha),
+                         finding_count=len(findings))
+        return _guard(render)
+
+    def advisory_row(vuln_id: str) -> Any:
+        if not ID_RE.match(vuln_id):
+            raise _NotFound(f"{vuln_id[:80]!r} is not an advisory id here (they look like x_HFUT-xxxx-xxxx-xxxx).")
+        row = store.get_advisory(vuln_id)
+        if row is None:
+            raise _NotFound(f"There is no advisory {vuln_id}.")
+        return row
+
+    @router.get("/advisories/{vuln_id}", response_class=HTMLResponse)
+    def advisory_page(vuln_id: str) -> HTMLResponse:
+        def render() -> HTMLResponse:
+            row = advisory_row(vuln_id)
+            record = row.record
+            details = markdown().render(str(record.get("details") or ""))
+            ds = record.get("database_specific") or {}
+            return _page("advisory.html.jinja", title=row.id, row=row, record=record, ds=ds, details=details,
+                         revision=ds.get("revision") if isinstance(ds.get("revision"), str) else None,
+                         references=[r for r in record.get("references") or [] if isinstance(r, dict)
+                                     and str(r.get("url", "")).startswith(("https://", "http://"))])
+        return _guard(render)
+
+    @router.get("/advisories/{vuln_id}/download")
+    def advisory_download(vuln_id: str) -> Response:
+        try:
+            row = advisory_row(vuln_id)
+        except _NotFound as exc:
+            return _page("not_found.html.jinja", 404, title="Not found", message=exc.what)
+        except StoreError as exc:
+            return _page("not_found.html.jinja", 503, title="Unavailable", message=str(exc))
+        body = json.dumps(json_safe(row.record), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+        return Response(body, media_type="application/json",
+                        headers={"Content-Disposition": f'attachment; filename="{row.id}.json"',
+                                 "X-Content-Type-Options": "nosniff"})
+
+    return router
