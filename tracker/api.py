@@ -16,7 +16,6 @@ that query). Revisions not read yet are looked up on the Hub within a budget of
 from __future__ import annotations
 
 import hmac
-import html
 import json
 import logging
 import threading
@@ -26,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import Body, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.responses import JSONResponse, Response
 
 from tracker.bounded import json_safe
 from tracker.errors import (
@@ -45,6 +44,7 @@ from tracker.errors import (
 from tracker.feeds import feeds_router
 from tracker.model import SHA_RE, validate_repo_id
 from tracker.querying import LookupBudget
+from tracker.web import pages_router
 
 if TYPE_CHECKING:
     from tracker.app import Tracker
@@ -164,6 +164,7 @@ def create_app(tracker: Tracker, *, page_size: int = PAGE_SIZE, webhook_secret: 
     app = FastAPI(title="upstream-tracker", version="1", docs_url="/docs", redoc_url=None)
     store = tracker.store
     app.include_router(feeds_router(store, tracker_url=getattr(tracker.settings, "tracker_url", None)))
+    app.include_router(pages_router(tracker))  # the pages: /, /repos/..., /advisories/{id} (tracker/web/)
     querier = tracker.querier
     poll_soon = poll_soon or PollCoalescer(tracker.poll_repo)
 
@@ -283,22 +284,6 @@ def create_app(tracker: Tracker, *, page_size: int = PAGE_SIZE, webhook_secret: 
         if row is None:
             return _error(404, 5, "Bug not found.")
         return JSONResponse(json_safe(row.record))
-
-    @app.get("/advisories/{vuln_id}", response_class=HTMLResponse)
-    def advisory_page(vuln_id: str) -> HTMLResponse:
-        row = store.get_advisory(vuln_id)
-        if row is None:
-            return HTMLResponse("<h1>Not found</h1>", status_code=404)
-        rec = row.record
-        state = " (withdrawn)" if row.withdrawn else ""
-        page_html = (
-            f"<!doctype html><meta charset=utf-8><title>{html.escape(rec['id'])}</title>"
-            f"<h1>{html.escape(rec['id'])}{state}</h1><p>{html.escape(rec.get('summary', ''))}</p>"
-            f"<p>severity {html.escape(row.severity)} &middot; modified {html.escape(rec['modified'])}</p>"
-            f"<pre>{html.escape(rec.get('details', ''))}</pre>"
-            f"<p><a href=\"/v1/vulns/{html.escape(rec['id'])}\">OSV JSON</a></p>"
-        )
-        return HTMLResponse(page_html)
 
     @app.post("/hooks/hub", status_code=202)
     def hub_webhook(request: Request, payload: Any = Body(...)) -> JSONResponse:
