@@ -111,7 +111,7 @@ class Poller:
              progress: Callable[[int], Any] | None = None) -> list[PollResult]:
         rows = self.store.list_watches()
         if repo_ids is not None:
-            by_id = {r.repo_id: r for r in rows}
+            by_id: dict[str, RepoRow] = {r.repo_id: r for r in rows}
             wanted = list(repo_ids)
             for repo_id in wanted:
                 if repo_id not in by_id:
@@ -129,13 +129,15 @@ class Poller:
             return self._locks.setdefault(repo_id, threading.Lock())
 
     def poll_repo(self, repo_id: str, *, backfill: int = 0,
-                  progress: Callable[[int], Any] | None = None) -> PollResult:
+                  progress: Callable[[int], Any] | None = None, release: bool = True) -> PollResult:
         """Poll one repo; never raises for the repo's own trouble (the result says what happened).
 
         One poll per repo at a time: a lock in this process (a webhook may arrive during a
         scheduled poll) and a lease in the database across processes and replicas (a second
         ``tracker poll`` skips the repo with a clear line). The Hub requests of the whole poll
-        share one wall-clock deadline (``hub.poll_deadline``).
+        share one wall-clock deadline (``hub.poll_deadline``). ``release=False``: keep the lease
+        after the poll (the daemon's cycle frees it when it has scheduled the next poll, so that
+        no other replica polls the repo again in between).
         """
         with self._repo_lock(repo_id):
             repo = self.store.get_repo(repo_id)
@@ -158,7 +160,8 @@ class Poller:
                 log.exception("%s: poll failed", repo.repo_id)
                 result.status, result.error = PollOutcome.ERROR, f"internal error: {_first_line(exc)}"
             finally:
-                self.store.release_lease(repo.pk, self.owner)
+                if release:
+                    self.store.release_lease(repo.pk, self.owner)
             self._account(repo, result, started)
             return result
 
@@ -293,6 +296,7 @@ class Poller:
                 result.status = PollOutcome.BASELINE
             else:
                 listing = self.hub.commits_since(repo.repo_id, repo.branch, repo.last_seen_sha)
+                parent: CommitSha | None
                 if listing.reached_since:
                     commits, parent = list(listing.commits), repo.last_seen_sha
                 else:

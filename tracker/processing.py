@@ -216,7 +216,7 @@ class Processor:
                                     config=_json_object(sources.text("new", "config.json")), remote_code=code)
         if not scan.queries:
             return unpinned_findings(scan, self.rules), False
-        result = self.osv.querybatch([tuple(q) for q in scan.queries])
+        result = self.osv.querybatch([(q[0], q[1], q[2]) for q in scan.queries])
         findings, _ = vulnerability_findings(scan, result.vulns, self.rules)
         return findings + unpinned_findings(scan, self.rules), not result.ok
 

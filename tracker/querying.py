@@ -156,7 +156,7 @@ class Querier:
             older = self.hub.commits_since(repo.repo_id, root, {sha})
             budget.requests -= max(0, older.pages - 1)
             if older.reached_since:
-                edges = {c.sha: list(c.parents) for c in older.commits}
+                edges: dict[str, list[str]] = {c.sha: list(c.parents) for c in older.commits}
                 edges.setdefault(sha, [])
                 return Placement(sha=sha, edges=edges, on_graph=True)
         return Placement(sha=sha)
@@ -190,7 +190,8 @@ class Querier:
         if head is None:
             return None
         parents = {**self.store.commit_graph(repo.pk), **(edges or {})}
-        steps, current, seen = 0, head, set()
+        steps, seen = 0, set()
+        current: str | None = head
         while current is not None and current not in seen:
             if current == sha:
                 return steps

@@ -198,10 +198,10 @@ def undone_risks(ctx: AdvisoryContext, *, sha: str, snapshot: Snapshot, findings
         if (adv.kind != AdvisoryKind.RISK or adv.withdrawn or adv.fixed_sha or adv.revision_sha in (None, sha)
                 or adv.revision_sha not in history):
             continue
-        introduced = ctx.snapshots.get(adv.revision_sha)  # type: ignore[arg-type]
+        introduced = ctx.snapshots.get(adv.revision_sha)
         if introduced is None:
             continue
-        base = ctx.diff_bases.get(adv.revision_sha)  # type: ignore[arg-type]
+        base = ctx.diff_bases.get(adv.revision_sha)
         before_snapshot = ctx.snapshots.get(base) if base else None
         then = {f.path: f.content_id for f in introduced.files}
         before = {f.path: f.content_id for f in before_snapshot.files} if before_snapshot else {}

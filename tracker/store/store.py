@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, overload
 
 from sqlalchemy import Connection, Engine, Text, and_, cast, func, insert, literal, or_, select, update
 from sqlalchemy.exc import SQLAlchemyError
@@ -58,6 +58,10 @@ def _insert_edges(conn: Connection, repo_pk: int, edges: Iterable[tuple[str, str
     return len(rows)
 
 
+@overload
+def _utc(value: datetime) -> datetime: ...
+@overload
+def _utc(value: None) -> None: ...
 def _utc(value: datetime | None) -> datetime | None:
     """SQLite hands datetimes back naive; they were stored as UTC."""
     if value is not None and value.tzinfo is None:
@@ -81,6 +85,8 @@ class AdvisoryStoreMixin:
 
     engine: Engine
     _tx: Any
+    _enqueue_deliveries: Callable[[Connection, Sequence[AdvisoryEvent]], None]
+    update_repo: Callable[..., None]
 
     # -- commit graph -----------------------------------------------------------------------
 
@@ -167,10 +173,10 @@ class AdvisoryStoreMixin:
                     conn.execute(advisory_commits.delete().where(and_(
                         advisory_commits.c.advisory_id == write.id,
                         advisory_commits.c.sha.in_(sorted(have - index)))))
-                add = index - have
+                add: set[str] = set(index - have)
                 changed = changed or have != index
             else:
-                add = write.index_add - set(conn.execute(select(advisory_commits.c.sha).where(and_(
+                add = set(write.index_add) - set(conn.execute(select(advisory_commits.c.sha).where(and_(
                     advisory_commits.c.advisory_id == write.id,
                     advisory_commits.c.sha.in_(sorted(write.index_add))))).scalars()) if write.index_add else set()
                 changed = changed or bool(add)
