@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from tracker.hub import CommitListing, Head, RepoInfo
+from tracker.hub.client import RejectedPath
 from tracker.model import RepoId, Snapshot
 
 Clock = Callable[[], datetime]
@@ -34,6 +35,8 @@ class HubReader(Protocol):
                       limit: int | None = None) -> CommitListing: ...
 
     def snapshot(self, repo: RepoId, sha: str) -> Snapshot: ...
+
+    def snapshot_checked(self, repo: RepoId, sha: str) -> tuple[Snapshot, tuple[RejectedPath, ...]]: ...
 
     def read_file(self, repo: RepoId, sha: str, path: str, *, max_bytes: int) -> bytes: ...
 

@@ -286,17 +286,20 @@ class Processor:
             raise
 
     def _process(self, repo: RepoRow, revision: RevisionRow, *, strict: bool) -> bool:
-        snapshot = self.hub.snapshot(repo.repo_id, revision.sha)
+        snapshot, rejected = self.hub.snapshot_checked(repo.repo_id, revision.sha)
         base = self.diff_base(repo, revision)
         old = (base.sha, base.snapshot) if base and base.snapshot is not None else None
         analysis = self.analyse(repo.repo_id, old, (revision.sha, snapshot),
                                 old_estimate=base.estimate if base else None, strict=strict)
+        unsafe = [self.rules.finding("upstream.unsafe_path", "files",
+                                     f"{r.path!r}: {r.reason}; left out and never requested",
+                                     path=r.path, evidence={"reason": r.reason}) for r in rejected]
         try:
             dependency_findings, retry = self.dependencies(analysis.raw, analysis.sources, old is None)
         except TrackerError as exc:
             dependency_findings, retry = [], True
             log.warning("%s@%s: dependency lookups failed: %s", repo.repo_id, revision.sha[:12], exc)
-        findings = sort_findings([*analysis.findings, *dependency_findings])
+        findings = sort_findings([*analysis.findings, *dependency_findings, *unsafe])
         now = self.clock()
         report = self._report(repo, revision, now=now, snapshot=snapshot, old=old, analysis=analysis,
                               findings=findings, retry=retry)

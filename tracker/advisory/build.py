@@ -104,6 +104,7 @@ CLASSIFICATION: tuple[tuple[str, Classification], ...] = (
     # Content that could not be checked (too large, unreadable) is unvetted.
     ("*.too_large", "risk"),
     ("*unreadable", "risk"),
+    ("upstream.unsafe_path", "risk"),  # a path that escapes the repo: a trap for downloaders
     # Access and licence getting tighter.
     ("licen[cs]e.*restrict*", "risk"),
     ("licen[cs]e.gating_added", "risk"),
