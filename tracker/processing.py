@@ -73,9 +73,27 @@ def estimate_from_sources(sources: HubSources, side: str, *, checkpoint_params: 
 
     config = _json_object(sources.text(side, "config.json"))
     if config is None:
-        return None
+        return _estimate_from_gguf(sources, side, read_headers=read_headers, checkpoint_params=checkpoint_params)
     headers = (safetensors_headers(sources, side) or None) if read_headers else None
     return estimate(config, checkpoint_params=checkpoint_params, checkpoint_headers=headers)
+
+
+def _estimate_from_gguf(sources: HubSources, side: str, *, read_headers: bool,
+                        checkpoint_params: int | None) -> Any:
+    """A GGUF-only repo (a llama.cpp conversion): the config and the parameter count from its header."""
+    from tracker.estimate import estimate
+    from tracker.estimate.architectures import config_from_gguf
+    from tracker.findings.gguf import gguf_params
+
+    rev = sources.revisions.get(side)
+    ggufs = sorted(f.path for f in rev[1].files if f.path.lower().endswith(".gguf")) if rev else []
+    for path in ggufs:
+        header = sources.gguf_header(side, path)
+        config = config_from_gguf(header) if header else None
+        if config is not None and header is not None:
+            params = gguf_params(header) if read_headers else checkpoint_params
+            return estimate(config, checkpoint_params=params)
+    return None
 
 
 def estimate_delta(old: Any, new: Any) -> dict[str, Any]:
@@ -183,7 +201,7 @@ class Processor:
     def _estimate(self, raw: RawDiff, sources: HubSources, has_old: bool,
                   old_estimate: dict[str, Any] | None) -> tuple[dict[str, Any] | None, list[Finding]]:
         """Rerun the estimator when the config or the weights moved (and on the first revision)."""
-        if has_old and not any(p == "config.json" or p.endswith(".safetensors") for p in raw.touched()):
+        if has_old and not any(p == "config.json" or p.endswith((".safetensors", ".gguf")) for p in raw.touched()):
             return None, []
         new = estimate_from_sources(sources, "new")
         if new is None:

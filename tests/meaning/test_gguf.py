@@ -168,3 +168,19 @@ def test_the_read_stops_at_the_cap(tmp_path):
     with pytest.raises(GGUFError, match="^header is larger than the 200,000-byte cap$"):
         read_gguf_header(read, len(data), max_bytes=200_000, first_chunk=65_536)
     assert sum(n for _o, n in asked) <= 200_000
+
+
+def test_a_polled_gguf_only_repo_gets_an_estimate_from_its_header(hub_standin, tmp_path):
+    from tracker.app import make_tracker
+    from tracker.hub import HubClient
+    from tracker.settings import Settings
+
+    hub_standin.create_repo("acme/gguf-only")
+    hub_standin.commit("acme/gguf-only", {"model-Q4_K_M.gguf": write_gguf(tmp_path / "a.gguf", template=None)})
+    settings = Settings(database_url=f"sqlite:///{tmp_path}/t.sqlite3", hub_endpoint=hub_standin.url)
+    tracker = make_tracker(settings, hub=HubClient.from_settings(settings, token=False, sleep=lambda _s: None))
+    tracker.store.add_watch("acme/gguf-only", now=tracker.clock())
+    tracker.poll()
+    (row,) = tracker.store.revisions(tracker.store.get_repo("acme/gguf-only").pk)
+    assert row.estimate is not None
+    assert (row.estimate["params"], row.estimate["checkpoint_params"]) == (1_316_608, 1_316_608)
