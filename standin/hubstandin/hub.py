@@ -42,6 +42,7 @@ import mimetypes
 import os
 import re
 import socket
+import struct
 import threading
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
@@ -175,6 +176,7 @@ class Fault:
     method: str | None = None
     drip: float = 0.0
     endless: bool = False
+    reset: bool = False
     fired: int = 0
 
     def matches(self, method: str, path: str) -> bool:
@@ -207,6 +209,7 @@ class FaultSet:
         method: str | None = None,
         drip: float = 0.0,
         endless: bool = False,
+        reset: bool = False,
     ) -> Fault:
         """Inject a fault for requests whose raw path contains ``match`` (str) or matches it (regex).
 
@@ -224,6 +227,7 @@ class FaultSet:
           slow-drip server: every read succeeds, so per-read timeouts never fire).
         * ``endless``: send the canned body again and again until the client hangs up (no
           ``Content-Length`` unless ``headers`` gives one, e.g. a huge one).
+        * ``reset``: answer nothing and reset the connection (TCP RST), after ``delay`` if any.
         """
         fault = Fault(
             match=match,
@@ -238,6 +242,7 @@ class FaultSet:
             method=method,
             drip=drip,
             endless=endless,
+            reset=reset,
         )
         with self._lock:
             self._faults.append(fault)
@@ -303,6 +308,9 @@ class _LogAndFaults:
             record.fault = True
             if fault.delay:
                 await self.hub._sleep(fault.delay)
+            if fault.reset:
+                self._reset(receive)
+                return
             if fault.status is not None or fault.body is not None:
                 await self._canned(fault, record, send, receive)
                 return
@@ -328,6 +336,17 @@ class _LogAndFaults:
             # Returning without finishing the body makes uvicorn close the connection:
             # the client sees fewer bytes than Content-Length promised.
             return
+
+    @staticmethod
+    def _reset(receive: Receive) -> None:
+        """Abort the connection with a TCP RST (SO_LINGER 0), through uvicorn's transport."""
+        transport = getattr(getattr(receive, "__self__", None), "transport", None)
+        if transport is None:
+            raise RuntimeError("the reset fault needs uvicorn's HTTP transport")
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        transport.abort()
 
     async def _canned(self, fault: Fault, record: RequestRecord, send: Send, receive: Receive) -> None:
         status = fault.status if fault.status is not None else 200
@@ -788,9 +807,9 @@ class _Handlers:
         full = params.get("full", "").lower() in ("1", "true")
         items: list[dict[str, Any]] = []
         for repo_id in self.store.repo_ids():
-            meta = self.store.meta(repo_id)
             if author and not repo_id.startswith(f"{author}/"):
                 continue
+            meta = self.store.meta(repo_id)
             if search and search not in repo_id.lower():
                 continue
             if meta.private and not self._allowed(request, meta):

@@ -1,5 +1,5 @@
 """The Hub adapter: the only package that imports huggingface_hub."""
 
-from tracker.hub.client import CommitListing, Head, HubClient, RejectedPath, RepoInfo
+from tracker.hub.client import CommitListing, Head, HubClient, OwnerListing, RejectedPath, RepoInfo
 
-__all__ = ["CommitListing", "Head", "HubClient", "RejectedPath", "RepoInfo"]
+__all__ = ["CommitListing", "Head", "HubClient", "OwnerListing", "RejectedPath", "RepoInfo"]

@@ -18,7 +18,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 import httpx2
 from huggingface_hub.errors import HfHubHTTPError
@@ -56,6 +56,15 @@ class RepoInfo:
     sha: CommitSha | None
     private: bool
     gated: bool | str
+
+
+@dataclass(frozen=True)
+class OwnerListing:
+    """An owner's models with their head commits, as one listing (``list_models(author=…)``) reports them."""
+
+    heads: dict[str, CommitSha | None]  # repo id, lower-cased -> head of the default branch (None: empty repo)
+    complete: bool  # False when the page cap stopped the walk before the last page
+    pages: int
 
 
 @dataclass(frozen=True)
@@ -208,6 +217,39 @@ class HubClient(HubTransport):
             private=bool(data.get("private", False)),
             gated=gated if isinstance(gated, (bool, str)) else bool(gated),
         )
+    def owner_heads(self, owner: str, *, max_pages: int) -> OwnerListing:
+        """The head sha of every model of ``owner``: ``GET /api/models?author=…&expand=sha&expand=lastModified``.
+
+        One request per page (the ``api`` bucket) for all of an owner's models, where a HEAD per
+        repo costs one ``resolvers`` request each. Stops after ``max_pages`` pages (``complete``
+        is then False). Items of another owner, malformed ids and malformed shas are ignored (a
+        watched repo missing from the answer is polled on its own).
+        """
+        try:
+            validate_repo_id(f"{owner}/x")
+        except ValueError as exc:
+            raise ConfigError(f"invalid owner {owner!r:.100}: {exc}") from exc
+        url = f"{self.endpoint}/api/models?" + urlencode(
+            [("author", owner), ("expand", "sha"), ("expand", "lastModified")])
+        heads: dict[str, CommitSha | None] = {}
+        prefix = owner.lower() + "/"
+        what = f"models of {owner}"
+        next_url: httpx2.URL | None = httpx2.URL(url)
+        pages = 0
+        while next_url is not None and pages < max_pages:
+            page, next_url = self._get_json(next_url, what)
+            pages += 1
+            if not isinstance(page, list):
+                raise HubUnavailable(f"{what}: expected a JSON list")
+            for item in page:
+                repo_id = item.get("id") if isinstance(item, dict) else None
+                if not isinstance(repo_id, str) or not repo_id.lower().startswith(prefix):
+                    continue
+                sha = item.get("sha")
+                heads[repo_id.lower()] = CommitSha(sha) if _is_sha(sha) else None
+        complete = next_url is None
+        return OwnerListing(heads=heads, complete=complete, pages=pages)
+
     def commits_since(
         self, repo: RepoId, branch: str, since: str | Collection[str] | None, *, limit: int | None = None
     ) -> CommitListing:
@@ -351,4 +393,4 @@ class HubClient(HubTransport):
         return header
 
 
-__all__ = ["CommitListing", "Head", "HubClient", "HubError", "RejectedPath", "RepoInfo"]
+__all__ = ["CommitListing", "Head", "HubClient", "HubError", "OwnerListing", "RejectedPath", "RepoInfo"]

@@ -1,0 +1,235 @@
+"""The poll cycle: owner listings replace HEAD checks, webhooks, the Hub budget, a hanging repo, claims."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import select
+
+from tests.core.conftest import config_json
+from tests.scale.conftest import make_due, run_cycle, wait_for
+from tracker.hub.budget import HubBudget, bucket_of
+from tracker.model import RepoId
+from tracker.polling import PollResult
+from tracker.store.schedule import PollQueue
+from tracker.store.tables import repos
+
+BIG = [RepoId(f"big/m{i}") for i in range(6)]
+PAIR = [RepoId("pair/a"), RepoId("pair/b")]
+SOLO = RepoId("solo/only")
+
+
+def hub_calls(hub) -> list[tuple[str, str]]:
+    """(method, path + query) of every request, in order."""
+    return [(r.method, r.path + (f"?{r.query}" if r.query else "")) for r in hub.requests]
+
+
+def watch(hub, tracker, repo_ids) -> dict[str, str]:
+    heads = {}
+    for repo_id in repo_ids:
+        hub.create_repo(repo_id)
+        heads[repo_id] = hub.commit(repo_id, {"config.json": config_json()}, message="initial")
+        tracker.store.add_watch(repo_id, now=tracker.clock())
+    return heads
+
+
+def schedule_rows(tracker) -> dict[str, tuple]:
+    with tracker.store.engine.connect() as conn:
+        rows = conn.execute(select(repos.c.repo_id, repos.c.next_poll_at, repos.c.lease_owner, repos.c.last_outcome,
+                                   repos.c.poll_requests, repos.c.poll_served))
+        return {r.repo_id: (_utc(r.next_poll_at), *tuple(r[2:])) for r in rows}
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
+
+
+def test_one_listing_per_owner_checks_its_unchanged_repos_and_a_moved_one_is_polled(hub_standin, scale_settings,
+                                                                                     build):
+    tracker, cycle = build(scale_settings)
+    watch(hub_standin, tracker, [*BIG, *PAIR, SOLO])
+    run_cycle(cycle)  # the first cycle reads every repo on its own: nothing is known yet
+    assert all(r.last_seen_sha for r in tracker.store.list_watches())
+    make_due(tracker)
+    hub_standin.clear_log()
+    run_cycle(cycle)
+    calls = sorted(hub_calls(hub_standin))
+    assert calls == [
+        ("GET", "/api/models?author=big&expand=sha&expand=lastModified"),
+        ("GET", "/api/models?author=pair&expand=sha&expand=lastModified"),
+        ("HEAD", "/solo/only/resolve/main/config.json"),
+    ]  # 3 requests for 9 unchanged repos
+    now = datetime.now(UTC)
+    for repo_id, (next_at, lease, outcome, _req, _served) in schedule_rows(tracker).items():
+        assert (lease, outcome) == (None, "unchanged"), repo_id
+        assert now + timedelta(minutes=59) < next_at <= now + timedelta(hours=1), repo_id
+
+    moved = hub_standin.commit(BIG[3], {"config.json": config_json(vocab_size=1000)}, message="resize")
+    make_due(tracker)
+    hub_standin.clear_log()
+    run_cycle(cycle)
+    calls = hub_calls(hub_standin)
+    assert sorted(c for c in calls if c[1].startswith("/api/models?")) == [
+        ("GET", "/api/models?author=big&expand=sha&expand=lastModified"),
+        ("GET", "/api/models?author=pair&expand=sha&expand=lastModified")]
+    rest = [c for c in calls if not c[1].startswith("/api/models?")]
+    assert ("HEAD", "/solo/only/resolve/main/config.json") in rest
+    assert [c for c in rest if c != ("HEAD", "/solo/only/resolve/main/config.json")
+            and not c[1].startswith(("/big/m3/", "/api/models/big/m3/", "/api/models/big/m3"))] == []
+    assert ("HEAD", "/big/m3/resolve/main/config.json") in rest
+    assert tracker.store.get_revision(tracker.repo(BIG[3]).pk, moved).status == "done"
+    assert tracker.repo(BIG[3]).last_seen_sha == moved
+
+
+@pytest.mark.parametrize(("others", "first_check", "later_checks"), [
+    # 7 models, 2 a page: the 3 watched ones are on the first 2 pages; 2 pages check them, every time
+    ("zz-other", ["models", "models"], ["models", "models"]),
+    # the 3 watched ones are on pages 3 and 4: the listing stops after 2 pages (fewer than 3 HEADs),
+    # the repos it did not reach get their HEAD, and the owner is checked by HEADs from then on
+    ("aa-other", ["models", "models", "head", "head", "head"], ["head", "head", "head"]),
+])
+def test_an_owner_listing_stops_before_it_costs_more_than_the_heads_it_replaces(
+        hub_standin, scale_settings, build, others, first_check, later_checks):
+    hub_standin.models_page_size = 2
+    tracker, cycle = build(scale_settings)
+    watch(hub_standin, tracker, [RepoId("wide/w0"), RepoId("wide/w1"), RepoId("wide/w2")])
+    for i in range(4):
+        hub_standin.create_repo(f"wide/{others}{i}")
+    run_cycle(cycle)
+
+    def check() -> list[str]:
+        make_due(tracker)
+        hub_standin.clear_log()
+        run_cycle(cycle)
+        calls = hub_calls(hub_standin)
+        assert all(path.startswith("/api/models?author=wide&") or (m, path) in [
+            ("HEAD", f"/wide/w{i}/resolve/main/config.json") for i in range(3)] for m, path in calls), calls
+        return sorted("models" if path.startswith("/api/models") else "head" for _m, path in calls)[::-1]
+
+    assert check() == first_check
+    assert check() == later_checks
+    assert check() == later_checks
+
+
+def test_a_hub_webhook_makes_its_repo_due_for_a_poll_of_its_own(hub_standin, scale_settings, build):
+    tracker, cycle = build(scale_settings)
+    watch(hub_standin, tracker, PAIR)
+    run_cycle(cycle)
+    new = hub_standin.commit(PAIR[0], {"config.json": config_json(vocab_size=7)}, message="change")
+    queue = PollQueue(tracker.store)
+    assert queue.request_poll(PAIR[0], now=datetime.now(UTC)) is True
+    assert queue.request_poll("nobody/watched", now=datetime.now(UTC)) is False
+    hub_standin.clear_log()
+    run_cycle(cycle)
+    calls = hub_calls(hub_standin)
+    assert calls[0] == ("HEAD", "/pair/a/resolve/main/config.json")  # no listing: the webhook said it moved
+    assert not any(path.startswith("/api/models?") or "/pair/b/" in path for _m, path in calls)
+    assert tracker.repo(PAIR[0]).last_seen_sha == new
+    (_next, lease, outcome, requests, served) = schedule_rows(tracker)[PAIR[0]]
+    assert (lease, outcome, requests, served) == (None, "new", 1, 1)
+
+
+def test_a_webhook_during_a_poll_leaves_the_repo_due(hub_standin, scale_settings, build):
+    tracker, cycle = build(scale_settings)
+    watch(hub_standin, tracker, [SOLO])
+    queue = PollQueue(tracker.store)
+    now = datetime.now(UTC)
+    (due,) = queue.claim_due("me", now=now, until=now + timedelta(minutes=5), limit=10)
+    queue.request_poll(SOLO, now=now)  # arrives while "me" polls
+    queue.finish(due, "me", next_at=now + timedelta(hours=1), now=now)
+    next_at, lease, _outcome, requests, served = schedule_rows(tracker)[SOLO]
+    assert (next_at, lease, requests, served) == (now, None, 1, 0)
+    (again,) = queue.claim_due("me", now=now, until=now + timedelta(minutes=5), limit=10)
+    assert again.requested is True
+
+
+def test_claims_of_two_replicas_never_overlap(hub_standin, scale_settings, build, db_url):
+    tracker, _cycle = build(scale_settings)
+    for i in range(60):
+        tracker.store.add_watch(RepoId(f"o{i % 7}/r{i}"), now=tracker.clock())
+    queues = [PollQueue(tracker.store), PollQueue(tracker.store)]
+    now = datetime.now(UTC)
+    got: dict[int, list[int]] = {0: [], 1: []}
+    barrier = threading.Barrier(2)
+
+    def claim(n: int) -> None:
+        barrier.wait()
+        while True:
+            batch = queues[n].claim_due(f"replica{n}", now=now, until=now + timedelta(minutes=5), limit=7)
+            if not batch:
+                return
+            got[n].extend(d.pk for d in batch)
+
+    threads = [threading.Thread(target=claim, args=(n,)) for n in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert set(got[0]).isdisjoint(got[1])
+    assert sorted(got[0] + got[1]) == sorted(r.pk for r in tracker.store.list_watches())
+    if db_url.startswith("postgresql"):
+        assert got[0] and got[1], "both replicas got work"
+
+
+def test_the_budget_spreads_the_cycle_and_says_when_the_schedule_needs_more(hub_standin, scale_settings, build,
+                                                                             caplog):
+    clock = [0.0]
+    budget = HubBudget(20, 20, monotonic=lambda: clock[0])  # bursts of 2, then 18 per 5 minutes
+    tracker, cycle = build(scale_settings, budget=budget, poll_every=60.0)
+    solos = [RepoId(f"solo{i}/only") for i in range(5)]
+    watch(hub_standin, tracker, solos)
+    first = cycle.tick()
+    assert (first.claimed, first.polls, first.released) == (2, 2, 0)  # the burst allowance: one HEAD each
+    assert wait_for(lambda: cycle.in_flight() == 0)
+    spent = budget.spent("resolvers")
+    assert spent >= 2
+    second = cycle.tick()
+    assert (second.claimed, second.polls) == (0, 0)  # nothing left until the bucket refills
+    clock[0] += 300.0 / 18 * (spent - 1)  # time to earn back all but one of what went over
+    third = cycle.tick()
+    assert third.polls == 1
+    assert wait_for(lambda: cycle.in_flight() == 0)
+    caplog.set_level(logging.INFO, logger="tracker.cycle")
+    assert cycle.check_budget() is False  # 5 repos a minute: 25 HEADs per 5 minutes, 18 allowed
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+        "hub budget: checking the watch list on schedule needs about 0 api and 25 resolvers requests per 5 min, "
+        "more than the 18 and 18 the budget spreads over 5 min ([hub] budget_api_per_5min = 20, "
+        "budget_resolvers_per_5min = 20, less a tenth kept for bursts): polls will run about 1.4x later than "
+        "scheduled"]
+
+
+def test_budget_buckets_follow_the_hubs_rate_limit_buckets():
+    assert [bucket_of(p) for p in ("/acme/m/resolve/main/config.json", "/api/models/acme/m/tree/x", "/api/models",
+                                   "/acme/m")] == ["resolvers", "api", "api", "other"]
+    clock = [0.0]
+    budget = HubBudget(500, 3000, monotonic=lambda: clock[0])
+    assert (budget.room("api"), budget.room("resolvers")) == (50.0, 300.0)
+    assert (budget.pace("api"), budget.pace("resolvers")) == (450.0, 2700.0)  # any 5 minutes: burst + pace
+    budget.spend("api", 50)
+    budget.exhausted("api", 30.0)  # a 429 with Retry-After: 30
+    clock[0] = 29.0
+    assert budget.room("api") == 0.0
+    clock[0] = 40.0
+    assert budget.room("api") == pytest.approx(450 / 300 * 10)
+    assert budget.wait_for("api", 30) == pytest.approx(10.0)
+
+
+def test_a_hanging_repo_holds_one_worker_and_the_others_are_polled(hub_standin, scale_settings, build):
+    tracker, cycle = build(scale_settings, hub_poll_deadline=2.0)
+    watch(hub_standin, tracker, [RepoId("slow/hang"), RepoId("fast/a"), RepoId("quick/b"), RepoId("swift/c")])
+    hub_standin.faults.add("/slow/hang/resolve/", delay=30.0, times=None)
+    results: list[PollResult] = []
+    cycle.on_result = results.append
+    started = datetime.now(UTC)
+    cycle.tick()
+    assert wait_for(lambda: len(results) == 4, timeout=20)
+    by_repo = {r.repo: r for r in results}
+    assert [by_repo[r].status for r in ("fast/a", "quick/b", "swift/c")] == ["baseline"] * 3
+    assert by_repo["slow/hang"].status == "error"
+    assert "deadline" in by_repo["slow/hang"].error
+    assert datetime.now(UTC) - started < timedelta(seconds=10)
+    next_at, lease, *_ = schedule_rows(tracker)["slow/hang"]
+    assert lease is None and next_at <= datetime.now(UTC) + timedelta(minutes=10)  # retried within 10 minutes
