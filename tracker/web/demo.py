@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import struct
 import tempfile
 import threading
@@ -266,6 +267,17 @@ def run_demo(*, host: str = "127.0.0.1", port: int = 8080, keep: Path | None = N
     except ImportError:
         raise DemoUnavailable("the demo needs the local Hub stand-in: pip install -e ./standin "
                               "(from a checkout of upstream-tracker)") from None
+    # Bound before anything starts: a port in use is one clear line, and the URL printed is live.
+    listening = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listening.bind((host, port))
+    except OSError as exc:
+        listening.close()
+        raise DemoUnavailable(f"cannot serve on {host}:{port} ({exc.strerror}): pass --port") from None
+    listening.listen(128)
+    port = listening.getsockname()[1]
+    url = f"http://{host}:{port}"
     work = keep or Path(tempfile.mkdtemp(prefix="tracker-demo-"))
     work.mkdir(parents=True, exist_ok=True)
     _hermetic_environment(work)
@@ -273,12 +285,10 @@ def run_demo(*, host: str = "127.0.0.1", port: int = 8080, keep: Path | None = N
     from tracker.delivery.worker import DeliveryWorker
     from tracker.settings import DeliverySettings, Settings
 
-    url = f"http://{host}:{port}"
-    hub = HubStandin(work / "hub", host="127.0.0.1").start()
-    alerts = AlertLog(say).start()
-    tracker = None
-    sender = None
+    hub = alerts = tracker = sender = None
     try:
+        hub = HubStandin(work / "hub", host="127.0.0.1").start()
+        alerts = AlertLog(say).start()
         settings = Settings(database_url=f"sqlite:///{work}/tracker.sqlite3", hub_endpoint=hub.url,
                             hub_timeout=10.0, tracker_url=url, osv_api_url=None,
                             delivery=DeliverySettings(allow_hosts=("127.0.0.1",), timeout=5.0))
@@ -301,18 +311,25 @@ def run_demo(*, host: str = "127.0.0.1", port: int = 8080, keep: Path | None = N
 
         from tracker.api import create_app
 
+        server = uvicorn.Server(uvicorn.Config(create_app(tracker), host=host, port=port, log_level="warning"))
         say("")
         say(f"Open {url}/  (the repo: {url}/repos/{REPO}; its feed: {url}/feeds/{REPO}.atom)")
         say("Stop with Ctrl-C.")
-        server = uvicorn.Server(uvicorn.Config(create_app(tracker), host=host, port=port, log_level="warning"))
-        server.run()
+        try:
+            server.run(sockets=[listening])
+        except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it drained on: that is the way out
+            pass
+        say("stopped")
     finally:
         if sender is not None:
             sender.stop()
-        alerts.stop()
-        hub.stop()
+        if alerts is not None:
+            alerts.stop()
+        if hub is not None:
+            hub.stop()
         if tracker is not None:
             tracker.store.close()
+        listening.close()
         if keep is None:
             shutil.rmtree(work, ignore_errors=True)
 

@@ -1,0 +1,182 @@
+"""A real headless Chromium through the pages, over the demo's e5 history polled by a real tracker.
+
+Debian's ``chromium`` driven by Playwright's Python client (never ``playwright install``). Skipped only
+when Chromium is missing and ``TRACKER_TEST_BROWSER_REQUIRED`` is unset; CI sets it, so there a missing
+browser fails.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.web.conftest import History
+from tracker.web.demo import REPO
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def _browser_missing() -> str | None:
+    if not os.path.exists(CHROMIUM):
+        return f"chromium not installed ({CHROMIUM})"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "the playwright package is not installed"
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    missing = _browser_missing()
+    if missing:
+        if os.environ.get("TRACKER_TEST_BROWSER_REQUIRED"):
+            pytest.fail(f"TRACKER_TEST_BROWSER_REQUIRED is set but {missing}")
+        pytest.skip(missing)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def page(browser: Any, history: History) -> Iterator[Any]:
+    # JavaScript off: the pages must read the same without it.
+    context = browser.new_context(java_script_enabled=False, viewport={"width": 1200, "height": 900})
+    tab = context.new_page()
+    tab.set_default_timeout(15_000)
+    try:
+        yield tab
+    finally:
+        context.close()
+
+
+def cells(row: Any) -> list[str]:
+    return [c.strip() for c in row.locator("td").all_inner_texts()]
+
+
+def test_index_lists_the_repo_with_its_last_change_worst_open_severity_and_last_poll(page, history):
+    response = page.goto(history.url + "/")
+    assert response.status == 200
+    assert page.title() == "Watched repos · upstream-tracker"
+    rows = page.locator("table.repos tbody tr")
+    assert rows.count() == 1
+    repo, change, open_, poll = cells(rows.first)
+    assert repo == f"{REPO}\n4 revisions read"
+    assert change.splitlines()[0] == (f"{history.context[:12]} HIGH Longer context: 8194 positions, "
+                                      "weights re-uploaded, PyTorch checkpoint added")
+    assert change.splitlines()[-1] == "parameters 559,890,432 -> 567,754,752 (+17 more)"
+    assert open_ == "MODERATE 1 open"  # the pickle: a risk nothing has fixed
+    assert poll.splitlines()[-1] == "ok"
+    page.get_by_role("link", name=REPO).click()
+    assert page.url == f"{history.url}/repos/{REPO}"
+
+
+def test_repo_page_shows_the_timeline_the_chart_and_the_feeds(page, history, artifacts):
+    page.goto(f"{history.url}/repos/{REPO}")
+    assert page.locator("h1").inner_text() == REPO
+    revisions = page.locator("ol.timeline > li")
+    assert [revisions.nth(i).locator("h3").inner_text() for i in range(revisions.count())] == [
+        f"{history.context[:12]} HIGH Longer context: 8194 positions, weights re-uploaded, PyTorch checkpoint added",
+        f"{history.template[:12]} HIGH Append the end-of-sequence token in the chat template; eos_token_id 250001",
+        f"{history.readme[:12]} INFO Update README.md",
+        f"{history.baseline[:12]} INFO initial commit",
+    ]
+    template = revisions.nth(1)
+    assert template.locator("dt").all_inner_texts() == ["Config", "Generation config", "Chat template", "Files"]
+    assert template.locator("dd").nth(2).inner_text() == (
+        "HIGH rendered prompt changed for 8 of 8 conversations; one user turn, no generation prompt: "
+        "adds '</s>' after 'query: Hello, who are you?'")
+    context = revisions.nth(0)
+    assert context.locator("dt").all_inner_texts() == ["Config", "Weights", "Estimator", "Files"]
+    assert "HIGH model.safetensors: 1 tensors reshaped, e.g. embeddings.position_embeddings.weight " \
+           "[514, 1024] → [8194, 1024]" in context.locator("dd").nth(1).inner_text().splitlines()
+    advisories = context.locator("ul.advisories li")
+    assert [a.split(" ", 3)[:3] for a in advisories.all_inner_texts()] == [
+        ["HIGH", history.advisory(history.context, "update"), "update"],
+        ["MODERATE", history.advisory(history.context, "risk"), "risk"]]
+    # The chart: server-side SVG, four revisions, the parameter count moving at the last one.
+    chart = page.locator("figure.chart svg")
+    assert chart.get_attribute("aria-labelledby") == "chart-title"
+    dots = chart.locator("circle title").all_text_contents()
+    assert dots[:3] == [f"{history.baseline[:12]}: parameters 559.9M", f"{history.template[:12]}: parameters 559.9M",
+                        f"{history.context[:12]}: parameters 567.8M"]
+    assert f"{history.context[:12]}: full fine-tune 12.6 GB" in dots
+    feeds = page.locator("p.feeds a")
+    assert [(a.inner_text(), a.get_attribute("href")) for a in feeds.all()] == [
+        ("Atom", f"/feeds/{REPO}.atom"), ("JSON Feed", f"/feeds/{REPO}.json")]
+    shot = artifacts / "repo-page.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 10_000
+
+
+def test_revision_page_shows_the_rendered_prompt_diff_side_by_side(page, history):
+    page.goto(f"{history.url}/repos/{REPO}")
+    page.get_by_role("link", name=history.template[:12]).click()
+    assert page.url == f"{history.url}/repos/{REPO}/revisions/{history.template}"
+    first = page.locator("table.sbs").first
+    assert first.locator("thead th").all_inner_texts() == ["old: one_turn", "new: one_turn"]
+    assert first.locator("td.removed").all_inner_texts() == ["−query: Hello, who are you?\\n"]
+    assert first.locator("td.added").all_inner_texts() == ["+query: Hello, who are you?</s>\\n"]
+    headings = page.locator("h3").all_inner_texts()
+    assert headings[:2] == ["Rendered prompt: one user turn, no generation prompt",
+                            "Rendered prompt: system + user, no generation prompt"]
+    system_user = page.locator("table.sbs").nth(1)
+    assert system_user.locator("td.removed").all_inner_texts() == [
+        "−passage: You are a helpful assistant.\\n", "−query: What is the capital of France?\\n"]
+    assert system_user.locator("td.added").all_inner_texts() == [
+        "+passage: You are a helpful assistant.</s>\\n", "+query: What is the capital of France?</s>\\n"]
+    text = page.locator("table.sbs").last
+    assert text.locator("thead th").all_inner_texts() == ["old/tokenizer_config.json", "new/tokenizer_config.json"]
+    assert text.locator("td.added").all_inner_texts() == ["+{{ eos_token }}", "+{{ eos_token }}"]
+    keys = page.locator("section", has=page.locator("h2", has_text="Config keys")).locator("tbody tr")
+    assert [cells(r) for r in keys.all()] == [["config.json", "eos_token_id", "2", "250001", "HIGH"],
+                                              ["config.json", "eos_token_id", "2", "250001", "MODERATE"]]
+    cards = page.locator("table.cards tbody tr")
+    assert cells(cards.first) == ["T4 16 GB", "batch 7, borderline", "batch 29", "batch 253", "$2.18 full"]
+    advisory = history.advisory(history.template, "update")
+    assert page.get_by_role("link", name="OSV JSON").get_attribute("href") == f"/v1/vulns/{advisory}"
+
+
+def test_advisory_page_is_readable_and_downloadable(page, history):
+    advisory = history.advisory(history.context, "risk")
+    page.goto(f"{history.url}/repos/{REPO}/revisions/{history.context}")
+    page.get_by_role("link", name=advisory).click()
+    assert page.url == f"{history.url}/advisories/{advisory}"
+    assert page.locator("h1").inner_text() == advisory
+    assert page.locator("p.meta .sev").inner_text() == "MODERATE"
+    assert page.locator("p.summary").inner_text() == (
+        f"Risk introduced in {REPO}@{history.context[:12]}: pickle-based file added: pytorch_model.bin (652 bytes);…")
+    # the summary is clipped at 120 characters; the details say it all
+    assert "imports only tensor-rebuild globals" in page.locator("section.details").inner_text()
+    events = page.locator("article.affected tbody tr")
+    assert [cells(r) for r in events.all()] == [["introduced", history.context]]
+    # details are Markdown rendered to HTML (bold, links), never raw HTML from the record
+    assert page.locator("section.details strong").first.inner_text() == "Risk introduced"
+    download = page.get_by_role("link", name=f"Download {advisory}.json")
+    assert download.get_attribute("href") == f"/advisories/{advisory}/download"
+    assert page.get_by_role("link", name="OSV JSON").get_attribute("href") == f"/v1/vulns/{advisory}"
+
+
+def test_phone_width_reads_without_horizontal_scroll(browser, history):
+    context = browser.new_context(java_script_enabled=False, viewport={"width": 390, "height": 844},
+                                  device_scale_factor=2, is_mobile=True)
+    try:
+        tab = context.new_page()
+        tab.goto(history.url + "/")
+        assert tab.locator('meta[name="viewport"]').get_attribute("content") == "width=device-width, initial-scale=1"
+        # javascript is off, so measure through layout: the repo row is laid out as a card within 390 px
+        box = tab.locator("table.repos tbody tr").first.bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 390
+    finally:
+        context.close()

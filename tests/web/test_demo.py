@@ -1,0 +1,91 @@
+"""`tracker demo`: started as a newcomer would, in a subprocess; its pages answer; Ctrl-C stops it cleanly."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.web.conftest import free_port
+from tracker.web.demo import REPO
+
+
+def test_tracker_demo_serves_the_pages_over_the_scripted_history_and_stops_on_ctrl_c():
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACKER_", "HF_"))}
+    proc = subprocess.Popen([sys.executable, "-m", "tracker", "demo", "--port", str(port)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line.rstrip("\n")) for line in proc.stdout], daemon=True).start()
+    said: list[str] = []
+    try:
+        deadline = time.monotonic() + 120
+        while not any(line.startswith("Open ") for line in said):
+            assert time.monotonic() < deadline, said
+            assert proc.poll() is None, said
+            try:
+                said.append(lines.get(timeout=1))
+            except queue.Empty:
+                continue
+        url = f"http://127.0.0.1:{port}"
+        assert said[-1] == f"Open {url}/  (the repo: {url}/repos/{REPO}; its feed: {url}/feeds/{REPO}.atom)"
+        assert said[1:6] == [f"Playing the history of {REPO} (4 revisions), polling after each:",
+                             f"  {REPO}: baseline, 1 new revision(s), 1 analysed",
+                             f"  {REPO}: new, 1 new revision(s), 1 analysed",
+                             f"  {REPO}: new, 1 new revision(s), 1 analysed",
+                             f"  {REPO}: new, 1 new revision(s), 1 analysed"]
+        alerts = [line.split(" x_HFUT-")[0] for line in said if line.startswith("alert")]
+        # the template change (update), then the longer context's risk (the pickle) and update, in outbox order
+        assert alerts == ["alert (signature verified): advisory.created [high]",
+                          "alert (signature verified): advisory.created [moderate]",
+                          "alert (signature verified): advisory.created [high]"]
+        index = httpx.get(f"{url}/", timeout=10)
+        assert index.status_code == 200
+        assert f'<a class="repo" href="/repos/{REPO}">{REPO}</a>' in index.text
+        repo = httpx.get(f"{url}/repos/{REPO}", timeout=10)
+        assert repo.status_code == 200
+        assert repo.text.count('<li class="revision"') == 4
+        feed = httpx.get(f"{url}/feeds/{REPO}.atom", timeout=10)
+        assert feed.status_code == 200 and feed.text.count("<entry>") == 3
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            rc = proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+    assert rc == 0
+    database = Path(said[0].split("tracker database ")[1])
+    assert not database.parent.exists()  # the temporary directory is removed
+
+
+def test_tracker_demo_without_the_stand_in_says_how_to_install_it(tmp_path):
+    # Hide hubstandin behind a module that fails to import, as after `pip install -e .` alone.
+    (tmp_path / "hubstandin").mkdir()
+    (tmp_path / "hubstandin" / "__init__.py").write_text("raise ImportError('not installed')\n")
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("TRACKER_")},
+           "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    result = subprocess.run([sys.executable, "-m", "tracker", "demo", "--port", "0"], env=env, capture_output=True,
+                            text=True, timeout=60)
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == ("error: the demo needs the local Hub stand-in: pip install -e ./standin "
+                             "(from a checkout of upstream-tracker)\n")
+
+
+def test_tracker_demo_on_a_port_in_use_says_so_in_one_line():
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        result = subprocess.run([sys.executable, "-m", "tracker", "demo", "--port", str(port)], capture_output=True,
+                                text=True, timeout=60)
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == f"error: cannot serve on 127.0.0.1:{port} (Address already in use): pass --port\n"

@@ -1,0 +1,99 @@
+"""The pure parts of the pages: side-by-side diffs, chart points, sections, the card table."""
+
+from __future__ import annotations
+
+import json
+
+from tests.web.synthetic import E5_CONFIG
+from tracker.estimate import estimate
+from tracker.web.charts import ChartPoint, estimate_chart, human_params, points
+from tracker.web.diffs import DiffRow, side_by_side
+from tracker.web.views import estimate_view, group_findings, revision_sections
+
+
+def test_side_by_side_pairs_removed_runs_with_the_added_runs_after_them():
+    diff = side_by_side("--- old: user\n+++ new: user\n@@ -1,4 +1,3 @@\n same\n-a\n-b\n+A\n keep\n-gone\n"
+                        "… 3 more diff lines")
+    assert (diff.old_label, diff.new_label) == ("old: user", "new: user")
+    assert diff.rows == (
+        DiffRow("hunk", "@@ -1,4 +1,3 @@", "@@ -1,4 +1,3 @@"),
+        DiffRow("line", "same", "same", "context", "context"),
+        DiffRow("line", "a", "A", "removed", "added"),
+        DiffRow("line", "b", "", "removed", "empty"),
+        DiffRow("line", "keep", "keep", "context", "context"),
+        DiffRow("line", "gone", "", "removed", "empty"),
+        DiffRow("note", "… 3 more diff lines", "… 3 more diff lines"),
+    )
+    assert (diff.removed, diff.added) == (3, 1)
+
+
+def test_a_line_starting_with_dashes_inside_a_hunk_is_a_removal_not_a_label():
+    diff = side_by_side("--- a\n+++ b\n@@ -1 +1 @@\n---- x\n++++ y\n")
+    assert diff.rows[1:] == (DiffRow("line", "--- x", "+++ y", "removed", "added"),)
+
+
+def test_chart_points_carry_the_last_estimate_forward_and_reset_on_unsupported():
+    e = {"supported": True, "params": 10, "full_finetune_gb": 1.5, "lora_gb": 0.5}
+    got = points([("a", e), ("b", None), ("c", {"supported": False}), ("d", None), ("e", {**e, "params": 20})])
+    assert got == [ChartPoint("a", 10.0, 1.5, 0.5, True), ChartPoint("b", 10.0, 1.5, 0.5, False),
+                   ChartPoint("c", None, None, None, True), ChartPoint("d", None, None, None, False),
+                   ChartPoint("e", 20.0, 1.5, 0.5, True)]
+
+
+def test_no_chart_without_an_estimate_and_a_stepped_line_with_them():
+    assert estimate_chart(points([("a", None), ("b", None)])) is None
+    e = {"supported": True, "params": 100e6, "full_finetune_gb": 11.2, "lora_gb": 1.69}
+    svg = estimate_chart(points([("aaaa", e), ("bbbb", None), ("cccc", {**e, "params": 200e6})]))
+    assert svg is not None and svg.startswith('<svg xmlns="http://www.w3.org/2000/svg"') and "style=" not in svg
+    # parameters: 100M (y 98) held to the third revision, then the step up to 200M (y 50; the axis tops at 250M)
+    assert '<polyline fill="none" stroke="#1f5fbf" stroke-width="2" points="64.0,98.0 344.0,98.0 624.0,98.0 ' \
+           '624.0,50.0"/>' in svg
+    assert "<title>cccc: parameters 200M</title>" in svg
+    assert ">T4 16 GB</text>" in svg  # the smallest card that holds the largest figure
+
+
+def test_human_params():
+    assert [human_params(v) for v in (559_890_432, 8_030_261_248, 1e9, 22_713_216, 512)] == [
+        "559.9M", "8.03B", "1B", "22.7M", "512"]
+
+
+def test_findings_group_in_reading_order_most_severe_first():
+    findings = [{"category": "files", "severity": "info", "summary": "f"},
+                {"category": "tokenizer", "severity": "low", "summary": "t1"},
+                {"category": "tokenizer", "severity": "high", "summary": "t2"},
+                {"category": "zeta", "severity": "info", "summary": "z"},
+                {"category": "config", "severity": "moderate", "summary": "c"}]
+    groups = group_findings(findings)
+    assert [(g.label, g.worst, [f["summary"] for f in g.findings]) for g in groups] == [
+        ("Config", "moderate", ["c"]), ("Tokenizer", "high", ["t2", "t1"]), ("Files", "info", ["f"]),
+        ("Zeta", "info", ["z"])]
+
+
+def test_revision_sections_place_each_finding_once():
+    findings = [
+        {"code": "tokenizer.added_tokens_added", "category": "tokenizer", "severity": "high", "summary": "2 added",
+         "evidence": {"examples": [{"content": "<|im_end|>", "id": 32000}, {"content": "<tool>", "id": 32001}]}},
+        {"code": "tokenizer.vocab_removed", "category": "tokenizer", "severity": "high", "summary": "1 removed",
+         "evidence": {"examples": [{"token": "▁cat", "id": 7}]}},
+        {"code": "weights.tensors_added", "category": "weights", "severity": "high", "summary": "1 tensor",
+         "evidence": {"count": 1, "tensors": {"lm_head.weight": {"dtype": "BF16", "shape": [32000, 4096]}}}},
+        {"code": "generation.eos_token_id_changed", "category": "generation", "severity": "high", "summary": "eos",
+         "path": "generation_config.json", "before": 2, "after": [2, 7], "evidence": {"key": "eos_token_id"}},
+        {"code": "licence.detected", "category": "licence", "severity": "info", "summary": "mit"},
+    ]
+    sections = revision_sections(findings, None)
+    assert [(t.direction, t.examples) for t in sections.tokens] == [
+        ("added", (("<|im_end|>", "id 32000"), ("<tool>", "id 32001"))), ("removed", (("▁cat", "id 7"),))]
+    assert [t.tensors for t in sections.tensors] == [(("lm_head.weight", "BF16", "32000 × 4096"),)]
+    assert [(k.path, k.key, k.before, k.after) for k in sections.keys] == [
+        ("generation_config.json", "eos_token_id", "2", "[2, 7]")]
+    assert [g.label for g in sections.others] == ["Licence"]
+
+
+def test_the_card_table_is_the_reference_pages():
+    est = estimate(json.loads(E5_CONFIG.read_text())).to_json()
+    view = estimate_view(est)
+    assert (view.params, view.full_gb, view.lora_gb, view.seq_len) == ("559,890,432", "11.2 GB", "1.69 GB", "514")
+    rows = {c.card: (c.full, c.lora, c.serve) for c in view.cards}
+    assert rows["T4 16 GB"] == ("batch 7, borderline", "batch 29", "batch 253")
+    assert rows["H200 141 GB"] == ("batch 259", "batch 281", "batch 2404")
