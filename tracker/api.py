@@ -227,7 +227,8 @@ def create_app(tracker: Tracker, *, page_size: int = PAGE_SIZE, webhook_secret: 
     @app.exception_handler(TrackerError)
     async def _tracker_error(_request: Request, exc: TrackerError) -> JSONResponse:
         status, code = _status_of(exc)
-        return _error(status, code, str(exc))
+        # One line: a Hub client's error text spans several (URL, advice, a docs link).
+        return _error(status, code, " ".join(line.strip() for line in str(exc).splitlines() if line.strip()))
 
     @app.exception_handler(QueryError)
     async def _bad_query(_request: Request, exc: QueryError) -> JSONResponse:

@@ -7,6 +7,17 @@ from click.testing import CliRunner
 
 from tests.core.conftest import make, settings, sleeps  # noqa: F401 (fixtures)
 from tracker.cli import main
+from tracker.store.db import make_engine, upgrade_schema
+
+
+def migrated(url: str) -> str:
+    """``url`` with the schema migrated (SQLite does it itself; PostgreSQL needs `tracker init`)."""
+    engine = make_engine(url)
+    try:
+        upgrade_schema(engine)
+    finally:
+        engine.dispose()
+    return url
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import and_, func, select
+from sqlalchemy import and_, case, func, select
 
 from tracker.model import RevisionStatus
 from tracker.store.store import SqlStore
@@ -109,17 +109,17 @@ class HealthReads:
 
     def deliveries(self) -> DeliveryBacklog:
         with self._store._tx() as conn:
-            rows = conn.execute(
-                select(deliveries.c.state, (deliveries.c.attempts > 0).label("tried"), func.count().label("n"),
+            rows = {r.state: r for r in conn.execute(
+                select(deliveries.c.state, func.count().label("n"),
+                       func.sum(case((deliveries.c.attempts > 0, 1), else_=0)).label("tried"),
                        func.min(deliveries.c.created_at).label("oldest"))
                 .where(deliveries.c.state.in_(["pending", "dead"]))
-                .group_by(deliveries.c.state, (deliveries.c.attempts > 0))).all()
-        pending = sum(int(r.n) for r in rows if r.state == "pending")
-        retrying = sum(int(r.n) for r in rows if r.state == "pending" and r.tried)
-        dead = sum(int(r.n) for r in rows if r.state == "dead")
-        oldest = [o for o in (_utc(r.oldest) for r in rows if r.state == "pending") if o is not None]
-        return DeliveryBacklog(pending=pending, retrying=retrying, dead=dead,
-                               oldest_pending_at=min(oldest) if oldest else None)
+                .group_by(deliveries.c.state))}
+        pending, dead = rows.get("pending"), rows.get("dead")
+        return DeliveryBacklog(pending=int(pending.n) if pending else 0,
+                               retrying=int(pending.tried or 0) if pending else 0,
+                               dead=int(dead.n) if dead else 0,
+                               oldest_pending_at=_utc(pending.oldest) if pending else None)
 
     def pending_revisions(self) -> int:
         with self._store._tx() as conn:
