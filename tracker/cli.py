@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from tracker.errors import ConfigError, TrackerError
-from tracker.model import Finding, RepoId, RepoRow, sort_findings, validate_repo_id
+from tracker.model import Finding, PollOutcome, RepoId, RepoRow, sort_findings, validate_repo_id
 from tracker.settings import Settings, format_duration, load_settings, parse_interval
 
 if TYPE_CHECKING:
@@ -241,7 +241,13 @@ def poll(obj: Context, repo_ids: tuple[str, ...], backfill: int) -> None:
         bar.close()
     for result in results:
         click.echo(result.line())
-    if any(r.status == "error" for r in results):
+    failed = [r for r in results if r.status in (PollOutcome.ERROR, PollOutcome.NOT_FOUND)]
+    if len(results) > 1:
+        changed = sum(1 for r in results if r.new_revisions)
+        busy = sum(1 for r in results if r.status == PollOutcome.BUSY)
+        click.echo(f"polled {len(results)} repos: {changed} with new revisions, {len(failed)} failed"
+                   + (f", {busy} skipped (busy)" if busy else ""))
+    if failed:
         sys.exit(1)
 
 
@@ -430,7 +436,7 @@ def query(obj: Context, repo_id: str, revision: str, as_json: bool) -> None:
     if as_json:
         _emit_json(result.to_json())
         return
-    where = (f"{result.behind} revision(s) behind {result.head[:12]}" if result.behind is not None
+    where = (f"{result.behind} revision(s) behind {(result.head or '')[:12]}" if result.behind is not None
              else "not on the tracked branch" if result.known else "unknown to the tracker and the Hub")
     click.echo(f"{result.repo}@{result.revision[:12]}: {where}")
     if not result.vulns:

@@ -92,6 +92,8 @@ def make_engine(url: str) -> Engine:
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         database = parsed.database
+        if database and database.startswith("file:"):  # an SQLite URI (?mode=ro&uri=true)
+            database = database.removeprefix("file:").split("?", 1)[0]
         if database and database != ":memory:":
             folder = Path(database).parent
             if folder == DEFAULT_SQLITE_FOLDER:

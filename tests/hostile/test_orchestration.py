@@ -1,0 +1,173 @@
+"""Hostile upstream, seen from the poll cycle: no repo can stop the others, jam a revision or the API."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+
+from tests.core.conftest import config_json
+from tracker.api import create_app
+from tracker.app import make_tracker
+from tracker.hub import HubClient
+from tracker.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+HOSTILE, FINE = "acme/hostile", "acme/fine"
+
+
+def _tracker(hub_standin, tmp_path, **overrides):
+    overrides.setdefault("hub_timeout", 5.0)
+    settings = Settings(database_url=f"sqlite:///{tmp_path}/t.sqlite3", hub_endpoint=hub_standin.url, **overrides)
+    return make_tracker(settings, hub=HubClient.from_settings(settings, token=False, sleep=lambda _s: None))
+
+
+def _watch(tracker, *repos):
+    for repo in repos:
+        tracker.store.add_watch(repo, now=tracker.clock())
+    tracker.poll()
+
+
+def test_a_hostile_revision_is_completed_with_findings_and_the_neighbours_are_read(hub_standin, tmp_path):
+    for repo in (HOSTILE, FINE):
+        hub_standin.create_repo(repo)
+        hub_standin.commit(repo, {"config.json": config_json(), "README.md": "---\nlicense: mit\n---\n"})
+    tracker = _tracker(hub_standin, tmp_path)
+    _watch(tracker, HOSTILE, FINE)
+    deep = b"[" * 100_000 + b"]" * 100_000
+    bomb = "---\na: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
+        for p, c in zip("abcdefgh", "bcdefghi", strict=True)) + "---\n"
+    bad = hub_standin.commit(HOSTILE, {"config.json": b'{"a": ' + deep + b"}", "README.md": bomb,
+                                       "generation_config.json": deep}, message="hostile")
+    good = hub_standin.commit(FINE, {"config.json": config_json(vocab_size=1000)}, message="fine")
+    started = time.monotonic()
+    results = {r.repo: r for r in tracker.poll()}
+    assert time.monotonic() - started < 30
+    assert (results[HOSTILE].status, results[HOSTILE].processed) == ("new", 1)
+    assert (results[FINE].status, results[FINE].processed) == ("new", 1)
+    hostile = tracker.store.get_revision(tracker.store.get_repo(HOSTILE).pk, bad)
+    assert hostile.status == "done" and hostile.findings
+    assert tracker.store.get_revision(tracker.store.get_repo(FINE).pk, good).status == "done"
+    assert json.dumps(hostile.findings, allow_nan=False)  # stored strict JSON
+
+    fix = hub_standin.commit(HOSTILE, {"config.json": config_json(), "README.md": "---\nlicense: mit\n---\n",
+                                       "generation_config.json": b'{"eos_token_id": 2}'}, message="fix")
+    (result,) = tracker.poll([HOSTILE])
+    assert result.processed == 1
+    assert tracker.store.get_revision(tracker.store.get_repo(HOSTILE).pk, fix).status == "done"
+
+
+def test_a_huge_retry_after_defers_by_at_most_a_day(hub_standin, tmp_path):
+    hub_standin.create_repo(HOSTILE)
+    hub_standin.commit(HOSTILE, {"config.json": config_json()})
+    tracker = _tracker(hub_standin, tmp_path, hub_max_wait=1.0)
+    _watch(tracker, HOSTILE)
+    hub_standin.faults.add("/resolve/", status=429, retry_after=99999999999, times=None)
+    (result,) = tracker.poll()
+    assert result.status == "deferred"
+    repo = tracker.store.get_repo(HOSTILE)
+    assert repo.defer_until is not None
+    assert repo.defer_until <= tracker.clock() + timedelta(days=1, seconds=5)
+
+
+def test_a_failed_repo_is_counted_in_the_cycle_summary(hub_standin, tmp_path):
+    hub_standin.create_repo(FINE)
+    hub_standin.commit(FINE, {"config.json": config_json()})
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_ENDPOINT": hub_standin.url,
+           "TRACKER_DATABASE_URL": f"sqlite:///{tmp_path}/t.sqlite3", "TRACKER_CONFIG": str(tmp_path / "t.toml")}
+    (tmp_path / "t.toml").write_text("")
+
+    def tracker(*args):
+        return subprocess.run([sys.executable, "-m", "tracker", *args], env=env, cwd=tmp_path, capture_output=True,
+                              text=True, timeout=120)
+
+    assert tracker("watch", "add", FINE, "acme/typo-that-never-existed").returncode == 0
+    result = tracker("poll")
+    assert result.returncode == 1
+    assert result.stdout.splitlines() == [
+        "acme/fine: baseline, 1 new revision(s), 1 analysed",
+        "acme/typo-that-never-existed: not_found: not found on the Hub (check the id; private and gated repos "
+        "need HF_TOKEN)",
+        "polled 2 repos: 1 with new revisions, 1 failed",
+    ]
+    assert "Traceback" not in result.stderr
+
+
+def test_two_polls_at_once_share_the_work_without_a_traceback(hub_standin, tmp_path):
+    hub_standin.create_repo(FINE)
+    hub_standin.commit(FINE, {"config.json": config_json()})
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_ENDPOINT": hub_standin.url,
+           "TRACKER_DATABASE_URL": f"sqlite:///{tmp_path}/t.sqlite3", "TRACKER_CONFIG": str(tmp_path / "t.toml")}
+    (tmp_path / "t.toml").write_text("")
+    run = [sys.executable, "-m", "tracker"]
+    assert subprocess.run([*run, "watch", "add", FINE], env=env, cwd=tmp_path, timeout=60).returncode == 0
+    assert subprocess.run([*run, "poll"], env=env, cwd=tmp_path, capture_output=True, timeout=60).returncode == 0
+    new = [hub_standin.commit(FINE, {"config.json": config_json(num_hidden_layers=n)}) for n in range(7, 11)]
+    hub_standin.faults.add("/tree/", delay=0.5, times=None)
+    procs = [subprocess.Popen([*run, "poll"], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    assert not any("Traceback" in err for _, err in outputs)
+    lines = sorted(out.strip() for out, _ in outputs)
+    assert lines[0].startswith(f"{FINE}: busy: being polled by another process (")
+    assert lines[0].endswith("; skipped")
+    assert lines[1] == f"{FINE}: new, 4 new revision(s), 4 analysed"
+    tracker = _tracker(hub_standin, tmp_path)
+    rows = tracker.store.revisions(tracker.store.get_repo(FINE).pk)
+    assert [(r.sha, r.status) for r in rows[1:]] == [(sha, "done") for sha in new]
+
+
+def test_a_thousand_replays_of_one_hub_webhook_cost_at_most_two_polls(hub_standin, tmp_path):
+    hub_standin.create_repo(FINE)
+    hub_standin.commit(FINE, {"config.json": config_json()})
+    tracker = _tracker(hub_standin, tmp_path, hub_timeout=30.0)
+    _watch(tracker, FINE)
+    hub_standin.commit(FINE, {"config.json": config_json(vocab_size=1000)})
+    # The first poll is held up while all the replays arrive: they coalesce into one queued poll.
+    hub_standin.faults.add("/resolve/", delay=10.0, times=1, method="HEAD")
+    hub_standin.clear_log()
+    client = TestClient(create_app(tracker, webhook_secret="s3cret"))
+    hook = {"event": {"action": "update", "scope": "repo.content"}, "repo": {"type": "model", "name": FINE}}
+    threads_before = threading.active_count()
+    for _ in range(1000):
+        answer = client.post("/hooks/hub", json=hook, headers={"X-Webhook-Secret": "s3cret"})
+        assert answer.status_code == 202
+    assert threading.active_count() <= threads_before + 4  # a small pool, never a thread per delivery
+    pk = tracker.store.get_repo(FINE).pk
+
+    def settled() -> bool:
+        finished = [r for r in hub_standin.requests if r.method == "HEAD" and r.status is not None]
+        return len(finished) >= 2 and [r.status for r in tracker.store.revisions(pk)] == ["done", "done"]
+
+    deadline = time.monotonic() + 40
+    while time.monotonic() < deadline and not settled():
+        time.sleep(0.1)
+    time.sleep(0.5)  # nothing more may follow
+    heads = [r for r in hub_standin.requests if r.method == "HEAD"]
+    assert len(heads) == 2  # the poll in flight, and the one queued behind it
+    rows = tracker.store.revisions(tracker.store.get_repo(FINE).pk)
+    assert [r.status for r in rows] == ["done", "done"]
+
+
+def test_a_read_only_database_is_one_line(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TRACKER_CONFIG": str(tmp_path / "t.toml")}
+    (tmp_path / "t.toml").write_text("")
+    db = tmp_path / "t.sqlite3"
+    made = subprocess.run([sys.executable, "-m", "tracker", "watch", "list"], capture_output=True, text=True,
+                          env={**env, "TRACKER_DATABASE_URL": f"sqlite:///{db}"}, cwd=tmp_path, timeout=60)
+    assert made.returncode == 0, made.stderr
+    read_only = f"sqlite:///file:{db}?mode=ro&uri=true"
+    result = subprocess.run([sys.executable, "-m", "tracker", "watch", "add", FINE], capture_output=True, text=True,
+                            env={**env, "TRACKER_DATABASE_URL": read_only}, cwd=tmp_path, timeout=60)
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: the database at ") and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.endswith("is read-only: check the file's and its folder's permissions\n")
