@@ -18,11 +18,12 @@ from typing import Any
 from sqlalchemy import Connection, Engine, and_, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from tracker.model import RepoId, RepoRow
+from tracker.model import RepoId, RepoRow, Severity
 from tracker.store.db import database_error, describe_url
 from tracker.store.store import SqlStore
 from tracker.store.tables import advisories, repos, revisions
 
+_SEVERITY_RANK = {s.value: s.rank for s in Severity}
 # The estimator figures the repo page charts (the stored estimate holds far more: structure, verifier).
 CHART_KEYS = ("supported", "params", "full_finetune_gb", "lora_gb", "cards")
 
@@ -170,9 +171,10 @@ class PageReads:
             query = query.where(advisories.c.revision_sha == revision_sha)
         with self._tx() as conn:
             rows = conn.execute(query.order_by(advisories.c.published, advisories.c.id)).all()
-        return [AdvisoryLine(id=r.id, revision_sha=r.revision_sha, kind=r.kind, severity=r.severity,
-                             summary=str(r.summary or ""), withdrawn=bool(r.withdrawn), fixed_sha=r.fixed_sha,
-                             published=_utc(r.published)) for r in rows]
+        lines = [AdvisoryLine(id=r.id, revision_sha=r.revision_sha, kind=r.kind, severity=r.severity,
+                              summary=str(r.summary or ""), withdrawn=bool(r.withdrawn), fixed_sha=r.fixed_sha,
+                              published=_utc(r.published)) for r in rows]
+        return sorted(lines, key=lambda a: _SEVERITY_RANK.get(a.severity, len(_SEVERITY_RANK)))  # stable
 
     def estimate_in_force(self, repo_pk: int, seq: int) -> tuple[str, dict[str, Any]] | None:
         """The newest estimate at or before revision ``seq``: (its revision's sha, the stored estimate)."""
