@@ -135,7 +135,10 @@ def assess_repo(row: RepoHealthRow, *, now: datetime, default_every: float,
     limit = timedelta(seconds=max_cycles * every)
     deferred = row.defer_until if row.defer_until and row.defer_until > now else None
     holder = row.lease_owner if row.lease_owner and row.lease_until and row.lease_until > now else None
-    due = row.last_polled_at + timedelta(seconds=every) if row.last_polled_at else now
+    if row.next_poll_at is not None:  # the daemon's schedule says
+        due = row.next_poll_at
+    else:
+        due = row.last_polled_at + timedelta(seconds=every) if row.last_polled_at else now
     if deferred and deferred > due:
         due = deferred
     problems: list[str] = []

@@ -116,6 +116,8 @@ def test_a_deferral_and_a_lease_are_shown_and_need_attention_only():
                              lease_until=NOW + timedelta(minutes=5)), now=NOW, default_every=3600)
     assert (status.health, status.deferred_until, status.lease_holder, status.next_due) == (
         "attention", NOW + timedelta(minutes=20), "host:12:abcd", NOW + timedelta(minutes=50))
+    scheduled = assess_repo(row(next_poll_at=NOW + timedelta(minutes=7)), now=NOW, default_every=3600)
+    assert scheduled.next_due == NOW + timedelta(minutes=7)
     expired = assess_repo(row(lease_owner="host:12:abcd", lease_until=NOW - timedelta(seconds=1)), now=NOW,
                           default_every=3600)
     assert (expired.health, expired.lease_holder) == ("ok", None)

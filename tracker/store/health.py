@@ -46,6 +46,7 @@ class RepoHealthRow:
     newest_analysed_at: datetime | None
     newest_advisory: str | None  # the first advisory raised for it, if any
     newest_advisory_at: datetime | None
+    next_poll_at: datetime | None = None  # the daemon's own schedule, where the schema has one (migration 0006)
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,7 @@ class HealthReads:
                 newest_analysed_at=_utc(top_row.analysed_at) if top_row else None,
                 newest_advisory=advisory[0] if advisory else None,
                 newest_advisory_at=advisory[1] if advisory else None,
+                next_poll_at=_utc(r._mapping.get("next_poll_at")),
             ))
         return out
 
