@@ -117,3 +117,28 @@ def test_seq_len_beyond_the_range_is_a_usage_error(tmp_path):
         "1<=x<=1073741824.")
     with pytest.raises(ValueError, match="seq_len must be an integer from 1 to 1073741824"):
         estimate(LLAMA, seq_len=10**40)
+
+
+def test_a_crafted_safetensors_shape_is_ignored_not_multiplied():
+    """A million 4,000-digit dims: math.prod would run for hours; the header is set aside instead."""
+    huge = [10**3999] * 1_000_000
+    headers = {"model.safetensors": {"model.embed_tokens.weight": {"dtype": "BF16", "shape": huge,
+                                                                   "data_offsets": [0, 0]}}}
+    est = estimate(LLAMA, checkpoint_headers=headers)
+    assert est.supported and est.checkpoint_params is None and est.checkpoint_note is None
+    from tests.findings.weights_sources import WeightsSources, change, lfs
+    from tracker.findings import weights
+
+    ch = change([lfs("model.safetensors", 100, "v1")], [lfs("model.safetensors", 100, "v2")])
+    sources = WeightsSources(headers={"old": {"model.safetensors": {"w": {"dtype": "F32", "shape": [2]}}},
+                                      "new": headers})
+    found = weights.analyse(ch, sources, RULES)
+    assert [(f.code, f.summary) for f in found if f.code != "weights.file_replaced"] == [
+        ("weights.header_invalid", "model.safetensors (new): safetensors header is malformed")]
+
+
+def test_a_million_out_of_range_token_ids_are_five_messages_and_a_count():
+    est = estimate(dict(LLAMA, eos_token_id=list(range(200_000, 1_200_000))))
+    messages = [v.message for v in est.verifier if v.rule == "vocab-size-embedding"]
+    assert messages == [f"eos_token_id {i} is outside the embedding's 128256 rows" for i in range(200_000, 200_005)] + [
+        "eos_token_id: 999995 more ids are outside the embedding's 128256 rows"]

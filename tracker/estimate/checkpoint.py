@@ -22,6 +22,27 @@ _LAYER_RE = re.compile(r"(?:^|\.)(?:layers|layer|h|blocks|block)\.(\d+)\.")
 # (Packed-integer quantised weights are therefore not counted either.)
 PARAM_DTYPES = frozenset({"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F4"})
 
+MAX_TENSOR_DIMS = 16  # real tensors have at most 5 or 6
+MAX_TENSOR_DIM = 1 << 48  # elements along one axis; the largest real embedding has ~2^28
+
+
+class ImplausibleHeader(ValueError):
+    """A safetensors header whose shapes cannot be a real tensor's (a crafted file)."""
+
+
+def tensor_shape(name: str, info: Mapping[str, Any]) -> tuple[int, ...]:
+    """The shape of one header entry, checked: at most 16 dims, each an integer from 0 to 2^48.
+
+    A header is written by the repo's owner; without the check, a shape of a million
+    4,000-digit numbers makes ``math.prod`` run for hours.
+    """
+    shape = info.get("shape", ())
+    if not isinstance(shape, (list, tuple)) or len(shape) > MAX_TENSOR_DIMS or not all(
+        isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= MAX_TENSOR_DIM for d in shape
+    ):
+        raise ImplausibleHeader(f"tensor {name[:100]!r} has an implausible shape")
+    return tuple(shape)
+
 
 # Persistent buffers checkpoints store in floating point beside the parameters: transformers
 # registers them with register_buffer, so model.parameters() (and our graph count) leaves them out.
@@ -55,14 +76,15 @@ def _triples(headers: Mapping[str, Mapping[str, Any]]) -> Iterator[tuple[str, st
     for header in headers.values():
         for name, info in header.items():
             if name != "__metadata__" and isinstance(info, Mapping):
-                yield name, str(info.get("dtype", "F32")), info.get("shape", ())
+                yield name, str(info.get("dtype", "F32")), tensor_shape(name, info)
 
 
 def checkpoint_params(headers: Mapping[str, Mapping[str, Any]]) -> int:
     """Sum of element counts over the parameter tensors of every header.
 
     ``headers`` maps a file name (one per shard) to its parsed JSON header;
-    ``__metadata__`` is skipped, and so are buffers (see :func:`is_buffer`)."""
+    ``__metadata__`` is skipped, and so are buffers (see :func:`is_buffer`).
+    Raises :class:`ImplausibleHeader` for a shape no real tensor has."""
     return count_tensors(_triples(headers))[0]
 
 
@@ -76,7 +98,7 @@ def _tensors(headers: Mapping[str, Mapping[str, Any]]) -> dict[str, tuple[int, .
     for header in headers.values():
         for name, info in header.items():
             if name != "__metadata__" and isinstance(info, Mapping):
-                out[name] = tuple(int(d) for d in info.get("shape", ()))
+                out[name] = tensor_shape(name, info)
     return out
 
 

@@ -9,8 +9,8 @@ from typing import Any
 from tracker.bounded import json_safe
 from tracker.estimate import memory
 from tracker.estimate.architectures import SUPPORTED_MODEL_TYPES, Arch, Unsupported, build
+from tracker.estimate.checkpoint import ImplausibleHeader, checkpoint_layers, explain_mismatch, is_tied_copy
 from tracker.estimate.checkpoint import checkpoint_params as _count_headers
-from tracker.estimate.checkpoint import explain_mismatch, is_tied_copy
 from tracker.estimate.memory import CardFit
 from tracker.estimate.plausible import MAX_CONTEXT, MAX_RANK, implausible
 from tracker.estimate.structure import Row, structure
@@ -117,8 +117,14 @@ def estimate(
     arch = build(config)
     if isinstance(arch, Unsupported):
         return Estimate(model_type=arch.model_type, supported=False, reason=f"unsupported: {arch.model_type} ({arch.reason})")
-    if checkpoint_params is None and checkpoint_headers:
-        checkpoint_params = _count_headers(checkpoint_headers)
+    if checkpoint_headers:
+        try:
+            counted: int | None = _count_headers(checkpoint_headers)
+            checkpoint_layers(checkpoint_headers)  # checks every tensor's shape, integer buffers too
+        except ImplausibleHeader:
+            counted, checkpoint_headers = None, None  # a crafted header says nothing about the checkpoint
+        if checkpoint_params is None:
+            checkpoint_params = counted
     s = seq_len or memory.default_seq_len(arch.context)
     return _estimate(arch, config, s, lora_rank, checkpoint_params, checkpoint_headers)
 

@@ -22,6 +22,7 @@ from tracker.model import Severity
 
 DEEP_LAYERS = 24  # from this depth the residual stream's variance under unscaled init grows ~sqrt(2L) ≥ 7x
 DEFAULT_INIT_STD = 0.02
+MAX_LISTED_IDS = 5  # out-of-range token ids named one by one per key; the rest are counted
 
 RULE_SEVERITY: Mapping[str, Severity] = {
     "deep-attention-default-init": Severity.LOW,
@@ -74,9 +75,13 @@ def verify(
         out.append(_f("gqa-head-divisibility", f"{nh} query heads cannot be grouped over {kv} key/value heads"))
     for key in ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id"):
         ids = config.get(key)
-        for tid in ids if isinstance(ids, list) else [ids]:
-            if isinstance(tid, int) and not 0 <= tid < arch.vocab:
-                out.append(_f("vocab-size-embedding", f"{key} {tid} is outside the embedding's {arch.vocab} rows"))
+        outside = [tid for tid in (ids if isinstance(ids, list) else [ids])
+                   if isinstance(tid, int) and not isinstance(tid, bool) and not 0 <= tid < arch.vocab]
+        for tid in outside[:MAX_LISTED_IDS]:
+            out.append(_f("vocab-size-embedding", f"{key} {tid} is outside the embedding's {arch.vocab} rows"))
+        if len(outside) > MAX_LISTED_IDS:  # a crafted list of a million ids is one more message, not a million
+            out.append(_f("vocab-size-embedding", f"{key}: {len(outside) - MAX_LISTED_IDS} more ids are outside "
+                                                  f"the embedding's {arch.vocab} rows"))
     if headers:
         rows = embedding_rows(headers)
         if rows is not None and rows != arch.vocab:

@@ -43,6 +43,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tracker.bounded import loads_json
+from tracker.estimate.checkpoint import MAX_TENSOR_DIM, MAX_TENSOR_DIMS
 from tracker.findings.picklescan_zip import UNKNOWN
 from tracker.findings.rules import SeverityRules
 from tracker.model import FileEntry, Finding, RevisionChange, RevisionSources
@@ -207,8 +208,10 @@ def _tensors(header: Mapping[str, Any]) -> dict[str, tuple[str, tuple[int, ...]]
         dtype, shape = info.get("dtype"), info.get("shape")
         if not isinstance(dtype, str) or not isinstance(shape, list):
             return None
-        if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
-            return None
+        if len(shape) > MAX_TENSOR_DIMS or not all(
+            isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= MAX_TENSOR_DIM for d in shape
+        ):
+            return None  # no real tensor; and math.prod of a million huge dims would run for hours
         out[str(name)] = (dtype, tuple(shape))
     return out
 
