@@ -142,3 +142,11 @@ def test_a_million_out_of_range_token_ids_are_five_messages_and_a_count():
     messages = [v.message for v in est.verifier if v.rule == "vocab-size-embedding"]
     assert messages == [f"eos_token_id {i} is outside the embedding's 128256 rows" for i in range(200_000, 200_005)] + [
         "eos_token_id: 999995 more ids are outside the embedding's 128256 rows"]
+
+
+def test_sub_configs_of_multimodal_models_are_checked_too():
+    gemma3 = {"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"],
+              "text_config": {"model_type": "gemma3_text", "hidden_size": 2560, "num_hidden_layers": 100_000_000}}
+    est = estimate(gemma3)
+    assert (est.implausible, est.reason) == (
+        True, "implausible config: text_config.num_hidden_layers is 100000000, over the maximum of 4096")

@@ -71,12 +71,19 @@ def _kind(value: Any) -> str:
     return {"list": "a list", "dict": "an object"}.get(type(value).__name__, f"a {type(value).__name__}")
 
 
-def implausible(config: Mapping[str, Any]) -> str | None:
+def implausible(config: Mapping[str, Any], *, _depth: int = 0) -> str | None:
     """Why ``config`` cannot be a real model's configuration, or None when its sizes are sane.
 
     One reason, naming the key and the bound: ``"num_hidden_layers is 100000000, over the
     maximum of 4096"``, ``"hidden_size is -4096; expected an integer from 1 to 262144"``.
+    Sub-configs (``text_config``, ``vision_config``, ... any ``*_config`` object, nested up
+    to 3 levels) are checked the same way, their reasons prefixed with the key.
     """
+    for key, value in config.items():
+        if isinstance(key, str) and key.endswith("_config") and isinstance(value, Mapping) and _depth < 3:
+            why = implausible(value, _depth=_depth + 1)
+            if why is not None:
+                return f"{key}.{why}"
     for spellings, least, most in RANGES:
         for key in spellings:
             value = config.get(key)
