@@ -46,7 +46,8 @@ def test_a_hostile_revision_is_completed_with_findings_and_the_neighbours_are_re
         f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
         for p, c in zip("abcdefgh", "bcdefghi", strict=True)) + "---\n"
     bad = hub_standin.commit(HOSTILE, {"config.json": b'{"a": ' + deep + b"}", "README.md": bomb,
-                                       "generation_config.json": deep}, message="hostile")
+                                       "generation_config.json": deep, "tokenizer_config.json": deep,
+                                       "model.safetensors.index.json": deep}, message="hostile")
     good = hub_standin.commit(FINE, {"config.json": config_json(vocab_size=1000)}, message="fine")
     started = time.monotonic()
     results = {r.repo: r for r in tracker.poll()}
@@ -55,6 +56,8 @@ def test_a_hostile_revision_is_completed_with_findings_and_the_neighbours_are_re
     assert (results[FINE].status, results[FINE].processed) == ("new", 1)
     hostile = tracker.store.get_revision(tracker.store.get_repo(HOSTILE).pk, bad)
     assert hostile.status == "done" and hostile.findings
+    # Every analyser bounded its own parse: nothing fell through to the orchestrator's last resort.
+    assert [f["summary"] for f in hostile.findings if f["code"] == "analysis.failed"] == []
     assert tracker.store.get_revision(tracker.store.get_repo(FINE).pk, good).status == "done"
     assert json.dumps(hostile.findings, allow_nan=False)  # stored strict JSON
 

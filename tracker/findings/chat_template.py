@@ -39,6 +39,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from tracker.bounded import loads_json
 from tracker.findings.rules import SeverityRules
 from tracker.findings.template_sandbox import Limits, Outcome, TemplateSandbox
 from tracker.model import Finding, RevisionChange, RevisionSources, Snapshot
@@ -229,7 +230,7 @@ def _load_json(raw: bytes, path: str, side: SideTemplates) -> dict[str, Any] | N
     if text is None:
         return None
     try:
-        data = json.loads(text)
+        data = loads_json(text)  # bounded: depth and size (tracker/bounded.py)
     except ValueError as exc:
         side.unreadable.append((path, f"not valid JSON ({exc})"))
         return None

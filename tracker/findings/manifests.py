@@ -42,6 +42,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tracker.bounded import loads_json
 from tracker.findings.rules import SeverityRules
 from tracker.findings.weights import SHARD_RE
 from tracker.model import FileEntry, Finding, RevisionChange, RevisionSources, Snapshot
@@ -90,7 +91,7 @@ def _load_index(sources: RevisionSources, side: str, path: str) -> dict[str, Any
     if raw is None or len(raw) > MAX_INDEX_BYTES:
         return None
     try:
-        data = json.loads(raw)
+        data = loads_json(raw)
     except (ValueError, UnicodeDecodeError):
         return None  # weights.index_unreadable reports it
     if not isinstance(data, dict) or not isinstance(data.get("weight_map"), dict):
@@ -269,7 +270,7 @@ def _adapter_config(sources: RevisionSources, side: str, path: str) -> dict[str,
     if raw is None or len(raw) > MAX_INDEX_BYTES:
         return None
     try:
-        data = json.loads(raw)
+        data = loads_json(raw)
     except (ValueError, UnicodeDecodeError):
         return None
     return data if isinstance(data, dict) else None
