@@ -14,10 +14,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from tracker.model import PollOutcome
+
+disable_created_metrics()  # no `_created` series beside each counter: rates are what is read
 REGISTRY = CollectorRegistry(auto_describe=True)
 
 POLLS = Counter("tracker_polls", "Polls of watched repos, by outcome.", ["outcome"], registry=REGISTRY)
@@ -42,6 +45,8 @@ for _severity in SEVERITIES:  # every series exists from the start, at zero
     ADVISORIES.labels(_severity)
 for _outcome in ("delivered", "retry", "dead"):
     DELIVERIES.labels(_outcome)
+for _poll in PollOutcome:
+    POLLS.labels(_poll.value)
 
 
 # -- hooks the edges call -------------------------------------------------------------------------
