@@ -131,3 +131,48 @@ def test_library_internals_only_at_vv(hub_standin, tmp_path):
     loggers = {m.group(1) for m in re.finditer(r"^\S+ [A-Z]+ ([\w.]+): ", err, re.M)}
     assert {"alembic.runtime.migration", "apscheduler.scheduler", "uvicorn.error"} <= loggers
     assert "INFO tracker.daemon: acme/model: 1 new revision, 1 advisory (high)" in err
+
+
+def test_the_log_of_a_run_over_the_demo_history(hub_standin, tmp_path):
+    """The demo's scripted intfloat/multilingual-e5-large, pushed while `tracker run` watches it."""
+    from tracker.web.demo import REPO, history
+
+    port = free_port()
+    steps = history()
+    work = tmp_path / "work"
+    work.mkdir()
+    hub_standin.create_repo(REPO)
+    hub_standin.commit(REPO, steps[0].files(work), message=steps[0].message)
+    url = f"sqlite:///{tmp_path}/t.sqlite3"
+    (tmp_path / "tracker.toml").write_text(f'[poll]\nevery = "1h"\njitter = "0s"\n\n[[watch]]\nrepo = "{REPO}"\n')
+    env = {**os.environ, "HF_ENDPOINT": hub_standin.url, "TRACKER_DATABASE_URL": url,
+           "TRACKER_CONFIG": str(tmp_path / "tracker.toml"), "PYTHONPATH": str(ROOT),
+           "TRACKER_WEBHOOK_SECRET": "s3cret"}
+    env.pop("TRACKER_OSV_API_URL", None)
+    with (tmp_path / "stderr.log").open("w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "tracker", "run", "--port", str(port)], env=env,
+                                cwd=tmp_path, stdout=subprocess.PIPE, stderr=log, text=True)
+    try:
+        assert wait_for(lambda: metric(port, "tracker_polls_total", '{outcome="baseline"}') == 1), "baseline"
+        hook = {"event": {"action": "update", "scope": "repo.content"}, "repo": {"type": "model", "name": REPO}}
+        for done, step in enumerate(steps[1:], start=1):
+            hub_standin.commit(REPO, step.files(work), message=step.message)
+            answer = httpx.post(f"http://127.0.0.1:{port}/hooks/hub", json=hook,
+                                headers={"X-Webhook-Secret": "s3cret"}, timeout=5)
+            assert answer.status_code == 202
+            assert wait_for(lambda done=done: metric(port, "tracker_polls_total", '{outcome="new"}') == done), step
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    err = (tmp_path / "stderr.log").read_text()
+    assert proc.returncode == 0, err
+    assert all(TS.match(line) for line in err.splitlines()), err
+    assert [TS.sub("", line) for line in err.splitlines()] == [
+        f"INFO tracker.daemon: tracker started: polling 1 repo(s) (every 1h unless set per repo), "
+        f"database {tmp_path}/t.sqlite3, Hub {hub_standin.url}, API http://127.0.0.1:{port}",
+        "INFO tracker.daemon: intfloat/multilingual-e5-large: first poll, baseline read (1 revision)",
+        "INFO tracker.daemon: intfloat/multilingual-e5-large: 1 new revision",
+        "INFO tracker.daemon: intfloat/multilingual-e5-large: 1 new revision, 1 advisory (high)",
+        "INFO tracker.daemon: intfloat/multilingual-e5-large: 1 new revision, 2 advisories (high)",
+        "INFO tracker.daemon: stopped",
+    ]
