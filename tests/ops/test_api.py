@@ -12,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.core.conftest import config_json
 from tests.delivery.conftest import Receiver
+from tests.ops.conftest import migrated
 from tracker.api import create_app
 from tracker.delivery.worker import DeliveryWorker
 from tracker.settings import DeliverySettings
@@ -40,10 +41,10 @@ def delta(before, after, name: str, label: str | None = None) -> dict[str, float
     return out
 
 
-def test_metrics_after_a_scripted_poll_and_deliveries(hub_standin, settings, make):
+def test_metrics_after_a_scripted_poll_and_deliveries(hub_standin, settings, make, db_url):
     fast = DeliverySettings(max_attempts=3, backoff_base=0.01, backoff_max=0.02, timeout=2.0,
                             allow_hosts=("127.0.0.1",))
-    tracker = make(replace(settings, delivery=fast))
+    tracker = make(replace(settings, delivery=fast, database_url=migrated(db_url)))
     hub_standin.create_repo(REPO)
     hub_standin.commit(REPO, {"config.json": config_json(), "generation_config.json": b'{"eos_token_id": 2}'})
     tracker.store.add_watch(REPO, now=tracker.clock())
