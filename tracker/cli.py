@@ -138,9 +138,12 @@ def watch() -> None:
 @click.option("--branch", default="main", show_default=True, help="Branch to follow.")
 @click.option("--every", default=None, help="Poll interval, e.g. 15m, 1h, 1d (default: from config).")
 @click.option("--from", "from_file", type=click.File("r"), help="Read repo ids from a file, one per line ('-': stdin).")
+@click.option("--with-base", is_flag=True,
+              help="Also watch the base model chain the cards declare (base_model; at most 4 levels, from the Hub).")
 @click.pass_obj
 @fail_cleanly
-def watch_add(obj: Context, repo_ids: tuple[str, ...], branch: str, every: str | None, from_file: Any) -> None:
+def watch_add(obj: Context, repo_ids: tuple[str, ...], branch: str, every: str | None, from_file: Any,
+              with_base: bool = False) -> None:
     """Watch one or more repos (owner/name)."""
     ids = list(repo_ids)
     if from_file is not None:
@@ -168,6 +171,25 @@ def watch_add(obj: Context, repo_ids: tuple[str, ...], branch: str, every: str |
         _, created = tracker.store.add_watch(repo_id, branch=branch, every=seconds, now=tracker.clock())
         click.echo(f"{'watching' if created else 'updated'} {repo_id} ({branch}, every "
                    f"{format_duration(seconds or obj.settings.poll_every)})")
+    if with_base and not _watch_bases(tracker, list(dict.fromkeys(valid)), branch=branch, every=seconds):
+        sys.exit(1)
+
+
+def _watch_bases(tracker: Tracker, repo_ids: list[RepoId], *, branch: str, every: float | None) -> bool:
+    """``watch add --with-base``: watch each repo's base chain (tracker/lineage.py); False if one was refused."""
+    from tracker.lineage import watch_base_chain
+
+    ok = True
+    for repo_id in repo_ids:
+        chain = watch_base_chain(tracker.store, tracker.hub, repo_id, branch=branch, every=every, now=tracker.clock())
+        for child, base, created in chain.links:
+            click.echo(f"{'watching' if created else 'already watching'} {base} as the base of {child}")
+        if chain.note:
+            click.echo(f"note: {chain.note}", err=True)
+        if chain.problem:
+            click.echo(f"error: {chain.problem}", err=True)
+            ok = False
+    return ok
 
 
 @watch.command("list")

@@ -66,6 +66,7 @@ class AdvisoryKind(enum.StrEnum):
     DELETED = "deleted"
     RECREATED = "recreated"
     GATED = "gated"
+    INHERITED = "inherited"  # a base model's update that a derivative has not taken (tracker/inherit.py)
 
 
 def validate_repo_id(value: str) -> RepoId:
@@ -309,6 +310,7 @@ class RepoRow:
     last_polled_at: datetime | None
     last_error: str | None
     created_at: datetime
+    base_repo_id: RepoId | None = None  # the base model its card declares (migration 0007)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracker.advisory import (
     ancestors,
@@ -38,6 +38,9 @@ from tracker.model import (
     Severity,
     Snapshot,
 )
+
+if TYPE_CHECKING:
+    from tracker.inherit import InheritInputs
 
 # Repo events the tracker records -> the advisory about the repo itself. A 404 cannot
 # tell "deleted" from "made private" on the Hub, so "deleted" covers both.
@@ -71,6 +74,7 @@ class AdvisoryWrite:
     fixed_sha: str | None
     index: frozenset[str] | None = None
     index_add: frozenset[str] = frozenset()
+    repo_pk: int | None = None  # the repo it is about when not the report's (a derivative's inherited advisory)
 
     @property
     def id(self) -> str:
@@ -92,6 +96,7 @@ class RevisionReport:
     dependencies_pending: bool
     analysed_at: datetime
     advisories: tuple[AdvisoryWrite, ...] = ()
+    repo_updates: Mapping[str, Any] = field(default_factory=dict)  # e.g. the base model its card now declares
 
     @property
     def worst_severity(self) -> Severity | None:
@@ -143,14 +148,15 @@ def summarize(findings: Sequence[Finding], diff: RawDiff | None, snapshot: Snaps
 
 
 def _write(record: dict[str, Any], *, revision_sha: str | None, kind: str, fixed_sha: str | None,
-           index: Iterable[str] | None = None, index_add: Iterable[str] = ()) -> AdvisoryWrite:
+           index: Iterable[str] | None = None, index_add: Iterable[str] = (),
+           repo_pk: int | None = None) -> AdvisoryWrite:
     validate(record)
     severity = str(record["database_specific"]["severity"]).lower()
     withdrawn = "withdrawn" in record
     return AdvisoryWrite(record=record, revision_sha=revision_sha, kind=kind, severity=severity,
                          fixed_sha=fixed_sha, index=frozenset() if withdrawn else
                          (frozenset(index) if index is not None else None),
-                         index_add=frozenset() if withdrawn else frozenset(index_add))
+                         index_add=frozenset() if withdrawn else frozenset(index_add), repo_pk=repo_pk)
 
 
 def revision_advisories(ctx: AdvisoryContext, *, sha: str, parent: str | None, date: datetime | None,
@@ -242,19 +248,29 @@ def extend_index(ctx: AdvisoryContext, *, sha: str, history: set[str], skip: set
 def revision_report(ctx: AdvisoryContext, *, repo_pk: int, revision_pk: int, sha: str, parent: str | None,
                     date: datetime | None, baseline: bool, snapshot: Snapshot, diff: RawDiff | None,
                     findings: Sequence[Finding], estimate: dict[str, Any] | None,
-                    dependencies_pending: bool) -> RevisionReport:
-    """Everything a newly read revision implies: its results, its advisories, risks it undoes, the index."""
+                    dependencies_pending: bool, inherit: InheritInputs | None = None,
+                    repo_updates: Mapping[str, Any] | None = None) -> RevisionReport:
+    """Everything a newly read revision implies: its results, its advisories, risks it undoes, the index.
+
+    ``inherit``: along the model tree (tracker/inherit.py), the inherited advisories this revision
+    creates or closes, its own (as a derivative) and its watched derivatives' (as a base).
+    """
     history = ancestors(ctx.graph, [sha])
     writes: list[AdvisoryWrite] = []
     if not baseline:
         writes += revision_advisories(ctx, sha=sha, parent=parent, date=date, findings=findings,
                                       estimate_delta=(estimate or {}).get("delta"))
     writes += undone_risks(ctx, sha=sha, snapshot=snapshot, findings=findings, history=history)
+    if inherit is not None:
+        from tracker.inherit import inherited_writes
+
+        writes += inherited_writes(ctx, inherit, sha=sha, history=history, written=writes)
     writes += extend_index(ctx, sha=sha, history=history, skip={w.id for w in writes})
     return RevisionReport(
         repo_pk=repo_pk, revision_pk=revision_pk, sha=sha, snapshot=snapshot, diff=diff,
         findings=tuple(findings), summary=summarize(findings, diff, snapshot), estimate=estimate,
         dependencies_pending=dependencies_pending, analysed_at=ctx.now, advisories=tuple(writes),
+        repo_updates=dict(repo_updates or {}),
     )
 
 

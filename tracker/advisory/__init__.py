@@ -21,7 +21,7 @@ from tracker.advisory.build import (
     withdraw,
 )
 from tracker.advisory.export import build_all_zip, export_files
-from tracker.advisory.ids import advisory_id, is_advisory_id, repo_event_id
+from tracker.advisory.ids import advisory_id, inherited_id, is_advisory_id, repo_event_id
 from tracker.advisory.validate import AdvisoryValidationError, validate
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "classify",
     "export_files",
     "format_timestamp",
+    "inherited_id",
     "is_advisory_id",
     "mark_fixed",
     "range_events",

@@ -69,6 +69,17 @@ def repo_event_id(repo_id: str, kind: str, revisions: Iterable[str]) -> str:
     return _digest_id("repo", repo_id.lower(), subject, f"repo.{kind}")
 
 
+def inherited_id(repo_id: str, base_advisory_id: str) -> str:
+    """Id of the advisory telling ``repo_id`` (a derivative) that it lacks its base's update ``base_advisory_id``.
+
+    One per (derivative, base advisory): the base advisory's id already names the base repo,
+    revision and kind, so polling either repo again, in either order, finds the same record.
+    """
+    if not is_advisory_id(base_advisory_id):
+        raise ValueError(f"not an advisory id: {base_advisory_id!r}")
+    return _digest_id("inherited", repo_id.lower(), base_advisory_id)
+
+
 def is_advisory_id(value: str) -> bool:
     """True when ``value`` has the shape of an id this module mints."""
     return bool(ID_RE.match(value))

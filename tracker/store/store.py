@@ -151,13 +151,14 @@ class AdvisoryStoreMixin:
         announced: list[AdvisoryEvent] = []
         changed_any = False
         for write in writes:
+            pk = write.repo_pk if write.repo_pk is not None else repo_pk  # another repo's: an inherited advisory
             record = write.record
             withdrawn = "withdrawn" in record
             old = conn.execute(select(advisories.c.record).where(advisories.c.id == write.id)).scalar()
             changed = old != record
             if old is None:
                 conn.execute(insert(advisories).values(
-                    id=write.id, repo_pk=repo_pk, revision_sha=write.revision_sha, kind=write.kind,
+                    id=write.id, repo_pk=pk, revision_sha=write.revision_sha, kind=write.kind,
                     severity=write.severity, record=record, published=_parse_ts(record.get("published",
                                                                                            record["modified"])),
                     modified=_parse_ts(record["modified"]), withdrawn=withdrawn, fixed_sha=write.fixed_sha))
@@ -182,7 +183,7 @@ class AdvisoryStoreMixin:
                 changed = changed or bool(add)
             if add:
                 conn.execute(insert(advisory_commits), [
-                    {"advisory_id": write.id, "sha": sha, "repo_pk": repo_pk} for sha in sorted(add)])
+                    {"advisory_id": write.id, "sha": sha, "repo_pk": pk} for sha in sorted(add)])
             event = advisory_event(old, record)
             if event is not None:
                 announced.append(event)
@@ -211,6 +212,8 @@ class AdvisoryStoreMixin:
             ).rowcount == 1
             if not done:
                 return False
+            if report.repo_updates:
+                conn.execute(update(repos).where(repos.c.id == report.repo_pk).values(**report.repo_updates))
             self._apply_advisories(conn, report.repo_pk, report.advisories)
             return True
 
@@ -362,6 +365,7 @@ class SqlStore(DeliveryStoreMixin, AdvisoryStoreMixin):
             last_polled_at=_utc(row.last_polled_at),
             last_error=row.last_error,
             created_at=_utc(row.created_at),
+            base_repo_id=RepoId(row.base_repo_id) if row.base_repo_id else None,
         )
 
     def add_watch(self, repo_id: RepoId, *, branch: str = "main", every: float | None = None,
@@ -393,6 +397,12 @@ class SqlStore(DeliveryStoreMixin, AdvisoryStoreMixin):
         with self._tx() as conn:
             row = conn.execute(select(repos).where(repos.c.repo_id == repo_id)).first()
             return self._repo(row) if row else None
+
+    def derivatives_of(self, repo_id: str) -> list[RepoRow]:
+        """Watched repos whose card declares ``repo_id`` as their base model."""
+        with self._tx() as conn:
+            return [self._repo(r) for r in conn.execute(
+                select(repos).where(repos.c.base_repo_id == repo_id).order_by(repos.c.repo_id))]
 
     def update_repo(self, pk: int, **values: Any) -> None:
         with self._tx() as conn:

@@ -56,7 +56,11 @@ repos = Table(
     Column("lease_owner", String(100), nullable=True),
     Column("lease_until", DateTime(timezone=True), nullable=True),
     Column("last_outcome", String(20), nullable=True),  # PollOutcome of the last poll (migration 0005)
+    # The base model the repo's card declares (migration 0007, tracker/inherit.py): a base's update
+    # advisories are compared with its watched derivatives' content.
+    Column("base_repo_id", String(200), nullable=True),
 )
+Index("ix_repos_base_repo_id", repos.c.base_repo_id)
 
 revisions = Table(
     "revisions",
