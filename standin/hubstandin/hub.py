@@ -1092,10 +1092,12 @@ def build_app(hub: HubStandin) -> ASGIApp:
 
 
 class _QuietTruncation(logging.Filter):
-    """Drop uvicorn's error line for responses we cut short on purpose (truncate faults)."""
+    """Drop uvicorn's error line for responses we cut short on purpose (truncate and reset faults)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return "ASGI callable returned without completing response" not in record.getMessage()
+        message = record.getMessage()
+        return ("ASGI callable returned without completing response" not in message
+                and "ASGI callable returned without starting response" not in message)  # reset faults
 
 
 # ---------------------------------------------------------------------------- the server object

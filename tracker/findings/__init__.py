@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
+from tracker.errors import HubRateLimited, HubUnavailable, RevisionGone
 from tracker.findings.rules import SeverityRules
 from tracker.model import Finding, RevisionChange, RevisionSources, sort_findings
 
@@ -46,6 +47,9 @@ def _load(name: str) -> Analyser | None:
     return module.analyse
 
 
+TRANSIENT = (HubUnavailable, HubRateLimited, RevisionGone)  # raised by the sources while strict
+
+
 def analyse_revision(
     change: RevisionChange, sources: RevisionSources, rules: SeverityRules | None = None
 ) -> list[Finding]:
@@ -57,6 +61,8 @@ def analyse_revision(
             continue
         try:
             findings.extend(analyser(change, sources, rules))
+        except TRANSIENT:
+            raise  # the Hub failed, not the content: the revision stays pending and is read again
         except Exception as exc:
             findings.append(
                 rules.finding(
