@@ -315,7 +315,8 @@ def create_app(tracker: Tracker, *, page_size: int = PAGE_SIZE, webhook_secret: 
 
     @app.get("/healthz")
     def healthz() -> dict[str, str]:
-        store.ping()
+        """Liveness: the process answers. The database is /readyz's business: an outage of it must
+        take replicas out of rotation, not restart them all."""
         return {"status": "ok"}
 
     # Repos, readyz, metrics and the authenticated writes live in tracker/api_repos.py.
