@@ -1,35 +1,77 @@
-"""``tracker run``: APScheduler decides *when* to poll; the store decides what is done.
+"""``tracker run``: APScheduler wakes the poll cycle; the database decides what is due and who polls it.
 
-One interval job per watched repo (with jitter, ``max_instances=1``,
-``coalesce=True``), plus a reconcile job that picks up repos added or removed
-with ``tracker watch`` while the daemon runs. SIGTERM and SIGINT stop the
-scheduler after the polls in flight finish; a poll killed harder than that
-is safe too (see ``service``).
+A tick job every couple of seconds runs :meth:`tracker.cycle.Cycle.tick`, which claims the due
+repos (each repo's ``next_poll_at``, leased to one process at a time), so replicas against one
+PostgreSQL share the watch list; a reconcile job keeps the repo count and the Hub budget check
+current as repos are added or removed with ``tracker watch``. A Hub webhook makes its repo due
+at once. SQLite serves one daemon: a second ``tracker run`` on the same file is refused. SIGTERM
+and SIGINT stop the scheduler after the polls in flight finish; a poll killed harder than that
+is safe too (its lease runs out, or is freed at once by a process of the same host).
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import signal
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
+from sqlalchemy.engine import make_url
 
 from tracker.app import Tracker
-from tracker.errors import NotWatched, TrackerError
+from tracker.cycle import Cycle
+from tracker.errors import StoreBusy, TrackerError
+from tracker.hub import HubClient
 from tracker.logs import Heartbeat, log_poll, start_line
+from tracker.polling import PollResult
 from tracker.settings import clamp_interval, format_duration
+from tracker.store.schedule import PollQueue
 
 log = logging.getLogger(__name__)
 RECONCILE_SECONDS = 60
+TICK_SECONDS = 2.0  # how often the cycle looks for due repos (a webhook's repo waits at most this long)
 
 
-def _job_id(repo_id: str) -> str:
-    return f"poll:{repo_id}"
+@contextmanager
+def sqlite_single_daemon(database_url: str) -> Iterator[None]:
+    """Hold an exclusive lock on ``<database>.lock`` while the block runs (SQLite only).
+
+    SQLite is the single-process embedded store: a second daemon on the same file is refused
+    with StoreBusy. The lock is the kernel's (``flock``), so it goes with the process however
+    it ends. ``tracker poll`` and ``tracker serve`` do not take it: beside a daemon they work
+    through the repo leases.
+    """
+    url = make_url(database_url)
+    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+        yield
+        return
+    path = Path(url.database + ".lock")
+    handle = open(path, "a+")  # held for the life of the daemon
+    try:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip()[:20] or "?"
+            raise StoreBusy(
+                f"another `tracker run` (pid {holder}) is using the SQLite database {url.database}; "
+                "SQLite serves one daemon: stop that one, or use PostgreSQL to run replicas"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        yield
+    finally:
+        handle.close()
 
 
 class Daemon:
@@ -42,18 +84,21 @@ class Daemon:
         )
         self._intervals: dict[str, float] = {}
         self.heartbeat = Heartbeat()
+        hub = tracker.hub
+        assert isinstance(hub, HubClient), "the daemon lists owners' models: it needs the HubClient"
+        self.cycle = Cycle(tracker.settings, tracker.store, hub, tracker.poller, clock=tracker.clock,
+                           on_result=self._report)
+        self.queue = PollQueue(tracker.store)
 
-    def _poll(self, repo_id: str) -> None:
-        try:
-            result = self.tracker.poll_repo(repo_id)
-        except NotWatched:
-            log.info("%s is no longer watched", repo_id)
-            return
-        except Exception:
-            log.exception("poll of %s failed", repo_id)
-            return
+    def _report(self, result: PollResult) -> None:
         self.heartbeat.add(result)
         log_poll(log, result)  # one line when it found something or failed (tracker/logs.py)
+
+    def tick(self) -> None:
+        try:
+            self.cycle.tick()
+        except TrackerError as exc:  # the database is away: the next tick tries again
+            log.warning("poll cycle: %s", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
     def beat(self) -> None:
         """The heartbeat: a summary of the polls since the last one (nothing when none ran)."""
@@ -69,35 +114,23 @@ class Daemon:
             log.info("%s", line)
 
     def reconcile(self) -> None:
-        """Make the jobs match the watch list."""
-        settings = self.tracker.settings
+        """Keep the watched repos' intervals (the count the logs show) and the budget check current."""
         watched = {r.repo_id: r for r in self.tracker.store.list_watches()}
-        for repo_id in list(self._intervals):
-            if repo_id not in watched:
-                self.scheduler.remove_job(_job_id(repo_id))
-                del self._intervals[repo_id]
-        for repo_id, row in watched.items():
-            every = clamp_interval(row.every_seconds or settings.poll_every)
-            if self._intervals.get(repo_id) == every:
-                continue
-            if repo_id in self._intervals:
-                self.scheduler.remove_job(_job_id(repo_id))
-            self.scheduler.add_job(
-                self._poll, IntervalTrigger(seconds=every, jitter=min(settings.poll_jitter, every / 2)),
-                args=[repo_id], id=_job_id(repo_id), name=repo_id,
-                next_run_time=datetime.now(UTC) + timedelta(seconds=1),
-            )
-            self._intervals[repo_id] = every
+        intervals: dict[str, float] = {repo_id: self.cycle.interval(repo_id, row.every_seconds) for repo_id, row in watched.items()}
+        if intervals != self._intervals:
+            self._intervals = intervals
+            self.cycle.check_budget()  # a WARNING when the schedule needs more Hub requests than the budget
 
     def poll_soon(self, repo_id: str) -> None:
-        """Poll a repo now (a webhook said it changed); coalesces with a poll already queued."""
-        self.scheduler.add_job(self._poll, args=[repo_id], id=f"hook:{repo_id}", replace_existing=True,
-                               misfire_grace_time=None)
+        """Poll a repo soon (a webhook said it changed): due now for whichever replica ticks first."""
+        self.queue.request_poll(repo_id, now=datetime.now(UTC))
 
     def start(self, *, api: tuple[str, int] | None = None) -> None:
         self.tracker.sync_config_watches()
         self.reconcile()
         self.scheduler.add_job(self.reconcile, IntervalTrigger(seconds=RECONCILE_SECONDS), id="reconcile")
+        self.scheduler.add_job(self.tick, IntervalTrigger(seconds=TICK_SECONDS), id="cycle",
+                               next_run_time=datetime.now(UTC) + timedelta(seconds=1))
         self.scheduler.add_job(self.beat, IntervalTrigger(seconds=clamp_interval(self.tracker.settings.poll_every)),
                                id="heartbeat")  # at most one summary per cycle
         self.scheduler.start()
@@ -106,6 +139,7 @@ class Daemon:
     def stop(self) -> None:
         if self.scheduler.running:
             self.scheduler.shutdown(wait=True)
+        self.cycle.stop()
 
 
 def run_daemon(tracker: Tracker, *, host: str, port: int, api: bool = True) -> None:
@@ -115,6 +149,11 @@ def run_daemon(tracker: Tracker, *, host: str, port: int, api: bool = True) -> N
     # the signal it caught, which then lands here instead of killing the process mid-drain.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    with sqlite_single_daemon(tracker.settings.database_url):
+        _run(tracker, stop, host=host, port=port, api=api)
+
+
+def _run(tracker: Tracker, stop: threading.Event, *, host: str, port: int, api: bool) -> None:
     daemon = Daemon(tracker)
     daemon.start(api=(host, port) if api else None)
     from tracker.delivery.worker import DeliveryWorker  # the outbox sender: Slack and signed webhooks

@@ -122,9 +122,16 @@ class Settings:
     hub_poll_deadline: float = 600.0  # wall clock for all the Hub requests of one poll of one repo
     hub_max_api_bytes: int = 32 * 1024 * 1024  # cap on one API JSON answer (model info, tree, commits)
     hub_max_pages: int = 1000  # cap on pages per listing (commits, tree)
+    # Requests per 5 minutes the daemon may send per Hub rate-limit bucket (tracker/hub/budget.py);
+    # the defaults are the Hub's limits for an anonymous IP (shared/hub-protocol.md §10).
+    hub_budget_api: int = 500
+    hub_budget_resolvers: int = 3000
+    hub_webhook_owners: tuple[str, ...] = ()  # owners whose Hub webhooks reach POST /hooks/hub
+    hub_webhook_safety_net: float = 86400.0  # their repos are still polled this often
     poll_every: float = 3600.0
     poll_max_attempts: int = 5  # transient failures before a revision is completed with what could be read
     poll_jitter: float = 300.0
+    poll_workers: int = 4  # repos polled at the same time by one `tracker run`
     max_file_bytes: int = 64 * 1024 * 1024  # cap on any tracked file read from upstream
     max_header_bytes: int = 32 * 1024 * 1024  # cap on a safetensors header
     watch: tuple[WatchSpec, ...] = ()
@@ -183,6 +190,18 @@ def _positive_int(data: dict[str, Any], section: str, key: str, default: int) ->
     return value
 
 
+def _owners(value: Any) -> tuple[str, ...]:
+    """``[hub] webhook_owners``: Hub user or organisation names."""
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError("[hub] webhook_owners must be a list of Hub user or organisation names")
+    for owner in value:
+        try:
+            validate_repo_id(f"{owner}/x")
+        except ValueError:
+            raise ConfigError(f"[hub] webhook_owners: invalid owner name {owner!r:.60}") from None
+    return tuple(value)
+
+
 def load_settings(path: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None) -> Settings:
     """Read the config file (if any) and apply environment overrides."""
     env = dict(os.environ if env is None else env)
@@ -220,9 +239,14 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: dict[str, str
             hub_poll_deadline=parse_duration(_get(data, "hub", "poll_deadline", "10m")),
             hub_max_api_bytes=_positive_int(data, "hub", "max_api_bytes", 32 * 1024 * 1024),
             hub_max_pages=_positive_int(data, "hub", "max_pages", 1000),
+            hub_budget_api=_positive_int(data, "hub", "budget_api_per_5min", 500),
+            hub_budget_resolvers=_positive_int(data, "hub", "budget_resolvers_per_5min", 3000),
+            hub_webhook_owners=_owners(_get(data, "hub", "webhook_owners", [])),
+            hub_webhook_safety_net=parse_interval(_get(data, "hub", "webhook_safety_net", "1d")),
             poll_every=default_every,
             poll_max_attempts=_positive_int(data, "poll", "max_attempts", 5),
             poll_jitter=parse_duration(_get(data, "poll", "jitter", "5m"), allow_zero=True),
+            poll_workers=_positive_int(data, "poll", "workers", 4),
             max_file_bytes=int(_get(data, "limits", "max_file_bytes", 64 * 1024 * 1024)),
             max_header_bytes=int(_get(data, "limits", "max_header_bytes", 32 * 1024 * 1024)),
             watch=tuple(watch),

@@ -55,6 +55,7 @@ from tracker.errors import (
     RevisionGone,
 )
 from tracker.hub import deadline
+from tracker.hub.budget import bucket_of
 from tracker.hub.guards import header_int, origin, server_wait
 
 log = logging.getLogger(__name__)
@@ -118,6 +119,9 @@ class HubTransport:
         self.max_redirects = max_redirects
         self.sleep = sleep
         self.requests_made = 0
+        self.requests_by_bucket: dict[str, int] = {}  # per Hub rate-limit bucket (tracker.hub.budget)
+        self.on_request: Callable[[str], None] | None = None  # told each request's bucket (the cycle's budget)
+        self.on_rate_limited: Callable[[str, float], None] | None = None  # told (bucket, seconds) of each 429
         self._local = threading.local()
         self._warned = False
 
@@ -192,6 +196,10 @@ class HubTransport:
         poll = self._poll_deadline()
         deadline.set_current(min(at, poll[0]) if poll is not None else at)
         self.requests_made += 1
+        bucket = bucket_of(url.path)
+        self.requests_by_bucket[bucket] = self.requests_by_bucket.get(bucket, 0) + 1
+        if self.on_request is not None:
+            self.on_request(bucket)
         session = self._session()
         target = url
         for _hop in range(self.max_redirects + 1):
@@ -221,6 +229,8 @@ class HubTransport:
         if response.status_code in RETRY_STATUS:
             wait = server_wait(response.headers, cap=self.max_defer)
             response.close()
+            if response.status_code == 429 and self.on_rate_limited is not None:
+                self.on_rate_limited(bucket, wait if wait is not None else 1.0)
             if wait is not None and wait > self.max_wait:
                 raise HubRateLimited(
                     f"{method} {url}: {response.status_code}, server asks to wait {wait:.0f}s", retry_after=wait

@@ -56,10 +56,16 @@ repos = Table(
     Column("lease_owner", String(100), nullable=True),
     Column("lease_until", DateTime(timezone=True), nullable=True),
     Column("last_outcome", String(20), nullable=True),  # PollOutcome of the last poll (migration 0005)
+    # The schedule replicas share (migration 0006, tracker/cycle.py): due once next_poll_at has
+    # passed (NULL: now); a Hub webhook bumps poll_requests, a poll records the count it served.
+    Column("next_poll_at", DateTime(timezone=True), nullable=True),
+    Column("poll_requests", Integer, nullable=False, default=0, server_default="0"),
+    Column("poll_served", Integer, nullable=False, default=0, server_default="0"),
     # The base model the repo's card declares (migration 0007, tracker/inherit.py): a base's update
     # advisories are compared with its watched derivatives' content.
     Column("base_repo_id", String(200), nullable=True),
 )
+Index("ix_repos_next_poll_at", repos.c.next_poll_at)
 Index("ix_repos_base_repo_id", repos.c.base_repo_id)
 
 revisions = Table(
