@@ -233,3 +233,30 @@ def test_a_hanging_repo_holds_one_worker_and_the_others_are_polled(hub_standin, 
     assert datetime.now(UTC) - started < timedelta(seconds=10)
     next_at, lease, *_ = schedule_rows(tracker)["slow/hang"]
     assert lease is None and next_at <= datetime.now(UTC) + timedelta(minutes=10)  # retried within 10 minutes
+
+
+def test_owners_with_hub_webhooks_are_polled_only_as_a_safety_net(hub_standin, scale_settings, build, tmp_path):
+    from tracker.errors import ConfigError
+    from tracker.settings import load_settings
+
+    config = tmp_path / "tracker.toml"
+    config.write_text('[hub]\nwebhook_owners = ["pushy"]\nwebhook_safety_net = "12h"\nbudget_api_per_5min = 1000\n'
+                      'budget_resolvers_per_5min = 5000\n\n[poll]\nevery = "30m"\nworkers = 2\n')
+    loaded = load_settings(config, env={})
+    assert (loaded.hub_webhook_owners, loaded.hub_webhook_safety_net, loaded.hub_budget_api,
+            loaded.hub_budget_resolvers, loaded.poll_workers) == (("pushy",), 43200.0, 1000, 5000, 2)
+    config.write_text('[hub]\nwebhook_owners = ["no/slash"]\n')
+    with pytest.raises(ConfigError, match=r"^\[hub\] webhook_owners: invalid owner name 'no/slash'$"):
+        load_settings(config, env={})
+    config.write_text('[hub]\nbudget_api_per_5min = 0\n')
+    with pytest.raises(ConfigError, match=r"^\[hub\] budget_api_per_5min must be a positive whole number, not 0$"):
+        load_settings(config, env={})
+
+    tracker, cycle = build(scale_settings, hub_webhook_owners=("Pushy",), hub_webhook_safety_net=86400.0)
+    assert cycle.interval("pushy/model", None) == 86400.0  # owner names match whatever their case
+    assert cycle.interval("pushy/model", 7 * 86400.0) == 7 * 86400.0
+    assert cycle.interval("other/model", None) == 3600.0
+    watch(hub_standin, tracker, [RepoId("pushy/a"), RepoId("pushy/b")])
+    run_cycle(cycle)
+    next_at, *_ = schedule_rows(tracker)["pushy/a"]
+    assert next_at > datetime.now(UTC) + timedelta(hours=23)  # the webhook brings the next poll, not the clock
