@@ -7,13 +7,16 @@ until it takes the fix, one that already had the new value gets none, whichever 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from click.testing import CliRunner
 
 from tests.core.conftest import config_json
 from tracker.advisory import advisory_id, inherited_id, validate
+from tracker.app import make_tracker
 from tracker.cli import main
+from tracker.hub import HubClient
 from tracker.model import AdvisoryKind, RepoId
 
 BASE = RepoId("acme/base-instruct")
@@ -43,6 +46,15 @@ def repos(hub_standin):
     g0 = hub.commit(GOOD, {"config.json": config_json(), "generation_config.json": gen(NEW_EOS),
                            "README.md": card([BASE, "acme/other-model"])}, message="fine-tune")
     return hub, r0, c0, g0
+
+
+@pytest.fixture
+def on_db(settings, sleeps, db_url):
+    """A Tracker over the stand-in on SQLite and on PostgreSQL (schema created as `tracker init` does)."""
+    settings = replace(settings, database_url=db_url)
+    hub = HubClient(settings.hub_endpoint, timeout=settings.hub_timeout, max_retries=settings.hub_max_retries,
+                    max_wait=settings.hub_max_wait, sleep=sleeps)
+    return make_tracker(settings, hub=hub, auto_upgrade=True)
 
 
 def fix_base(hub) -> str:
@@ -85,9 +97,9 @@ def check_inherited(tracker, *, r0: str, r1: str, c0: str):
     return expected
 
 
-def test_base_fix_gives_the_copy_an_inherited_advisory_closed_when_it_takes_the_fix(repos, settings, make):
+def test_base_fix_gives_the_copy_an_inherited_advisory_closed_when_it_takes_the_fix(repos, on_db):
     hub, r0, c0, g0 = repos
-    tracker = make(settings)
+    tracker = on_db
     for repo in (BASE, COPY, GOOD):
         tracker.store.add_watch(repo, now=tracker.clock())
     tracker.store.add_subscription(target=str(COPY), kind="webhook", url="https://alerts.example.org/hf",
@@ -126,9 +138,9 @@ def test_base_fix_gives_the_copy_an_inherited_advisory_closed_when_it_takes_the_
     assert set(by_id(tracker, COPY)) == {expected, own_fix} and by_id(tracker, GOOD) == {}
 
 
-def test_derivative_polled_first_after_the_fix_gets_the_same_advisory(repos, settings, make):
+def test_derivative_polled_first_after_the_fix_gets_the_same_advisory(repos, on_db):
     hub, r0, c0, g0 = repos
-    tracker = make(settings)
+    tracker = on_db
     tracker.store.add_watch(BASE, now=tracker.clock())
     tracker.poll([BASE])
     r1 = fix_base(hub)
