@@ -161,6 +161,7 @@ def test_claims_of_two_replicas_never_overlap(hub_standin, scale_settings, build
             batch = queues[n].claim_due(f"replica{n}", now=now, until=now + timedelta(minutes=5), limit=7)
             if not batch:
                 return
+            assert len(batch) <= 7
             got[n].extend(d.pk for d in batch)
 
     threads = [threading.Thread(target=claim, args=(n,)) for n in (0, 1)]

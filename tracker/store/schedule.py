@@ -106,11 +106,14 @@ class PollQueue:
             candidates = (select(repos.c.id).where(free)
                           .order_by(repos.c.next_poll_at.asc().nulls_first(), repos.c.repo_id).limit(limit))
             if conn.dialect.name == "postgresql":
-                candidates = candidates.with_for_update(skip_locked=True)
-            rows = conn.execute(
-                update(repos).where(and_(repos.c.id.in_(candidates.scalar_subquery()), free))
-                .values(lease_owner=owner, lease_until=until).returning(*_COLUMNS)
-            ).all()
+                # A CTE, evaluated once: PostgreSQL may run an ``IN (SELECT … LIMIT n FOR UPDATE
+                # SKIP LOCKED)`` subquery more than once and so take more than n rows.
+                due = candidates.with_for_update(skip_locked=True).cte("due")
+                stmt = update(repos).where(repos.c.id == due.c.id)
+            else:
+                stmt = update(repos).where(repos.c.id.in_(candidates.scalar_subquery()))
+            rows = conn.execute(stmt.where(free).values(lease_owner=owner, lease_until=until)
+                                .returning(*_COLUMNS)).all()
         claimed = [_due_repo(r) for r in rows]
         claimed.sort(key=lambda d: d.repo_id)
         return claimed
