@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -34,6 +35,9 @@ from tracker.logs import Heartbeat, log_poll, start_line
 from tracker.polling import PollResult
 from tracker.settings import clamp_interval, format_duration
 from tracker.store.schedule import PollQueue
+
+if TYPE_CHECKING:
+    from tracker.delivery.worker import DeliveryWorker
 
 log = logging.getLogger(__name__)
 RECONCILE_SECONDS = 60
@@ -143,12 +147,27 @@ class Daemon:
 
 
 def run_daemon(tracker: Tracker, *, host: str, port: int, api: bool = True) -> None:
-    """Poll on schedule (and serve the API) until SIGTERM/SIGINT, then drain and return."""
+    """Poll on schedule (and serve the API) until SIGTERM/SIGINT, then drain and return.
+
+    The first signal stops new work at once and gives the revisions in hand ``[poll] shutdown_grace``
+    to be saved (anything not saved stays pending: nothing is lost); a second signal exits at once.
+    """
     stop = threading.Event()
+    signals = 0
+
+    def on_signal(signum: int, _frame: object) -> None:
+        nonlocal signals
+        signals += 1
+        tracker.poller.stopping.set()  # the polls in hand stop after the revision they are saving
+        stop.set()
+        if signals > 1:
+            log.warning("second %s: exiting now; revisions in hand stay pending", signal.Signals(signum).name)
+            os._exit(128 + signum)
+
     # Our handlers stay installed around uvicorn's: it restores them when it stops and re-raises
     # the signal it caught, which then lands here instead of killing the process mid-drain.
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, on_signal)
     with sqlite_single_daemon(tracker.settings.database_url):
         _run(tracker, stop, host=host, port=port, api=api)
 
@@ -172,6 +191,18 @@ def _run(tracker: Tracker, stop: threading.Event, *, host: str, port: int, api: 
         else:
             stop.wait()
     finally:
-        daemon.stop()
-        sender.stop()
+        tracker.poller.stopping.set()
+        drain = threading.Thread(target=_drain, args=(daemon, sender), name="drain", daemon=True)
+        drain.start()
+        drain.join(tracker.settings.poll_shutdown_grace)
+        if drain.is_alive():
+            log.warning("stopping: polls still in hand after %gs; exiting, their revisions stay pending",
+                        tracker.settings.poll_shutdown_grace)
+            logging.shutdown()
+            os._exit(0)
         log.info("stopped")
+
+
+def _drain(daemon: Daemon, sender: DeliveryWorker) -> None:
+    daemon.stop()
+    sender.stop()

@@ -132,6 +132,7 @@ class Settings:
     poll_max_attempts: int = 5  # transient failures before a revision is completed with what could be read
     poll_jitter: float = 300.0
     poll_workers: int = 4  # repos polled at the same time by one `tracker run`
+    poll_shutdown_grace: float = 30.0  # on SIGTERM: time to finish the revisions in hand, then exit anyway
     max_file_bytes: int = 64 * 1024 * 1024  # cap on any tracked file read from upstream
     max_header_bytes: int = 32 * 1024 * 1024  # cap on a safetensors header
     watch: tuple[WatchSpec, ...] = ()
@@ -247,6 +248,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, env: dict[str, str
             poll_max_attempts=_positive_int(data, "poll", "max_attempts", 5),
             poll_jitter=parse_duration(_get(data, "poll", "jitter", "5m"), allow_zero=True),
             poll_workers=_positive_int(data, "poll", "workers", 4),
+            poll_shutdown_grace=parse_duration(_get(data, "poll", "shutdown_grace", "30s"), allow_zero=True),
             max_file_bytes=int(_get(data, "limits", "max_file_bytes", 64 * 1024 * 1024)),
             max_header_bytes=int(_get(data, "limits", "max_header_bytes", 32 * 1024 * 1024)),
             watch=tuple(watch),
