@@ -123,6 +123,5 @@ def test_intervals_stored_by_an_older_tracker_are_clamped_when_scheduled(hub_sta
     tracker.store.add_watch(RepoId("acme/fast"), every=0.001, now=tracker.clock())
     tracker.store.add_watch(RepoId("acme/slow"), every=8.64e24, now=tracker.clock())
     daemon = Daemon(tracker)
-    daemon.reconcile()
-    intervals = {job.name: job.trigger.interval.total_seconds() for job in daemon.scheduler.get_jobs()}
+    intervals = {r.repo_id: daemon.cycle.interval(r.repo_id, r.every_seconds) for r in tracker.store.list_watches()}
     assert intervals == {"acme/fast": 60.0, "acme/slow": 2678400.0}
