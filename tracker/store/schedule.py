@@ -108,7 +108,8 @@ class PollQueue:
             if conn.dialect.name == "postgresql":
                 # A CTE, evaluated once: PostgreSQL may run an ``IN (SELECT … LIMIT n FOR UPDATE
                 # SKIP LOCKED)`` subquery more than once and so take more than n rows.
-                due = candidates.with_for_update(skip_locked=True).cte("due")
+                # MATERIALIZED: never inlined into the UPDATE, so the LIMIT holds whatever the planner does.
+                due = candidates.with_for_update(skip_locked=True).cte("due").prefix_with("MATERIALIZED")
                 stmt = update(repos).where(repos.c.id == due.c.id)
             else:
                 stmt = update(repos).where(repos.c.id.in_(candidates.scalar_subquery()))
