@@ -35,11 +35,10 @@ from tracker.errors import (
     TrackerError,
 )
 from tracker.model import Commit, CommitSha, PollOutcome, RepoId, RepoRow, RepoState, RevisionStatus, Severity
-from tracker.ports import Clock, HubReader
+from tracker.ports import Clock, HubReader, Store
 from tracker.processing import Processor
 from tracker.report import EventReport, event_advisory
 from tracker.settings import Settings
-from tracker.store import SqlStore
 
 log = logging.getLogger(__name__)
 _SEVERITIES = frozenset(s.value for s in Severity)
@@ -92,7 +91,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 class Poller:
-    def __init__(self, settings: Settings, store: SqlStore, hub: HubReader, processor: Processor, *,
+    def __init__(self, settings: Settings, store: Store, hub: HubReader, processor: Processor, *,
                  clock: Clock) -> None:
         self.settings = settings
         self.store = store

@@ -49,11 +49,10 @@ from tracker.model import (
     Snapshot,
     sort_findings,
 )
-from tracker.ports import Clock, HubReader, OsvLookup
+from tracker.ports import Clock, HubReader, OsvLookup, Store
 from tracker.report import AdvisoryContext, RevisionReport, revision_advisories, revision_report
 from tracker.settings import Settings
 from tracker.sources import HubSources
-from tracker.store import SqlStore
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +170,7 @@ def _one_line(exc: BaseException) -> str:
 class Processor:
     """Reads, reports and saves revisions; also ``tracker diff``, ``reanalyse`` and retried lookups."""
 
-    def __init__(self, settings: Settings, store: SqlStore, hub: HubReader, *, clock: Clock,
+    def __init__(self, settings: Settings, store: Store, hub: HubReader, *, clock: Clock,
                  rules: SeverityRules, osv: OsvLookup | None = None) -> None:
         self.settings = settings
         self.store = store
@@ -183,7 +182,7 @@ class Processor:
     # -- read -------------------------------------------------------------------------------
 
     def sources(self, repo_id: RepoId, *, old: Side | None, new: Side, strict: bool = False) -> HubSources:
-        return HubSources(self.hub, self.store, repo_id, {"old": old, "new": new},  # type: ignore[arg-type]
+        return HubSources(self.hub, self.store, repo_id, {"old": old, "new": new},
                           max_file_bytes=self.settings.max_file_bytes,
                           max_header_bytes=self.settings.max_header_bytes, now=self.clock, strict=strict)
 

@@ -21,8 +21,7 @@ from tracker.advisory import ancestors, commit_affected, range_events
 from tracker.advisory.affected import _all_commits
 from tracker.errors import HubError, NotWatched, RevisionGone, RevisionUnresolved
 from tracker.model import SHA_RE, AdvisoryKind, AdvisoryRow, RepoId, RepoRow, Severity
-from tracker.ports import HubReader
-from tracker.store import SqlStore
+from tracker.ports import HubReader, Store
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +74,7 @@ def _by_severity(row: AdvisoryRow) -> tuple[int, str]:
 
 
 class Querier:
-    def __init__(self, store: SqlStore, hub: HubReader, *, requests_per_call: int = 20) -> None:
+    def __init__(self, store: Store, hub: HubReader, *, requests_per_call: int = 20) -> None:
         self.store = store
         self.hub = hub
         self.requests_per_call = requests_per_call

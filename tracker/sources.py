@@ -17,9 +17,8 @@ from datetime import datetime
 from typing import Any
 
 from tracker.errors import HubError, HubRateLimited, HubUnavailable, UpstreamFileError
-from tracker.hub import HubClient
 from tracker.model import RepoId, Snapshot
-from tracker.store import SqlStore
+from tracker.ports import BlobCache, HubReader
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 
@@ -27,8 +26,8 @@ PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 class HubSources:
     def __init__(
         self,
-        hub: HubClient,
-        store: SqlStore,
+        hub: HubReader,
+        store: BlobCache,
         repo: RepoId,
         revisions: dict[str, tuple[str, Snapshot] | None],
         *,
