@@ -105,14 +105,14 @@ class Tracker:
 
     def config_and_headers(self, repo_id: RepoId, revision: str) -> tuple[Any, dict[str, Any]]:
         """A repo's config.json and safetensors headers at a revision, for ``tracker estimate`` (no store needed)."""
-        from tracker.processing import _json_object
+        from tracker.bounded import json_object
 
         sha = self.pin(repo_id, revision)
         snapshot: Snapshot = self.hub.snapshot(repo_id, sha)
         if snapshot.get("config.json") is None:
             raise HubUnavailable(f"{repo_id}@{sha[:12]} has no config.json")
         sources = self.processor.sources(repo_id, old=None, new=(sha, snapshot))
-        return _json_object(sources.text("new", "config.json")), safetensors_headers(sources, "new")
+        return json_object(sources.text("new", "config.json")), safetensors_headers(sources, "new")
 
 
 def make_tracker(

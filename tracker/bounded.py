@@ -215,3 +215,14 @@ def load_yaml(text: str, *, max_bytes: int = MAX_YAML_BYTES, max_depth: int = MA
         return loader.get_single_data()
     finally:
         loader.dispose()
+
+
+def json_object(data: bytes | None) -> dict[str, Any] | None:
+    """A JSON object from untrusted bytes, or None when absent, malformed, refused by a bound or not an object."""
+    if data is None:
+        return None
+    try:
+        value = loads_json(data)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return value if isinstance(value, dict) else None

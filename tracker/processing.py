@@ -18,26 +18,14 @@ from datetime import datetime
 from typing import Any
 
 from tracker import metrics
-from tracker.advisory import inherited_id
-from tracker.bounded import loads_json
+from tracker.bounded import json_object
 from tracker.diff import diff_revisions
 from tracker.errors import HubRateLimited, HubUnavailable, RevisionGone, TrackerError
 from tracker.estimate import compare_estimates
 from tracker.findings import analyse_revision
 from tracker.findings.rules import SeverityRules
-from tracker.inherit import (
-    INHERITABLE,
-    BaseChange,
-    Contents,
-    Derivative,
-    InheritInputs,
-    base_change,
-    inheritable_paths,
-)
-from tracker.lineage import declared_base
+from tracker.lineage import ModelTree
 from tracker.model import (
-    AdvisoryKind,
-    AdvisoryRow,
     CommitSha,
     Finding,
     RawDiff,
@@ -59,35 +47,6 @@ log = logging.getLogger(__name__)
 Side = tuple[str, Snapshot]  # (sha, file list)
 
 
-def _json_object(data: bytes | None) -> dict[str, Any] | None:
-    if data is None:
-        return None
-    try:
-        value = loads_json(data)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def _contents(sources: HubSources, side: str, parse: set[str] | frozenset[str],
-              parsed: dict[str, dict[str, Any] | None]) -> Contents | None:
-    """One side's inheritable files (tracker/inherit.py), with the JSON of the ``parse`` paths read."""
-    rev = sources.revisions.get(side)
-    if rev is None:
-        return None
-    sha, snapshot = rev
-    files = {f.path: f.content_id for f in snapshot.files if f.path in INHERITABLE}
-    objects: dict[str, dict[str, Any]] = {}
-    for path in sorted(parse):
-        content_id = files.get(path)
-        if content_id is None or not path.endswith(".json"):
-            continue
-        if content_id not in parsed:
-            parsed[content_id] = _json_object(sources.text(side, path))
-        obj = parsed[content_id]
-        if obj is not None:
-            objects[path] = obj
-    return Contents(sha=sha, files=files, json=objects)
 
 
 def safetensors_headers(sources: HubSources, side: str) -> dict[str, Any]:
@@ -104,7 +63,7 @@ def estimate_from_sources(sources: HubSources, side: str, *, checkpoint_params: 
     """The estimate of one side's config.json, with its safetensors headers when asked; None without a config."""
     from tracker.estimate import estimate
 
-    config = _json_object(sources.text(side, "config.json"))
+    config = json_object(sources.text(side, "config.json"))
     if config is None:
         return _estimate_from_gguf(sources, side, read_headers=read_headers, checkpoint_params=checkpoint_params)
     headers = (safetensors_headers(sources, side) or None) if read_headers else None
@@ -178,6 +137,7 @@ class Processor:
         self.clock = clock
         self.rules = rules
         self.osv = osv
+        self.tree = ModelTree(store, sources=self.sources, diff_base=self.diff_base)
 
     # -- read -------------------------------------------------------------------------------
 
@@ -264,7 +224,7 @@ class Processor:
         snapshot = sources.revisions["new"][1]  # type: ignore[index]
         code = {f.path: sources.text("new", f.path) or b"" for f in snapshot.files if f.path.endswith(".py")}
         scan = collect_dependencies(requirements_txt=sources.text("new", "requirements.txt"),
-                                    config=_json_object(sources.text("new", "config.json")), remote_code=code)
+                                    config=json_object(sources.text("new", "config.json")), remote_code=code)
         if not scan.queries:
             return unpinned_findings(scan, self.rules), False
         result = self.osv.querybatch([(q[0], q[1], q[2]) for q in scan.queries])
@@ -364,112 +324,17 @@ class Processor:
                 old: Side | None, analysis: Analysis, findings: Sequence[Finding], retry: bool,
                 prior: RevisionRow | None = None, strict: bool = True) -> RevisionReport:
         ctx = self.context(repo, now=now, sha=revision.sha)
-        base_id, updates = self._declared_base(repo, analysis, snapshot, baseline=old is None)
-        inherit = self._inherit_inputs(repo, ctx=ctx, snapshot=snapshot, prior=prior if old else None,
-                                       analysis=analysis, base_id=base_id, relation_changed=bool(updates),
-                                       strict=strict)
+        base_id, updates = self.tree.declared_base(repo, analysis.sources, analysis.raw, snapshot,
+                                                   baseline=old is None)
+        inherit = self.tree.inputs(repo, ctx=ctx, snapshot=snapshot, prior=prior if old else None,
+                                   sources=analysis.sources, raw=analysis.raw, base_id=base_id,
+                                   relation_changed=bool(updates), strict=strict)
         return revision_report(
             ctx, repo_pk=repo.pk, revision_pk=revision.pk, sha=revision.sha, parent=revision.parent_sha,
             date=revision.date, baseline=revision.baseline or old is None, snapshot=snapshot,
             diff=analysis.raw if old is not None else None, findings=findings, estimate=analysis.estimate,
             dependencies_pending=retry, inherit=inherit, repo_updates=updates,
         )
-
-    # -- the model tree (tracker/inherit.py): gathering what the report compares --------------------
-
-    def _declared_base(self, repo: RepoRow, analysis: Analysis, snapshot: Snapshot, *,
-                       baseline: bool) -> tuple[RepoId | None, dict[str, Any]]:
-        """The base model the revision's card declares, and the repo update when it changed the relation."""
-        if not baseline and "README.md" not in analysis.raw.touched():
-            return repo.base_repo_id, {}
-        readme = analysis.sources.text("new", "README.md") if snapshot.get("README.md") is not None else None
-        if readme is None and snapshot.get("README.md") is not None:
-            return repo.base_repo_id, {}  # the card cannot be read now: what was known stands
-        declared = declared_base(readme, repo.repo_id)
-        if not declared.readable:
-            return repo.base_repo_id, {}
-        if declared.repo_id == repo.base_repo_id:
-            return repo.base_repo_id, {}
-        return declared.repo_id, {"base_repo_id": declared.repo_id}
-
-    def _inherit_inputs(self, repo: RepoRow, *, ctx: AdvisoryContext, snapshot: Snapshot, prior: RevisionRow | None,
-                        analysis: Analysis, base_id: RepoId | None, relation_changed: bool,
-                        strict: bool) -> InheritInputs | None:
-        """What the report needs along the model tree; None when the repo has neither a watched base nor
-        watched derivatives nor open inherited advisories (nothing is read then)."""
-        derivatives = [d for d in self.store.derivatives_of(repo.repo_id) if d.pk != repo.pk]
-        base = self.store.get_repo(base_id) if base_id and base_id.lower() != repo.repo_id.lower() else None
-        open_items = [item for a in ctx.advisories if a.kind == AdvisoryKind.INHERITED and not a.withdrawn
-                      and not a.fixed_sha for item in (a.record.get("database_specific") or {}).get("items") or []]
-        if not derivatives and base is None and not open_items:
-            return None
-        parsed: dict[str, dict[str, Any] | None] = {}  # JSON read once per content id
-        touched = analysis.raw.touched() & set(INHERITABLE) if prior is not None else set(INHERITABLE)
-        changes = self._base_changes(repo, base, ctx=ctx, snapshot=snapshot, prior=prior, touched=touched,
-                                     relation_changed=relation_changed, strict=strict,
-                                     parsed=parsed) if base is not None else []
-        wanted = {p for c in changes for p in c.paths} | {str(i.get("path")) for i in open_items}
-        as_base = derivatives if prior is not None and touched else []
-        content = _contents(analysis.sources, "new", wanted | (touched if as_base else set()), parsed)
-        assert content is not None
-        before = _contents(analysis.sources, "old", touched, parsed) if as_base else None
-        gathered = [d for d in (self._derivative(d, touched, parsed) for d in as_base) if d is not None]
-        return InheritInputs(content=content, before=before, derivatives=gathered, base_changes=changes)
-
-    def _base_changes(self, repo: RepoRow, base: RepoRow, *, ctx: AdvisoryContext, snapshot: Snapshot,
-                      prior: RevisionRow | None, touched: set[str], relation_changed: bool, strict: bool,
-                      parsed: dict[str, dict[str, Any] | None]) -> list[BaseChange]:
-        """The base's update advisories this revision must be checked against.
-
-        Skipped: those it already has an inherited advisory for, those on files it does not carry, and
-        those its previous revision was already checked against with the same files (the advisory
-        is older than that revision's analysis and this one changed none of its files).
-        """
-        existing = {a.id for a in ctx.advisories}
-        carried = {f.path for f in snapshot.files if f.path in INHERITABLE}
-        changes = []
-        for adv in self.store.advisories_for(repo_pk=base.pk, include_withdrawn=False):
-            if adv.kind != AdvisoryKind.UPDATE or adv.revision_sha is None:
-                continue
-            if inherited_id(repo.repo_id, adv.id) in existing:
-                continue
-            paths = inheritable_paths(adv.record) & carried
-            if not paths:
-                continue
-            if (prior is not None and not relation_changed and not paths & touched and prior.analysed_at is not None
-                    and adv.published <= prior.analysed_at):
-                continue
-            change = self._base_change(base, adv, strict=strict, parsed=parsed)
-            if change is not None:
-                changes.append(change)
-        return changes
-
-    def _base_change(self, base: RepoRow, adv: AdvisoryRow, *, strict: bool,
-                     parsed: dict[str, dict[str, Any] | None]) -> BaseChange | None:
-        """What a base's update advisory changed, from the base's stored revisions (blob cache, else the Hub)."""
-        revision = self.store.get_revision(base.pk, adv.revision_sha or "")
-        if revision is None or revision.snapshot is None or revision.status != RevisionStatus.DONE:
-            return None
-        prior = self.diff_base(base, revision)
-        old = (prior.sha, prior.snapshot) if prior is not None and prior.snapshot is not None else None
-        sources = self.sources(base.repo_id, old=old, new=(revision.sha, revision.snapshot), strict=strict)
-        paths = inheritable_paths(adv.record)
-        after = _contents(sources, "new", paths, parsed)
-        assert after is not None
-        return base_change(adv.record, _contents(sources, "old", paths, parsed), after)
-
-    def _derivative(self, repo: RepoRow, paths: set[str], parsed: dict[str, dict[str, Any] | None]) -> Derivative | None:
-        """A watched derivative as it stands: its newest done revision's files. Its own read trouble
-        never holds the base's revision back (not strict): its next revision is checked again anyway."""
-        last = self.store.last_done_revision(repo.pk)
-        if last is None or last.snapshot is None:
-            return None
-        sources = self.sources(repo.repo_id, old=None, new=(last.sha, last.snapshot), strict=False)
-        content = _contents(sources, "new", paths, parsed)
-        assert content is not None
-        return Derivative(repo_pk=repo.pk, repo_id=repo.repo_id, graph=self.store.commit_graph(repo.pk),
-                          content=content, advisory_ids=frozenset(a.id for a in self.store.advisories_for(
-                              repo_pk=repo.pk)))
 
     # -- re-analysis ------------------------------------------------------------------------
 
