@@ -36,11 +36,10 @@ from datetime import datetime, timedelta
 
 from tracker import metrics
 from tracker.errors import HubRateLimited, NotWatched, TrackerError
-from tracker.hub import HubClient
 from tracker.hub.budget import WINDOW_SECONDS, HubBudget
 from tracker.model import PollOutcome, RepoState
 from tracker.polling import LEASE_MARGIN_SECONDS, Poller, PollResult, _dead_here
-from tracker.ports import Clock
+from tracker.ports import Clock, HubReader
 from tracker.settings import Settings, clamp_interval
 from tracker.store import SqlStore
 from tracker.store.schedule import DueRepo, PollQueue
@@ -71,7 +70,7 @@ def _checkable(due: DueRepo) -> bool:
 class Cycle:
     """Claims due repos and checks them: by owner listings where cheaper, else by polling each."""
 
-    def __init__(self, settings: Settings, store: SqlStore, hub: HubClient, poller: Poller, *, clock: Clock,
+    def __init__(self, settings: Settings, store: SqlStore, hub: HubReader, poller: Poller, *, clock: Clock,
                  budget: HubBudget | None = None, workers: int | None = None,
                  on_result: Callable[[PollResult], None] | None = None,
                  rng: Callable[[], float] = random.random, batch: int = 1000) -> None:

@@ -30,7 +30,6 @@ from sqlalchemy.engine import make_url
 from tracker.app import Tracker
 from tracker.cycle import Cycle
 from tracker.errors import StoreBusy, TrackerError
-from tracker.hub import HubClient
 from tracker.logs import Heartbeat, log_poll, start_line
 from tracker.polling import PollResult
 from tracker.settings import clamp_interval, format_duration
@@ -89,7 +88,6 @@ class Daemon:
         self._intervals: dict[str, float] = {}
         self.heartbeat = Heartbeat()
         hub = tracker.hub
-        assert isinstance(hub, HubClient), "the daemon lists owners' models: it needs the HubClient"
         self.cycle = Cycle(tracker.settings, tracker.store, hub, tracker.poller, clock=tracker.clock,
                            on_result=self._report)
         self.queue = PollQueue(tracker.store)

@@ -11,7 +11,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Protocol
 
-from tracker.hub import CommitListing, Head, RepoInfo
+from tracker.hub import CommitListing, Head, OwnerListing, RepoInfo
 from tracker.hub.client import RejectedPath
 from tracker.model import AdvisoryRow, Commit, CommitSha, Finding, RepoId, RepoRow, RevisionRow, Snapshot
 from tracker.report import AdvisoryWrite, EventReport, RevisionReport
@@ -23,6 +23,8 @@ class HubReader(Protocol):
     """Read-only access to model repos on a Hub: heads, listings, trees, capped file and range reads."""
 
     endpoint: str
+    on_request: Callable[[str], None] | None  # told each request's rate-limit bucket (the daemon's budget)
+    on_rate_limited: Callable[[str, float], None] | None  # told (bucket, seconds) of each 429
 
     def deadline(self, seconds: float) -> AbstractContextManager[None]:
         """Every request of this thread inside the block ends within ``seconds`` from now."""
@@ -34,6 +36,8 @@ class HubReader(Protocol):
 
     def commits_since(self, repo: RepoId, branch: str, since: str | Collection[str] | None, *,
                       limit: int | None = None) -> CommitListing: ...
+
+    def owner_heads(self, owner: str, *, max_pages: int) -> OwnerListing: ...
 
     def snapshot(self, repo: RepoId, sha: str) -> Snapshot: ...
 
