@@ -1,0 +1,156 @@
+"""Commands about advisories: query, advisories, export, serve, reanalyse, scan."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+import click
+
+if TYPE_CHECKING:
+    pass
+from tracker.cli import (  # the group and the helpers every command shares
+    Context,
+    _emit_json,
+    _repo_id,
+    _require_repo,
+    fail_cleanly,
+    main,
+)
+
+# -- advisories ---------------------------------------------------------------------------------
+
+
+@main.command()
+@click.option("--repo", "repo_id", required=True, help="The repo (owner/name).")
+@click.option("--revision", required=True, help="A commit sha (or prefix), branch or tag.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output, OSV-style {\"vulns\": [...]}.")
+@click.pass_obj
+@fail_cleanly
+def query(obj: Context, repo_id: str, revision: str, as_json: bool) -> None:
+    """Which advisories affect REVISION of a repo, and how far it is behind the branch head."""
+    result = obj.tracker().query(_repo_id(repo_id), revision)
+    if as_json:
+        _emit_json(result.to_json())
+        return
+    where = (f"{result.behind} revision(s) behind {(result.head or '')[:12]}" if result.behind is not None
+             else "not on the tracked branch" if result.known else "unknown to the tracker and the Hub")
+    click.echo(f"{result.repo}@{result.revision[:12]}: {where}")
+    if not result.vulns:
+        click.echo("no advisories affect this revision")
+    for rec in result.vulns:
+        severity = rec.get("database_specific", {}).get("severity", "").lower()
+        click.echo(f"  {rec['id']}  [{severity}] {rec.get('summary', '')}")
+
+
+@main.command()
+@click.option("--repo", "repo_id", default=None, help="Only this repo.")
+@click.option("--since", default=None, help="Only advisories modified at or after this date (YYYY-MM-DD or ISO).")
+@click.option("--json", "as_json", is_flag=True, help="The OSV records, as a JSON list.")
+@click.pass_obj
+@fail_cleanly
+def advisories(obj: Context, repo_id: str | None, since: str | None, as_json: bool) -> None:
+    """List advisories, oldest first."""
+    tracker = obj.tracker()
+    repo_pk = _require_repo(tracker, repo_id).pk if repo_id else None
+    since_dt = None
+    if since:
+        try:
+            since_dt = datetime.fromisoformat(since.replace("Z", "+00:00"))
+        except ValueError as exc:
+            raise click.BadParameter(f"invalid date {since!r}: use YYYY-MM-DD or an ISO timestamp") from exc
+        if since_dt.tzinfo is None:
+            since_dt = since_dt.replace(tzinfo=UTC)
+    rows = tracker.store.advisories_for(repo_pk=repo_pk, since=since_dt)
+    if as_json:
+        _emit_json([r.record for r in rows])
+        return
+    for r in rows:
+        state = " (withdrawn)" if r.withdrawn else " (fixed)" if r.fixed_sha else ""
+        click.echo(f"{r.record['modified']}  {r.id}  [{r.severity}] {r.record.get('summary', '')}{state}")
+
+
+@main.group()
+def export() -> None:
+    """Export advisories for other tools."""
+
+
+@export.command("osv")
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.pass_obj
+@fail_cleanly
+def export_osv(obj: Context, directory: str) -> None:
+    """Write one <id>.json per advisory and an all.zip, as OSV offline databases are laid out."""
+    from pathlib import Path
+
+    from tracker.advisory import build_all_zip, export_files
+
+    records = [r.record for r in obj.tracker().store.advisories_for()]
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, data in export_files(records).items():
+        (out / name).write_bytes(data)
+    (out / "all.zip").write_bytes(build_all_zip(records))
+    click.echo(f"wrote {len(records)} advisories and all.zip to {out}")
+
+
+@main.command()
+@click.option("--host", default=None, help="Address to listen on (default from config: 127.0.0.1).")
+@click.option("--port", default=None, type=int, help="Port (default from config: 8080).")
+@click.pass_obj
+@fail_cleanly
+def serve(obj: Context, host: str | None, port: int | None) -> None:
+    """Serve the HTTP API without polling (GET /readyz then checks the database only)."""
+    import uvicorn
+
+    from tracker.api import create_app
+    from tracker.logs import start_line
+
+    tracker = obj.tracker()
+    app = create_app(tracker, webhook_secret=os.environ.get("TRACKER_WEBHOOK_SECRET"))
+    host, port = host or obj.settings.api_host, port or obj.settings.api_port
+    logging.getLogger("tracker.serve").info("%s", start_line(tracker, api=(host, port), polling=False))
+    uvicorn.run(app, host=host, port=port, log_config=None, log_level=None)  # logging is ours (tracker/logs.py)
+
+
+@main.command()
+@click.argument("repo_ids", nargs=-1)
+@click.pass_obj
+@fail_cleanly
+def reanalyse(obj: Context, repo_ids: tuple[str, ...]) -> None:
+    """Re-run the analysis of every stored revision with the current rules; advisories follow."""
+    tracker = obj.tracker()
+    ids = [_repo_id(r) for r in repo_ids] or [r.repo_id for r in tracker.store.list_watches()]
+    for repo_id in ids:
+        changed = tracker.reanalyse(repo_id)
+        click.echo(f"{repo_id}: {changed} revision(s) re-analysed")
+
+
+# -- scanning a codebase ------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("path", type=click.Path(exists=True, file_okay=True, dir_okay=True))
+@click.option("--format", "output_format", type=click.Choice(["text", "json", "sarif"]), default="text",
+              show_default=True, help="Report format; sarif is SARIF 2.1.0 for code-scanning UIs.")
+@click.option("--fail-on", "fail_on", multiple=True,
+              type=click.Choice(["critical", "high", "moderate", "low", "info", "floating"]),
+              help="Exit 1 when an advisory at or above this severity affects a pin, or (floating) when a "
+                   "reference is not pinned to a commit. Repeatable.")
+@click.option("--watch", is_flag=True, help="Add the repos found to the watch list.")
+@click.pass_obj
+@fail_cleanly
+def scan(obj: Context, path: str, output_format: str, fail_on: tuple[str, ...], watch: bool) -> None:
+    """Find the Hub models a codebase loads and report what changed upstream since each pin."""
+    from pathlib import Path
+
+    from tracker import __version__
+    from tracker.scan.command import run_scan
+
+    output, code = run_scan(Path(path), settings=obj.settings, user_tracker=obj.tracker,
+                            output_format=output_format, fail_on=fail_on, watch=watch, version=__version__)
+    click.echo(output, nl=False)
+    sys.exit(code)
