@@ -7,6 +7,7 @@ import json
 import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
+from hubstandin import HubStandin
 
 from tests.core.conftest import config_json
 from tracker.api import create_app
@@ -26,20 +27,26 @@ def _strict(text: str):
     return json.loads(text, parse_constant=refuse)
 
 
-@pytest.fixture
-def nan_history(hub_standin, tmp_path):
-    hub_standin.create_repo(REPO)
-    first = hub_standin.commit(REPO, {"config.json": config_json(), "generation_config.json": b'{"temperature": 0.6}'})
-    settings = Settings(database_url=f"sqlite:///{tmp_path}/t.sqlite3", hub_endpoint=hub_standin.url)
-    tracker = make_tracker(settings, hub=HubClient.from_settings(settings, token=False, sleep=lambda _s: None))
-    tracker.store.add_watch(REPO, now=tracker.clock())
-    tracker.poll()
-    nan = hub_standin.commit(REPO, {
-        "config.json": config_json().replace(b'"hidden_size": 384', b'"hidden_size": 384, "rope_theta": NaN'),
-        "generation_config.json": b'{"temperature": NaN, "top_p": Infinity}'}, message="NaN upstream")
-    (result,) = tracker.poll()
-    assert result.processed == 1
-    return tracker, first, nan
+@pytest.fixture(scope="module")
+def nan_history(tmp_path_factory):
+    """The history is polled once for the module; every test only reads it."""
+    work = tmp_path_factory.mktemp("nan-history")
+    hub = HubStandin(work / "hub").start()
+    try:
+        hub.create_repo(REPO)
+        first = hub.commit(REPO, {"config.json": config_json(), "generation_config.json": b'{"temperature": 0.6}'})
+        settings = Settings(database_url=f"sqlite:///{work}/t.sqlite3", hub_endpoint=hub.url)
+        tracker = make_tracker(settings, hub=HubClient.from_settings(settings, token=False, sleep=lambda _s: None))
+        tracker.store.add_watch(REPO, now=tracker.clock())
+        tracker.poll()
+        nan = hub.commit(REPO, {
+            "config.json": config_json().replace(b'"hidden_size": 384', b'"hidden_size": 384, "rope_theta": NaN'),
+            "generation_config.json": b'{"temperature": NaN, "top_p": Infinity}'}, message="NaN upstream")
+        (result,) = tracker.poll()
+        assert result.processed == 1
+        yield tracker, first, nan
+    finally:
+        hub.stop(wait=False)
 
 
 def test_advisories_from_non_finite_upstream_values_are_served_as_strict_json(nan_history, tmp_path):
