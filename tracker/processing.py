@@ -26,6 +26,7 @@ from tracker.findings import analyse_revision
 from tracker.findings.rules import SeverityRules
 from tracker.lineage import ModelTree
 from tracker.model import (
+    AdvisoryKind,
     CommitSha,
     Finding,
     RawDiff,
@@ -243,15 +244,29 @@ class Processor:
         return parent if parent is not None and parent.status == RevisionStatus.DONE else None
 
     def context(self, repo: RepoRow, *, now: datetime, sha: str | None = None) -> AdvisoryContext:
-        """What the report needs from the store about a repo, read once per revision."""
-        revisions = self.store.revisions(repo.pk)
+        """What the report needs from the store about a repo, read once per revision.
+
+        File lists are read only for the revisions that introduced an open risk and the ones they
+        were diffed against (what the undo check compares), not for the whole history.
+        """
         advisories = self.store.advisories_for(repo_pk=repo.pk)
+        snapshots: dict[str, Snapshot] = {}
+        diff_bases: dict[str, str | None] = {}
+        for adv in advisories:
+            if adv.kind != AdvisoryKind.RISK or adv.withdrawn or adv.fixed_sha or adv.revision_sha is None:
+                continue
+            introduced = self.store.get_revision(repo.pk, adv.revision_sha)
+            if introduced is None:
+                continue
+            diff_bases[introduced.sha] = introduced.parent_sha
+            before = self.store.get_revision(repo.pk, introduced.parent_sha) if introduced.parent_sha else None
+            for row in (introduced, before):
+                if row is not None and row.snapshot is not None:
+                    snapshots[row.sha] = row.snapshot
         return AdvisoryContext(
             repo_id=repo.repo_id, endpoint=self.hub.endpoint, tracker_url=self.settings.tracker_url,
             min_severity=self.settings.min_advisory_severity, graph=self.store.commit_graph(repo.pk),
-            advisories=advisories, now=now,
-            snapshots={r.sha: r.snapshot for r in revisions if r.snapshot is not None},
-            diff_bases={r.sha: r.parent_sha for r in revisions},
+            advisories=advisories, now=now, snapshots=snapshots, diff_bases=diff_bases,
             indexed=frozenset(self.store.advisory_ids_for_commit(sha, repo.pk)) if sha else frozenset(),
         )
 
