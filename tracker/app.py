@@ -16,14 +16,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from tracker.errors import HubUnavailable, NotWatched, RevisionGone
+from tracker.errors import HubUnavailable, NotWatched
 from tracker.findings.rules import SeverityRules
 from tracker.hub import HubClient
-from tracker.model import SHA_RE, RepoId, RepoRow, Snapshot
+from tracker.model import RepoId, RepoRow, Snapshot
 from tracker.polling import Poller, PollResult
 from tracker.ports import Clock, HubReader, OsvLookup
 from tracker.processing import Analysis, Processor, Side, safetensors_headers
-from tracker.querying import Querier, QueryResult
+from tracker.querying import Querier, QueryResult, pin
 from tracker.settings import Settings
 from tracker.store import SqlStore, open_store
 
@@ -83,12 +83,7 @@ class Tracker:
 
     def pin(self, repo_id: RepoId, revision: str) -> str:
         """A branch, tag or short id pinned to its 40-hex commit (a full sha is taken as it is)."""
-        if SHA_RE.match(revision):
-            return revision
-        info = self.hub.repo_info(repo_id, revision=revision)
-        if not info.sha:
-            raise RevisionGone(f"{repo_id}: cannot resolve revision {revision!r}")
-        return info.sha
+        return pin(self.hub, repo_id, revision)
 
     def snapshot_of(self, repo_id: RepoId, revision: str) -> Side:
         """A revision's file list: from the store when the repo is watched and it was read, else the Hub."""

@@ -65,6 +65,16 @@ class QueryResult:
                 "behind": self.behind, "known": self.known}
 
 
+def pin(hub: HubReader, repo_id: RepoId, revision: str) -> str:
+    """A branch, tag or short id pinned to its 40-hex commit on the Hub (a full sha is taken as it is)."""
+    if SHA_RE.match(revision):
+        return revision
+    info = hub.repo_info(repo_id, revision=revision)
+    if not info.sha:
+        raise RevisionGone(f"{repo_id}: cannot resolve revision {revision!r}")
+    return info.sha
+
+
 def _by_severity(row: AdvisoryRow) -> tuple[int, str]:
     try:
         rank = Severity(row.severity).rank
@@ -134,10 +144,7 @@ class Querier:
         sha = revision
         if not SHA_RE.match(revision):
             budget.spend(f"{repo.repo_id}@{revision}")
-            info = self.hub.repo_info(repo.repo_id, revision=revision)
-            if not info.sha:
-                raise RevisionGone(f"{repo.repo_id}: cannot resolve revision {revision!r}")
-            sha = info.sha
+            sha = pin(self.hub, repo.repo_id, revision)
             if self.store.has_commit(repo.pk, sha):
                 return Placement(sha=sha, on_graph=True)
         graph = self.store.commit_graph(repo.pk)
