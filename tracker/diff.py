@@ -221,8 +221,8 @@ def _summary_diff(raw_a: bytes, raw_b: bytes, text_a: str, text_b: str, why: str
 Opcode = tuple[str, int, int, int, int]
 
 
-def _opcodes(a: Sequence[str], b: Sequence[str]) -> list[Opcode] | None:
-    """Line opcodes (difflib's shape) of a longest common subsequence; None over the cell cap."""
+def common_affixes(a: Sequence[Any], b: Sequence[Any]) -> tuple[int, int]:
+    """How many items ``a`` and ``b`` share at the start, and then at the end (never overlapping)."""
     head = 0
     limit = min(len(a), len(b))
     while head < limit and a[head] == b[head]:
@@ -230,6 +230,12 @@ def _opcodes(a: Sequence[str], b: Sequence[str]) -> list[Opcode] | None:
     tail = 0
     while tail < limit - head and a[len(a) - 1 - tail] == b[len(b) - 1 - tail]:
         tail += 1
+    return head, tail
+
+
+def _opcodes(a: Sequence[str], b: Sequence[str]) -> list[Opcode] | None:
+    """Line opcodes (difflib's shape) of a longest common subsequence; None over the cell cap."""
+    head, tail = common_affixes(a, b)
     mid_a, mid_b = a[head:len(a) - tail], b[head:len(b) - tail]
     if len(mid_a) * len(mid_b) > MAX_TEXT_DIFF_CELLS:
         return None

@@ -40,6 +40,7 @@ from importlib import resources
 from typing import Any
 
 from tracker.bounded import loads_json
+from tracker.diff import common_affixes
 from tracker.findings.rules import SeverityRules
 from tracker.findings.template_sandbox import Limits, Outcome, TemplateSandbox
 from tracker.model import Finding, RevisionChange, RevisionSources, Snapshot
@@ -423,13 +424,7 @@ def describe_change(old: str, new: str) -> str:
     whitespace, or to the ``>`` / ``<`` between ``<|tokens|>``), so a reader sees
     ``'<|begin_of_text|>' with '<s>'`` rather than ``'|begin_of_text|' with 's'``.
     """
-    prefix = 0
-    limit = min(len(old), len(new))
-    while prefix < limit and old[prefix] == new[prefix]:
-        prefix += 1
-    suffix = 0
-    while suffix < limit - prefix and old[len(old) - 1 - suffix] == new[len(new) - 1 - suffix]:
-        suffix += 1
+    prefix, suffix = common_affixes(old, new)
     # A whitespace-only change is shown as it is; anything else is widened to whole tokens.
     widen = (
         _TOKEN_EDGE_MAX

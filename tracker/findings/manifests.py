@@ -42,7 +42,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracker.bounded import loads_json
+from tracker.bounded import json_object
 from tracker.findings.rules import SeverityRules
 from tracker.findings.weights import SHARD_RE
 from tracker.model import FileEntry, Finding, RevisionChange, RevisionSources, Snapshot
@@ -90,13 +90,8 @@ def _load_index(sources: RevisionSources, side: str, path: str) -> dict[str, Any
     raw = sources.text(side, path)
     if raw is None or len(raw) > MAX_INDEX_BYTES:
         return None
-    try:
-        data = loads_json(raw)
-    except (ValueError, UnicodeDecodeError):
-        return None  # weights.index_unreadable reports it
-    if not isinstance(data, dict) or not isinstance(data.get("weight_map"), dict):
-        return None
-    return data
+    data = json_object(raw)  # None when unreadable: weights.index_unreadable reports it
+    return data if data is not None and isinstance(data.get("weight_map"), dict) else None
 
 
 def _data_bytes(info: Mapping[str, Any]) -> int | None:
@@ -269,11 +264,7 @@ def _adapter_config(sources: RevisionSources, side: str, path: str) -> dict[str,
     raw = sources.text(side, path)
     if raw is None or len(raw) > MAX_INDEX_BYTES:
         return None
-    try:
-        data = loads_json(raw)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    return data if isinstance(data, dict) else None
+    return json_object(raw)
 
 
 def _modules(value: Any) -> list[str] | str | None:
