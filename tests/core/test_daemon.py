@@ -6,24 +6,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
 
 from tests.core.conftest import config_json
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def wait_for(predicate, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return False
 
 
 def revision_count(url):

@@ -26,15 +26,6 @@ EOS_OLD = b'{"eos_token_id": 128001}'
 EOS_NEW = b'{"eos_token_id": [128001, 128009]}'
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, every: float = 0.1) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(every)
-    return False
-
-
 @pytest.fixture
 def tracker_settings(hub_standin, db_url) -> Settings:
     return Settings(database_url=db_url, hub_endpoint=hub_standin.url, hub_timeout=5.0,

@@ -19,7 +19,8 @@ from pathlib import Path
 import httpx
 from click.testing import CliRunner
 
-from tests.delivery.conftest import REPO, push_history, start_repo, wait_for
+from tests.delivery.conftest import REPO, push_history, start_repo
+from tests.waiting import wait_for
 from tracker.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,6 +12,7 @@ from pathlib import Path
 from sqlalchemy import create_engine, text
 
 from tests.core.conftest import config_json
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 REPO = "acme/slow"
@@ -30,15 +31,6 @@ def _tree_requested(hub_standin) -> bool:
     return any("/tree/" in r.path for r in hub_standin.requests)
 
 
-def _wait(predicate, timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return False
-
-
 def _pending(tmp_path: Path) -> int:
     engine = create_engine(f"sqlite:///{tmp_path}/t.sqlite3")
     try:
@@ -54,7 +46,7 @@ def test_sigterm_during_a_stuck_poll_exits_after_the_grace_and_loses_nothing(hub
     hub_standin.faults.add("/tree/", delay=120.0, times=None)  # the Hub hangs on the revision's file list
     proc = _start(hub_standin, tmp_path, grace="2s")
     try:
-        assert _wait(lambda: _tree_requested(hub_standin)), "the poll never reached the tree"
+        assert wait_for(lambda: _tree_requested(hub_standin)), "the poll never reached the tree"
         started = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         output = proc.communicate(timeout=30)[0].decode()
@@ -74,7 +66,7 @@ def test_a_second_sigterm_exits_at_once(hub_standin, tmp_path):
     hub_standin.faults.add("/tree/", delay=120.0, times=None)
     proc = _start(hub_standin, tmp_path, grace="60s")
     try:
-        assert _wait(lambda: _tree_requested(hub_standin)), "the poll never reached the tree"
+        assert wait_for(lambda: _tree_requested(hub_standin)), "the poll never reached the tree"
         proc.send_signal(signal.SIGTERM)
         time.sleep(0.5)
         started = time.monotonic()

@@ -12,21 +12,13 @@ import pytest
 from sqlalchemy import update
 
 from tests.core.conftest import RecordingSleep
+from tests.waiting import wait_for
 from tracker.app import Tracker, make_tracker
 from tracker.cycle import Cycle
 from tracker.hub import HubClient
 from tracker.hub.budget import HubBudget
 from tracker.settings import Settings
 from tracker.store.tables import repos
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, every: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(every)
-    return False
 
 
 @pytest.fixture

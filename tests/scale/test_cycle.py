@@ -10,7 +10,8 @@ import pytest
 from sqlalchemy import select
 
 from tests.core.conftest import config_json
-from tests.scale.conftest import make_due, run_cycle, wait_for
+from tests.scale.conftest import make_due, run_cycle
+from tests.waiting import wait_for
 from tracker.hub.budget import HubBudget, bucket_of
 from tracker.model import RepoId
 from tracker.polling import PollResult

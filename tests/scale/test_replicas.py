@@ -28,7 +28,7 @@ from sqlalchemy import create_engine, text
 from tests.core.conftest import config_json
 from tests.delivery.conftest import Receiver
 from tests.postgres import fresh_database
-from tests.scale.conftest import wait_for
+from tests.waiting import wait_for
 from tracker.app import make_tracker
 from tracker.delivery.webhook import new_secret
 from tracker.model import RepoId

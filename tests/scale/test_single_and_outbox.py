@@ -13,7 +13,7 @@ from pathlib import Path
 from sqlalchemy import insert
 
 from tests.delivery.conftest import Receiver
-from tests.scale.conftest import wait_for
+from tests.waiting import wait_for
 from tracker.delivery.webhook import new_secret
 from tracker.delivery.worker import DeliveryWorker
 from tracker.settings import DeliverySettings
