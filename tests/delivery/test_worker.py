@@ -165,7 +165,8 @@ def test_backoff_is_exponential_capped_and_jittered():
 
 @pytest.mark.parametrize("header, seconds", [
     ("30", 30.0), ("0", 0.0), ("-5", 0.0), ("9999999", 86400.0), ("Mon, 01 Dec 2026 12:01:00 GMT", 60.0),
-    ("soon", None), (None, None),
+    ("soon", None), (None, None), ("nan", 86400.0), ("inf", 86400.0),
+    ("Mon, 01 Dec 9999999999999999999 12:00:00 GMT", None),
 ])
 def test_retry_after_is_read_as_seconds_or_a_date(header, seconds):
     now = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

@@ -35,6 +35,7 @@ from tracker.delivery.guard import (
 )
 from tracker.delivery.slack import slack_message
 from tracker.delivery.webhook import signed_headers, webhook_body
+from tracker.hub.guards import clamp_wait
 from tracker.settings import DeliverySettings
 from tracker.store.delivery import DeliveryRow, SubscriptionRow
 
@@ -64,12 +65,12 @@ def retry_after_seconds(value: str | None, now: datetime) -> float | None:
     except ValueError:
         try:
             when = parsedate_to_datetime(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError, IndexError):  # as the Hub's waits are read
             return None
         if when.tzinfo is None:
             when = when.replace(tzinfo=UTC)
         seconds = (when - now).total_seconds()
-    return min(max(seconds, 0.0), RETRY_AFTER_MAX)
+    return clamp_wait(seconds, RETRY_AFTER_MAX)
 
 
 class Outcome:

@@ -33,12 +33,12 @@ def server_wait(headers: Mapping[str, str], *, cap: float, now: datetime | None 
     if limit and len(limit) <= _MAX_HEADER:
         m = _RATELIMIT.search(limit)
         if m and float(m.group("r")) == 0:  # float(): never raises, however many digits
-            return _clamp(float(m.group("t")), cap)
+            return clamp_wait(float(m.group("t")), cap)
     value = (headers.get("retry-after") or "").strip()
     if not value or len(value) > _MAX_HEADER:
         return None
     if _DIGITS.fullmatch(value):
-        return _clamp(float(value), cap)
+        return clamp_wait(float(value), cap)
     try:
         when = parsedate_to_datetime(value)
         if when.tzinfo is None:  # "-0000" reads as naive; HTTP dates are GMT
@@ -46,10 +46,11 @@ def server_wait(headers: Mapping[str, str], *, cap: float, now: datetime | None 
         seconds = (when - (now or datetime.now(UTC))).total_seconds()
     except (TypeError, ValueError, OverflowError, IndexError):
         return None
-    return _clamp(seconds, cap)
+    return clamp_wait(seconds, cap)
 
 
-def _clamp(seconds: float, cap: float) -> float:
+def clamp_wait(seconds: float, cap: float) -> float:
+    """A wait within ``0..cap``; NaN (a garbage header read as a float) is the cap, never a NaN wait."""
     if math.isnan(seconds):
         return cap
     return min(max(seconds, 0.0), cap)
