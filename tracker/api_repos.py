@@ -33,7 +33,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tracker import metrics
-from tracker.errors import ConfigError, TrackerError
+from tracker.errors import ConfigError, TrackerError, first_line
 from tracker.model import RepoId, RevisionRow, validate_repo_id
 from tracker.settings import parse_interval
 from tracker.store.tokens import TokenStore
@@ -361,7 +361,7 @@ def ops_router(tracker: Tracker, scheduler_running: Callable[[], bool] | None) -
             store.ping()
             checks["database"] = "ok"
         except TrackerError as exc:
-            checks["database"] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            checks["database"] = first_line(exc)
             ready = False
         if scheduler_running is None:
             checks["scheduler"] = "none in this process (tracker serve): only the database is checked"

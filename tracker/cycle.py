@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from tracker import metrics
-from tracker.errors import HubRateLimited, NotWatched, TrackerError
+from tracker.errors import HubRateLimited, NotWatched, TrackerError, first_line
 from tracker.hub.budget import WINDOW_SECONDS, HubBudget
 from tracker.model import PollOutcome, RepoState
 from tracker.polling import LEASE_MARGIN_SECONDS, Poller, PollResult, _dead_here
@@ -201,7 +201,7 @@ class Cycle:
             return
         except TrackerError as exc:  # the listing failed: check each repo on its own
             log.warning("listing the models of %s failed (%s); polling its %d repo(s) one by one", owner,
-                        str(exc).splitlines()[0] if str(exc) else type(exc).__name__, len(group))
+                        first_line(exc), len(group))
             for due in group:
                 self._run_poll(due, reserved=False)
             return

@@ -29,7 +29,7 @@ from sqlalchemy.engine import make_url
 
 from tracker.app import Tracker
 from tracker.cycle import Cycle
-from tracker.errors import StoreBusy, TrackerError
+from tracker.errors import StoreBusy, TrackerError, first_line
 from tracker.logs import Heartbeat, log_poll, start_line
 from tracker.polling import PollResult
 from tracker.settings import clamp_interval, format_duration
@@ -100,7 +100,7 @@ class Daemon:
         try:
             self.cycle.tick()
         except TrackerError as exc:  # the database is away: the next tick tries again
-            log.warning("poll cycle: %s", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+            log.warning("poll cycle: %s", first_line(exc))
 
     def beat(self) -> None:
         """The heartbeat: a summary of the polls since the last one (nothing when none ran)."""

@@ -28,6 +28,16 @@
 from __future__ import annotations
 
 
+def first_line(exc: BaseException) -> str:
+    """An error as one line a user can read: the first line of its message, or its class name.
+
+    Library errors carry multi-line text (URLs, hints, docs links); logs, CLI output and API
+    answers show one line.
+    """
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 class TrackerError(Exception):
     """Root of every error the tracker raises on purpose."""
 

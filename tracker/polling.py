@@ -33,6 +33,7 @@ from tracker.errors import (
     StoreBusy,
     StoreError,
     TrackerError,
+    first_line,
 )
 from tracker.model import Commit, CommitSha, PollOutcome, RepoId, RepoRow, RepoState, RevisionStatus, Severity
 from tracker.ports import Clock, HubReader, Store
@@ -83,11 +84,6 @@ def _dead_here(owner: str) -> bool:
     except OSError:
         return False
     return False
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
 
 
 class Poller:
@@ -154,10 +150,10 @@ class Poller:
                 with self.hub.deadline(self.settings.hub_poll_deadline):
                     self._poll_guarded(repo, result, backfill=backfill, progress=progress)
             except StoreBusy as exc:
-                result.status, result.error = PollOutcome.BUSY, _first_line(exc)
+                result.status, result.error = PollOutcome.BUSY, first_line(exc)
             except Exception as exc:  # a bug must cost one repo's poll, not the cycle: logged, counted
                 log.exception("%s: poll failed", repo.repo_id)
-                result.status, result.error = PollOutcome.ERROR, f"internal error: {_first_line(exc)}"
+                result.status, result.error = PollOutcome.ERROR, f"internal error: {first_line(exc)}"
             finally:
                 if release:
                     self.store.release_lease(repo.pk, self.owner)
@@ -179,7 +175,7 @@ class Poller:
                 metrics.advisories_raised(a.severity for a in raised)
             self.store.update_repo(repo.pk, last_outcome=result.status.value)
         except StoreError as exc:  # the poll itself is done and stored; only its accounting is lost
-            log.warning("%s: could not record the poll's outcome: %s", repo.repo_id, _first_line(exc))
+            log.warning("%s: could not record the poll's outcome: %s", repo.repo_id, first_line(exc))
 
     def _lease(self, repo: RepoRow) -> bool:
         now = self.clock()
@@ -207,15 +203,15 @@ class Poller:
             self._poll(repo, result, backfill=backfill, progress=progress)
         except HubRateLimited as exc:
             wait = min(exc.retry_after or self.settings.poll_every, self.settings.hub_max_defer)
-            self.store.update_repo(repo.pk, defer_until=now + timedelta(seconds=wait), last_error=_first_line(exc))
-            result.status, result.error = PollOutcome.DEFERRED, _first_line(exc)
+            self.store.update_repo(repo.pk, defer_until=now + timedelta(seconds=wait), last_error=first_line(exc))
+            result.status, result.error = PollOutcome.DEFERRED, first_line(exc)
         except (RepoGated, RepoGone, RepoDisabled) as exc:
             self._unreachable(repo, exc, result)
         except (HubError, TrackerError) as exc:
             if isinstance(exc, StoreBusy):
                 raise
-            self.store.update_repo(repo.pk, last_error=_first_line(exc), last_polled_at=now)
-            result.status, result.error = PollOutcome.ERROR, _first_line(exc)
+            self.store.update_repo(repo.pk, last_error=first_line(exc), last_polled_at=now)
+            result.status, result.error = PollOutcome.ERROR, first_line(exc)
         else:
             self.store.update_repo(repo.pk, last_error=None, defer_until=None, last_polled_at=self.clock())
 
@@ -237,7 +233,7 @@ class Poller:
 
     def _unreachable(self, repo: RepoRow, exc: HubError, result: PollResult) -> None:
         now = self.clock()
-        updates = {"last_error": _first_line(exc), "last_polled_at": now}
+        updates = {"last_error": first_line(exc), "last_polled_at": now}
         never_read = repo.last_seen_sha is None and repo.hub_uid is None
         if never_read and not isinstance(exc, RepoDisabled):
             # Never read: a typo in the watch list, or a private or gated repo without a token.
@@ -253,12 +249,12 @@ class Poller:
         if repo.state != state:
             # One event per transition: the key changes only when the repo comes back and goes again.
             self._event(repo, kind, f"{kind}:{repo.last_seen_sha}:{now.isoformat()}",
-                        {"reason": _first_line(exc), "last_seen_sha": repo.last_seen_sha}, result,
+                        {"reason": first_line(exc), "last_seen_sha": repo.last_seen_sha}, result,
                         repo_updates={"state": state, **updates})
         else:
             self.store.update_repo(repo.pk, **updates)
         result.status = PollOutcome(state.value)
-        result.error = _first_line(exc)
+        result.error = first_line(exc)
 
     def _check_identity(self, repo: RepoRow, result: PollResult) -> None:
         """Learn the Hub's internal id; a different one under the same name is a re-created repo."""

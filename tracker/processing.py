@@ -20,7 +20,7 @@ from typing import Any
 from tracker import metrics
 from tracker.bounded import json_object
 from tracker.diff import diff_revisions
-from tracker.errors import HubRateLimited, HubUnavailable, RevisionGone, TrackerError
+from tracker.errors import HubRateLimited, HubUnavailable, RevisionGone, TrackerError, first_line
 from tracker.estimate import compare_estimates
 from tracker.findings import analyse_revision
 from tracker.findings.rules import SeverityRules
@@ -123,8 +123,8 @@ TRANSIENT = (RevisionGone, HubUnavailable, HubRateLimited)
 
 
 def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__
+    """The error's class and its first line, for findings and the revision's last error."""
+    return f"{type(exc).__name__}: {first_line(exc)[:300]}" if str(exc).strip() else type(exc).__name__
 
 
 class Processor:

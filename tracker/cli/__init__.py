@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tracker.errors import ConfigError, TrackerError
+from tracker.errors import ConfigError, TrackerError, first_line
 from tracker.model import RepoId, RepoRow, validate_repo_id
 from tracker.settings import Settings, load_settings
 
@@ -66,8 +66,7 @@ def fail_cleanly(func: Callable[..., Any]) -> Callable[..., Any]:
             code = next(c for kind, c in EXIT_CODES if isinstance(exc, kind))
             if code == 2:
                 raise click.UsageError(str(exc)) from exc
-            lines = str(exc).strip().splitlines()
-            click.echo(f"error: {lines[0] if lines else type(exc).__name__}", err=True)
+            click.echo(f"error: {first_line(exc)}", err=True)
             sys.exit(code)
 
     return wrapper

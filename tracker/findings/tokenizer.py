@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from tracker.errors import first_line
 from tracker.findings.config import (
     MISSING,
     JsonProblem,
@@ -444,7 +445,7 @@ class Drift:
 
 
 def _short(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = first_line(exc)
     return text if len(text) <= 160 else text[:159] + "…"
 
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from tracker.errors import first_line
 from tracker.model import RepoId
 from tracker.scan.python import as_repo_id
 from tracker.scan.text import LineIndex
@@ -79,7 +80,7 @@ def find_in_yaml(text: str, is_local_path: Callable[[str], bool]) -> list[Config
     try:
         documents = list(yaml.compose_all(text, Loader=_YAML_LOADER))
     except yaml.YAMLError as exc:
-        raise ConfigFileError(f"not valid YAML: {_first_line(exc)}") from exc
+        raise ConfigFileError(f"not valid YAML: {first_line(exc)}") from exc
     found: list[ConfigReference] = []
     seen: set[int] = set()
     for document in documents:
@@ -128,7 +129,7 @@ def find_in_json(text: str, is_local_path: Callable[[str], bool]) -> list[Config
     try:
         data = json.loads(text)
     except (ValueError, RecursionError) as exc:
-        raise ConfigFileError(f"not valid JSON: {_first_line(exc)}") from exc
+        raise ConfigFileError(f"not valid JSON: {first_line(exc)}") from exc
     return _place(text, _walk_data(data, is_local_path), _json_pattern)
 
 
@@ -136,7 +137,7 @@ def find_in_toml(text: str, is_local_path: Callable[[str], bool]) -> list[Config
     try:
         data = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, RecursionError) as exc:
-        raise ConfigFileError(f"not valid TOML: {_first_line(exc)}") from exc
+        raise ConfigFileError(f"not valid TOML: {first_line(exc)}") from exc
     return _place(text, _walk_data(data, is_local_path), _toml_pattern)
 
 
@@ -208,5 +209,3 @@ def _place(text: str, found: Iterator[tuple[str, RepoId, str | None]],
     return out
 
 
-def _first_line(exc: BaseException) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -28,7 +28,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
 
-from tracker.errors import TrackerError
+from tracker.errors import TrackerError, first_line
 from tracker.model import RepoId, Severity
 from tracker.scan.model import AdvisoryHit, PinStatus
 from tracker.settings import Settings
@@ -92,8 +92,10 @@ def _hit(record: dict[str, Any]) -> AdvisoryHit:
 
 
 def _message(exc: BaseException) -> str:
-    text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-    return str(text).strip().splitlines()[0] if str(text).strip() else type(exc).__name__
+    if isinstance(exc, KeyError) and exc.args:  # str() of a KeyError quotes its argument
+        text = str(exc.args[0]).strip()
+        return text.splitlines()[0] if text else type(exc).__name__
+    return first_line(exc)
 
 
 def _now() -> datetime:
