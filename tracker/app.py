@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from tracker.bounded import json_object
 from tracker.errors import HubUnavailable, NotWatched
 from tracker.findings.rules import SeverityRules
 from tracker.hub import HubClient
@@ -100,8 +101,6 @@ class Tracker:
 
     def config_and_headers(self, repo_id: RepoId, revision: str) -> tuple[Any, dict[str, Any]]:
         """A repo's config.json and safetensors headers at a revision, for ``tracker estimate`` (no store needed)."""
-        from tracker.bounded import json_object
-
         sha = self.pin(repo_id, revision)
         snapshot: Snapshot = self.hub.snapshot(repo_id, sha)
         if snapshot.get("config.json") is None:

@@ -29,7 +29,9 @@ from tracker.advisory import (
     with_versions,
 )
 from tracker.advisory.affected import _all_commits, affected_commits
+from tracker.diff import summarize_files
 from tracker.model import (
+    SHA_RE,
     AdvisoryKind,
     AdvisoryRow,
     Finding,
@@ -142,8 +144,6 @@ def summarize(findings: Sequence[Finding], diff: RawDiff | None, snapshot: Snaps
         return summary
     if findings:
         return findings[0].summary + (f" (+{len(findings) - 1} more)" if len(findings) > 1 else "")
-    from tracker.diff import summarize_files
-
     return summarize_files(diff.to_json()["files"])
 
 
@@ -286,8 +286,6 @@ def event_advisory(ctx: AdvisoryContext, *, kind: str, detail: Mapping[str, Any]
         revisions = sorted(ctx.graph) if done_revisions else []  # every commit under that name is suspect
     else:
         revisions = list(done_revisions)
-    from tracker.model import SHA_RE
-
     revisions = [r for r in revisions if SHA_RE.match(r or "")]
     if not revisions:
         return None
