@@ -4,8 +4,10 @@ import json
 from dataclasses import replace
 
 import pytest
+from click.testing import CliRunner
 
 from tracker.app import make_tracker
+from tracker.cli import main
 from tracker.hub import HubClient
 from tracker.settings import Settings
 
@@ -50,3 +52,18 @@ def config_json(**overrides) -> bytes:
             "max_position_embeddings": 512}
     base.update(overrides)
     return json.dumps(base, indent=2).encode()
+
+
+@pytest.fixture
+def cli(hub_standin, tmp_path, monkeypatch):
+    """The real `tracker` command in-process, on a fresh SQLite file, against the stand-in: cli("poll", ...)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tracker.toml").write_text("[poll]\nevery = \"2h\"\n")
+    env = {"HF_ENDPOINT": hub_standin.url, "TRACKER_DATABASE_URL": f"sqlite:///{tmp_path}/t.sqlite3",
+           "TRACKER_CONFIG": str(tmp_path / "tracker.toml")}
+    runner = CliRunner()
+
+    def invoke(*args):
+        return runner.invoke(main, list(args), env=env, catch_exceptions=False)
+
+    return invoke

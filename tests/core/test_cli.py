@@ -5,26 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner
 
 from tests.core.conftest import config_json
-from tracker.cli import main
 
 REPO = "acme/tiny-model"
-
-
-@pytest.fixture
-def cli(hub_standin, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "tracker.toml").write_text("[poll]\nevery = \"2h\"\n")
-    env = {"HF_ENDPOINT": hub_standin.url, "TRACKER_DATABASE_URL": f"sqlite:///{tmp_path}/t.sqlite3",
-           "TRACKER_CONFIG": str(tmp_path / "tracker.toml")}
-    runner = CliRunner()
-
-    def invoke(*args):
-        return runner.invoke(main, list(args), env=env, catch_exceptions=False)
-
-    return invoke
 
 
 def test_watch_add_list_remove(cli, tmp_path):

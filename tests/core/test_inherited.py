@@ -10,12 +10,10 @@ import json
 from dataclasses import replace
 
 import pytest
-from click.testing import CliRunner
 
 from tests.core.conftest import config_json
 from tracker.advisory import advisory_id, inherited_id, validate
 from tracker.app import make_tracker
-from tracker.cli import main
 from tracker.hub import HubClient
 from tracker.model import AdvisoryKind, RepoId
 
@@ -219,20 +217,6 @@ def test_the_relation_follows_the_card(hub_standin, settings, make):
 
 
 # -- tracker watch add --with-base ----------------------------------------------------------------
-
-
-@pytest.fixture
-def cli(hub_standin, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "tracker.toml").write_text("[poll]\nevery = \"2h\"\n")
-    env = {"HF_ENDPOINT": hub_standin.url, "TRACKER_DATABASE_URL": f"sqlite:///{tmp_path}/t.sqlite3",
-           "TRACKER_CONFIG": str(tmp_path / "tracker.toml")}
-    runner = CliRunner()
-
-    def invoke(*args):
-        return runner.invoke(main, list(args), env=env, catch_exceptions=False)
-
-    return invoke
 
 
 def listed(cli):
