@@ -34,8 +34,8 @@ ALLOW = " (allow it with [delivery] allow_hosts or TRACKER_DELIVERY_ALLOW_HOSTS)
     ("https://[::]/hook", ":: is an unspecified address"),
     ("https://224.0.0.1/hook", "224.0.0.1 is a multicast address"),
     ("https://[ff02::1]/hook", "ff02::1 is a multicast address"),
-    ("https://100.64.0.1/hook", "100.64.0.1 is a reserved (not globally routable) address"),
-    ("https://[::ffff:127.0.0.1]/hook", "::ffff:127.0.0.1 is a loopback address"),
+    ("https://100.64.0.1/hook", "100.64.0.1 is a shared (carrier-grade NAT) address (RFC 6598)"),
+    ("https://[::ffff:127.0.0.1]/hook", "::ffff:127.0.0.1 is a loopback address (it carries IPv4 127.0.0.1)"),
     # Spellings a resolver turns into loopback: the check is on what the name resolves to.
     ("https://2130706433/hook", "2130706433 resolves to 127.0.0.1, a loopback address"),
     ("https://0x7f.1/hook", "0x7f.1 resolves to 127.0.0.1, a loopback address"),

@@ -3,8 +3,10 @@
 A target's host is resolved once, **every** address it resolves to is checked, and the request
 then goes to the checked address (the URL's host kept in ``Host`` and in TLS SNI and certificate
 checks), so a DNS answer that changes between the check and the connection cannot redirect an
-alert. Refused: loopback, private (RFC 1918, fc00::/7), link-local (169.254/16, fe80::/10),
-unspecified, multicast, shared and reserved ranges, and cloud metadata addresses, unless the host
+alert. Only globally routable unicast addresses pass (:func:`why_refused`): every block of IANA's
+IPv4 and IPv6 special-purpose registries is refused, loopback, private, link-local, multicast and
+cloud metadata addresses among them, and an IPv6 address that carries an IPv4 one (mapped,
+compatible, translated, NAT64, 6to4, Teredo) is judged by the IPv4 address too, unless the host
 (or a network holding the address) is on the allow list (``[delivery] allow_hosts``,
 ``TRACKER_DELIVERY_ALLOW_HOSTS``). Plain ``http`` is only for allowed hosts. Redirects are never
 followed (the client is built with ``follow_redirects=False``), and proxies from the environment
@@ -29,6 +31,70 @@ Resolver = Callable[[str, int], list[str]]
 METADATA = frozenset(ipaddress.ip_address(a) for a in (
     "169.254.169.254", "fd00:ec2::254", "100.100.100.200", "169.254.170.2"))
 
+# Our own tables rather than ``ipaddress``'s ``is_global``/``is_private``: what those say changed
+# between Python releases (3.11 calls 192.0.0.8 and ::127.0.0.1 global), and a webhook has no
+# business with any block IANA sets aside, even those it marks globally reachable (AS112, AMT,
+# anycast). From the IANA IPv4 and IPv6 Special-Purpose Address Registries (2025), plus multicast;
+# the longest matching prefix names the address.
+_IPV4_BLOCKS = {
+    "0.0.0.0/8": "a 'this network' address (RFC 791)",
+    "0.0.0.0/32": "an unspecified address",
+    "10.0.0.0/8": "a private address",
+    "100.64.0.0/10": "a shared (carrier-grade NAT) address (RFC 6598)",
+    "127.0.0.0/8": "a loopback address",
+    "169.254.0.0/16": "a link-local address",
+    "172.16.0.0/12": "a private address",
+    "192.0.0.0/24": "an IETF protocol assignment (RFC 6890)",
+    "192.0.2.0/24": "a documentation address (RFC 5737)",
+    "192.31.196.0/24": "an AS112 address (RFC 7535)",
+    "192.52.193.0/24": "an AMT address (RFC 7450)",
+    "192.88.99.0/24": "a 6to4 relay anycast address (RFC 7526)",
+    "192.168.0.0/16": "a private address",
+    "192.175.48.0/24": "an AS112 address (RFC 7534)",
+    "198.18.0.0/15": "a benchmarking address (RFC 2544)",
+    "198.51.100.0/24": "a documentation address (RFC 5737)",
+    "203.0.113.0/24": "a documentation address (RFC 5737)",
+    "224.0.0.0/4": "a multicast address",
+    "240.0.0.0/4": "a reserved address (RFC 1112)",
+    "255.255.255.255/32": "a broadcast address",
+}
+_IPV6_BLOCKS = {
+    "::/128": "an unspecified address",
+    "::1/128": "a loopback address",
+    "::/96": "an IPv4-compatible address (deprecated, RFC 4291)",
+    "::ffff:0:0/96": "an IPv4-mapped address",
+    "::ffff:0:0:0/96": "an IPv4-translated address (RFC 2765)",
+    "64:ff9b::/96": "a NAT64 address (RFC 6052)",
+    "64:ff9b:1::/48": "a local-use NAT64 address (RFC 8215)",
+    "100::/64": "a discard-only address (RFC 6666)",
+    "100:0:0:1::/64": "a dummy address (RFC 9780)",
+    "2001::/23": "an IETF protocol assignment (RFC 2928)",
+    "2001::/32": "a Teredo address (RFC 4380)",
+    "2001:1::1/128": "a PCP anycast address (RFC 7723)",
+    "2001:1::2/128": "a TURN anycast address (RFC 8155)",
+    "2001:1::3/128": "a DNS-SD SRP anycast address (RFC 9665)",
+    "2001:2::/48": "a benchmarking address (RFC 5180)",
+    "2001:3::/32": "an AMT address (RFC 7450)",
+    "2001:4:112::/48": "an AS112 address (RFC 7535)",
+    "2001:10::/28": "an ORCHID address (RFC 4843)",
+    "2001:20::/28": "an ORCHIDv2 address (RFC 7343)",
+    "2001:30::/28": "a drone remote ID address (RFC 9374)",
+    "2001:db8::/32": "a documentation address (RFC 3849)",
+    "2002::/16": "a 6to4 address (RFC 3056)",
+    "2620:4f:8000::/48": "an AS112 address (RFC 7534)",
+    "3fff::/20": "a documentation address (RFC 9637)",
+    "5f00::/16": "a segment routing address (RFC 9602)",
+    "fc00::/7": "a private address",
+    "fe80::/10": "a link-local address",
+    "fec0::/10": "a site-local address (deprecated, RFC 3879)",
+    "ff00::/8": "a multicast address",
+}
+_GLOBAL_UNICAST = ipaddress.ip_network("2000::/3")  # all the IPv6 space IANA allocates for unicast
+# Where an IPv6 address carrying an IPv4 one may still be used, when that IPv4 address may: a
+# mapped address is an IPv4 socket address, and DNS64 answers every IPv4-only name with NAT64.
+_CARRIERS_PASSING = ("::ffff:0:0/96", "64:ff9b::/96")
+_NAT64 = (ipaddress.IPv6Network("64:ff9b::/96"), ipaddress.IPv6Network("64:ff9b:1::/48"))
+
 
 class TargetRefused(TrackerError):
     """A delivery target that must not be contacted (or cannot be checked)."""
@@ -40,19 +106,64 @@ def system_resolver(host: str, port: int) -> list[str]:
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
-def why_refused(address: IPAddress) -> str | None:
-    """None for an address alerts may go to, else what kind of address it is."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
+def _blocks(table: Mapping[str, str]) -> list[tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, str]]:
+    nets = [(ipaddress.ip_network(prefix), label) for prefix, label in table.items()]
+    return sorted(nets, key=lambda item: -item[0].prefixlen)  # longest prefix first
+
+
+IPV4_BLOCKS = _blocks(_IPV4_BLOCKS)
+IPV6_BLOCKS = _blocks(_IPV6_BLOCKS)
+
+
+def _block_of(address: IPAddress) -> tuple[str, str] | None:
+    """(prefix, label) of the special-purpose block holding ``address``, or None."""
+    for net, label in IPV4_BLOCKS if address.version == 4 else IPV6_BLOCKS:
+        if address in net:
+            return str(net), label
+    return None
+
+
+def embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address carries: mapped, compatible, translated, NAT64, 6to4, Teredo."""
+    value = int(address)
+    low = ipaddress.IPv4Address(value & 0xFFFFFFFF)
+    if address.ipv4_mapped is not None:
+        return [address.ipv4_mapped]
+    if address.teredo is not None:
+        server, client = address.teredo
+        return [client, server]
+    if address.sixtofour is not None:
+        return [address.sixtofour]
+    if value >> 32 in (0, 0xFFFF0000) and value > 1:  # ::a.b.c.d, ::ffff:0:a.b.c.d (not :: or ::1)
+        return [low]
+    if any(address in net for net in _NAT64):
+        return [low]  # the /96 form; a local-use /48 is refused whatever it carries
+    return []
+
+
+def _ipv4_reason(address: ipaddress.IPv4Address) -> str | None:
     if address in METADATA:
         return "a cloud metadata address"
-    checks = (("is_loopback", "a loopback"), ("is_unspecified", "an unspecified"), ("is_link_local", "a link-local"),
-              ("is_multicast", "a multicast"), ("is_private", "a private"))
-    for attribute, label in checks:
-        if getattr(address, attribute):
-            return f"{label} address"
-    if not address.is_global:
-        return "a reserved (not globally routable) address"
+    block = _block_of(address)
+    return block[1] if block else None
+
+
+def why_refused(address: IPAddress) -> str | None:
+    """None for an address alerts may go to (globally routable unicast), else what kind of address it is."""
+    if address in METADATA:
+        return "a cloud metadata address"
+    if isinstance(address, ipaddress.IPv4Address):
+        return _ipv4_reason(address)
+    for carried in embedded_ipv4(address):
+        reason = _ipv4_reason(carried)
+        if reason:
+            return f"{reason} (it carries IPv4 {carried})"
+    block = _block_of(address)
+    if block is not None:
+        prefix, label = block
+        return None if prefix in _CARRIERS_PASSING else label
+    if address not in _GLOBAL_UNICAST:
+        return "not a global unicast address (outside 2000::/3)"
     return None
 
 
