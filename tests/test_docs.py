@@ -2,17 +2,19 @@
 
 from pathlib import Path
 
-from tracker.findings.rules import SeverityRules
+from tracker.findings.rules import SeverityRules, severity_policy
 from tracker.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_every_finding_code_is_documented_with_its_default_severity():
+def test_every_finding_code_is_documented_with_its_default_severity_and_why():
     text = (ROOT / "docs" / "findings.md").read_text()
-    rules = SeverityRules.default()
-    missing = [code for code, sev in rules.table.items() if f"| `{code}` | {sev.value} |" not in text]
+    policy = severity_policy()
+    rows = {code: f"| `{code}` | {p.severity.value} | {p.why.replace('|', chr(92) + '|')} |" for code, p in policy.items()}
+    missing = [code for code, row in rows.items() if row not in text.splitlines()]
     assert missing == []
+    assert set(SeverityRules.default().table) == set(policy)
 
 
 def test_the_shipped_config_loads_and_watches_e5():
