@@ -4,6 +4,7 @@
 
     TrackerError
     ├── ConfigError(ValueError)       bad config file, bad flag value, bad repo id
+    │   └── SettingsError             the config file or a TRACKER_* variable: names the key
     ├── HubError                      raised only by tracker.hub
     │   ├── RepoGone                  404 / RepoNotFound (deleted, private and not ours, renamed away)
     │   │   └── RepoGated             401 GatedRepo: access needs accepting terms or a token
@@ -43,6 +44,10 @@ class TrackerError(Exception):
 
 
 class ConfigError(TrackerError, ValueError):
+    pass
+
+
+class SettingsError(ConfigError):
     pass
 
 

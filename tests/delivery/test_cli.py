@@ -102,8 +102,8 @@ def test_delivery_settings_from_the_file_and_the_environment(tmp_path):
     assert load_settings(config, env=env).delivery.allow_hosts == ("localhost", "127.0.0.1")
     assert load_settings(None, env={}).delivery == DeliverySettings()
     config.write_text("[delivery]\nmax_attempts = 0\n")
-    with pytest.raises(ConfigError, match=r"\[delivery\] max_attempts must be at least 1"):
+    with pytest.raises(ConfigError, match=r": \[delivery\] max_attempts: must be a whole number, at least 1, not 0$"):
         load_settings(config, env={})
     config.write_text('[delivery]\nallow_hosts = "localhost"\n')
-    with pytest.raises(ConfigError, match="allow_hosts must be a list"):
+    with pytest.raises(ConfigError, match=r": \[delivery\] allow_hosts: must be a list of host names or addresses, not 'localhost'$"):
         load_settings(config, env={})

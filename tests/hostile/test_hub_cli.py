@@ -76,29 +76,29 @@ def test_every_at_its_bounds_is_accepted(cli: Invoke) -> None:
     ("toml", "error"),
     [
         ('[poll]\nevery = "1ms"\n',
-         "invalid duration '1ms': shorter than the minimum of 1m (a poll interval is between 1m and 31d)"),
+         "[poll] every: invalid duration '1ms': shorter than the minimum of 1m (a poll interval is between 1m and 31d)"),
         ('[[watch]]\nrepo = "acme/a"\nevery = "99999999999999999999d"\n',
-         "invalid duration '99999999999999999999d': longer than the maximum of 31d "
+         "[[watch]] #1 every: invalid duration '99999999999999999999d': longer than the maximum of 31d "
          "(a poll interval is between 1m and 31d)"),
-        ("[poll]\nevery = inf\n", "invalid duration inf: longer than the maximum of 31d "
+        ("[poll]\nevery = inf\n", "[poll] every: invalid duration inf: longer than the maximum of 31d "
                                   "(a poll interval is between 1m and 31d)"),
-        ("[poll]\nevery = nan\n", "invalid duration nan: longer than the maximum of 31d "
+        ("[poll]\nevery = nan\n", "[poll] every: invalid duration nan: longer than the maximum of 31d "
                                   "(a poll interval is between 1m and 31d)"),
-        ('[[watch]]\nrepo = "acme/a\\n"\n', "invalid repo id 'acme/a\\n': each part must be 1-96 letters, digits, "
+        ('[[watch]]\nrepo = "acme/a\\n"\n', "[[watch]] #1 repo: invalid repo id 'acme/a\\n': each part must be 1-96 letters, digits, "
                                             "'-', '_' or '.', not start or end with '-' or '.', and not contain "
                                             "'--' or '..'"),
-        ('[hub]\nmax_defer = "32d"\n', "invalid duration '32d': longer than the maximum of 31d"),
+        ('[hub]\nmax_defer = "32d"\n', "[hub] max_defer: invalid duration '32d': longer than the maximum of 31d"),
         ('[hub]\ntimeout = "99999999999999999999d"\n',
-         "invalid duration '99999999999999999999d': longer than the maximum of 3650d"),
-        ("[hub]\nmax_pages = 0\n", "[hub] max_pages must be a positive whole number, not 0"),
-        ("[hub]\nmax_api_bytes = true\n", "[hub] max_api_bytes must be a positive whole number, not True"),
+         "[hub] timeout: invalid duration '99999999999999999999d': longer than the maximum of 3650d"),
+        ("[hub]\nmax_pages = 0\n", "[hub] max_pages: must be a whole number, at least 1, not 0"),
+        ("[hub]\nmax_api_bytes = true\n", "[hub] max_api_bytes: must be a whole number, at least 1, not True"),
     ],
 )
 def test_config_values_outside_their_bounds_are_refused(tmp_path: Path, toml: str, error: str) -> None:
     (tmp_path / "t.toml").write_text(toml)
     with pytest.raises(ConfigError) as caught:
         load_settings(tmp_path / "t.toml", env={})
-    assert str(caught.value) in (error, f"{tmp_path / 't.toml'}: {error}")
+    assert str(caught.value) == f"{tmp_path / 't.toml'}: {error}"
 
 
 def test_hub_bounds_have_their_documented_defaults(tmp_path: Path) -> None:

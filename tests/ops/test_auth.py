@@ -147,5 +147,5 @@ def test_the_setting_is_read_from_the_config(tmp_path):
     assert load_settings(tmp_path / "t.toml", env={}).api_read_requires_token is True
     assert load_settings(None, env={}).api_read_requires_token is False
     (tmp_path / "bad.toml").write_text('[api]\nread_requires_token = "yes"\n')
-    with pytest.raises(ConfigError, match="read_requires_token must be true or false, not 'yes'"):
+    with pytest.raises(ConfigError, match=r": \[api\] read_requires_token: must be true or false, not 'yes'$"):
         load_settings(tmp_path / "bad.toml", env={})

@@ -250,10 +250,10 @@ def test_owners_with_hub_webhooks_are_polled_only_as_a_safety_net(hub_standin, s
     assert (loaded.hub_webhook_owners, loaded.hub_webhook_safety_net, loaded.hub_budget_api,
             loaded.hub_budget_resolvers, loaded.poll_workers) == (("pushy",), 43200.0, 1000, 5000, 2)
     config.write_text('[hub]\nwebhook_owners = ["no/slash"]\n')
-    with pytest.raises(ConfigError, match=r"^\[hub\] webhook_owners: invalid owner name 'no/slash'$"):
+    with pytest.raises(ConfigError, match=r": \[hub\] webhook_owners: invalid owner name 'no/slash': use Hub user or organisation names$"):
         load_settings(config, env={})
     config.write_text('[hub]\nbudget_api_per_5min = 0\n')
-    with pytest.raises(ConfigError, match=r"^\[hub\] budget_api_per_5min must be a positive whole number, not 0$"):
+    with pytest.raises(ConfigError, match=r": \[hub\] budget_api_per_5min: must be a whole number, at least 1, not 0$"):
         load_settings(config, env={})
 
     tracker, cycle = build(scale_settings, hub_webhook_owners=("Pushy",), hub_webhook_safety_net=86400.0)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tracker.errors import ConfigError, TrackerError, first_line
+from tracker.errors import ConfigError, SettingsError, TrackerError, first_line
 from tracker.model import RepoId, RepoRow, validate_repo_id
 from tracker.settings import Settings, load_settings
 
@@ -64,6 +64,9 @@ def fail_cleanly(func: Callable[..., Any]) -> Callable[..., Any]:
             return func(*args, **kwargs)
         except TrackerError as exc:
             code = next(c for kind, c in EXIT_CODES if isinstance(exc, kind))
+            if isinstance(exc, SettingsError):  # the file or environment, not the command line: one line
+                click.echo(f"error: {first_line(exc)}", err=True)
+                sys.exit(code)
             if code == 2:
                 raise click.UsageError(str(exc)) from exc
             click.echo(f"error: {first_line(exc)}", err=True)

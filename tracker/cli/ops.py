@@ -1,4 +1,4 @@
-"""Commands for operators: status, API tokens, the offline demo."""
+"""Commands for operators: status, the configuration, API tokens, the offline demo."""
 
 from __future__ import annotations
 
@@ -37,6 +37,24 @@ def status(obj: Context, as_json: bool, max_cycles: int) -> None:
         click.echo(render(report))
     if not report.healthy:
         sys.exit(1)
+
+
+@main.group("config")
+def config_group() -> None:
+    """The configuration: file, environment and defaults."""
+
+
+@config_group.command("check")
+@click.pass_obj
+@fail_cleanly
+def config_check(obj: Context) -> None:
+    """Validate the configuration and print the effective one (secrets masked); exit 2 naming a bad key."""
+    from tracker.settings import describe, load_with_sources
+
+    settings, sources = load_with_sources(obj.config)
+    where = settings.config_path or "no config file: defaults and environment"
+    click.echo(f"# {where}")
+    click.echo("\n".join(describe(settings, sources)).rstrip())
 
 
 @main.group()

@@ -69,7 +69,7 @@ class SeverityRules:
     def default(cls) -> SeverityRules:
         return cls(table={code: p.severity for code, p in _default_policy().items()})
 
-    def with_overrides(self, overrides: Mapping[str, str]) -> SeverityRules:
+    def with_overrides(self, overrides: Mapping[str, Severity | str]) -> SeverityRules:
         """Apply a config ``[severity]`` table; an unknown severity name is a ValueError."""
         parsed = {code: Severity(value) for code, value in overrides.items()}
         return SeverityRules(table=self.table, fallback=self.fallback, overrides={**self.overrides, **parsed})

@@ -57,6 +57,7 @@ from tracker.errors import (
 from tracker.hub import deadline
 from tracker.hub.budget import bucket_of
 from tracker.hub.guards import header_int, origin, server_wait
+from tracker.settings import default
 
 log = logging.getLogger(__name__)
 
@@ -87,13 +88,13 @@ class HubTransport:
         endpoint: str | None = None,
         *,
         token: str | bool | None = None,
-        timeout: float = 30.0,
-        max_retries: int = 5,
-        max_wait: float = 120.0,
-        max_defer: float = 86400.0,
-        request_deadline: float = 60.0,
-        max_api_bytes: int = 32 * 1024 * 1024,
-        max_pages: int = 1000,
+        timeout: float = default("hub_timeout"),
+        max_retries: int = default("hub_max_retries"),
+        max_wait: float = default("hub_max_wait"),
+        max_defer: float = default("hub_max_defer"),
+        request_deadline: float = default("hub_request_deadline"),
+        max_api_bytes: int = default("hub_max_api_bytes"),
+        max_pages: int = default("hub_max_pages"),
         max_redirects: int = 10,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
