@@ -10,7 +10,7 @@ from gguf import GGMLQuantizationType, LlamaFileType
 from tests.findings.sources import make_change
 from tracker.estimate import estimate
 from tracker.estimate.architectures import config_from_gguf
-from tracker.findings import gguf
+from tracker.findings import gguf, gguf_types
 from tracker.findings.gguf import GGUFError, gguf_params, read_gguf_header
 from tracker.findings.rules import SeverityRules
 from tracker.model import Severity
@@ -184,3 +184,12 @@ def test_a_polled_gguf_only_repo_gets_an_estimate_from_its_header(hub_standin, t
     (row,) = tracker.store.revisions(tracker.store.get_repo("acme/gguf-only").pk)
     assert row.estimate is not None
     assert (row.estimate["params"], row.estimate["checkpoint_params"]) == (1_316_608, 1_316_608)
+
+
+@pytest.mark.parametrize("ours", [gguf_types.GGUFValueType, gguf_types.GGMLQuantizationType, gguf_types.LlamaFileType])
+def test_the_owned_gguf_vocabulary_is_the_gguf_packages(ours) -> None:
+    """Every name and number the gguf package knows, the tracker knows the same (and nothing else)."""
+    import gguf as package
+
+    theirs = getattr(package, ours.__name__)
+    assert {m.name: m.value for m in ours} == {m.name: int(m.value) for m in theirs}

@@ -23,8 +23,8 @@ GGUF v2/v3 layout rather than ``gguf.GGUFReader``, because that reader
 memory-maps a local file, and here the bytes come from HTTP range reads that
 must stop at a cap: it asks for the first ``FIRST_CHUNK`` bytes, then doubles
 only while the header goes on, and refuses a header over ``MAX_HEADER_BYTES``.
-The ``gguf`` package still supplies the format's vocabulary (value types,
-quantization types, file types). Every length read from the file is checked
+The format's vocabulary (value types, quantization types, file types) is in
+``tracker.findings.gguf_types``. Every length read from the file is checked
 against the bytes that can remain before anything is allocated.
 
 Pure: the analyser reads only through ``sources``.
@@ -40,9 +40,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from gguf import GGMLQuantizationType, GGUFValueType, LlamaFileType
-
 from tracker.findings import chat_template, tokenizer
+from tracker.findings.gguf_types import GGMLQuantizationType, GGUFValueType, LlamaFileType
 from tracker.findings.rules import SeverityRules
 from tracker.model import FileEntry, Finding, RevisionChange, RevisionSources
 
