@@ -110,12 +110,18 @@ _TORCH_DTYPE_RE = re.compile(r"^(u?int\d+|float\d+(_\w+)?|bfloat16|half|double|b
 
 
 def _picklescan_tables() -> tuple[Mapping[str, Any], Mapping[str, Any]]:
-    """picklescan's (safe, unsafe) tables; private in picklescan, so tolerate their absence."""
-    try:
-        from picklescan import scanner
-    except Exception:
-        return {}, {}
-    return getattr(scanner, "_safe_globals", {}), getattr(scanner, "_unsafe_globals", {})
+    """picklescan's (safe, unsafe) tables, each name a set (picklescan writes a lone name as a string).
+
+    They are private in picklescan: tests/findings/test_picklescan_tables.py fails if a release
+    renames or empties them, rather than the merge silently adding nothing.
+    """
+    from picklescan import scanner
+
+    def normal(table: Mapping[str, Any]) -> dict[str, frozenset[str] | str]:
+        return {module: names if names == "*" else frozenset([names] if isinstance(names, str) else names)
+                for module, names in table.items()}
+
+    return normal(getattr(scanner, "_safe_globals", {})), normal(getattr(scanner, "_unsafe_globals", {}))
 
 
 _PS_SAFE, _PS_UNSAFE = _picklescan_tables()
