@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-import httpx
+import httpx2
 from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request, Security
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -212,7 +212,7 @@ def _revision_out(rev: RevisionRow) -> RevisionOut:
 
 
 def _redacted(kind: str, url: str) -> str:
-    parsed = httpx.URL(url)
+    parsed = httpx2.URL(url)
     return f"{parsed.scheme}://{parsed.netloc.decode()}/…" if kind == "slack" else str(parsed.copy_with(query=None))
 
 

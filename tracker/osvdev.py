@@ -1,4 +1,4 @@
-"""OSV.dev client (edge module: HTTP through httpx): which known vulnerabilities affect a package version.
+"""OSV.dev client (edge module: HTTP through httpx2): which known vulnerabilities affect a package version.
 
 Shape of the API (``shared/osv/NOTES.md`` §2): ``POST /v1/querybatch`` answers
 with ids and ``modified`` only, ``{}`` for a query with no match, and a
@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
+import httpx2
 from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 __all__ = ["DEFAULT_BASE_URL", "BatchResult", "OsvClient", "PackageKey", "VulnResult"]
@@ -95,7 +95,7 @@ class OsvClient:
         max_attempts: int = 4,
         backoff: float = 0.5,
         backoff_max: float = 8.0,
-        transport: httpx.BaseTransport | None = None,
+        transport: httpx2.BaseTransport | None = None,
         clock: Callable[[], float] = time.time,
     ):
         self.base_url = base_url.rstrip("/")
@@ -105,7 +105,7 @@ class OsvClient:
         self.backoff = backoff
         self.backoff_max = backoff_max
         self.clock = clock
-        self._http = httpx.Client(
+        self._http = httpx2.Client(
             base_url=self.base_url, timeout=timeout, transport=transport,
             headers={"User-Agent": "upstream-tracker (dependency check)"},
         )
@@ -121,13 +121,13 @@ class OsvClient:
 
     # ------------------------------------------------------------- transport
 
-    def _request(self, method: str, path: str, body: dict | None = None) -> httpx.Response:
+    def _request(self, method: str, path: str, body: dict | None = None) -> httpx2.Response:
         """One request with retries; returns a 2xx or 404 response, raises _Transient/_Permanent."""
 
-        def once() -> httpx.Response:
+        def once() -> httpx2.Response:
             try:
                 response = self._http.request(method, path, json=body)
-            except httpx.TransportError as exc:
+            except httpx2.TransportError as exc:
                 raise _Transient(f"{type(exc).__name__}: {exc}") from exc
             if response.status_code == 429 or response.status_code >= 500:
                 raise _Transient(f"HTTP {response.status_code}: {response.text[:200]}")

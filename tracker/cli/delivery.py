@@ -22,9 +22,9 @@ from tracker.cli import (  # the group and the helpers every command shares
 
 def _redacted(kind: str, url: str) -> str:
     """A subscription's URL as listed: a Slack webhook URL is a credential, so only its host is shown."""
-    import httpx
+    import httpx2
 
-    parsed = httpx.URL(url)
+    parsed = httpx2.URL(url)
     return f"{parsed.scheme}://{parsed.netloc.decode()}/…" if kind == "slack" else str(parsed.copy_with(query=None))
 
 

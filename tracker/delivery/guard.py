@@ -20,7 +20,7 @@ import socket
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-import httpx
+import httpx2
 
 from tracker.errors import TrackerError
 
@@ -171,7 +171,7 @@ def why_refused(address: IPAddress) -> str | None:
 class CheckedTarget:
     """A URL whose host resolved to ``addresses``, all of them checked."""
 
-    url: httpx.URL
+    url: httpx2.URL
     addresses: tuple[str, ...]
 
     @property
@@ -206,8 +206,8 @@ class TargetGuard:
     def check(self, url: str) -> CheckedTarget:
         """Resolve and check ``url``; TargetRefused says why it may not be used."""
         try:
-            parsed = httpx.URL(url)
-        except (httpx.InvalidURL, TypeError) as exc:
+            parsed = httpx2.URL(url)
+        except (httpx2.InvalidURL, TypeError) as exc:
             raise TargetRefused(f"invalid URL: {exc}") from None
         host = parsed.host.lower().rstrip(".")
         if parsed.scheme not in ("http", "https") or not host:
@@ -235,16 +235,16 @@ class TargetGuard:
         return CheckedTarget(url=parsed, addresses=tuple(found))
 
 
-def make_client(timeout: float) -> httpx.Client:
+def make_client(timeout: float) -> httpx2.Client:
     """The HTTP client deliveries use: no redirects followed, no proxies or .netrc from the environment."""
-    return httpx.Client(timeout=httpx.Timeout(timeout), follow_redirects=False, trust_env=False,
+    return httpx2.Client(timeout=httpx2.Timeout(timeout), follow_redirects=False, trust_env=False,
                         headers={"User-Agent": "upstream-tracker"})
 
 
-def post_pinned(client: httpx.Client, target: CheckedTarget, *, content: bytes,
-                headers: Mapping[str, str]) -> httpx.Response:
+def post_pinned(client: httpx2.Client, target: CheckedTarget, *, content: bytes,
+                headers: Mapping[str, str]) -> httpx2.Response:
     """POST to the checked address itself; the URL's host stays in ``Host`` and in TLS (SNI, certificate)."""
-    last: httpx.TransportError | None = None
+    last: httpx2.TransportError | None = None
     for address in target.addresses:
         request = client.build_request(
             "POST", target.url.copy_with(host=address), content=content,
@@ -253,7 +253,7 @@ def post_pinned(client: httpx.Client, target: CheckedTarget, *, content: bytes,
         )
         try:
             return client.send(request)
-        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
             last = exc  # the next checked address, if the name has several
     assert last is not None
     raise last

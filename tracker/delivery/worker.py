@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from typing import Protocol
 
-import httpx
+import httpx2
 
 from tracker import metrics
 from tracker.delivery.guard import (
@@ -152,9 +152,9 @@ class DeliveryWorker:
         body, headers = self._payload(delivery, sub)
         try:
             response = post_pinned(self._client, target, content=body, headers=headers)
-        except httpx.TimeoutException:
+        except httpx2.TimeoutException:
             return Outcome(None, f"timed out after {self.settings.timeout:g}s ({target.display})")
-        except httpx.TransportError as exc:
+        except httpx2.TransportError as exc:
             return Outcome(None, f"connection failed ({target.display}): {type(exc).__name__}: {exc}")
         return self._judge(response, target)
 
@@ -166,12 +166,12 @@ class DeliveryWorker:
         assert sub.secret is not None, "a webhook subscription has a secret"
         return body, signed_headers(sub.secret, delivery.webhook_id, body, self.clock())
 
-    def _judge(self, response: httpx.Response, target: CheckedTarget) -> Outcome:
+    def _judge(self, response: httpx2.Response, target: CheckedTarget) -> Outcome:
         status = response.status_code
         if 200 <= status < 300:
             return Outcome(status)
         if 300 <= status < 400:
-            location = httpx.URL(response.headers.get("location", ""))
+            location = httpx2.URL(response.headers.get("location", ""))
             where = f"{location.scheme}://{location.netloc.decode()}" if location.host else "elsewhere"
             return Outcome(status, f"HTTP {status}: redirect to {where} not followed")
         wait = None
