@@ -125,6 +125,12 @@ class RepoMeta:
     private: bool = False
     disabled: bool = False
     tokens: list[str] = field(default_factory=list)
+    # What the Hub's model listing filters and sorts on (``GET /api/models?filter=…&sort=downloads``).
+    downloads: int = 0
+    likes: int = 0
+    library_name: str | None = None
+    pipeline_tag: str | None = None
+    tags: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -134,6 +140,11 @@ class RepoMeta:
             "private": self.private,
             "disabled": self.disabled,
             "tokens": self.tokens,
+            "downloads": self.downloads,
+            "likes": self.likes,
+            "library_name": self.library_name,
+            "pipeline_tag": self.pipeline_tag,
+            "tags": self.tags,
         }
 
 
@@ -232,6 +243,10 @@ class RepoStore:
         self._refs_cache: dict[tuple[str, int], dict[str, str]] = {}
         self._reach_cache: dict[tuple[str, int], frozenset[str]] = {}
         self._pointer_cache: dict[tuple[str, str], LfsPointer | None] = {}
+        # The head of ``main`` and its date per repo, for the model listing: built on first use,
+        # then refreshed only for the repos a write touched (see :meth:`main_heads`).
+        self._main_heads: dict[str, tuple[str | None, dt.datetime | None]] | None = None
+        self._touched: set[str] = set()
         self._load()
 
     # ------------------------------------------------------------------ loading
@@ -251,6 +266,11 @@ class RepoStore:
                 private=bool(data.get("private", False)),
                 disabled=bool(data.get("disabled", False)),
                 tokens=list(data.get("tokens", [])),  # type: ignore[call-overload]
+                downloads=int(data.get("downloads", 0)),  # type: ignore[call-overload]
+                likes=int(data.get("likes", 0)),  # type: ignore[call-overload]
+                library_name=data.get("library_name"),  # type: ignore[arg-type]
+                pipeline_tag=data.get("pipeline_tag"),  # type: ignore[arg-type]
+                tags=list(data.get("tags", [])),  # type: ignore[call-overload]
             )
             self._meta[repo_id] = meta
             self._save_meta(meta)
@@ -289,8 +309,31 @@ class RepoStore:
     def _save_redirects(self) -> None:
         (self.root / ".standin" / "redirects.json").write_text(json.dumps(self._redirects, indent=1))
 
-    def _bump(self) -> None:
+    def _bump(self, *repo_ids: str) -> None:
         self.version += 1
+        self._touched.update(repo_ids)
+
+    def main_heads(self) -> dict[str, tuple[str | None, dt.datetime | None]]:
+        """Live repo id -> (head of ``main``, its commit date); (None, None) for an empty repo.
+
+        Kept up to date by the writes (each names the repos it touched), so a listing of
+        thousands of repos costs one git read per changed repo, not one per repo.
+        """
+        with self.lock:
+            if self._main_heads is None:
+                self._main_heads = {}
+                self._touched = set(self._meta)
+            for repo_id in self._touched:
+                if repo_id not in self._meta:
+                    self._main_heads.pop(repo_id, None)
+                    continue
+                try:
+                    sha = self.resolve(repo_id, "main")
+                    self._main_heads[repo_id] = (sha, self.log(repo_id, sha)[0].date)
+                except RevisionNotFound:
+                    self._main_heads[repo_id] = (None, None)
+            self._touched = set()
+            return self._main_heads
 
     def _write_blob(self, repo_id: str, data: bytes) -> str:
         """Write a loose git blob object; returns its sha1 (what ``git hash-object -w`` does)."""
@@ -392,7 +435,7 @@ class RepoStore:
             self._save_meta(meta)
             if self._redirects.pop(repo_id, None) is not None:
                 self._save_redirects()
-            self._bump()
+            self._bump(repo_id)
 
     def delete_repo(self, repo_id: str) -> None:
         """Remove the repo and its git data; the id becomes free (404) again."""
@@ -403,7 +446,7 @@ class RepoStore:
             self._drop_caches(repo_id)
             self._redirects = {k: v for k, v in self._redirects.items() if v != repo_id}
             self._save_redirects()
-            self._bump()
+            self._bump(repo_id)
 
     def rename(self, old_id: str, new_id: str) -> None:
         """Move a repo; the old id keeps redirecting to the new one (as the Hub does after a rename)."""
@@ -424,7 +467,7 @@ class RepoStore:
             self._redirects.pop(new_id, None)
             self._save_redirects()
             self._drop_caches(old_id)
-            self._bump()
+            self._bump(old_id, new_id)
 
     def _drop_caches(self, repo_id: str) -> None:
         for cache in (self._tree_cache, self._log_cache, self._pointer_cache):
@@ -438,7 +481,7 @@ class RepoStore:
             for key, value in changes.items():
                 setattr(meta, key, value)
             self._save_meta(meta)
-            self._bump()
+            self._bump(repo_id)
 
     # ------------------------------------------------------------------ writes
     def is_lfs_path(self, path: str, size: int) -> bool:
@@ -532,7 +575,7 @@ class RepoStore:
                 )
             new = sha.decode().strip()
             self._git(repo_id, "update-ref", ref, new, expected_old)
-            self._bump()
+            self._bump(repo_id)
             return new
 
     def squash(
@@ -563,7 +606,7 @@ class RepoStore:
             )
             sha = new.decode().strip()
             self._git(repo_id, "update-ref", ref, sha, head)
-            self._bump()
+            self._bump(repo_id)
             return sha
 
     def set_ref(self, repo_id: str, ref: str, sha: str | None) -> None:
@@ -579,7 +622,7 @@ class RepoStore:
                     ref,
                     self._git(repo_id, "rev-parse", "--verify", f"{sha}^{{commit}}").decode().strip(),
                 )
-            self._bump()
+            self._bump(repo_id)
 
     # ------------------------------------------------------------------ reads
     def _read_refs(self, repo_id: str) -> dict[str, str]:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import bisect
 import datetime as dt
 import html
 import json
@@ -267,6 +268,43 @@ class FaultSet:
                     if fault.times is not None and fault.fired >= fault.times:
                         self._faults.remove(fault)
                     return fault
+        return None
+
+
+class ListingFaults:
+    """Faults of the model listing's pages (``GET /api/models``), by page number (0: the first page).
+
+    ``fail``: the page answers 500; ``repeat``: its ``Link`` points at the same page again (the
+    client gets it twice); ``skip``: its ``Link`` passes over the next page, whose models are
+    never listed in that walk. Each fault fires ``times`` times (``None``: until :meth:`clear`).
+    """
+
+    KINDS = ("fail", "repeat", "skip")
+
+    def __init__(self) -> None:
+        self._faults: list[list[Any]] = []  # [kind, page, times left]
+        self._lock = threading.Lock()
+
+    def add(self, kind: str, page: int, *, times: int | None = 1) -> None:
+        if kind not in self.KINDS:
+            raise ValueError(f"listing fault must be one of {self.KINDS}, not {kind!r}")
+        with self._lock:
+            self._faults.append([kind, page, times])
+
+    def clear(self) -> None:
+        with self._lock:
+            self._faults.clear()
+
+    def take(self, page: int) -> str | None:
+        """The fault for this page, if one is left (consumes one firing)."""
+        with self._lock:
+            for fault in self._faults:
+                if fault[1] == page:
+                    if fault[2] is not None:
+                        fault[2] -= 1
+                        if fault[2] <= 0:
+                            self._faults.remove(fault)
+                    return str(fault[0])
         return None
 
 
@@ -566,6 +604,7 @@ class _Handlers:
     def __init__(self, hub: HubStandin) -> None:
         self.hub = hub
         self.store = hub.store
+        self._index: tuple[int, list[tuple[str, str]], dict[str, str | None]] | None = None
 
     # -------------------------------------------------------------- dispatch
     async def dispatch(self, request: Request) -> Response:
@@ -795,7 +834,77 @@ class _Handlers:
         return _json(payload)
 
     # -------------------------------------------------------------- list models
+    def _listing_index(self) -> tuple[list[tuple[str, str]], dict[str, str | None]]:
+        """Live repos by (lastModified, id), ascending, and their head shas: rebuilt once per store version.
+
+        The Hub-wide change listing (``sort=lastModified``) is read from this index with a
+        bisect, so a page of a 300,000-model stand-in costs the page, not the whole catalogue.
+        """
+        version = self.store.version
+        cached = self._index
+        if cached is not None and cached[0] == version:
+            return cached[1], cached[2]
+        heads = self.store.main_heads()
+        keys: list[tuple[str, str]] = []
+        shas: dict[str, str | None] = {}
+        for repo_id, (sha, date) in heads.items():
+            meta = self.store._meta.get(repo_id)
+            if meta is None:
+                continue
+            keys.append((format_date(date) if date else meta.created_at, repo_id))
+            shas[repo_id] = sha
+        keys.sort()
+        self._index = (version, keys, shas)
+        return keys, shas
+
+    def _listed(self, request: Request, meta: RepoMeta, sha: str | None, last_modified: str,
+                query: list[tuple[str, str]], expand: list[str], full: bool) -> dict[str, Any] | None:
+        """One model as a list item, or None when the query's filters leave it out."""
+        params = dict(query)
+        author = params.get("author")
+        if author and not meta.repo_id.startswith(f"{author}/"):
+            return None
+        search = params.get("search", "").lower()
+        if search and search not in meta.repo_id.lower():
+            return None
+        tags = {*meta.tags, *(t for t in (meta.library_name, meta.pipeline_tag) if t)}
+        if any(v not in tags for k, v in query if k == "filter"):
+            return None
+        if params.get("pipeline_tag") and params["pipeline_tag"] != meta.pipeline_tag:
+            return None
+        if params.get("library") and params["library"] not in tags:
+            return None
+        if meta.private and not self._allowed(request, meta):
+            return None
+        if full or "siblings" in expand:
+            payload = self._model_payload(meta, sha, blobs=False, full=True)
+        else:  # what a list item needs, without reading the tree
+            payload = {
+                "_id": meta.internal_id, "id": meta.repo_id, "modelId": meta.repo_id,
+                "author": meta.repo_id.split("/")[0] if "/" in meta.repo_id else None,
+                "sha": sha, "lastModified": last_modified, "createdAt": meta.created_at,
+                "private": meta.private, "gated": meta.gated, "disabled": meta.disabled,
+                "downloads": meta.downloads, "likes": meta.likes, "trendingScore": 0, "tags": sorted(tags),
+                "library_name": meta.library_name, "pipeline_tag": meta.pipeline_tag,
+            }
+            payload = {k: v for k, v in payload.items() if v is not None or k == "sha"}
+        payload["downloads"], payload["likes"] = meta.downloads, meta.likes
+        payload["tags"] = sorted(tags)
+        if meta.library_name:
+            payload["library_name"] = meta.library_name
+        if meta.pipeline_tag:
+            payload["pipeline_tag"] = meta.pipeline_tag
+        if expand:
+            return {k: v for k, v in payload.items() if k in ("_id", "id") or k in expand}
+        keys = {"_id", "id", "modelId", "likes", "trendingScore", "private", "downloads", "tags", "createdAt",
+                "library_name", "pipeline_tag"}
+        if full:
+            keys |= {"sha", "lastModified", "siblings", "gated", "disabled", "author"}
+        return {k: v for k, v in payload.items() if k in keys}
+
     def list_models(self, request: Request, query: list[tuple[str, str]]) -> Response:
+        """``GET /api/models``: filters, ``sort`` (``direction``: -1, the default, is newest/highest first),
+        keyset ``cursor`` pages behind an absolute ``Link``, and the listing faults of :attr:`HubStandin.listing_faults`."""
         params = dict(query)
         expand = [v for k, v in query if k in ("expand", "expand[]")]
         unknown = sorted(set(expand) - _EXPANDABLE)
@@ -803,73 +912,82 @@ class _Handlers:
             raise _HubError(
                 400, f'"expand" must be one of {sorted(_EXPANDABLE)}, got {unknown}', "BadRequest"
             )
-        author, search = params.get("author"), params.get("search", "").lower()
         full = params.get("full", "").lower() in ("1", "true")
-        items: list[dict[str, Any]] = []
-        for repo_id in self.store.repo_ids():
-            if author and not repo_id.startswith(f"{author}/"):
-                continue
-            meta = self.store.meta(repo_id)
-            if search and search not in repo_id.lower():
-                continue
-            if meta.private and not self._allowed(request, meta):
-                continue
-            try:
-                sha: str | None = self.store.resolve(repo_id, "main")
-            except RevisionNotFound:
-                sha = None
-            payload = self._model_payload(meta, sha, blobs=False, full=full or "siblings" in expand)
-            if expand:
-                item = {k: v for k, v in payload.items() if k in ("_id", "id") or k in expand}
-            else:
-                keys = {
-                    "_id",
-                    "id",
-                    "modelId",
-                    "likes",
-                    "trendingScore",
-                    "private",
-                    "downloads",
-                    "tags",
-                    "createdAt",
-                    "library_name",
-                    "pipeline_tag",
-                }
-                if full:
-                    keys |= {"sha", "lastModified", "siblings", "gated", "disabled", "author"}
-                item = {k: v for k, v in payload.items() if k in keys}
-            items.append(item)
         sort = params.get("sort")
-        if sort in ("lastModified", "createdAt"):
-            order = {
-                i["id"]: self._model_payload(self.store.meta(i["id"]), None, blobs=False, full=False)
-                for i in items
-            }
-            if sort == "lastModified":
-
-                def key(i: dict[str, Any]) -> str:
-                    meta = self.store.meta(i["id"])
-                    try:
-                        return format_date(self.store.log(meta.repo_id, "main")[0].date)
-                    except RevisionNotFound:
-                        return meta.created_at
-            else:
-
-                def key(i: dict[str, Any]) -> str:
-                    return str(order[i["id"]]["createdAt"])
-
-            items.sort(key=key, reverse=params.get("direction", "-1") == "-1")
+        if sort not in (None, "", "lastModified", "createdAt", "downloads", "likes", "trendingScore", "id"):
+            raise _HubError(400, f"Invalid sort parameter {sort!r}", "BadRequest")
+        descending = params.get("direction", "-1") != "1"
+        cursor = _unb64(params["cursor"]) if "cursor" in params else {}
+        after = tuple(cursor["k"]) if isinstance(cursor.get("k"), list) else None
+        page_no = int(cursor.get("p", 0))
         limit = int(params["limit"]) if params.get("limit", "").isdigit() else None
+        served = int(cursor.get("n", 0))
+        size = self.hub.models_page_size
         if limit is not None:
-            items = items[:limit]
-        page_size = self.hub.models_page_size
-        offset = int(_unb64(params["cursor"]).get("o", 0)) if "cursor" in params else 0
-        page = items[offset : offset + page_size]
+            size = min(size, max(0, limit - served))
+        fault = self.hub.listing_faults.take(page_no)
+        if fault == "fail":
+            raise _HubError(500, "Internal Error (listing fault)")
+        keys, shas = self._listing_index()
+        if sort == "lastModified":
+            ordered: Iterable[tuple[Any, str]] = self._walk(keys, after, descending)
+        else:
+            def value(repo_id: str) -> Any:
+                meta = self.store._meta[repo_id]
+                return {"createdAt": meta.created_at, "downloads": meta.downloads, "likes": meta.likes,
+                        "trendingScore": 0}.get(sort or "", repo_id)
+            down = descending and bool(sort)  # unsorted: by id, as the store holds them
+            rows = sorted(((value(r), r) for _lm, r in keys), reverse=down)
+            ordered = (row for row in rows if after is None
+                       or (tuple(row) < after if down else tuple(row) > after))
+        last_modified = {r: lm for lm, r in keys} if sort != "lastModified" else None
+        page: list[dict[str, Any]] = []
+        extra: list[tuple[Any, str]] = []  # a "skip" fault: the page after this one is passed over
+        want_extra = size if fault == "skip" else 0
+        last_key: tuple[Any, str] | None = None
+        more = False
+        for key in ordered:
+            repo_id = key[1]
+            meta = self.store._meta.get(repo_id)
+            if meta is None:
+                continue
+            lm = key[0] if last_modified is None else last_modified[repo_id]
+            item = self._listed(request, meta, shas.get(repo_id), lm, query, expand, full)
+            if item is None:
+                continue
+            if len(page) < size:
+                page.append(item)
+                last_key = key
+            elif len(extra) < want_extra:
+                extra.append(key)
+                last_key = key
+            else:
+                more = True
+                break
         headers = {}
-        if offset + page_size < len(items):
-            nxt = [(k, v) for k, v in query if k != "cursor"] + [("cursor", _b64({"o": offset + page_size}))]
+        if more and last_key is not None and (limit is None or served + len(page) < limit):
+            next_key = after if fault == "repeat" else last_key
+            nxt_cursor: dict[str, Any] = {"p": page_no + 1, "n": served + len(page)}
+            if next_key is not None:
+                nxt_cursor["k"] = list(next_key)
+            nxt = [(k, v) for k, v in query if k != "cursor"] + [("cursor", _b64(nxt_cursor))]
             headers["Link"] = f'<{self._base(request)}/api/models?{urlencode(nxt)}>; rel="next"'
         return _json(page, headers=headers)
+
+    @staticmethod
+    def _walk(keys: list[tuple[str, str]], after: tuple[Any, ...] | None,
+              descending: bool) -> Iterator[tuple[str, str]]:
+        """``keys`` (ascending) from just past ``after``, in the asked direction."""
+        if descending:
+            i = (bisect.bisect_left(keys, after) if after is not None else len(keys)) - 1
+            while i >= 0:
+                yield keys[i]
+                i -= 1
+        else:
+            i = bisect.bisect_right(keys, after) if after is not None else 0
+            while i < len(keys):
+                yield keys[i]
+                i += 1
 
     # -------------------------------------------------------------- refs / commits
     def refs(self, meta: RepoMeta, query: list[tuple[str, str]]) -> Response:
@@ -1149,6 +1267,7 @@ class HubStandin:
         self.tree_expand_page_size = tree_expand_page_size
         self.models_page_size = models_page_size
         self.faults = FaultSet()
+        self.listing_faults = ListingFaults()
         self.log_level = log_level
         self.app = build_app(self)
         self._log: list[RequestRecord] = []
@@ -1332,6 +1451,23 @@ class HubStandin:
     def branch(self, repo_id: str, name: str, sha: str | None) -> None:
         """Create/move branch ``name`` to ``sha``; ``None`` deletes it."""
         self.store.set_ref(repo_id, f"refs/heads/{name}" if not name.startswith("refs/") else name, sha)
+
+    def set_listing(self, repo_id: str, *, downloads: int | None = None, likes: int | None = None,
+                    library_name: str | None = None, pipeline_tag: str | None = None,
+                    tags: Iterable[str] | None = None) -> None:
+        """What the model listing says of a repo and filters on (``filter=``, ``pipeline_tag=``, ``sort=downloads``)."""
+        changes: dict[str, object] = {}
+        if downloads is not None:
+            changes["downloads"] = downloads
+        if likes is not None:
+            changes["likes"] = likes
+        if library_name is not None:
+            changes["library_name"] = library_name or None
+        if pipeline_tag is not None:
+            changes["pipeline_tag"] = pipeline_tag or None
+        if tags is not None:
+            changes["tags"] = list(tags)
+        self.store.update_meta(repo_id, **changes)
 
     def tree(self, repo_id: str, revision: str = "main") -> dict[str, Entry]:
         """What the server reports for ``revision``: path -> :class:`~hubstandin.gitrepos.Entry`."""
