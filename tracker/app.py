@@ -20,6 +20,7 @@ from tracker.bounded import json_object
 from tracker.errors import HubUnavailable, NotWatched
 from tracker.findings.rules import SeverityRules
 from tracker.hub import HubClient
+from tracker.hub.budget import HubBudget
 from tracker.model import RepoId, RepoRow, Snapshot
 from tracker.polling import Poller, PollResult
 from tracker.ports import Clock, HubReader, OsvLookup
@@ -51,6 +52,7 @@ class Tracker:
     poller: Poller
     querier: Querier
     osv: OsvLookup | None = None
+    budget: HubBudget | None = None  # the Hub budget of `poll` (the daemon's cycle keeps its own)
 
     # -- watching and polling -------------------------------------------------------------------
 
@@ -63,7 +65,16 @@ class Tracker:
 
     def poll(self, repo_ids: Iterable[str] | None = None, *, backfill: int = 0,
              progress: Callable[[int], Any] | None = None) -> list[PollResult]:
-        return self.poller.poll(repo_ids, backfill=backfill, progress=progress)
+        """One cycle over every watched repo (or the ones named), then a result per repo: the daemon's cycle, once."""
+        from tracker.cycle import Cycle  # the cycle builds on this module's collaborators
+
+        if self.budget is None:  # one budget for every cycle this process runs
+            self.budget = HubBudget(self.settings.hub_budget_api, self.settings.hub_budget_resolvers)
+        cycle = Cycle(self.settings, self.store, self.hub, self.poller, clock=self.clock, budget=self.budget)
+        try:
+            return cycle.run_once(repo_ids, backfill=backfill, progress=progress)
+        finally:
+            cycle.close()
 
     def poll_repo(self, repo_id: str, *, backfill: int = 0) -> PollResult:
         return self.poller.poll_repo(repo_id, backfill=backfill)

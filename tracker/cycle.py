@@ -29,15 +29,16 @@ import random
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from tracker import metrics
+from tracker.changes import ChangeFeed, ListingState
 from tracker.errors import HubRateLimited, NotWatched, TrackerError, first_line
 from tracker.hub.budget import WINDOW_SECONDS, HubBudget
-from tracker.model import PollOutcome, RepoState
+from tracker.model import PollOutcome, RepoRow, RepoState
 from tracker.polling import LEASE_MARGIN_SECONDS, Poller, PollResult, _dead_here
 from tracker.ports import Clock, HubReader
 from tracker.settings import Settings, clamp_interval
@@ -49,6 +50,10 @@ log = logging.getLogger(__name__)
 LISTING_DEADLINE = 120.0  # wall clock for one owner listing, all its pages
 ERROR_RETRY = 600.0  # a poll that failed is tried again this soon (or at its interval, if sooner)
 DEAD_LEASE_SWEEP = 10.0  # seconds between looks for leases of killed processes of this host
+WALK_EVERY = 60.0  # the daemon walks the Hub-wide change listing at most this often
+# A repo is vouched for by a walk at most this old (the daemon; `tracker poll` walks once per run).
+VOUCH_FOR = 2 * WALK_EVERY
+CURRENT = frozenset({PollOutcome.UNCHANGED, PollOutcome.NEW, PollOutcome.BASELINE})  # a poll that read the head
 
 
 @dataclass
@@ -59,6 +64,8 @@ class TickReport:
     listings: int = 0  # owner listings started
     polls: int = 0  # repos handed to the Poller
     released: int = 0  # claimed but given back (no budget or no worker free)
+    vouched: int = 0  # found unchanged by the Hub-wide change listing, at no request of their own
+    walk_pages: int = 0  # pages of the Hub-wide change listing read in this tick
 
 
 def _checkable(due: DueRepo) -> bool:
@@ -94,6 +101,16 @@ class Cycle:
         self._webhook_owners = {o.lower() for o in settings.hub_webhook_owners}
         self._last_sweep = 0.0
         self._over_budget: bool | None = None
+        self.changes = ChangeFeed(store, hub)
+        self._last_walk_try = -WALK_EVERY
+        # `tracker poll` (run_once): one walk per run, vouching only from that walk, claims among its repos.
+        self._once = False
+        self._walked = False
+        self._run_started: datetime | None = None
+        self._only: set[int] | None = None
+        self._backfill = 0
+        self._progress: Callable[[int], object] | None = None
+        self._hooks = (hub.on_request, hub.on_rate_limited)
         hub.on_request = self.budget.spend
         hub.on_rate_limited = self.budget.exhausted
 
@@ -126,24 +143,34 @@ class Cycle:
             if freed:
                 log.info("took over %d repo lease(s) of stopped processes", freed)
         until = now + timedelta(seconds=self.settings.hub_poll_deadline + LEASE_MARGIN_SECONDS)
+        state = self._maybe_walk(now, report)
+        since = self._run_started if self._once and self._run_started else now - timedelta(seconds=VOUCH_FOR)
+        vouch = self.changes.vouch_epoch(state, since=since)
+        epoch = state.epoch
         room_api, room_res = self.budget.room("api"), self.budget.room("resolvers")
         with self._lock:
             free_workers = max(0, 2 * self.workers - self._polls_queued)
         # Repos that need a poll of their own: at most what the workers can start soon, so that
         # replicas share them, and within the resolvers budget (a poll starts with one HEAD).
-        polls = self.queue.claim_due(self.owner, now=now, until=until, checkable=False,
+        polls = self.queue.claim_due(self.owner, now=now, until=until, checkable=False, only=self._only,
                                      limit=min(free_workers, int(max(room_res, 0.0))))
-        # Repos an owner listing may check: as many as the budgets could check now.
-        checks = self.queue.claim_due(self.owner, now=now, until=until, checkable=True,
-                                      limit=min(self.batch, int(max(room_res, 0.0) + 50 * max(room_api, 0.0))))
+        # Repos a listing may check: as many as the budgets could check now (all of them, when the
+        # change listing vouches for them: that costs nothing more).
+        limit = self.batch if vouch is not None else min(self.batch, int(max(room_res, 0.0) + 50 * max(room_api, 0.0)))
+        checks = self.queue.claim_due(self.owner, now=now, until=until, checkable=True, only=self._only, limit=limit)
         report.claimed = len(polls) + len(checks)
         pending = self.queue.with_pending([d.pk for d in checks])
         by_owner: dict[str, list[DueRepo]] = defaultdict(list)
+        vouched: list[DueRepo] = []
         for due in checks:
             if due.pk in pending or not _checkable(due):
                 polls.append(due)
+            elif vouch is not None and due.listing_epoch == vouch:
+                vouched.append(due)
             else:
                 by_owner[due.owner.lower()].append(due)
+        self._finish_vouched(vouched, vouch, now)
+        report.vouched = len(vouched)
         give_back: list[DueRepo] = []
         for owner, group in by_owner.items():
             pages = self._pages.get(owner, 1)
@@ -151,7 +178,7 @@ class Cycle:
                 polls.extend(group)  # a HEAD each is as cheap
             elif self.budget.room("api") >= pages:
                 self.budget.reserve("api", pages)
-                self._submit(group, self._check_owner, owner, group, pages)
+                self._submit(group, self._check_owner, owner, group, pages, epoch)
                 report.listings += 1
             elif self.budget.room("resolvers") >= len(group):
                 polls.extend(group)  # the api bucket is short: HEADs instead
@@ -162,7 +189,7 @@ class Cycle:
                 self.budget.reserve("resolvers", 1)
                 with self._lock:
                     self._polls_queued += 1
-                self._submit([due], self._poll, due, True)
+                self._submit([due], self._poll, due, True, epoch)
                 report.polls += 1
             else:
                 give_back.append(due)
@@ -185,7 +212,7 @@ class Cycle:
 
     # -- the work (pool threads) ----------------------------------------------------------------
 
-    def _check_owner(self, owner: str, group: list[DueRepo], pages: int) -> None:
+    def _check_owner(self, owner: str, group: list[DueRepo], pages: int, epoch: int) -> None:
         """One listing of ``owner``'s models checks the group; repos that moved are polled."""
         try:
             try:
@@ -203,12 +230,12 @@ class Cycle:
             log.warning("listing the models of %s failed (%s); polling its %d repo(s) one by one", owner,
                         first_line(exc), len(group))
             for due in group:
-                self._run_poll(due, reserved=False)
+                self._run_poll(due, reserved=False, epoch=epoch)
             return
         except Exception:
             log.exception("listing the models of %s failed", owner)
             for due in group:
-                self._run_poll(due, reserved=False)
+                self._run_poll(due, reserved=False, epoch=epoch)
             return
         found = all(d.repo_id.lower() in listing.heads for d in group)
         # Pages this owner's check needs: more than the cap when the walk stopped short of a watched
@@ -220,7 +247,7 @@ class Cycle:
         moved = [d for d in group if listing.heads.get(d.repo_id.lower()) != d.last_seen_sha]
         try:
             self.queue.finish_unchanged(unchanged, self.owner, next_at=lambda d: self.next_at(d, now, spread),
-                                        now=now)
+                                        now=now, epoch=epoch)
         except TrackerError as exc:
             log.warning("could not record the check of %s's repos: %s", owner, exc)
             self.queue.release([d.pk for d in unchanged], self.owner)
@@ -229,21 +256,22 @@ class Cycle:
             metrics.poll_done(PollOutcome.UNCHANGED.value)
             self.on_result(PollResult(repo=due.repo_id, status=PollOutcome.UNCHANGED))
         for due in moved:
-            self._run_poll(due, reserved=False)
+            self._run_poll(due, reserved=False, epoch=epoch)
 
-    def _poll(self, due: DueRepo, reserved: bool) -> None:
+    def _poll(self, due: DueRepo, reserved: bool, epoch: int) -> None:
         with self._lock:
             self._polls_queued -= 1
-        self._run_poll(due, reserved=reserved)
+        self._run_poll(due, reserved=reserved, epoch=epoch)
 
-    def _run_poll(self, due: DueRepo, *, reserved: bool) -> None:
+    def _run_poll(self, due: DueRepo, *, reserved: bool, epoch: int | None = None) -> None:
         """Poll one repo, schedule its next poll, free its lease; never raises."""
         try:
             if self.poller.stopping.is_set():
                 self.queue.release([due.pk], self.owner)
                 return
             try:
-                result = self.poller.poll_repo(due.repo_id, release=False)
+                result = self.poller.poll_repo(due.repo_id, release=False, backfill=self._backfill,
+                                               progress=self._progress)
             except NotWatched:
                 return
             except Exception:  # a bug must cost this repo's poll only
@@ -253,15 +281,139 @@ class Cycle:
             finally:
                 if reserved:
                     self.budget.unreserve("resolvers", 1)
+            self._compare_listing(due, result)
             if result.status == PollOutcome.BUSY:
                 self.queue.release([due.pk], self.owner)  # only if still ours; it stays due
             else:
-                self.queue.finish(due, self.owner, next_at=self._after(due, result), now=self.clock())
+                self.queue.finish(due, self.owner, next_at=self._after(due, result), now=self.clock(),
+                                  epoch=epoch if result.status in CURRENT else None)
             self.on_result(result)
         except Exception:
             log.exception("poll of %s: could not record it", due.repo_id)
         finally:
             self._done(due)
+
+    def _compare_listing(self, due: DueRepo, result: PollResult) -> None:
+        """The change listing called this repo moved: if its HEAD says it did not, trust neither walk nor chain."""
+        listed, sha = self.changes.listed_move(due.repo_id)
+        if listed and result.status == PollOutcome.UNCHANGED and not result.new_revisions and not result.events:
+            self.changes.break_chain(f"it named {str(sha)[:12]} as the head of {due.repo_id}, but the repo's HEAD "
+                                     "still answers the revision read before", self.clock())
+
+    def _finish_vouched(self, vouched: list[DueRepo], epoch: int | None, now: datetime) -> None:
+        """Repos the change listing vouches for: unchanged, scheduled, at no request of their own."""
+        if not vouched or epoch is None:
+            return
+        spread = self.rng()
+        try:
+            self.queue.finish_unchanged(vouched, self.owner, next_at=lambda d: self.next_at(d, now, spread), now=now,
+                                        epoch=epoch)
+        except TrackerError as exc:
+            log.warning("could not record the check of %d repo(s): %s", len(vouched), exc)
+            self.queue.release([d.pk for d in vouched], self.owner)
+            return
+        for due in vouched:
+            metrics.poll_done(PollOutcome.UNCHANGED.value)
+            self.on_result(PollResult(repo=due.repo_id, status=PollOutcome.UNCHANGED))
+
+    def _maybe_walk(self, now: datetime, report: TickReport) -> ListingState:
+        """Walk the Hub-wide change listing when it is due and cheaper than checking the due repos on their own."""
+        state = self.changes.load()
+        if self._once:
+            if self._walked:
+                return state
+            self._walked = True
+        elif time.monotonic() - self._last_walk_try < WALK_EVERY or (
+                state.marks and (now - state.marks[-1].at).total_seconds() < WALK_EVERY):
+            return state
+        cost = self.queue.due_owners(now=now, limit=self.batch, only=self._only)
+        if not self.changes.worth_walking(state, now, cost):
+            return state
+        if self.budget.room("api") < self.changes.pages_expected(state, now):
+            return state  # the owner listings and HEADs that fit the budget go first
+        self._last_walk_try = time.monotonic()
+        try:
+            with self.hub.deadline(min(LISTING_DEADLINE, self.settings.hub_poll_deadline)):
+                walk = self.changes.walk(now)
+        except TrackerError as exc:  # the database: the repos due are checked on their own
+            log.warning("hub change listing: %s", first_line(exc))
+            return state
+        report.walk_pages = walk.pages
+        return self.changes.load()
+
+    # -- one cycle (`tracker poll`) ---------------------------------------------------------------
+
+    def run_once(self, repo_ids: Iterable[str] | None = None, *, backfill: int = 0,
+                 progress: Callable[[int], object] | None = None) -> list[PollResult]:
+        """One cycle over every watched repo (or the ones named), all due now, then return a result per repo.
+
+        The daemon's cycle itself: claims (a repo another process is polling is skipped as busy),
+        the change listing, owner listings and HEADs as cheapest, the Hub budget (the run waits
+        for it), and the poll workers.
+        """
+        rows = self.store.list_watches()
+        if repo_ids is not None:
+            by_id: dict[str, RepoRow] = {r.repo_id: r for r in rows}
+            wanted = list(dict.fromkeys(repo_ids))
+            for repo_id in wanted:
+                if repo_id not in by_id:
+                    raise NotWatched(repo_id)
+            rows = [by_id[r] for r in wanted]
+        results: dict[str, PollResult] = {}
+        collect_lock = threading.Lock()
+        previous = self.on_result
+
+        def collect(result: PollResult) -> None:
+            with collect_lock:
+                results.setdefault(result.repo, result)
+            previous(result)
+
+        now = self.clock()
+        self._once, self._walked, self._run_started = True, False, now
+        self._only = {r.pk for r in rows} if repo_ids is not None else None
+        self._backfill, self._progress = backfill, progress
+        self.on_result = collect
+        try:
+            self.queue.make_due([r.pk for r in rows], now=now)
+            while not self.poller.stopping.is_set():
+                report = self.tick()
+                while self.in_flight() and self._queued() >= self.workers:
+                    time.sleep(0.01)
+                if report.claimed:
+                    continue
+                if self.in_flight():
+                    time.sleep(0.01)
+                    continue
+                if all(r.repo_id in results for r in rows):
+                    break
+                wait = max(self.budget.wait_for("resolvers", 1), self.budget.wait_for("api", 1))
+                if wait <= 0:
+                    break  # what is left is leased by another process or deferred
+                time.sleep(min(wait, 5.0))
+        finally:
+            while self.in_flight():
+                time.sleep(0.01)
+            self.on_result = previous
+            self._once, self._only, self._backfill, self._progress = False, None, 0, None
+        return [results.get(r.repo_id) or self._not_polled(r) for r in rows]
+
+    def _queued(self) -> int:
+        with self._lock:
+            return self._polls_queued
+
+    def _not_polled(self, row: RepoRow) -> PollResult:
+        """The result of a repo this run could not claim: another process holds it, or the Hub deferred it."""
+        result = PollResult(repo=row.repo_id, status=PollOutcome.BUSY)
+        fresh = self.store.get_repo(row.repo_id) or row
+        now = self.clock()
+        if fresh.defer_until is not None and fresh.defer_until > now:
+            result.status = PollOutcome.DEFERRED
+            result.error = f"rate limited until {fresh.defer_until.isoformat(timespec='seconds')}"
+            return result
+        owner, until = self.store.lease_of(fresh.pk)
+        result.error = (f"being polled by another process ({owner or '?'}, lease until "
+                        f"{until.isoformat(timespec='seconds') if until else '?'}); skipped")
+        return result
 
     def _after(self, due: DueRepo, result: PollResult) -> datetime:
         now = self.clock()
@@ -320,6 +472,15 @@ class Cycle:
         return not over
 
     # -- lifecycle ----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """After :meth:`run_once`: free the workers and the Hub client's hooks (the Poller keeps running)."""
+        self.pool.shutdown(wait=True)
+        self.hub.on_request, self.hub.on_rate_limited = self._hooks
+        try:
+            self.queue.release_all(self.owner)
+        except TrackerError as exc:
+            log.warning("could not free this process's repo leases: %s", exc)
 
     def stop(self, wait: bool = True) -> None:
         """Finish the polls in hand (the Poller stops between revisions once told), drop the rest."""

@@ -15,7 +15,7 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -99,25 +99,6 @@ class Poller:
         self._locks_guard = threading.Lock()
         # Who holds a repo's lease: unique per Poller, readable in `tracker status`.
         self.owner = f"{socket.gethostname()[:60]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-    # -- a cycle ------------------------------------------------------------------------------
-
-    def poll(self, repo_ids: Iterable[str] | None = None, *, backfill: int = 0,
-             progress: Callable[[int], Any] | None = None) -> list[PollResult]:
-        rows = self.store.list_watches()
-        if repo_ids is not None:
-            by_id: dict[str, RepoRow] = {r.repo_id: r for r in rows}
-            wanted = list(repo_ids)
-            for repo_id in wanted:
-                if repo_id not in by_id:
-                    raise NotWatched(repo_id)
-            rows = [by_id[r] for r in wanted]
-        results = []
-        for row in rows:
-            if self.stopping.is_set():
-                break
-            results.append(self.poll_repo(row.repo_id, backfill=backfill, progress=progress))
-        return results
 
     def _repo_lock(self, repo_id: str) -> threading.Lock:
         with self._locks_guard:

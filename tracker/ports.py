@@ -11,7 +11,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Protocol
 
-from tracker.hub import CommitListing, Head, OwnerListing, RepoInfo
+from tracker.hub import ChangeListing, CommitListing, Head, OwnerListing, RepoInfo
 from tracker.hub.client import RejectedPath
 from tracker.model import AdvisoryRow, Commit, CommitSha, Finding, RepoId, RepoRow, RevisionRow, Snapshot
 from tracker.report import AdvisoryWrite, EventReport, RevisionReport
@@ -38,6 +38,8 @@ class HubReader(Protocol):
                       limit: int | None = None) -> CommitListing: ...
 
     def owner_heads(self, owner: str, *, max_pages: int) -> OwnerListing: ...
+
+    def recent_models(self, *, stop_before: datetime | None, max_pages: int) -> ChangeListing: ...
 
     def snapshot(self, repo: RepoId, sha: str) -> Snapshot: ...
 

@@ -54,7 +54,7 @@ def test_reading_a_repo_with_over_1_gb_of_weights_transfers_under_1_mb(hub_stand
     assert all(r.range for r in weight_gets)
 
 
-def test_many_unchanged_repos_cost_one_request_each(hub_standin, settings, make):
+def test_unchanged_repos_of_one_owner_cost_one_listing_together(hub_standin, settings, make):
     tracker = make(settings)
     for n in range(5):
         repo = RepoId(f"acme/model-{n}")
@@ -65,6 +65,33 @@ def test_many_unchanged_repos_cost_one_request_each(hub_standin, settings, make)
     hub_standin.clear_log()
     results = tracker.poll()
     assert [r.status for r in results] == ["unchanged"] * 5
-    assert sorted((r.method, r.url_path) for r in hub_standin.requests) == [
-        ("HEAD", f"/acme/model-{n}/resolve/main/config.json") for n in range(5)
+    assert [(r.method, r.url_path) for r in hub_standin.requests] == [
+        ("GET", "/api/models?author=acme&expand=sha&expand=lastModified")
     ]
+
+
+def test_one_watched_repo_costs_one_head(hub_standin, settings, make):
+    tracker = make(settings)
+    repo = RepoId("acme/model")
+    hub_standin.create_repo(repo)
+    hub_standin.commit(repo, {"config.json": config_json()})
+    tracker.store.add_watch(repo, now=tracker.clock())
+    tracker.poll()
+    hub_standin.clear_log()
+    assert [r.status for r in tracker.poll()] == ["unchanged"]
+    assert [(r.method, r.url_path) for r in hub_standin.requests] == [
+        ("HEAD", "/acme/model/resolve/main/config.json")]
+
+
+def test_repos_of_two_owners_cost_one_page_of_the_change_listing(hub_standin, settings, make):
+    tracker = make(settings)
+    for owner in ("acme", "other"):
+        repo = RepoId(f"{owner}/model")
+        hub_standin.create_repo(repo)
+        hub_standin.commit(repo, {"config.json": config_json()})
+        tracker.store.add_watch(repo, now=tracker.clock())
+    tracker.poll()  # reads both, and the listing's first watermark
+    hub_standin.clear_log()
+    assert [r.status for r in tracker.poll()] == ["unchanged"] * 2
+    assert [(r.method, r.url_path) for r in hub_standin.requests] == [
+        ("GET", "/api/models?sort=lastModified&direction=-1&expand=sha&expand=lastModified")]

@@ -1,5 +1,15 @@
 """The Hub adapter: the only package that imports huggingface_hub."""
 
-from tracker.hub.client import CommitListing, Head, HubClient, OwnerListing, RejectedPath, RepoInfo
+from tracker.hub.client import (
+    ChangeListing,
+    CommitListing,
+    Head,
+    HubClient,
+    ListedModel,
+    OwnerListing,
+    RejectedPath,
+    RepoInfo,
+)
 
-__all__ = ["CommitListing", "Head", "HubClient", "OwnerListing", "RejectedPath", "RepoInfo"]
+__all__ = ["ChangeListing", "CommitListing", "Head", "HubClient", "ListedModel", "OwnerListing", "RejectedPath",
+           "RepoInfo"]

@@ -68,6 +68,38 @@ class OwnerListing:
 
 
 @dataclass(frozen=True)
+class ListedModel:
+    """One model of the Hub-wide change listing."""
+
+    repo_id: RepoId  # as the Hub spells it
+    sha: CommitSha | None  # head of the default branch (None: an empty repo)
+    last_modified: datetime  # the Hub's clock
+
+
+@dataclass(frozen=True)
+class ChangeListing:
+    """The models changed most recently, newest first, as far back as a walk went.
+
+    ``reached``: a page's oldest model is older than the stop asked for (or the listing ended),
+    so every model changed since then is here, unless a page was skipped. ``repeated``: models
+    listed again (a page served twice; ignored). ``disorder``: a model newer than the one
+    listed before it (the listing is not in ``lastModified`` order: clocks disagree).
+    """
+
+    models: tuple[ListedModel, ...]
+    pages: int
+    reached: bool
+    repeated: int = 0
+    disorder: bool = False
+    page_size: int = 0  # the most models one page held
+
+    @property
+    def top(self) -> datetime | None:
+        """The newest ``lastModified`` listed (the next walk's watermark)."""
+        return max((m.last_modified for m in self.models), default=None)
+
+
+@dataclass(frozen=True)
 class CommitListing:
     """New commits on a branch, oldest first, and whether the walk met ``since``."""
 
@@ -250,6 +282,69 @@ class HubClient(HubTransport):
         complete = next_url is None
         return OwnerListing(heads=heads, complete=complete, pages=pages)
 
+    def recent_models(self, *, stop_before: datetime | None, max_pages: int) -> ChangeListing:
+        """Page through the Hub-wide change listing until a page's oldest model is older than ``stop_before``.
+
+        ``GET /api/models?sort=lastModified&direction=-1&expand=sha&expand=lastModified``, following
+        the ``Link`` cursor (``shared/hub-protocol.md`` §2; ``direction`` is the Hub's default, sent
+        to be explicit). ``stop_before=None``: the first page only (a first watermark). At most
+        ``max_pages`` pages; a walk that stops there has ``reached`` False. Models listed twice
+        count in ``repeated``; two pages in a row with nothing new end the walk (``reached`` False).
+        Malformed ids and shas are left out (a watched repo missing from the answer is checked on
+        its own); a malformed ``lastModified`` makes the listing unusable (HubUnavailable).
+        """
+        url = f"{self.endpoint}/api/models?" + urlencode(
+            [("sort", "lastModified"), ("direction", "-1"), ("expand", "sha"), ("expand", "lastModified")])
+        what = "the Hub's change listing"
+        models: list[ListedModel] = []
+        seen: set[str] = set()
+        repeated = pages = page_size = stale_pages = 0
+        disorder = reached = False
+        previous: datetime | None = None
+        next_url: httpx2.URL | None = httpx2.URL(url)
+        while next_url is not None and pages < max_pages:
+            page, next_url = self._get_json(next_url, what)
+            pages += 1
+            if not isinstance(page, list):
+                raise HubUnavailable(f"{what}: expected a JSON list")
+            page_size = max(page_size, len(page))
+            fresh = 0
+            oldest: datetime | None = None
+            for item in page:
+                if not isinstance(item, dict):
+                    continue
+                try:
+                    when = _parse_date(item.get("lastModified"))
+                except (TypeError, ValueError, OverflowError) as exc:
+                    raise HubUnavailable(f"{what}: malformed lastModified {item.get('lastModified')!r:.80}") from exc
+                oldest = when if oldest is None else min(oldest, when)
+                repo_id = item.get("id")
+                try:
+                    valid = validate_repo_id(repo_id) if isinstance(repo_id, str) else None
+                except ValueError:
+                    valid = None
+                if valid is None:
+                    continue
+                if valid.lower() in seen:
+                    repeated += 1
+                    continue
+                seen.add(valid.lower())
+                fresh += 1
+                if previous is not None and when > previous:
+                    disorder = True
+                previous = when
+                sha = item.get("sha")
+                models.append(ListedModel(repo_id=valid, sha=CommitSha(str(sha)) if _is_sha(sha) else None,
+                                          last_modified=when))
+            stale_pages = stale_pages + 1 if page and not fresh else 0
+            if stale_pages >= 2:
+                break  # the cursor keeps answering what was listed already
+            if stop_before is None or next_url is None or (oldest is not None and oldest < stop_before):
+                reached = stale_pages == 0
+                break
+        return ChangeListing(models=tuple(models), pages=pages, reached=reached, repeated=repeated,
+                             disorder=disorder, page_size=page_size)
+
     def commits_since(
         self, repo: RepoId, branch: str, since: str | Collection[str] | None, *, limit: int | None = None
     ) -> CommitListing:
@@ -393,4 +488,4 @@ class HubClient(HubTransport):
         return header
 
 
-__all__ = ["CommitListing", "Head", "HubClient", "HubError", "OwnerListing", "RejectedPath", "RepoInfo"]
+__all__ = ["ChangeListing", "CommitListing", "Head", "ListedModel", "HubClient", "HubError", "OwnerListing", "RejectedPath", "RepoInfo"]

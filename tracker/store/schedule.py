@@ -17,7 +17,7 @@ the poll (the count moved): then the repo stays due, so a change pushed mid-poll
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -48,6 +48,7 @@ class DueRepo:
     last_seen_sha: str | None
     poll_requests: int  # the webhook requests counted when it was claimed
     poll_served: int
+    listing_epoch: int | None = None  # the change-listing chain it was last known current in
 
     @property
     def requested(self) -> bool:
@@ -60,7 +61,8 @@ class DueRepo:
 
 
 _COLUMNS = (repos.c.id, repos.c.repo_id, repos.c.branch, repos.c.every_seconds, repos.c.state, repos.c.hub_uid,
-            repos.c.renamed_to, repos.c.last_seen_sha, repos.c.poll_requests, repos.c.poll_served)
+            repos.c.renamed_to, repos.c.last_seen_sha, repos.c.poll_requests, repos.c.poll_served,
+            repos.c.listing_epoch)
 
 
 def _due_repo(row: object) -> DueRepo:
@@ -69,7 +71,7 @@ def _due_repo(row: object) -> DueRepo:
                    every_seconds=r.every_seconds, state=RepoState(r.state),  # type: ignore[attr-defined]
                    hub_uid=r.hub_uid, renamed_to=r.renamed_to,  # type: ignore[attr-defined]
                    last_seen_sha=r.last_seen_sha, poll_requests=r.poll_requests,  # type: ignore[attr-defined]
-                   poll_served=r.poll_served)  # type: ignore[attr-defined]
+                   poll_served=r.poll_served, listing_epoch=r.listing_epoch)  # type: ignore[attr-defined]
 
 
 class PollQueue:
@@ -79,16 +81,16 @@ class PollQueue:
         self.store = store
 
     def claim_due(self, owner: str, *, now: datetime, until: datetime, limit: int,
-                  checkable: bool | None = None) -> list[DueRepo]:
+                  checkable: bool | None = None, only: Collection[int] | None = None) -> list[DueRepo]:
         """Lease up to ``limit`` due repos to ``owner`` until ``until``: never polled first, then most overdue.
 
         Rows another claimer has locked are skipped (PostgreSQL), and rows it has already leased no
         longer match, so two replicas never claim the same repo. Owners' repos come together
         (ties broken by repo id), so one listing can check them. ``checkable``: only repos an
         owner listing may check (read before, active, on ``main``, not asked for by a webhook),
-        or only the others (False); None: any.
+        or only the others (False); None: any. ``only``: among these repos (primary keys) alone.
         """
-        if limit <= 0:
+        if limit <= 0 or (only is not None and not only):
             return []
         free = and_(
             or_(repos.c.next_poll_at.is_(None), repos.c.next_poll_at <= now),
@@ -102,6 +104,8 @@ class PollQueue:
             free = and_(free, listable)
         elif checkable is False:
             free = and_(free, not_(listable))
+        if only is not None:
+            free = and_(free, repos.c.id.in_(list(only)))
         with self.store._tx() as conn:
             candidates = (select(repos.c.id).where(free)
                           .order_by(repos.c.next_poll_at.asc().nulls_first(), repos.c.repo_id).limit(limit))
@@ -129,12 +133,13 @@ class PollQueue:
                          .values(lease_owner=None, lease_until=None))
 
     def finish(self, due: DueRepo, owner: str, *, next_at: datetime, now: datetime,
-               unchanged: bool = False) -> None:
+               unchanged: bool = False, epoch: int | None = None) -> None:
         """A poll of ``due`` is over: schedule the next one, serve the requests seen, free the lease.
 
         If a webhook asked for a poll while this one ran, the repo stays due (``next_at`` is
         ignored). ``unchanged``: checked by an owner listing, so the poll bookkeeping that the
-        Poller does for the repos it polls is done here.
+        Poller does for the repos it polls is done here. ``epoch``: the change-listing chain the
+        check was made in (the repo is current in it); None leaves the repo's as it was.
         """
         values: dict[str, object] = {
             "next_poll_at": case((repos.c.poll_requests == due.poll_requests, next_at), else_=now),
@@ -144,17 +149,20 @@ class PollQueue:
         }
         if unchanged:
             values.update(last_polled_at=now, last_error=None, defer_until=None, last_outcome="unchanged")
+        if epoch is not None:
+            values["listing_epoch"] = epoch
         with self.store._tx() as conn:
             conn.execute(update(repos).where(repos.c.id == due.pk).values(**values))
 
     def finish_unchanged(self, dues: Sequence[DueRepo], owner: str, *, next_at: Callable[[DueRepo], datetime],
-                         now: datetime) -> None:
-        """:meth:`finish` for many repos an owner listing found unchanged, in one transaction."""
+                         now: datetime, epoch: int | None = None) -> None:
+        """:meth:`finish` for many repos a listing found unchanged, in one transaction."""
         if not dues:
             return
+        extra: dict[str, object] = {} if epoch is None else {"listing_epoch": epoch}
         with self.store._tx() as conn:
             for due in dues:
-                conn.execute(update(repos).where(repos.c.id == due.pk).values(
+                conn.execute(update(repos).where(repos.c.id == due.pk).values(**extra,
                     next_poll_at=case((repos.c.poll_requests == due.poll_requests, next_at(due)), else_=now),
                     poll_served=due.poll_requests,
                     lease_owner=case((repos.c.lease_owner == owner, None), else_=repos.c.lease_owner),
@@ -169,6 +177,24 @@ class PollQueue:
                 next_poll_at=case((or_(repos.c.next_poll_at.is_(None), repos.c.next_poll_at > now), now),
                                   else_=repos.c.next_poll_at),
             )).rowcount == 1
+
+    def make_due(self, pks: Collection[int], *, now: datetime) -> None:
+        """These repos are due now (``tracker poll``: one cycle over them, whatever their schedule)."""
+        ids = list(pks)
+        with self.store._tx() as conn:
+            for i in range(0, len(ids), 500):
+                conn.execute(update(repos).where(and_(repos.c.id.in_(ids[i:i + 500]), or_(
+                    repos.c.next_poll_at.is_(None), repos.c.next_poll_at > now))).values(next_poll_at=now))
+
+    def due_owners(self, *, now: datetime, limit: int, only: Collection[int] | None = None) -> int:
+        """Distinct owners among (up to ``limit``) due repos on ``main``: what checking them one by one would cost at least."""
+        cond = and_(or_(repos.c.next_poll_at.is_(None), repos.c.next_poll_at <= now),
+                    or_(repos.c.lease_until.is_(None), repos.c.lease_until < now), repos.c.branch == "main")
+        if only is not None:
+            cond = and_(cond, repos.c.id.in_(list(only)))
+        with self.store._tx() as conn:
+            ids = conn.execute(select(repos.c.repo_id).where(cond).limit(limit)).scalars()
+            return len({r.split("/", 1)[0].lower() for r in ids})
 
     def release_all(self, owner: str) -> int:
         """Free every lease ``owner`` holds (a replica shutting down); how many."""

@@ -64,9 +64,26 @@ repos = Table(
     # The base model the repo's card declares (migration 0007, tracker/inherit.py): a base's update
     # advisories are compared with its watched derivatives' content.
     Column("base_repo_id", String(200), nullable=True),
+    # The chain of Hub-wide change listings this repo was last known current in (migration 0008,
+    # tracker/changes.py): while that chain is unbroken, a repo missing from the listing is unchanged.
+    Column("listing_epoch", Integer, nullable=True),
 )
 Index("ix_repos_next_poll_at", repos.c.next_poll_at)
 Index("ix_repos_base_repo_id", repos.c.base_repo_id)
+
+# The Hub-wide change listing's watermarks (one row; migration 0008, tracker/changes.py): the chain
+# epoch, the newest ``lastModified`` of the last two complete walks (Hub clock) with when they ran
+# (our clock), and the change rate seen, from which the next walk's cost is estimated.
+hub_listing = Table(
+    "hub_listing",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("epoch", Integer, nullable=False, default=0),
+    Column("marks", JSON, nullable=False, default=list),  # [{"top": iso (Hub), "at": iso (ours)}], oldest first
+    Column("rate", Float, nullable=False, default=0.0),  # listed changes per second, last seen
+    Column("page_size", Integer, nullable=False, default=1000),  # the most models one page held
+    Column("updated_at", DateTime(timezone=True), nullable=True),
+)
 
 revisions = Table(
     "revisions",
