@@ -1,0 +1,72 @@
+"""The Hub-wide change listing misbehaving (a page that fails, repeats or skips) ends like a clean run.
+
+Two trackers on their own databases watch the same 12 repos (distinct owners, so the listing is
+the cheapest check) on a stand-in that serves 3 models a page. Both read everything, then 5
+repos change; the clean one polls twice with a well-behaved listing, the other twice with the
+fault. They end with the same revisions, read and done.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from tests.core.conftest import config_json
+from tracker.app import Tracker, make_tracker
+from tracker.hub import HubClient
+from tracker.model import RepoId
+from tracker.settings import Settings
+
+REPOS = [RepoId(f"owner{i:02d}/model") for i in range(12)]
+START = dt.datetime(2026, 5, 1, tzinfo=dt.UTC)
+
+
+def tracker_on(hub_standin, path) -> Tracker:
+    settings = Settings(database_url=f"sqlite:///{path}", hub_endpoint=hub_standin.url, hub_timeout=5.0,
+                        hub_max_retries=2, hub_budget_api=100_000, hub_budget_resolvers=100_000)
+    hub = HubClient(settings.hub_endpoint, timeout=settings.hub_timeout, max_retries=settings.hub_max_retries,
+                    sleep=lambda _s: None)
+    return make_tracker(settings, hub=hub, auto_upgrade=True)
+
+
+def revisions(tracker: Tracker) -> dict[str, list[tuple[str, str]]]:
+    return {r.repo_id: [(rev.sha, rev.status) for rev in tracker.store.revisions(r.pk)]
+            for r in tracker.store.list_watches()}
+
+
+@pytest.mark.parametrize("fault", [
+    pytest.param(("fail", 0, 3), id="first-page-fails"),
+    pytest.param(("fail", 1, 3), id="second-page-fails"),
+    pytest.param(("repeat", 0, 1), id="a-page-repeats"),
+    pytest.param(("repeat", 0, None), id="a-page-repeats-for-ever"),
+    pytest.param(("skip", 0, 1), id="a-page-is-skipped"),
+])
+def test_a_listing_fault_ends_with_the_revisions_of_a_clean_run(hub_standin, tmp_path, fault):
+    hub_standin.models_page_size = 3
+    for n, repo in enumerate(REPOS):
+        hub_standin.create_repo(repo)
+        hub_standin.commit(repo, {"config.json": config_json()}, date=START + dt.timedelta(minutes=n))
+    clean, faulty = tracker_on(hub_standin, tmp_path / "clean.sqlite3"), tracker_on(hub_standin, tmp_path / "f.sqlite3")
+    for tracker in (clean, faulty):
+        for repo in REPOS:
+            tracker.store.add_watch(repo, now=tracker.clock())
+        assert {r.status for r in tracker.poll()} == {"baseline"}
+    changed = REPOS[1::2][:5]
+    for n, repo in enumerate(changed):  # an hour later: far past the first watermark and its overlap
+        hub_standin.commit(repo, {"config.json": config_json(vocab_size=2000 + n)},
+                           date=START + dt.timedelta(hours=1, minutes=n))
+
+    clean_runs = [clean.poll(), clean.poll()]
+    assert sorted(r.repo for r in clean_runs[0] if r.new_revisions) == sorted(changed)
+    kind, page, times = fault
+    hub_standin.listing_faults.add(kind, page, times=times)
+    faulty_runs = [faulty.poll(), faulty.poll()]
+    hub_standin.listing_faults.clear()
+
+    assert not any(r.error for run in faulty_runs for r in run)
+    assert revisions(faulty) == revisions(clean)
+    assert all(status == "done" for revs in revisions(faulty).values() for _sha, status in revs)
+    assert sum(len(revs) for revs in revisions(clean).values()) == len(REPOS) + len(changed)
+    for tracker in (clean, faulty):
+        tracker.store.close()
