@@ -263,8 +263,8 @@ def test_format_timestamp():
 
 @pytest.mark.parametrize(
     ("kind", "severity", "has_range"),
-    [("history_rewritten", "HIGH", False), ("renamed", "MODERATE", True), ("deleted", "HIGH", True),
-     ("recreated", "CRITICAL", True), ("gated", "MODERATE", True), ("private", "HIGH", True)],
+    [("history_rewritten", "HIGH", False), ("renamed", "MODERATE", True), ("deleted", "CRITICAL", True),
+     ("recreated", "CRITICAL", True), ("gated", "HIGH", True), ("private", "CRITICAL", True)],
 )
 def test_repo_event_advisories(kind, severity, has_range):
     revisions = [sha(2), sha(1)]

@@ -134,7 +134,7 @@ def test_deleted_and_recreated_under_the_same_id_is_a_critical_advisory(hub_stan
     # join its versions as they arrive.
     assert recreated.id == repo_event_id(REPO, "recreated", [r0, r1])
     assert recreated.record["affected"][0]["versions"] == sorted([r0, r1, evil])
-    assert deleted.id == repo_event_id(REPO, "deleted", [r0, r1]) and deleted.severity == "high"
+    assert deleted.id == repo_event_id(REPO, "deleted", [r0, r1]) and deleted.severity == "critical"
     # Everyone pinned to a revision of the old repo is told.
     assert {r0, r1} <= set(recreated.record["affected"][0]["versions"])
     for old in (r0, r1):

@@ -220,8 +220,8 @@ def test_minilm_tokenizer_reexport_renumbers_and_appends_tokens(upstream, cli_di
     assert up.codes(rev) == [
         ("consistency.vocab_size_too_small", "critical"),
         ("tokenizer.drift", "high"),
+        ("tokenizer.tokens_added", "high"),
         ("tokenizer.tokens_renumbered", "high"),
-        ("tokenizer.tokens_added", "moderate"),
         ("files.changed", "info"),
     ]
     renumbered = up.one(rev, "tokenizer.tokens_renumbered")
@@ -287,7 +287,7 @@ def test_minilm_weights_reuploaded_with_new_values_then_as_fp16(upstream, cli_di
     up.poll(2)
 
     sha = {s: f.lfs_sha256 for s in (base, v2, v3) for f in up.row(s).snapshot.files if f.path == "model.safetensors"}
-    assert up.codes(v2) == [("weights.file_replaced", "high"), ("weights.values_changed", "high"),
+    assert up.codes(v2) == [("weights.file_replaced", "critical"), ("weights.values_changed", "critical"),
                             ("files.changed", "info")]
     values = up.one(v2, "weights.values_changed")
     assert values["summary"] == (
@@ -298,7 +298,7 @@ def test_minilm_weights_reuploaded_with_new_values_then_as_fp16(upstream, cli_di
                                    "90,868,376 bytes → 90,868,376 bytes, "
                                    f"sha256 {sha[base][:12]} → {sha[v2][:12]}")
 
-    assert up.codes(v3) == [("weights.file_replaced", "high"), ("weights.tensors_retyped", "moderate"),
+    assert up.codes(v3) == [("weights.file_replaced", "critical"), ("weights.tensors_retyped", "moderate"),
                             ("files.changed", "info")]
     retyped = up.one(v3, "weights.tensors_retyped")
     assert retyped["summary"] == (
@@ -609,7 +609,8 @@ def test_minilm_layers_change_reruns_the_estimator_and_a_config_behind_its_weigh
     big = 22_713_216 + 6 * BERT_LAYER_PARAMS
     serve = [("estimate.serve_batch_changed", "moderate")] * len(CARDS)
     assert up.codes(grown) == [
-        ("config.shape_changed", "high"), ("estimate.params_changed", "high"), ("weights.file_replaced", "high"),
+        ("weights.file_replaced", "critical"),
+        ("config.shape_changed", "high"), ("estimate.params_changed", "high"),
         ("weights.parameter_count_changed", "high"), ("weights.tensors_added", "high"), *serve,
         ("files.changed", "info"), ("files.changed", "info"),
     ]

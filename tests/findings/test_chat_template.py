@@ -181,7 +181,7 @@ def test_named_templates_added_and_removed_per_name():
         ),
         (
             "chat_template.added",
-            Severity.MODERATE,
+            Severity.HIGH,
             "additional_chat_templates/rag.jinja",
             "chat template 'rag' added in additional_chat_templates/rag.jinja",
         ),

@@ -116,8 +116,8 @@ def test_phi2_native_port_reads_as_renames_plus_a_new_model_type():
         ("config.rope_changed", Severity.HIGH, "partial_rotary_factor: (unset) → 0.4"),
         ("config.rope_changed", Severity.HIGH, "rope_theta: (unset) → 10000.0"),
         ("config.computation_changed", Severity.HIGH, "qk_layernorm: (unset) → false"),
-        ("config.token_id_changed", Severity.MODERATE, "bos_token_id: (unset) → 50256"),
-        ("config.token_id_changed", Severity.MODERATE, "eos_token_id: (unset) → 50256"),
+        ("config.token_id_changed", Severity.HIGH, "bos_token_id: (unset) → 50256"),
+        ("config.token_id_changed", Severity.HIGH, "eos_token_id: (unset) → 50256"),
         ("config.value_changed", Severity.LOW, "flash_attn: false → (unset)"),
         ("config.value_changed", Severity.LOW, "flash_rotary: false → (unset)"),
         ("config.value_changed", Severity.LOW, "fused_dense: false → (unset)"),
@@ -186,10 +186,10 @@ def test_quantization_dtype_tie_sliding_vocab_and_generic_keys():
     assert sorted(codes(run(old, new))) == sorted([
         ("config.dtype_changed", Severity.MODERATE, "torch_dtype: bfloat16 → float16"),
         ("config.tie_word_embeddings_changed", Severity.HIGH, "tie_word_embeddings: false → true"),
-        ("config.sliding_window_changed", Severity.MODERATE, "sliding_window: 4096 → null"),
+        ("config.sliding_window_changed", Severity.HIGH, "sliding_window: 4096 → null"),
         ("config.vocab_size_changed", Severity.HIGH, "vocab_size: 32000 → 32064"),
         ("config.context_length_changed", Severity.MODERATE, "max_position_embeddings: 8192 → 131072"),
-        ("config.token_id_changed", Severity.MODERATE, "eos_token_id: 128001 → [128001, 128009]"),
+        ("config.token_id_changed", Severity.HIGH, "eos_token_id: 128001 → [128001, 128009]"),
         ("config.metadata_changed", Severity.INFO, "transformers_version: 4.40.0 → 4.44.0"),
         ("config.value_changed", Severity.LOW, "foo: 1 → 2"),
         (
@@ -231,7 +231,7 @@ def test_rope_type_key_moved_and_long_lists_elided():
 )
 def test_hostile_config_is_a_finding_not_an_exception(payload, message):
     findings = run({"model_type": "llama"}, payload)
-    assert [(f.code, f.severity) for f in findings] == [("config.malformed", Severity.HIGH)]
+    assert [(f.code, f.severity) for f in findings] == [("config.malformed", Severity.CRITICAL)]
     assert findings[0].summary.startswith(message)
     # also at the first revision
     assert [f.code for f in run(None, payload)] == ["config.malformed"]

@@ -64,11 +64,13 @@ def test_mit_to_other_with_name_and_link(card):
     )
 
 
-def test_change_within_a_tier_or_looser_is_changed(card):
+def test_change_within_a_tier_is_changed_and_to_a_looser_tier_is_relaxed(card):
     [f] = run(edit(card, "license: apache-2.0", "license: llama3"), edit(card, "license: apache-2.0", "license: llama3.1"))
     assert (f.code, f.severity, f.summary) == ("licence.changed", Severity.MODERATE, "license: llama3 → llama3.1")
     [g] = run(edit(card, "license: apache-2.0", "license: gpl-3.0"), card)
-    assert (g.code, g.summary) == ("licence.changed", "license: gpl-3.0 → apache-2.0 (share-alike → permissive)")
+    assert (g.code, g.severity, g.summary) == (
+        "licence.relaxed", Severity.LOW, "license: gpl-3.0 → apache-2.0 (share-alike → permissive)"
+    )
 
 
 def test_licence_removed_counts_as_more_restrictive(card):

@@ -127,7 +127,7 @@ def test_unparseable_file_is_a_finding_not_an_exception(phi2_config):
     found = remote_code.analyse(ch, src, RULES)
     assert [(f.code, f.severity) for f in found] == [
         ("code.remote_code_changed", Severity.CRITICAL),
-        ("code.unparseable", Severity.HIGH),
+        ("code.unparseable", Severity.CRITICAL),
     ]
     assert found[1].summary == "modeling_phi.py does not parse: SyntaxError: invalid syntax (line 1)"
     ch, src = make_change(old, {**old, "configuration_phi.py": b"x = 1\x00\n\xff\xfe"})
@@ -139,7 +139,7 @@ def test_removed_module_still_in_auto_map(phi2_config):
     new = {k: v for k, v in old.items() if k != "configuration_phi.py"}
     ch, src = make_change(old, new)
     [f] = remote_code.analyse(ch, src, RULES)
-    assert (f.code, f.severity) == ("code.remote_code_removed", Severity.HIGH)
+    assert (f.code, f.severity) == ("code.remote_code_removed", Severity.CRITICAL)
     assert f.summary == (
         "configuration_phi.py removed but config.json:AutoConfig still loads it: trust_remote_code loading fails"
     )

@@ -61,7 +61,7 @@ def test_minilm_reexport_renumbered_added_and_normalizer(minilm):
         ),
         (
             "tokenizer.tokens_added",
-            Severity.MODERATE,
+            Severity.HIGH,
             '3 tokens added to the vocabulary (e.g. "<|im_start|>" (30522), "<|im_end|>" (30523), "llm" (30524))',
         ),
         ("tokenizer.normalizer_changed", Severity.HIGH, "normalizer changed: lowercase: true → false"),
@@ -120,11 +120,11 @@ def test_bpe_merges_added_removed_reordered_and_format():
     assert triples(findings) == [
         (
             "tokenizer.merges_format_changed",
-            Severity.MODERATE,
+            Severity.HIGH,
             "merges stored as pairs instead of strings; tokenizers < 0.20 cannot load this file",
         ),
         ("tokenizer.merges_removed", Severity.HIGH, '1 merge removed (e.g. "hell o")'),
-        ("tokenizer.merges_added", Severity.MODERATE, '1 merge added (e.g. "ab cd")'),
+        ("tokenizer.merges_added", Severity.HIGH, '1 merge added (e.g. "ab cd")'),
         ("tokenizer.merges_reordered", Severity.HIGH, '2 merges changed priority (e.g. "a b", "c d")'),
     ]  # no drift finding: this toy vocabulary turns every sample text into the same <unk>s
     drift = tok.measure_drift(json.dumps(old), json.dumps(new), ["hello abcd", "ab dc"])
@@ -152,12 +152,12 @@ def test_added_tokens_changes_and_post_processor():
                              {"Sequence": {"id": "A", "type_id": 0}}], "pair": [], "special_tokens": {}}
     findings = run({"tokenizer.json": old}, {"tokenizer.json": new})
     assert triples(findings)[:5] == [
-        ("tokenizer.added_tokens_added", Severity.MODERATE, '2 added tokens new (e.g. "<|eot|>" (17), "<|tool|>" (20))'),
+        ("tokenizer.added_tokens_added", Severity.HIGH, '2 added tokens new (e.g. "<|eot|>" (17), "<|tool|>" (20))'),
         ("tokenizer.added_tokens_removed", Severity.HIGH, '1 added token removed (e.g. "<pad>" (18))'),
         ("tokenizer.added_tokens_renumbered", Severity.HIGH, '1 added token re-numbered (e.g. "</s>" 17 → 18)'),
         (
             "tokenizer.added_tokens_changed",
-            Severity.MODERATE,
+            Severity.HIGH,
             '1 added token changed flags (e.g. "<mask>": lstrip false → true)',
         ),
         ("tokenizer.post_processor_changed", Severity.HIGH, "post_processor: null → TemplateProcessing"),
@@ -182,7 +182,7 @@ def test_tokenizer_config_special_tokens_llama3_style():
         ("tokenizer.model_max_length_changed", Severity.MODERATE, "model_max_length: 1000000000000000019884624838656 → 8192"),
         ("tokenizer.padding_side_changed", Severity.MODERATE, "padding_side: (unset) → left"),
         ("tokenizer.add_special_tokens_changed", Severity.HIGH, "add_bos_token: (unset) → false"),
-        ("tokenizer.added_tokens_added", Severity.MODERATE, '1 added token new (e.g. "<|python_tag|>" (128010))'),
+        ("tokenizer.added_tokens_added", Severity.HIGH, '1 added token new (e.g. "<|python_tag|>" (128010))'),
     ]
     assert all(f.path == "tokenizer_config.json" for f in findings)
 
@@ -193,10 +193,10 @@ def test_real_minilm_special_tokens_map_and_added_tokens_json():
     findings = run({"special_tokens_map.json": stm, "added_tokens.json": {"<extra_0>": 30522}},
                    {"special_tokens_map.json": new, "added_tokens.json": {"<extra_0>": 30523, "<extra_1>": 30522}})
     assert triples(findings) == [
-        ("tokenizer.special_token_changed", Severity.MODERATE, "pad_token: [PAD] → [UNK]"),
-        ("tokenizer.special_token_changed", Severity.MODERATE,
+        ("tokenizer.special_token_changed", Severity.HIGH, "pad_token: [PAD] → [UNK]"),
+        ("tokenizer.special_token_changed", Severity.HIGH,
          'additional_special_tokens: +2 ("<extra_0>", "<extra_1>")'),
-        ("tokenizer.added_tokens_added", Severity.MODERATE, '1 added token new (e.g. "<extra_1>" (30522))'),
+        ("tokenizer.added_tokens_added", Severity.HIGH, '1 added token new (e.g. "<extra_1>" (30522))'),
         ("tokenizer.added_tokens_renumbered", Severity.HIGH, '1 added token re-numbered (e.g. "<extra_0>" 30522 → 30523)'),
     ]
 
@@ -245,14 +245,14 @@ def test_a_new_tokenizer_that_loads_but_cannot_encode_is_high_not_a_skipped_drif
     broken["model"]["unk_token"] = "<unk>"
     findings = run({"tokenizer.json": minilm}, {"tokenizer.json": broken})
     assert [(f.code, f.severity) for f in findings] == [
-        ("tokenizer.model_params_changed", Severity.MODERATE), ("tokenizer.load_failed", Severity.HIGH)]
+        ("tokenizer.model_params_changed", Severity.HIGH), ("tokenizer.load_failed", Severity.HIGH)]
     assert findings[1].summary == ("the new tokenizer.json loads but fails to encode the sample texts: "
                                    "WordPiece error: Missing [UNK] token from the vocabulary")
     assert findings[1].evidence["stage"] == "encode"
     # The old side broken and the new one fixed: nothing for users to fear, drift simply cannot be measured.
     findings = run({"tokenizer.json": broken}, {"tokenizer.json": minilm})
     assert [(f.code, f.severity) for f in findings] == [
-        ("tokenizer.model_params_changed", Severity.MODERATE), ("tokenizer.drift_skipped", Severity.INFO)]
+        ("tokenizer.model_params_changed", Severity.HIGH), ("tokenizer.drift_skipped", Severity.INFO)]
 
 
 def test_over_the_cap_is_not_even_read():

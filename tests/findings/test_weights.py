@@ -41,7 +41,7 @@ def test_reupload_with_identical_header_is_replaced_and_values_changed(header):
     src = WeightsSources(headers={"old": {"model.safetensors": header}, "new": {"model.safetensors": header}})
     found = weights.analyse(ch, src, RULES)
     old_sha, new_sha = ch.old.files[0].lfs_sha256, ch.new.files[0].lfs_sha256
-    assert codes(found) == [("weights.file_replaced", Severity.HIGH), ("weights.values_changed", Severity.HIGH)]
+    assert codes(found) == [("weights.file_replaced", Severity.CRITICAL), ("weights.values_changed", Severity.CRITICAL)]
     replaced, values = found
     assert replaced.summary == (
         f"model.safetensors re-uploaded with new content: 90,868,376 bytes → 90,868,376 bytes, "
@@ -74,7 +74,7 @@ def test_header_changes_added_removed_reshaped_retyped_and_parameter_count(heade
     src = WeightsSources(headers={"old": {"model.safetensors": header}, "new": {"model.safetensors": new_header}})
     found = weights.analyse(ch, src, RULES)
     assert codes(found) == [
-        ("weights.file_replaced", Severity.HIGH),
+        ("weights.file_replaced", Severity.CRITICAL),
         ("weights.tensors_added", Severity.HIGH),
         ("weights.tensors_removed", Severity.HIGH),
         ("weights.tensors_reshaped", Severity.HIGH),
@@ -122,7 +122,7 @@ def test_reshard_without_tensor_change_is_not_reported_as_removed_and_added(head
         ("weights.shard_added", Severity.LOW),
         ("weights.shard_added", Severity.LOW),
         ("weights.file_removed", Severity.MODERATE),
-        ("weights.index_changed", Severity.LOW),
+        ("weights.index_resharded", Severity.LOW),
         ("weights.resharded", Severity.LOW),
     ]
     assert found[4].summary == "model: resharded from 1 to 2 files; same 104 tensors (names, shapes, dtypes)"
@@ -163,7 +163,7 @@ def test_index_weight_map_diff():
     ch = change([small(p, old_idx)], [small(p, new_idx)])
     src = WeightsSources(text={"old": {p: old_idx}, "new": {p: new_idx}})
     [f] = weights.analyse(ch, src, RULES)
-    assert (f.code, f.severity) == ("weights.index_changed", Severity.LOW)
+    assert (f.code, f.severity) == ("weights.index_changed", Severity.CRITICAL)
     assert f.summary == f"{p}: 1 tensors added, 1 removed, 1 moved between shards, total_size 100 → 120"
     assert f.evidence == {"added": ["d"], "removed": ["c"], "moved": ["a"]}
     assert f.before == {"tensors": 3, "shards": ["m-1.bin", "m-2.bin"], "total_size": 100}
@@ -173,7 +173,7 @@ def test_malformed_index_and_header_are_findings(header):
     p = "model.safetensors.index.json"
     ch = change([small(p, b"{}")], [small(p, b"{not json")])
     [f] = weights.analyse(ch, WeightsSources(text={"old": {p: b"{}"}, "new": {p: b"{not json"}}), RULES)
-    assert (f.code, f.severity) == ("weights.index_unreadable", Severity.MODERATE)
+    assert (f.code, f.severity) == ("weights.index_unreadable", Severity.CRITICAL)
     assert f.summary.startswith(f"{p} (new) unreadable: not valid JSON: ")
     bad = {"x": {"dtype": "F32", "shape": "nope"}}
     ch = change([lfs("model.safetensors", 1, "a")], [lfs("model.safetensors", 1, "b")])
@@ -181,7 +181,7 @@ def test_malformed_index_and_header_are_findings(header):
     found = weights.analyse(ch, src, RULES)
     assert [f.code for f in found] == ["weights.file_replaced", "weights.header_invalid"]
     assert (found[1].severity, found[1].summary) == (
-        Severity.MODERATE, "model.safetensors (new): safetensors header is malformed")
+        Severity.CRITICAL, "model.safetensors (new): safetensors header is malformed")
 
 
 def test_headers_unavailable_leave_only_file_replaced():
@@ -271,8 +271,8 @@ def test_replaced_pickle_with_new_custom_class_and_unscannable():
     )
     found = weights.analyse(change(old, new), src, RULES)
     assert codes(found) == [
-        ("weights.file_replaced", Severity.HIGH),
-        ("weights.file_replaced", Severity.HIGH),
+        ("weights.file_replaced", Severity.CRITICAL),
+        ("weights.file_replaced", Severity.CRITICAL),
         ("weights.pickle_unscanned", Severity.HIGH),
         ("weights.pickle_unknown_import", Severity.HIGH),
     ]

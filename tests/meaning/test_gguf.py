@@ -50,7 +50,7 @@ def test_embedded_template_fix_in_a_multi_gb_gguf_is_a_rendered_prompt_finding_r
     assert codes(findings) == [
         ("chat_template.rendered_prompt_changed", "high"),
         ("files.changed", "info"),
-        ("weights.file_replaced", "high"),
+        ("weights.file_replaced", "critical"),
     ]
     (rendered,) = [f for f in findings if f.code == "chat_template.rendered_prompt_changed"]
     assert rendered.path == "model-Q4_K_M.gguf"

@@ -89,14 +89,14 @@ def test_a_missing_shard_breaks_every_loader_that_honours_the_index():
     new_files = {k: v for k, v in files.items() if k != S2}
     findings, (change, sources) = analyse((files, headers), (new_files, {S1: headers[S1]}))
     assert summary(findings) == [
-        ("manifest.shard_missing", "high",
+        ("manifest.shard_missing", "critical",
          "model.safetensors.index.json names 1 file the revision does not have: "
          "model-00002-of-00002.safetensors (74 tensors)"),
     ]
     # the whole pipeline: the weights analyser adds what the shard's absence does to the checkpoint
     assert [(f.code, f.severity.value) for f in analyse_revision(change, sources)
             if f.category in ("manifest", "weights")] == [
-        ("manifest.shard_missing", "high"), ("weights.parameter_count_changed", "high"),
+        ("manifest.shard_missing", "critical"), ("weights.parameter_count_changed", "high"),
         ("weights.tensors_removed", "high"), ("weights.shard_removed", "moderate")]
 
 
@@ -117,7 +117,7 @@ def test_an_index_naming_the_root_while_the_shard_sits_in_a_subfolder_is_missing
     moved = {("weights/" + k if k == S2 else k): v for k, v in files.items()}
     findings, _ = analyse((files, headers), (moved, {S1: headers[S1], "weights/" + S2: headers[S2]}))
     assert summary(findings) == [
-        ("manifest.shard_missing", "high",
+        ("manifest.shard_missing", "critical",
          "model.safetensors.index.json names 1 file the revision does not have: model-00002-of-00002.safetensors "
          "(74 tensors; a file of that name is at weights/model-00002-of-00002.safetensors)"),
     ]
@@ -146,7 +146,7 @@ def test_a_tensor_moved_between_shards_with_the_index_is_no_manifest_problem():
     assert findings == []
     assert [(f.code, f.severity.value, f.summary) for f in analyse_revision(change, sources)
             if f.category == "manifest" or f.code.startswith("weights.index")] == [
-        ("weights.index_changed", "low", "model.safetensors.index.json: 1 moved between shards"),
+        ("weights.index_resharded", "low", "model.safetensors.index.json: 1 moved between shards"),
     ]
 
 
@@ -189,7 +189,7 @@ def test_a_broken_checkpoint_at_the_first_revision_is_reported():
     files, headers = checkpoint()
     del files[S2]
     findings, _ = analyse(None, (files, {S1: headers[S1]}))
-    assert [(f.code, f.severity.value) for f in findings] == [("manifest.shard_missing", "high")]
+    assert [(f.code, f.severity.value) for f in findings] == [("manifest.shard_missing", "critical")]
 
 
 def test_a_bin_index_is_checked_against_the_file_list():
@@ -201,7 +201,7 @@ def test_a_bin_index_is_checked_against_the_file_list():
     new = {k: v for k, v in old.items() if k != "pytorch_model-00002-of-00002.bin"}
     change, sources = make_change(old, new)
     assert summary(manifests.analyse(change, sources, RULES)) == [
-        ("manifest.shard_missing", "high",
+        ("manifest.shard_missing", "critical",
          "pytorch_model.bin.index.json names 1 file the revision does not have: "
          "pytorch_model-00002-of-00002.bin (1 tensors)"),
     ]

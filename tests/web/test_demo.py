@@ -44,9 +44,10 @@ def test_tracker_demo_serves_the_pages_over_the_scripted_history_and_stops_on_ct
                              f"  {REPO}: new, 1 new revision(s), 1 analysed"]
         alerts = [line.split(" x_HFUT-")[0] for line in said if line.startswith("alert")]
         # the template change (update), then the longer context's risk (the pickle) and update, in outbox order
+        # (weights re-uploaded in place make the last one critical)
         assert alerts == ["alert (signature verified): advisory.created [high]",
                           "alert (signature verified): advisory.created [moderate]",
-                          "alert (signature verified): advisory.created [high]"]
+                          "alert (signature verified): advisory.created [critical]"]
         index = httpx.get(f"{url}/", timeout=10)
         assert index.status_code == 200
         assert f'<a class="repo" href="/repos/{REPO}">{REPO}</a>' in index.text

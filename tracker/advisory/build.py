@@ -43,6 +43,7 @@ from typing import Any, Literal
 
 from tracker.advisory.affected import affected_commits as compute_affected_commits
 from tracker.advisory.ids import advisory_id, repo_event_id
+from tracker.findings.rules import SeverityRules
 from tracker.model import Finding, Severity, sort_findings, validate_repo_id
 
 __all__ = [
@@ -118,15 +119,18 @@ CLASSIFICATION: tuple[tuple[str, Classification], ...] = (
     ("*", "update"),
 )
 
-# Advisories about the repo itself: severity and a one-line description.
-# A namespace deleted and created again is how supply-chain takeovers happen.
+# Advisories about the repo itself: severity and a one-line description. The severities are the
+# policy's ``repo.<kind>`` codes (tracker/findings/severity/repo.toml, with the reason for each).
+_REPO_EVENT_TEXT: Mapping[str, str] = {
+    "history_rewritten": "history rewritten: pinned revisions are no longer reachable",
+    "renamed": "repo renamed",
+    "deleted": "repo deleted",
+    "recreated": "repo deleted and created again under the same id: possible takeover",
+    "gated": "repo is now gated",
+    "private": "repo made private",
+}
 REPO_EVENTS: Mapping[str, tuple[Severity, str]] = {
-    "history_rewritten": (Severity.HIGH, "history rewritten: pinned revisions are no longer reachable"),
-    "renamed": (Severity.MODERATE, "repo renamed"),
-    "deleted": (Severity.HIGH, "repo deleted"),
-    "recreated": (Severity.CRITICAL, "repo deleted and created again under the same id: possible takeover"),
-    "gated": (Severity.MODERATE, "repo is now gated"),
-    "private": (Severity.HIGH, "repo made private"),
+    kind: (SeverityRules.default().severity(f"repo.{kind}"), text) for kind, text in _REPO_EVENT_TEXT.items()
 }
 
 # Evidence keys that hold a rendered-prompt (or other) diff worth quoting in details.

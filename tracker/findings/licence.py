@@ -7,8 +7,9 @@ single weight changing, so it is tracked like code:
 
 * ``licence.more_restrictive`` (high): the licence moved to a stricter tier
   of :data:`LICENCE_TIERS` (permissive < share-alike < restricted-use).
+* ``licence.relaxed`` (low): the licence moved to a looser tier.
 * ``licence.changed`` (moderate): any other change of ``license``,
-  ``license_name`` or ``license_link``.
+  ``license_name`` or ``license_link`` (within a tier).
 * ``licence.gating_added/removed/changed``: ``extra_gated_*`` fields, the
   terms a user must accept before downloading.
 * ``licence.base_model_changed``: the declared lineage (which also decides
@@ -196,7 +197,8 @@ def _compare(old: Mapping[str, Any], new: Mapping[str, Any], rules: SeverityRule
     if changed:
         t_old, c_old = tier(old.get("license"))
         t_new, c_new = tier(new.get("license"))
-        code = "licence.more_restrictive" if t_new > t_old else "licence.changed"
+        code = ("licence.more_restrictive" if t_new > t_old else "licence.relaxed" if t_new < t_old
+                else "licence.changed")
         parts = [f"{k}: {_show(old.get(k))} → {_show(new.get(k))}" for k in changed]
         summary = "; ".join(parts)
         if t_new != t_old:

@@ -18,9 +18,10 @@ checkpoint, the globals its pickle would import (found statically by
   Headers are compared per checkpoint *across all its shards*, so a tensor
   that merely moves from shard 1 to shard 2 is not reported as removed+added.
 * ``weights.resharded``: same tensors split over a different set of files.
-* ``weights.shard_added/removed``, ``weights.file_added/removed`` and
-  ``weights.index_changed``: the set of weight files (and the sharded
-  index's ``weight_map``) changed.
+* ``weights.shard_added/removed``, ``weights.file_added/removed``: the set of
+  weight files changed; ``weights.index_changed``: the sharded index's
+  ``weight_map`` lists other tensors; ``weights.index_resharded``: the same
+  tensors mapped to other shards.
 * Pickle-based files (``.bin .pt .pth .ckpt .pkl``), added or replaced:
   exactly one of ``weights.pickle_dangerous_import`` (it would import
   something that runs commands, reaches the network, or evaluates code:
@@ -343,9 +344,12 @@ def _indexes(
             parts.append(f"{len(moved)} moved between shards")
         if size_a != size_b:
             parts.append(f"total_size {size_a} → {size_b}")
+        # Tensors appearing in or vanishing from the map change what loads, in place; the same
+        # tensors laid out over other shards (with total_size following) change nothing a user computes.
+        code = "weights.index_changed" if added or removed else "weights.index_resharded"
         out.append(
             rules.finding(
-                "weights.index_changed",
+                code,
                 CATEGORY,
                 f"{path}: " + ", ".join(parts),
                 path=path,
