@@ -264,8 +264,11 @@ class DeliverySettings:
     max_attempts: Count = 20  # then the delivery is a dead letter (`tracker deliveries retry ID` resends it)
     backoff_base: Duration = 5.0  # first retry after about this long, doubling each time (with jitter)
     backoff_max: Duration = 900.0  # never wait longer than this between attempts (a Retry-After may say longer)
-    timeout: Duration = 10.0  # per attempt: connect, send and read the answer
+    timeout: Duration = 10.0  # the deadline of one attempt: connect, send and the whole answer
     allow_hosts: Hosts = ()  # hosts (or IPs, CIDRs) allowed to be private/loopback targets
+    workers: Count = 8  # attempts in flight at once, over all receivers
+    per_target: Count = 2  # attempts in flight to one receiver (scheme, host, port)
+    max_response_bytes: Count = 16 * 1024  # of an error answer's body, raw and decoded; the rest is not read
 
 
 @dataclass(frozen=True, config=_STRICT)

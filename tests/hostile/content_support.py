@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import pickle
 import resource
 import subprocess
@@ -50,21 +51,23 @@ def peak_mb() -> int:
     raise RuntimeError("no VmHWM in /proc/self/status")
 
 
-def run_bounded(args: list[str], *, memory: int, timeout: float, cwd: Path = ROOT) -> Bounded:
-    """Run ``args`` (argv) under an address-space limit of ``memory`` bytes and a wall-clock ``timeout``."""
+def run_bounded(args: list[str], *, memory: int, timeout: float, cwd: Path = ROOT,
+                env: dict[str, str] | None = None) -> Bounded:
+    """Run ``args`` (argv) under an address-space limit of ``memory`` bytes and a wall-clock ``timeout``;
+    ``env``: variables added to this process's environment."""
 
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
 
     start = time.monotonic()
     done = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout, preexec_fn=limit,
-                          check=False)
+                          check=False, env={**os.environ, **env} if env else None)
     return Bounded(done.returncode, done.stdout, done.stderr, time.monotonic() - start)
 
 
-def run_python(code: str, *, memory: int, timeout: float) -> Bounded:
+def run_python(code: str, *, memory: int, timeout: float, env: dict[str, str] | None = None) -> Bounded:
     """``code`` (dedented) in a fresh interpreter under the limits; it prints its result as JSON."""
-    return run_bounded([sys.executable, "-c", textwrap.dedent(code)], memory=memory, timeout=timeout)
+    return run_bounded([sys.executable, "-c", textwrap.dedent(code)], memory=memory, timeout=timeout, env=env)
 
 
 def run_tracker(*argv: str, memory: int, timeout: float) -> Bounded:

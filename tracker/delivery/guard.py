@@ -16,13 +16,19 @@ are ignored (a proxy would resolve the name itself).
 from __future__ import annotations
 
 import ipaddress
+import logging
 import socket
+import time
+import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import httpx2
 
 from tracker.errors import TrackerError
+from tracker.hub import deadline
+
+log = logging.getLogger(__name__)
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], list[str]]
@@ -236,14 +242,62 @@ class TargetGuard:
 
 
 def make_client(timeout: float) -> httpx2.Client:
-    """The HTTP client deliveries use: no redirects followed, no proxies or .netrc from the environment."""
-    return httpx2.Client(timeout=httpx2.Timeout(timeout), follow_redirects=False, trust_env=False,
-                        headers={"User-Agent": "upstream-tracker"})
+    """The HTTP client deliveries use: no redirects followed, no proxies or .netrc from the environment,
+    every socket operation bounded by the calling thread's deadline (:mod:`tracker.hub.deadline`, which
+    bounds the Hub's requests the same way)."""
+    client = httpx2.Client(timeout=httpx2.Timeout(timeout), follow_redirects=False, trust_env=False,
+                          headers={"User-Agent": "upstream-tracker", "Accept-Encoding": "identity"})
+    if not deadline.install(client):
+        log.warning("delivery: could not bound socket operations of the HTTP client (httpx2 changed?); "
+                    "the attempt deadline is checked between body chunks only")
+    return client
 
 
-def post_pinned(client: httpx2.Client, target: CheckedTarget, *, content: bytes,
-                headers: Mapping[str, str]) -> httpx2.Response:
-    """POST to the checked address itself; the URL's host stays in ``Host`` and in TLS (SNI, certificate)."""
+@dataclass(frozen=True)
+class Answer:
+    """What a receiver answered: its status and headers, and the start of its body as text.
+
+    The body is read only for an error (what a receiver says about a failure is worth a log
+    line), and at most ``max_bytes`` of it, raw and decoded alike: a gigabyte body, or a megabyte
+    of gzip that inflates to one, costs ``max_bytes``. The rest is never read.
+    """
+
+    status: int
+    headers: httpx2.Headers
+    text: str
+
+
+def read_capped(response: httpx2.Response, max_bytes: int) -> bytes:
+    """At most ``max_bytes`` of the body, decoded (gzip, deflate or none), at most ``max_bytes`` read raw.
+
+    Stops at the cap, at the attempt's deadline, or when the receiver stops answering, and keeps
+    what it has. Another content coding (br, zstd) is not decoded: nothing is shown of it.
+    """
+    coding = response.headers.get("content-encoding", "identity").strip().lower()
+    if coding not in ("identity", "gzip", "x-gzip", "deflate", ""):
+        return b""
+    inflate = zlib.decompressobj(zlib.MAX_WBITS | 32) if coding not in ("identity", "") else None  # gzip or zlib
+    out, raw = bytearray(), 0
+    at = deadline.current()
+    try:
+        for chunk in response.iter_raw():
+            chunk = chunk[:max_bytes - raw]
+            raw += len(chunk)
+            out += inflate.decompress(chunk, max_bytes - len(out)) if inflate is not None else chunk
+            if raw >= max_bytes or len(out) >= max_bytes or (at is not None and time.monotonic() >= at):
+                break
+    except (httpx2.TransportError, zlib.error):
+        pass  # a timeout, a dropped connection, broken gzip: what was read is what there is
+    return bytes(out[:max_bytes])
+
+
+def post_pinned(client: httpx2.Client, target: CheckedTarget, *, content: bytes, headers: Mapping[str, str],
+                max_bytes: int) -> Answer:
+    """POST to the checked address itself; the URL's host stays in ``Host`` and in TLS (SNI, certificate).
+
+    Call it inside ``deadline.active(at)``: connecting, sending and reading the answer all end by
+    then. A 2xx answer's body is not read at all; an error's is read up to ``max_bytes``.
+    """
     last: httpx2.TransportError | None = None
     for address in target.addresses:
         request = client.build_request(
@@ -252,8 +306,18 @@ def post_pinned(client: httpx2.Client, target: CheckedTarget, *, content: bytes,
             extensions={"sni_hostname": target.host},
         )
         try:
-            return client.send(request)
+            response = client.send(request, stream=True)
         except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
-            last = exc  # the next checked address, if the name has several
+            last = exc  # the next checked address, if the name has several (and time is left)
+            at = deadline.current()
+            if at is not None and time.monotonic() >= at:
+                break
+            continue
+        try:
+            body = b"" if 200 <= response.status_code < 300 else read_capped(response, max_bytes)
+            return Answer(response.status_code, response.headers,
+                          body.decode(response.charset_encoding or "utf-8", errors="replace"))
+        finally:
+            response.close()
     assert last is not None
     raise last

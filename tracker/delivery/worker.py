@@ -8,6 +8,14 @@ outcome. A failure is retried with exponential backoff and jitter, a ``Retry-Aft
 retry ID``. Nothing is held in memory between rounds: a worker killed mid-send leaves its row
 pending, and the next worker sends it again once the lease runs out, with the same ``webhook-id``
 (receivers de-duplicate by it).
+
+Attempts are independent. Each has one deadline, ``[delivery] timeout``, for connecting, sending
+and the whole answer (enforced on every socket operation, as for the Hub: :mod:`tracker.hub.deadline`),
+and reads at most ``max_response_bytes`` of an error's body. They run on a pool of ``[delivery]
+workers`` threads, at most ``per_target`` of them to one receiver (scheme, host and port), and the
+running sender never waits for an attempt to end before starting the next one elsewhere: a
+receiver that drips its answer holds its own slots until its deadline, never another receiver's
+alerts.
 """
 
 from __future__ import annotations
@@ -16,8 +24,9 @@ import json
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from typing import Protocol
@@ -26,6 +35,7 @@ import httpx2
 
 from tracker import metrics
 from tracker.delivery.guard import (
+    Answer,
     CheckedTarget,
     Resolver,
     TargetGuard,
@@ -35,6 +45,7 @@ from tracker.delivery.guard import (
 )
 from tracker.delivery.slack import slack_message
 from tracker.delivery.webhook import signed_headers, webhook_body
+from tracker.hub import deadline
 from tracker.hub.guards import clamp_wait
 from tracker.settings import DeliverySettings
 from tracker.store.delivery import DeliveryRow, SubscriptionRow
@@ -42,6 +53,9 @@ from tracker.store.delivery import DeliveryRow, SubscriptionRow
 log = logging.getLogger(__name__)
 
 RETRY_AFTER_MAX = 86400.0  # a receiver asking for more than a day is asked again after a day
+# A lease outlasts the attempt's deadline by this much: resolving the target's name (getaddrinfo
+# cannot be interrupted; a resolver's own timeouts and retries end within a minute) and the store.
+LEASE_MARGIN = 60.0
 
 
 class DeliveryStore(Protocol):
@@ -81,41 +95,93 @@ class Outcome:
         self.status, self.error, self.wait, self.permanent = status, error, wait, permanent
 
 
+def target_key(url: str) -> str:
+    """The receiver a subscription's URL names: scheme, host and port (what ``per_target`` counts)."""
+    try:
+        parsed = httpx2.URL(url)
+    except (httpx2.InvalidURL, TypeError):
+        return url
+    return f"{parsed.scheme}://{parsed.host.lower()}:{parsed.port or ''}"
+
+
 class DeliveryWorker:
-    """Delivers the outbox. ``run_once()`` is one round; ``start()`` runs rounds in a thread."""
+    """Delivers the outbox. ``run_once()`` is one round, waited for; ``start()`` runs rounds in a thread.
+
+    ``parallel`` (default ``[delivery] workers``) bounds the attempts in flight, and ``per_target``
+    (default ``[delivery] per_target``) those to any one receiver.
+    """
 
     def __init__(self, store: DeliveryStore, settings: DeliverySettings, *, tracker_url: str | None = None,
                  resolver: Resolver | None = None, clock: Callable[[], datetime] | None = None,
-                 jitter: Callable[[], float] = random.random, parallel: int = 4, idle: float = 0.5) -> None:
+                 jitter: Callable[[], float] = random.random, parallel: int | None = None,
+                 per_target: int | None = None, idle: float = 0.5) -> None:
         self.store = store
         self.settings = settings
         self.tracker_url = tracker_url
         self.guard = TargetGuard(settings.allow_hosts, resolver=resolver)
         self.clock = clock or (lambda: datetime.now(UTC))
         self.jitter = jitter
-        self.parallel = parallel
+        self.parallel = parallel or settings.workers
+        self.per_target = per_target or settings.per_target
         self.idle = idle
         self._client = make_client(settings.timeout)
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self._running: dict[str, int] = {}  # receiver -> attempts in flight
+        self._wake = threading.Event()  # an attempt ended: a slot is free, its subscription's next row may be due
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        # Longer than any one attempt can take (connect, write, read each bounded by the timeout).
-        self.lease = timedelta(seconds=4 * settings.timeout + 5)
+        self.lease = timedelta(seconds=settings.timeout + LEASE_MARGIN)
 
     # -- one round ----------------------------------------------------------------------------
 
     def run_once(self) -> int:
-        """Attempt every due delivery (one per subscription, in parallel); how many were attempted."""
+        """Attempt the due deliveries (one per subscription, in parallel, within the bounds) and wait for
+        them; how many were attempted."""
+        started = self._dispatch()
+        wait(started)
+        return len(started)
+
+    def _dispatch(self) -> list[Future[None]]:
+        """Lease and start as many due deliveries as the bounds allow, without waiting for them."""
+        with self._lock:
+            free = self.parallel - sum(self._running.values())
+        if free <= 0:
+            return []
         now = self.clock()
-        due = [(d, s) for d, s in self.store.due_deliveries(now)
-               if self.store.lease_delivery(d.id, now=now, until=now + self.lease)]
-        if not due:
-            return 0
-        if len(due) == 1:
-            self._attempt(*due[0])
-        else:
-            with ThreadPoolExecutor(min(self.parallel, len(due)), thread_name_prefix="deliver") as pool:
-                list(pool.map(lambda pair: self._attempt(*pair), due))
-        return len(due)
+        started: list[Future[None]] = []
+        for delivery, sub in self.store.due_deliveries(now):
+            if len(started) >= free:
+                break
+            key = target_key(sub.url)
+            with self._lock:
+                if self._running.get(key, 0) >= self.per_target:
+                    continue  # that receiver has its share; the next round looks again
+                self._running[key] = self._running.get(key, 0) + 1
+            if not self.store.lease_delivery(delivery.id, now=now, until=now + self.lease):
+                self._release(key)
+                continue
+            started.append(self._executor().submit(self._attempt_then_release, delivery, sub, key))
+        return started
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.parallel, thread_name_prefix="deliver")
+            return self._pool
+
+    def _release(self, key: str) -> None:
+        with self._lock:
+            self._running[key] -= 1
+            if not self._running[key]:
+                del self._running[key]
+        self._wake.set()
+
+    def _attempt_then_release(self, delivery: DeliveryRow, sub: SubscriptionRow, key: str) -> None:
+        try:
+            self._attempt(delivery, sub)
+        finally:
+            self._release(key)
 
     def backoff(self, attempts: int) -> float:
         """Seconds before attempt ``attempts + 1``: exponential, capped, with equal jitter."""
@@ -151,12 +217,14 @@ class DeliveryWorker:
             return Outcome(None, str(exc), permanent=True)
         body, headers = self._payload(delivery, sub)
         try:
-            response = post_pinned(self._client, target, content=body, headers=headers)
+            with deadline.active(time.monotonic() + self.settings.timeout):
+                answer = post_pinned(self._client, target, content=body, headers=headers,
+                                     max_bytes=self.settings.max_response_bytes)
         except httpx2.TimeoutException:
             return Outcome(None, f"timed out after {self.settings.timeout:g}s ({target.display})")
         except httpx2.TransportError as exc:
             return Outcome(None, f"connection failed ({target.display}): {type(exc).__name__}: {exc}")
-        return self._judge(response, target)
+        return self._judge(answer, target)
 
     def _payload(self, delivery: DeliveryRow, sub: SubscriptionRow) -> tuple[bytes, dict[str, str]]:
         if sub.kind == "slack":
@@ -166,8 +234,8 @@ class DeliveryWorker:
         assert sub.secret is not None, "a webhook subscription has a secret"
         return body, signed_headers(sub.secret, delivery.webhook_id, body, self.clock())
 
-    def _judge(self, response: httpx2.Response, target: CheckedTarget) -> Outcome:
-        status = response.status_code
+    def _judge(self, response: Answer, target: CheckedTarget) -> Outcome:
+        status = response.status
         if 200 <= status < 300:
             return Outcome(status)
         if 300 <= status < 400:
@@ -177,7 +245,7 @@ class DeliveryWorker:
         wait = None
         if status in (429, 503):
             wait = retry_after_seconds(response.headers.get("retry-after"), self.clock())
-        text = response.text[:200].strip().replace("\n", " ")
+        text = " ".join(response.text[:200].split())
         return Outcome(status, f"HTTP {status} from {target.display}" + (f": {text}" if text else ""), wait=wait)
 
     # -- the thread -------------------------------------------------------------------------
@@ -189,17 +257,24 @@ class DeliveryWorker:
     def _loop(self) -> None:
         log.debug("delivery worker started")
         while not self._stop.is_set():
+            self._wake.clear()
             try:
-                busy = self.run_once()
+                started = len(self._dispatch())
             except Exception:
                 log.exception("delivery round failed")
-                busy = 0
-            if not busy:
-                self._stop.wait(self.idle)
+                started = 0
+            if not started:  # nothing due, or every slot taken: until an attempt ends, or a while
+                self._wake.wait(self.idle)
 
     def stop(self, timeout: float | None = None) -> None:
-        """Finish the round in flight, then stop."""
+        """Start nothing more, let the attempts in flight end (each within its deadline), then stop."""
         self._stop.set()
+        self._wake.set()
+        limit = timeout if timeout is not None else self.settings.timeout + 5
         if self._thread is not None:
-            self._thread.join(timeout if timeout is not None else 4 * self.settings.timeout + 5)
+            self._thread.join(limit)
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
         self._client.close()
