@@ -3,7 +3,7 @@
 ``install(app, tracker, scheduler_running=...)`` adds all of it to the app ``tracker.api.create_app``
 builds (one line there):
 
-- reads: ``GET /v1/repos``, ``GET /v1/repos/{owner}/{name}/revisions``, ``.../diff?from=&to=``,
+- reads: ``GET /v1/repos``, ``GET /v1/rules`` (the watch rules and their repos), ``GET /v1/repos/{owner}/{name}/revisions``, ``.../diff?from=&to=``,
   ``.../estimate?revision=``. A repo that is not watched is read from the Hub and nothing is stored
   (its revisions are then its newest commits, not analysed);
 - operations: ``GET /readyz`` (the database answers and, in ``tracker run``, the scheduler runs;
@@ -37,6 +37,7 @@ from tracker.errors import ConfigError, TrackerError, first_line
 from tracker.model import RepoId, RevisionRow, validate_repo_id
 from tracker.settings import parse_interval
 from tracker.store.tokens import TokenStore
+from tracker.watchrules import RuleStore
 
 if TYPE_CHECKING:
     from tracker.app import Tracker
@@ -80,6 +81,29 @@ class RepoOut(BaseModel):
 
 class ReposOut(BaseModel):
     repos: list[RepoOut]
+
+
+class RuleRepoOut(BaseModel):
+    repo: str
+    missing_since: datetime | None = Field(None, description="since when the rule no longer matches it "
+                                                             "(dropped after the grace)")
+
+
+class RuleOut(BaseModel):
+    id: int
+    rule: str = Field(description="the rule as `tracker watch add --rule` takes it")
+    max: int = Field(description="the most repos the rule holds")
+    grace_seconds: float
+    created_at: datetime
+    evaluated_at: datetime | None
+    matched: int | None = Field(description="models the last evaluation matched (more than max: capped)")
+    capped: bool
+    last_error: str | None
+    repos: list[RuleRepoOut]
+
+
+class RulesOut(BaseModel):
+    rules: list[RuleOut]
 
 
 class TopFinding(BaseModel):
@@ -285,6 +309,17 @@ def repos_router(tracker: Tracker) -> APIRouter:
                     last_seen_sha=r.last_seen_sha, last_polled_at=r.last_polled_at, last_error=r.last_error,
                     renamed_to=r.renamed_to)
             for r in store.list_watches()
+        ])
+
+    @router.get("/v1/rules", response_model=RulesOut, responses={503: ERRORS[503]})
+    def list_rules() -> RulesOut:
+        """The watch rules (``tracker watch add --rule``), with the repos each one watches."""
+        rules = RuleStore(store)
+        return RulesOut(rules=[
+            RuleOut(id=r.id, rule=r.text, max=r.max_repos, grace_seconds=r.grace_seconds, created_at=r.created_at,
+                    evaluated_at=r.evaluated_at, matched=r.matched, capped=r.capped, last_error=r.last_error,
+                    repos=[RuleRepoOut(repo=repo, missing_since=since) for repo, since in rules.repos_of(r.id)])
+            for r in rules.all()
         ])
 
     @router.get("/v1/repos/{owner}/{name}/revisions", response_model=RevisionsOut, responses=ERRORS)

@@ -44,6 +44,7 @@ from tracker.ports import Clock, HubReader
 from tracker.settings import Settings, clamp_interval
 from tracker.store import SqlStore
 from tracker.store.schedule import DueRepo, PollQueue
+from tracker.watchrules import RuleKeeper
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +103,7 @@ class Cycle:
         self._last_sweep = 0.0
         self._over_budget: bool | None = None
         self.changes = ChangeFeed(store, hub)
+        self.rules = RuleKeeper(store, hub, every=clamp_interval(settings.poll_every))
         self._last_walk_try = -WALK_EVERY
         # `tracker poll` (run_once): one walk per run, vouching only from that walk, claims among its repos.
         self._once = False
@@ -143,6 +145,8 @@ class Cycle:
             if freed:
                 log.info("took over %d repo lease(s) of stopped processes", freed)
         until = now + timedelta(seconds=self.settings.hub_poll_deadline + LEASE_MARGIN_SECONDS)
+        if not self._once:
+            self.evaluate_rules(now, limit=1)
         state = self._maybe_walk(now, report)
         since = self._run_started if self._once and self._run_started else now - timedelta(seconds=VOUCH_FOR)
         vouch = self.changes.vouch_epoch(state, since=since)
@@ -316,6 +320,27 @@ class Cycle:
             metrics.poll_done(PollOutcome.UNCHANGED.value)
             self.on_result(PollResult(repo=due.repo_id, status=PollOutcome.UNCHANGED))
 
+    def evaluate_rules(self, now: datetime, *, limit: int | None = None, every: bool = False) -> int:
+        """Evaluate the watch rules that are due (``every``: all of them), while the api budget has room; how many."""
+        try:
+            rules = self.rules.rules.all() if every else self.rules.due(now)
+        except TrackerError as exc:
+            log.warning("watch rules: %s", first_line(exc))
+            return 0
+        done = 0
+        for rule in rules[:limit]:
+            pages = self.rules.pages_needed(rule)
+            if self.budget.room("api") < pages:
+                log.info("watch rule %d (%s) waits for the Hub budget", rule.id, rule.text)
+                break
+            try:
+                with self.hub.deadline(min(LISTING_DEADLINE, self.settings.hub_poll_deadline)):
+                    self.rules.evaluate(rule, now)
+            except TrackerError as exc:
+                log.warning("watch rule %d (%s): %s", rule.id, rule.text, first_line(exc))
+            done += 1
+        return done
+
     def _maybe_walk(self, now: datetime, report: TickReport) -> ListingState:
         """Walk the Hub-wide change listing when it is due and cheaper than checking the due repos on their own."""
         state = self.changes.load()
@@ -351,6 +376,8 @@ class Cycle:
         the change listing, owner listings and HEADs as cheapest, the Hub budget (the run waits
         for it), and the poll workers.
         """
+        if repo_ids is None:  # a cycle over the whole watch list: the rules say what it holds first
+            self.evaluate_rules(self.clock(), every=True)
         rows = self.store.list_watches()
         if repo_ids is not None:
             by_id: dict[str, RepoRow] = {r.repo_id: r for r in rows}

@@ -311,6 +311,7 @@ class RepoRow:
     last_error: str | None
     created_at: datetime
     base_repo_id: RepoId | None = None  # the base model its card declares (migration 0007)
+    rule_id: int | None = None  # the watch rule that added it (migration 0009)
 
 
 @dataclass(frozen=True)

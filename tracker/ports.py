@@ -11,7 +11,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Protocol
 
-from tracker.hub import ChangeListing, CommitListing, Head, OwnerListing, RepoInfo
+from tracker.hub import ChangeListing, CommitListing, Head, MatchListing, OwnerListing, RepoInfo
 from tracker.hub.client import RejectedPath
 from tracker.model import AdvisoryRow, Commit, CommitSha, Finding, RepoId, RepoRow, RevisionRow, Snapshot
 from tracker.report import AdvisoryWrite, EventReport, RevisionReport
@@ -40,6 +40,9 @@ class HubReader(Protocol):
     def owner_heads(self, owner: str, *, max_pages: int) -> OwnerListing: ...
 
     def recent_models(self, *, stop_before: datetime | None, max_pages: int) -> ChangeListing: ...
+
+    def models_matching(self, query: list[tuple[str, str]], *, downloads_min: int | None,
+                        max_items: int) -> MatchListing: ...
 
     def snapshot(self, repo: RepoId, sha: str) -> Snapshot: ...
 

@@ -54,13 +54,25 @@ def watch() -> None:
 @click.option("--branch", default="main", show_default=True, help="Branch to follow.")
 @click.option("--every", default=None, help="Poll interval, e.g. 15m, 1h, 1d (default: from config).")
 @click.option("--from", "from_file", type=click.File("r"), help="Read repo ids from a file, one per line ('-': stdin).")
+@click.option("--rule", "rule_text", default=None,
+              help="Watch every model a rule matches, e.g. 'author=intfloat' or "
+                   "'library=sentence-transformers downloads>=10000' (terms: author, library, pipeline_tag, downloads>=N).")
+@click.option("--max", "max_repos", default=None, type=click.IntRange(1, 100_000),
+              help="With --rule: the most repos the rule watches (default 1000).")
 @click.option("--with-base", is_flag=True,
               help="Also watch the base model chain the cards declare (base_model; at most 4 levels, from the Hub).")
 @click.pass_obj
 @fail_cleanly
 def watch_add(obj: Context, repo_ids: tuple[str, ...], branch: str, every: str | None, from_file: Any,
-              with_base: bool = False) -> None:
-    """Watch one or more repos (owner/name)."""
+              with_base: bool = False, rule_text: str | None = None, max_repos: int | None = None) -> None:
+    """Watch one or more repos (owner/name), or every model a rule matches (--rule)."""
+    if rule_text is not None:
+        if repo_ids or from_file is not None or with_base:
+            raise click.UsageError("--rule watches what the rule matches: give no repo ids, --from or --with-base")
+        _add_rule(obj, rule_text, max_repos)
+        return
+    if max_repos is not None:
+        raise click.UsageError("--max goes with --rule")
     ids = list(repo_ids)
     if from_file is not None:
         for line in from_file:
@@ -91,6 +103,17 @@ def watch_add(obj: Context, repo_ids: tuple[str, ...], branch: str, every: str |
         sys.exit(1)
 
 
+def _add_rule(obj: Context, text: str, max_repos: int | None) -> None:
+    """``watch add --rule``: store the rule; the next cycle (`tracker poll`, `tracker run`) watches its matches."""
+    from tracker.watchrules import DEFAULT_MAX, RuleStore, parse_rule
+
+    rule = parse_rule(text)  # a ConfigError: bad usage, exit 2
+    tracker = obj.tracker()
+    row, created = RuleStore(tracker.store).add(rule, max_repos=max_repos or DEFAULT_MAX, now=tracker.clock())
+    click.echo(f"{'rule' if created else 'updated rule'} {row.id}: {row.text} (at most {row.max_repos} repos); "
+               "the next poll cycle watches what it matches")
+
+
 def _watch_bases(tracker: Tracker, repo_ids: list[RepoId], *, branch: str, every: float | None) -> bool:
     """``watch add --with-base``: watch each repo's base chain (tracker/lineage.py); False if one was refused."""
     from tracker.lineage import watch_base_chain
@@ -114,9 +137,12 @@ def _watch_bases(tracker: Tracker, repo_ids: list[RepoId], *, branch: str, every
 @fail_cleanly
 def watch_list(obj: Context, as_json: bool) -> None:
     """List watched repos."""
+    from tracker.watchrules import RuleStore
+
     tracker = obj.tracker()
     tracker.sync_config_watches()
     rows = tracker.store.list_watches()
+    rules = RuleStore(tracker.store).all()
     if as_json:
         _emit_json([
             {
@@ -124,12 +150,12 @@ def watch_list(obj: Context, as_json: bool) -> None:
                 "every": format_duration(r.every_seconds or obj.settings.poll_every),
                 "every_seconds": r.every_seconds or obj.settings.poll_every,
                 "state": r.state, "last_seen_sha": r.last_seen_sha, "renamed_to": r.renamed_to,
-                "last_polled_at": _iso(r.last_polled_at), "last_error": r.last_error,
+                "last_polled_at": _iso(r.last_polled_at), "last_error": r.last_error, "rule": r.rule_id,
             }
             for r in rows
         ])
         return
-    if not rows:
+    if not rows and not rules:
         click.echo("no repos watched; add some with `tracker watch add OWNER/NAME`")
         return
     click.echo(f"{'REPO':45} {'BRANCH':10} {'EVERY':6} {'STATE':9} {'HEAD READ':13} LAST POLLED")
@@ -137,15 +163,44 @@ def watch_list(obj: Context, as_json: bool) -> None:
         click.echo(
             f"{r.repo_id:45} {r.branch:10} {format_duration(r.every_seconds or obj.settings.poll_every):6} "
             f"{r.state:9} {(r.last_seen_sha or '-')[:12]:13} {_iso(r.last_polled_at) or 'never'}"
+            + (f"  (rule {r.rule_id})" if r.rule_id is not None else "")
         )
+    if rules:
+        click.echo("")
+        click.echo(f"{'RULE':5} {'REPOS':>11} {'EVALUATED':21} TERMS")
+        by_rule: dict[int, list[str]] = {}
+        for r in rows:
+            if r.rule_id is not None:
+                by_rule.setdefault(r.rule_id, []).append(r.repo_id)
+        for rule in rules:
+            held = by_rule.get(rule.id, [])
+            note = " (cap reached)" if rule.capped else ""
+            click.echo(f"{rule.id:<5} {f'{len(held)}/{rule.max_repos}':>11} {_iso(rule.evaluated_at) or 'not yet':21} "
+                       f"{rule.text}{note}")
+            for repo_id in held:
+                click.echo(f"      {repo_id}")
 
 
 @watch.command("remove")
-@click.argument("repo_id")
+@click.argument("repo_id", required=False)
+@click.option("--rule", "rule_id", type=int, default=None, help="Remove watch rule ID and the repos it watches.")
 @click.pass_obj
 @fail_cleanly
-def watch_remove(obj: Context, repo_id: str) -> None:
-    """Stop watching a repo (its stored revisions are deleted with it)."""
+def watch_remove(obj: Context, repo_id: str | None, rule_id: int | None = None) -> None:
+    """Stop watching a repo (its stored revisions are deleted with it), or a rule (--rule ID)."""
+    if rule_id is not None:
+        if repo_id is not None:
+            raise click.UsageError("give a repo id or --rule ID, not both")
+        from tracker.watchrules import RuleStore
+
+        removed = RuleStore(obj.tracker().store).remove(rule_id)
+        if removed is None:
+            click.echo(f"error: no watch rule {rule_id}", err=True)
+            sys.exit(1)
+        click.echo(f"removed rule {rule_id} and the {len(removed)} repo(s) it watched")
+        return
+    if repo_id is None:
+        raise click.UsageError("give a repo id, or --rule ID")
     repo = _repo_id(repo_id)
     if not obj.tracker().store.remove_watch(repo):
         click.echo(f"error: not watched: {repo}", err=True)

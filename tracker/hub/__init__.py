@@ -6,10 +6,11 @@ from tracker.hub.client import (
     Head,
     HubClient,
     ListedModel,
+    MatchListing,
     OwnerListing,
     RejectedPath,
     RepoInfo,
 )
 
-__all__ = ["ChangeListing", "CommitListing", "Head", "HubClient", "ListedModel", "OwnerListing", "RejectedPath",
+__all__ = ["ChangeListing", "CommitListing", "Head", "HubClient", "ListedModel", "MatchListing", "OwnerListing", "RejectedPath",
            "RepoInfo"]

@@ -100,6 +100,15 @@ class ChangeListing:
 
 
 @dataclass(frozen=True)
+class MatchListing:
+    """The models a filtered listing matched, in the listing's order."""
+
+    repo_ids: tuple[RepoId, ...]
+    pages: int
+    complete: bool  # False when ``max_items`` stopped the walk
+
+
+@dataclass(frozen=True)
 class CommitListing:
     """New commits on a branch, oldest first, and whether the walk met ``since``."""
 
@@ -345,6 +354,41 @@ class HubClient(HubTransport):
         return ChangeListing(models=tuple(models), pages=pages, reached=reached, repeated=repeated,
                              disorder=disorder, page_size=page_size)
 
+    def models_matching(self, query: list[tuple[str, str]], *, downloads_min: int | None,
+                        max_items: int) -> MatchListing:
+        """Models ``GET /api/models?<query>`` lists, up to ``max_items``.
+
+        With ``downloads_min`` the query sorts by downloads (highest first): the walk stops at the
+        first model below it. Malformed ids are left out.
+        """
+        url = f"{self.endpoint}/api/models?" + urlencode(query)
+        what = "models matching a watch rule"
+        found: list[RepoId] = []
+        pages = 0
+        next_url: httpx2.URL | None = httpx2.URL(url)
+        complete = True
+        while next_url is not None:
+            if pages >= self.max_pages:
+                raise HubUnavailable(f"{what}: more than {self.max_pages} pages")
+            page, next_url = self._get_json(next_url, what)
+            pages += 1
+            if not isinstance(page, list):
+                raise HubUnavailable(f"{what}: expected a JSON list")
+            for item in page:
+                if not isinstance(item, dict) or not isinstance(item.get("id"), str):
+                    continue
+                if downloads_min is not None:
+                    downloads = item.get("downloads")
+                    if not isinstance(downloads, int) or downloads < downloads_min:
+                        return MatchListing(repo_ids=tuple(found), pages=pages, complete=True)
+                try:
+                    found.append(validate_repo_id(item["id"]))
+                except ValueError:
+                    continue
+                if len(found) >= max_items:
+                    return MatchListing(repo_ids=tuple(found), pages=pages, complete=next_url is None)
+        return MatchListing(repo_ids=tuple(found), pages=pages, complete=complete)
+
     def commits_since(
         self, repo: RepoId, branch: str, since: str | Collection[str] | None, *, limit: int | None = None
     ) -> CommitListing:
@@ -488,4 +532,4 @@ class HubClient(HubTransport):
         return header
 
 
-__all__ = ["ChangeListing", "CommitListing", "Head", "ListedModel", "HubClient", "HubError", "OwnerListing", "RejectedPath", "RepoInfo"]
+__all__ = ["ChangeListing", "CommitListing", "Head", "ListedModel", "MatchListing", "HubClient", "HubError", "OwnerListing", "RejectedPath", "RepoInfo"]

@@ -366,6 +366,7 @@ class SqlStore(DeliveryStoreMixin, AdvisoryStoreMixin):
             last_error=row.last_error,
             created_at=_utc(row.created_at),
             base_repo_id=RepoId(row.base_repo_id) if row.base_repo_id else None,
+            rule_id=row.rule_id,
         )
 
     def add_watch(self, repo_id: RepoId, *, branch: str = "main", every: float | None = None,

@@ -67,9 +67,33 @@ repos = Table(
     # The chain of Hub-wide change listings this repo was last known current in (migration 0008,
     # tracker/changes.py): while that chain is unbroken, a repo missing from the listing is unchanged.
     Column("listing_epoch", Integer, nullable=True),
+    # The watch rule that added the repo (migration 0009, tracker/watchrules.py), and since when the
+    # rule no longer matches it: it is dropped after the rule's grace. No foreign key: adding one
+    # makes SQLite rebuild the table, and the rebuild's drop would cascade to every revision;
+    # removing a rule removes its repos itself.
+    Column("rule_id", Integer, nullable=True),
+    Column("rule_missing_since", DateTime(timezone=True), nullable=True),
 )
+Index("ix_repos_rule_id", repos.c.rule_id)
 Index("ix_repos_next_poll_at", repos.c.next_poll_at)
 Index("ix_repos_base_repo_id", repos.c.base_repo_id)
+
+# Watch rules (migration 0009, tracker/watchrules.py): the rule as written, its Hub listing filters,
+# its cap, and what its last evaluation found.
+watch_rules = Table(
+    "watch_rules",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("text", String(300), nullable=False, unique=True),
+    Column("filters", JSON, nullable=False),  # {"author", "library", "pipeline_tag", "downloads_min"}
+    Column("max_repos", Integer, nullable=False),
+    Column("grace_seconds", Float, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("evaluated_at", DateTime(timezone=True), nullable=True),
+    Column("matched", Integer, nullable=True),  # models the last evaluation matched (more than max: capped)
+    Column("capped", Boolean, nullable=False, default=False),
+    Column("last_error", Text, nullable=True),
+)
 
 # The Hub-wide change listing's watermarks (one row; migration 0008, tracker/changes.py): the chain
 # epoch, the newest ``lastModified`` of the last two complete walks (Hub clock) with when they ran
