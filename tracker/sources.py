@@ -20,8 +20,6 @@ from tracker.errors import HubError, HubRateLimited, HubUnavailable, UpstreamFil
 from tracker.model import RepoId, Snapshot
 from tracker.ports import BlobCache, HubReader
 
-PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
-
 
 class HubSources:
     def __init__(
@@ -85,7 +83,7 @@ class HubSources:
 
     def safetensors_header(self, side: str, path: str) -> dict[str, Any] | None:
         sha, entry = self._entry(side, path)
-        if entry is None or not path.endswith(".safetensors"):
+        if entry is None or not path.lower().endswith(".safetensors"):
             return None
         key = (entry.content_id, path)
         if key not in self._headers:
@@ -123,22 +121,30 @@ class HubSources:
         return self._headers[key]
 
     def pickle_globals(self, side: str, path: str) -> list[tuple[str, str]] | None:
-        """The globals a pickle-based file imports, from range reads (4 bytes, then 512 unless it is a zip).
+        """The globals a pickle-bearing file imports, from range reads (4 bytes, then 512 unless it is a zip).
 
-        The result is a :class:`~tracker.findings.picklescan_zip.PickleGlobals`: a partial scan
-        returns what it found with ``incomplete`` set, so a cap never hides a dangerous import.
+        Which files, and how strictly, is :func:`tracker.findings.weights.pickle_kind`: a name
+        a loader unpickles that cannot be scanned is a problem; a container (``.npy``, ``.npz``,
+        ``.zip``) may hold no pickle; an LFS file judged by content alone that is no pickle is
+        simply not one. The result is a :class:`~tracker.findings.picklescan_zip.PickleGlobals`:
+        a partial scan returns what it found with ``incomplete`` set, so a cap never hides a
+        dangerous import.
         """
-        sha, entry = self._entry(side, path)
-        if entry is None or not path.endswith(PICKLE_SUFFIXES):
-            return None
-        from tracker.findings.picklescan_zip import scan_checkpoint
+        from tracker.findings.picklescan_zip import PickleGlobals, scan_checkpoint
+        from tracker.findings.weights import pickle_kind
 
+        sha, entry = self._entry(side, path)
+        kind = pickle_kind(path, entry) if entry is not None else None
+        if kind is None:
+            return None
         try:
             return scan_checkpoint(
                 lambda offset, length: self.hub.read_range(self.repo, sha, path, offset, offset + length - 1),
-                entry.size,
+                entry.size, expect_pickle=kind == "pickle",
             )
         except (UpstreamFileError, HubError, ValueError) as exc:
             self._check_transient(exc)
+            if kind == "content" and isinstance(exc, ValueError):
+                return PickleGlobals([], None, holds_pickle=False)
             self._problem(side, path, f"pickle scan failed: {exc}")
             return None

@@ -23,14 +23,26 @@ globals it saw with :attr:`PickleGlobals.incomplete` saying what it skipped, so
 a dangerous ``data.pkl`` padded with harmless members stays dangerous.
 
 A file that is not a zip is first judged from its first :data:`SNIFF_BYTES`
-bytes (a GGUF or safetensors ``.bin``, a text file): only a prefix that parses
-as pickle opcodes leads to larger reads, growing while the pickle goes on.
+bytes: only a prefix that parses as pickle opcodes leads to larger reads,
+growing while the pickle goes on. A magic number never settles it alone:
+``GGUF`` is also the pickle opcode ``BINFLOAT`` and a safetensors length prefix
+can be a ``BINUNICODE``, so a file that starts like GGUF or safetensors and goes
+on as a pickle is scanned as the pickle Python's unpickler would run; the magic
+only names the format in the "not a pickle" reason when the opcodes fail.
+
+NumPy files hold a pickle only for object arrays: a ``.npy`` (or an ``.npz``
+member) is judged from its header's ``descr``, and only an object array's
+pickle, which follows the header, is scanned. Containers that may hold no
+pickle at all (``.npy``, ``.npz``, any zip) are scanned with
+``expect_pickle=False`` and then say so (:attr:`PickleGlobals.holds_pickle`)
+instead of failing.
 
 Pure: no I/O except through ``read_range``.
 """
 
 from __future__ import annotations
 
+import ast
 import io
 import pickletools
 import struct
@@ -53,6 +65,12 @@ MAX_PICKLE_MEMBERS = 16
 SNIFF_BYTES = 512
 """First read of a file that is not a zip: enough to tell a pickle from any other format."""
 _GROWTH = 16  # each further read of a raw pickle is this many times the bytes read so far
+MAX_NPY_HEADER_BYTES = 65536
+"""Largest ``.npy`` header read (NumPy itself refuses headers over 10,000 bytes by default)."""
+MAX_NPY_MEMBERS = 64
+"""``.npy`` members of one archive whose header is read to find object arrays; others are reported unscanned."""
+_NPY_MAGIC = b"\x93NUMPY"
+_INFLATE_CHUNK = 64 * 1024
 
 # Formats a ``.bin``/``.pt`` may really hold, by their first bytes: named in the "not a pickle" reason.
 _MAGIC: tuple[tuple[bytes, str], ...] = (
@@ -100,13 +118,22 @@ class PickleGlobals(list[tuple[str, str]]):
     """The ``(module, name)`` globals found, in order; a plain list to callers that need no more.
 
     ``incomplete`` says what was *not* scanned (members over the cap, a member that
-    could not be read, a pickle longer than the scanned prefix), or is None when the
-    scan covered every pickle in the file. Whatever was found stands either way.
+    could not be read, a pickle longer than the scanned prefix or one that could not
+    be followed to its end), or is None when the scan covered every pickle in the file.
+    Whatever was found stands either way. ``holds_pickle`` is False only for a container
+    read in full that holds no pickle (a numeric ``.npy``, an ``.npz`` or zip without
+    object arrays or ``.pkl`` members): there is nothing a loader could unpickle.
     """
 
-    def __init__(self, items: list[tuple[str, str]] = (), incomplete: str | None = None) -> None:  # type: ignore[assignment]
+    def __init__(self, items: list[tuple[str, str]] = (), incomplete: str | None = None,  # type: ignore[assignment]
+                 *, holds_pickle: bool = True) -> None:
         super().__init__(items)
         self.incomplete = incomplete
+        self.holds_pickle = holds_pickle
+
+
+def _no_pickle() -> PickleGlobals:
+    return PickleGlobals([], None, holds_pickle=False)
 
 
 # --------------------------------------------------------------------------- pickle
@@ -127,16 +154,19 @@ _OPAQUE = _Opaque()
 
 
 def _scan_one_pickle(
-    stream: io.BytesIO, found: dict[tuple[str, str], None]
+    stream: io.BytesIO, found: dict[tuple[str, str], None], at: list[int]
 ) -> None:
     """Walk one pickle (up to STOP) and add each global it imports to ``found``.
 
     Raises whatever ``genops`` raises on malformed or truncated input; the
     globals seen before that point are already in ``found``, which matters
     because the unpickler would have executed them before failing too.
+    ``at[0]`` is kept at the offset of the opcode being read, so a caller knows
+    where a failure started.
     """
     stack: list[object] = []
     memo: dict[object, object] = {}
+    at[0] = stream.tell()
 
     def pop() -> object:
         return stack.pop() if stack else _OPAQUE  # underflow: the loader would fail here
@@ -147,6 +177,7 @@ def _scan_one_pickle(
                 return
 
     for opcode, arg, _pos in pickletools.genops(stream):
+        at[0] = stream.tell()
         name = opcode.name
         if name in _STRING_OPS:
             stack.append(arg if isinstance(arg, str) else _OPAQUE)
@@ -194,13 +225,41 @@ def _scan_one_pickle(
             stack.extend(_OPAQUE for _ in opcode.stack_after)
 
 
-def scan_pickle_bytes(data: bytes, *, more: bool = False) -> list[tuple[str, str]]:
+# Protocol-0 opcodes whose argument is a line, and the bytes the unpickler accepts in it:
+# a numeric line (GET 'g', PUT 'p', INT 'I', LONG 'L', FLOAT 'F') or a module and a name
+# (GLOBAL 'c', INST 'i'). A byte outside the set ends the unpickler there, however long
+# the line would be, so a prefix that shows one needs no further reads (``ggjt`` is GET).
+_NUMERIC_LINE = frozenset(b"0123456789+-_.eEinfatyINFATYxXbBoOjJ \t\r")
+_NAME_LINE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.\n\r")
+_LINE_ARGUMENT = {ord("g"): _NUMERIC_LINE, ord("p"): _NUMERIC_LINE, ord("I"): _NUMERIC_LINE,
+                  ord("L"): _NUMERIC_LINE, ord("F"): _NUMERIC_LINE, ord("c"): _NAME_LINE, ord("i"): _NAME_LINE}
+
+
+def _dead_argument(data: bytes, start: int) -> bool:
+    """Whether the opcode at ``start``, cut off by the end of ``data``, can already not be valid.
+
+    Only then is "ran out of bytes" a final answer; otherwise more bytes may complete it.
+    """
+    if start >= len(data):
+        return False
+    allowed = _LINE_ARGUMENT.get(data[start])
+    if allowed is not None:
+        return any(byte not in allowed for byte in data[start + 1:start + 1 + SNIFF_BYTES])
+    if data[start] == ord("S"):  # STRING: a quoted repr
+        return len(data) > start + 1 and data[start + 1] not in b"'\""
+    return False
+
+
+def scan_pickle_bytes(data: bytes, *, more: bool = False) -> PickleGlobals:
     """Globals imported by the pickle(s) in ``data``, in order of first appearance.
 
     Consecutive pickles are followed (a legacy ``torch.save`` file is five of
     them, then raw storage bytes), stopping at the first byte that does not
     parse once at least one pickle has been read. Raises
-    :class:`NotAPickleError` when the very first opcode is invalid.
+    :class:`NotAPickleError` when the very first opcode is invalid. A first
+    pickle that imports something and then stops parsing before its end (a
+    joblib file's raw array bytes, a corrupt tail) is returned with
+    ``incomplete`` set: what follows may import more.
 
     ``more=True`` says ``data`` is only a prefix of the file: a walk that reaches its
     end raises ``_Truncated`` instead of concluding (the caller reads further).
@@ -208,21 +267,25 @@ def scan_pickle_bytes(data: bytes, *, more: bool = False) -> list[tuple[str, str
     stream = io.BytesIO(data)
     found: dict[tuple[str, str], None] = {}
     pickles = 0
+    incomplete: str | None = None
+    at = [0]
     while stream.tell() < len(data):
         try:
-            _scan_one_pickle(stream, found)
+            _scan_one_pickle(stream, found, at)
         except Exception as exc:
-            if more and stream.tell() >= len(data):
+            if more and stream.tell() >= len(data) and not _dead_argument(data, at[0]):
                 raise _Truncated from None
             if pickles == 0 and not found:
                 raise NotAPickleError(f"not a pickle stream: {exc}") from None
+            if pickles == 0:
+                incomplete = f"the pickle could not be followed past byte {stream.tell():,} ({exc})"
             break  # trailing storage bytes, or a truncated/corrupt pickle: keep what was seen
         pickles += 1
         if more and stream.tell() >= len(data):
             raise _Truncated  # another pickle may follow in the bytes not read yet
     if pickles == 0 and not found:
         raise NotAPickleError("not a pickle stream: no complete pickle")
-    return list(found)
+    return PickleGlobals(list(found), incomplete)
 
 
 # --------------------------------------------------------------------------- zip
@@ -368,27 +431,135 @@ def _read_member(reader: _Reader, method: int, flags: int, csize: int, usize: in
 
 def _pickle_members(entries: list[tuple[str, int, int, int, int, int]]) -> list[tuple[str, int, int, int, int, int]]:
     """``*/data.pkl`` first (what ``torch.load`` reads), then any other ``.pkl``."""
-    pkls = [e for e in entries if e[0].endswith(".pkl")]
+    pkls = [e for e in entries if e[0].lower().endswith(".pkl")]
     pkls.sort(key=lambda e: (not (e[0] == "data.pkl" or e[0].endswith("/data.pkl")), e[0]))
     return pkls
 
 
-def _scan_zip(reader: _Reader) -> PickleGlobals:
-    members = _pickle_members(_central_directory(reader))
-    if not members:
-        raise ScanError("zip archive has no .pkl member; not a PyTorch checkpoint")
-    found: dict[tuple[str, str], None] = {}
-    skipped: list[str] = []
-    scanned = 0
-    for name, method, flags, csize, usize, offset in members[:MAX_PICKLE_MEMBERS]:
+def _member_prefix(reader: _Reader, method: int, flags: int, csize: int, offset: int, want: int) -> bytes:
+    """The first ``want`` bytes (or fewer, if the member is shorter) of a member, inflating only what is needed."""
+    if flags & 0x1:
+        raise ScanError("encrypted zip member")
+    header = reader.read(offset, _LOCAL_SIZE)
+    if header[:4] != _LOCAL_SIG:
+        raise ScanError(f"bad local file header at {offset}")
+    name_len, extra_len = struct.unpack_from("<HH", header, 26)
+    start = offset + _LOCAL_SIZE + name_len + extra_len
+    if method == _STORED:
+        return reader.read(start, min(want, csize))
+    if method != _DEFLATED:
+        raise ScanError(f"unsupported zip compression method {method}")
+    inflater = zlib.decompressobj(-15)
+    out = b""
+    done = 0
+    while len(out) < want and done < csize:
+        chunk = reader.read(start + done, min(_INFLATE_CHUNK, csize - done))
+        done += len(chunk)
         try:
-            items = scan_pickle_bytes(_read_member(reader, method, flags, csize, usize, offset))
+            out += inflater.decompress(chunk, want - len(out))
+        except zlib.error as exc:
+            raise ScanError(f"corrupt deflate data: {exc}") from None
+    return out
+
+
+def npy_header(prefix: bytes) -> tuple[bool, int, str]:
+    """``(holds_objects, data_offset, descr)`` from the first bytes of a ``.npy`` file.
+
+    The header is a Python dict literal; it is read with :func:`ast.literal_eval` (what
+    NumPy does), never evaluated. Raises :class:`ScanError` when it is malformed or
+    longer than :data:`MAX_NPY_HEADER_BYTES`.
+    """
+    if not prefix.startswith(_NPY_MAGIC) or len(prefix) < 10:
+        raise ScanError("not a NumPy array file")
+    major = prefix[6]
+    if major == 1:
+        (length,) = struct.unpack_from("<H", prefix, 8)
+        start = 10
+    elif major in (2, 3) and len(prefix) >= 12:
+        (length,) = struct.unpack_from("<I", prefix, 8)
+        start = 12
+    else:
+        raise ScanError(f"unsupported .npy format version {major}")
+    if length > MAX_NPY_HEADER_BYTES:
+        raise ScanError(f".npy header of {length:,} bytes exceeds the {MAX_NPY_HEADER_BYTES:,}-byte cap")
+    if start + length > len(prefix):
+        raise ScanError(".npy header cut off")
+    try:
+        header = ast.literal_eval(prefix[start:start + length].decode("latin-1"))
+    except (ValueError, SyntaxError, MemoryError, RecursionError) as exc:
+        raise ScanError(f"malformed .npy header: {exc}") from None
+    descr = header.get("descr") if isinstance(header, dict) else None
+    if descr is None:
+        raise ScanError("malformed .npy header: no descr")
+    return _has_objects(descr), start + length, str(descr)[:100]
+
+
+def _npy_header_end(prefix: bytes) -> int:
+    """Where a ``.npy`` header ends, from its first 12 bytes (capped, so a bogus length reads no more)."""
+    if len(prefix) >= 10 and prefix[6] == 1:
+        return 10 + min(struct.unpack_from("<H", prefix, 8)[0], MAX_NPY_HEADER_BYTES)
+    if len(prefix) >= 12:
+        return 12 + min(struct.unpack_from("<I", prefix, 8)[0], MAX_NPY_HEADER_BYTES)
+    return 12
+
+
+def _has_objects(descr: object, depth: int = 0) -> bool:
+    """Whether a NumPy ``descr`` (a type string, or a structured list of fields) contains objects."""
+    if depth > 32:
+        return True  # absurd nesting: assume the worst, the scan then looks for a pickle
+    if isinstance(descr, str):
+        return descr.lstrip("<>|=").startswith("O")
+    if isinstance(descr, list):
+        return any(isinstance(field, tuple) and len(field) >= 2 and _has_objects(field[1], depth + 1)
+                   for field in descr)
+    return False
+
+
+_Entry = tuple[str, int, int, int, int, int]
+
+
+def _object_npy_members(reader: _Reader, entries: list[_Entry], skipped: list[str]) -> list[tuple[_Entry, int]]:
+    """``.npy`` members holding object arrays, with the offset of their pickle inside the member."""
+    npys = [e for e in entries if e[0].lower().endswith(".npy")]
+    found: list[tuple[_Entry, int]] = []
+    for entry in npys[:MAX_NPY_MEMBERS]:
+        name, method, flags, csize, _usize, offset = entry
+        try:
+            holds, data_offset, _descr = npy_header(
+                _member_prefix(reader, method, flags, csize, offset, 12 + MAX_NPY_HEADER_BYTES))
+        except ScanError as exc:
+            skipped.append(f"{name}: {exc}")
+            continue
+        if holds:
+            found.append((entry, data_offset))
+    if len(npys) > MAX_NPY_MEMBERS:
+        skipped.append(f"{len(npys) - MAX_NPY_MEMBERS} .npy members not inspected "
+                       f"(over the cap of {MAX_NPY_MEMBERS} per archive)")
+    return found
+
+
+def _scan_zip(reader: _Reader, *, expect_pickle: bool) -> PickleGlobals:
+    entries = _central_directory(reader)
+    skipped: list[str] = []
+    members: list[tuple[_Entry, int]] = [(e, 0) for e in _pickle_members(entries)]
+    members += _object_npy_members(reader, entries, skipped)
+    if not members and not skipped:
+        if expect_pickle:
+            raise ScanError("zip archive has no .pkl member; not a PyTorch checkpoint")
+        return _no_pickle()
+    found: dict[tuple[str, str], None] = {}
+    scanned = 0
+    for (name, method, flags, csize, usize, offset), start in members[:MAX_PICKLE_MEMBERS]:
+        try:
+            items = scan_pickle_bytes(_read_member(reader, method, flags, csize, usize, offset)[start:])
         except ScanError as exc:  # one unreadable member does not void what the others showed
             skipped.append(f"{name}: {exc}")
             continue
         scanned += 1
         for item in items:
             found.setdefault(item, None)
+        if items.incomplete:
+            skipped.append(f"{name}: {items.incomplete}")
     if not scanned:
         raise ScanError("; ".join(skipped))
     if len(members) > MAX_PICKLE_MEMBERS:
@@ -397,29 +568,42 @@ def _scan_zip(reader: _Reader) -> PickleGlobals:
     return PickleGlobals(list(found), "; ".join(skipped) or None)
 
 
-def _not_a_pickle(head: bytes) -> NotAPickleError | None:
-    """Why ``head`` (a file's first bytes) cannot start a pickle, or None when it may."""
+def _magic_label(head: bytes) -> str | None:
+    """The format ``head`` (a file's first bytes) announces, or None."""
     for magic, label in _MAGIC:
         if head.startswith(magic):
-            return NotAPickleError(f"not a pickle: {label}")
+            return label
     if len(head) >= 9 and head[8:9] == b"{" and int.from_bytes(head[:8], "little") < 1 << 32:
-        return NotAPickleError("not a pickle: a safetensors file")
+        return "a safetensors file"
     return None
 
 
+class _Offset(_Reader):
+    """A reader over the bytes of another from ``start`` on (the pickle after a ``.npy`` header)."""
+
+    def __init__(self, base: _Reader, start: int) -> None:
+        super().__init__(lambda offset, length: base.read(start + offset, length), base.size - start)
+
+
 def _scan_raw(reader: _Reader, head: bytes) -> PickleGlobals:
-    """A legacy ``torch.save`` file or a raw pickle: read while the pickles go on, up to the cap."""
-    known = _not_a_pickle(head)
-    if known is not None:
-        raise known
+    """A legacy ``torch.save`` file or a raw pickle: read while the pickles go on, up to the cap.
+
+    The opcodes decide, not the magic: a GGUF- or safetensors-looking prefix that goes on
+    as a pickle is what an unpickler would run, so it is scanned like any other.
+    """
     limit = min(reader.size, MAX_LEGACY_BYTES)
     data = head
     while True:
         try:
-            return PickleGlobals(scan_pickle_bytes(data, more=len(data) < limit))
+            return scan_pickle_bytes(data, more=len(data) < limit)
         except _Truncated:
             if len(data) >= limit:  # pragma: no cover - more=False at the limit
                 raise ScanError("pickle longer than the scanned prefix") from None
+        except NotAPickleError:
+            label = _magic_label(head)
+            if label is not None:
+                raise NotAPickleError(f"not a pickle: {label}") from None
+            raise
         grown = min(limit, len(data) * _GROWTH)
         data += reader.read(len(data), grown - len(data))
         if len(data) >= limit and limit < reader.size:
@@ -430,25 +614,47 @@ def _scan_raw(reader: _Reader, head: bytes) -> PickleGlobals:
             return PickleGlobals(found, f"only the first {MAX_LEGACY_BYTES:,} bytes scanned")
 
 
-def scan_checkpoint(read_range: ReadRange, size: int) -> PickleGlobals:
+def _scan_npy(reader: _Reader, head: bytes, *, expect_pickle: bool) -> PickleGlobals:
+    """A ``.npy`` file: its object array's pickle, which follows the header; nothing for a numeric array."""
+    if len(head) < reader.size and len(head) < _npy_header_end(head):
+        head += reader.read(len(head), min(reader.size, _npy_header_end(head)) - len(head))
+    holds, data_offset, descr = npy_header(head)
+    if not holds:
+        if expect_pickle:
+            raise NotAPickleError(f"not a pickle: a NumPy array file of {descr}, without objects")
+        return _no_pickle()
+    rest = _Offset(reader, data_offset)
+    if rest.size <= 0:
+        raise ScanError("object array without its pickle")
+    return _scan_raw(rest, rest.read(0, min(SNIFF_BYTES, rest.size)))
+
+
+def scan_checkpoint(read_range: ReadRange, size: int, *, expect_pickle: bool = True) -> PickleGlobals:
     """The ``(module, name)`` globals a checkpoint's pickle(s) would import.
 
     ``read_range(offset, length)`` must return exactly those bytes of the file;
     ``size`` is its total length. The first read is the 4-byte magic. A zip
-    (PyTorch >= 1.6 format) is read through its central directory, and only its
-    ``.pkl`` members are fetched; anything else is judged from its first
-    :data:`SNIFF_BYTES` and, when those may start a pickle, scanned as a raw
-    pickle read in growing steps while it goes on, up to :data:`MAX_LEGACY_BYTES`.
+    (PyTorch >= 1.6 format, ``.npz``) is read through its central directory, and only
+    its ``.pkl`` members and the headers of its ``.npy`` members are fetched (then the
+    pickles of object arrays); a ``.npy`` is judged from its header; anything else is
+    judged from its first :data:`SNIFF_BYTES` and, when those may start a pickle,
+    scanned as a raw pickle read in growing steps while it goes on, up to
+    :data:`MAX_LEGACY_BYTES`.
 
     Raises :class:`ScanError` for a malformed archive or one with no readable pickle,
     and :class:`NotAPickleError` for bytes that are not pickle at all; callers
     record those as "could not be scanned", never as "clean". A scan that found
-    globals but skipped something returns them with ``incomplete`` set.
+    globals but skipped something returns them with ``incomplete`` set. With
+    ``expect_pickle=False`` (a container that may legitimately hold no pickle) a zip
+    or ``.npy`` holding none returns an empty result with ``holds_pickle=False``.
     """
     if size <= 0:
         raise NotAPickleError("empty file")
     reader = _Reader(read_range, size)
     magic = reader.read(0, min(4, size))  # a zip's data members may start right after: read no more
     if magic in (_LOCAL_SIG, _EOCD_SIG):
-        return _scan_zip(reader)
-    return _scan_raw(reader, magic + reader.read(len(magic), min(SNIFF_BYTES, size) - len(magic)))
+        return _scan_zip(reader, expect_pickle=expect_pickle)
+    head = magic + reader.read(len(magic), min(SNIFF_BYTES, size) - len(magic))
+    if head.startswith(_NPY_MAGIC):
+        return _scan_npy(reader, head, expect_pickle=expect_pickle)
+    return _scan_raw(reader, head)

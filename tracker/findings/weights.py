@@ -22,7 +22,13 @@ checkpoint, the globals its pickle would import (found statically by
   weight files changed; ``weights.index_changed``: the sharded index's
   ``weight_map`` lists other tensors; ``weights.index_resharded``: the same
   tensors mapped to other shards.
-* Pickle-based files (``.bin .pt .pth .ckpt .pkl``), added or replaced:
+* Pickle-based files, added or replaced. A file is scanned when its name, in any
+  case, is one a loader unpickles (``.bin .pt .pth .ckpt .pkl .pickle .joblib
+  .dill .sav``), when it is a container that holds a pickle only sometimes
+  (``.npy``/``.npz`` with object arrays, a ``.zip`` with ``*.pkl`` members), or,
+  by content, when it is an LFS file of any other name that is not a known
+  pickle-free format and its bytes turn out to be a pickle (at most
+  :data:`MAX_CONTENT_SNIFFS` such files per revision). Each gets
   exactly one of ``weights.pickle_dangerous_import`` (it would import
   something that runs commands, reaches the network, or evaluates code:
   critical), ``weights.pickle_unknown_import`` (imports outside the tensor
@@ -51,8 +57,19 @@ from tracker.model import FileEntry, Finding, RevisionChange, RevisionSources
 
 CATEGORY = "weights"
 
-WEIGHT_EXTENSIONS = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".pkl", ".h5", ".gguf", ".onnx", ".msgpack")
-PICKLE_EXTENSIONS = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+PICKLE_EXTENSIONS = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle", ".joblib", ".dill", ".sav")
+"""Names a loader unpickles (torch.load, joblib.load, pickle.load, dill): always scanned, compared lower-cased."""
+PICKLE_CONTAINER_EXTENSIONS = (".npy", ".npz", ".zip")
+"""Hold a pickle only sometimes (object arrays, ``*.pkl`` members): scanned, silent when they hold none."""
+WEIGHT_EXTENSIONS = (".safetensors", ".h5", ".gguf", ".onnx", ".msgpack", ".npy", ".npz", *PICKLE_EXTENSIONS)
+PICKLE_FREE_EXTENSIONS = (
+    ".safetensors", ".gguf", ".onnx", ".h5", ".hdf5", ".msgpack", ".tflite", ".mlmodel", ".model", ".spm",
+    ".tiktoken", ".json", ".jsonl", ".txt", ".md", ".csv", ".tsv", ".parquet", ".arrow", ".png", ".jpg", ".jpeg",
+    ".gif", ".webp", ".bmp", ".svg", ".ico", ".mp3", ".wav", ".flac", ".ogg", ".mp4", ".webm", ".pdf",
+)
+"""LFS files of these formats are never sniffed for pickle content: their loaders never unpickle."""
+MAX_CONTENT_SNIFFS = 32
+"""LFS files of other names whose first bytes are read per revision, looking for a pickle (two small reads each)."""
 INDEX_SUFFIXES = (".safetensors.index.json", ".bin.index.json", ".pt.index.json", ".msgpack.index.json", ".h5.index.json")
 
 # model-00001-of-00004.safetensors, pytorch_model-00002-of-00002.bin, model.fp16-00001-of-00002.safetensors
@@ -138,10 +155,19 @@ def _matches(table: Mapping[str, Any], module: str, name: str, *, parents: bool)
     return False
 
 
+# joblib's array wrappers: every joblib file with a NumPy array imports one. They read the
+# array bytes that follow in the file, which is not running code, so they are not "dangerous"
+# (the rest of joblib is); they are not tensor rebuilding either.
+_NOT_DANGEROUS = {"joblib.numpy_pickle": frozenset({"NumpyArrayWrapper", "NDArrayWrapper", "ZNDArrayWrapper"}),
+                  "sklearn.externals.joblib.numpy_pickle": frozenset({"NumpyArrayWrapper", "NDArrayWrapper"})}
+
+
 def classify_global(module: str, name: str) -> str:
     """``"dangerous"``, ``"safe"`` or ``"unknown"`` for one pickle global."""
     if UNKNOWN in (module, name) or name.startswith(UNKNOWN):
         return "dangerous"  # hidden from static analysis: assume the worst
+    if name in _NOT_DANGEROUS.get(module, ()):
+        return "unknown"
     if _matches(_DANGEROUS, module, name, parents=True) or _matches(_PS_UNSAFE, module, name, parents=True):
         return "dangerous"
     if _matches(_SAFE, module, name, parents=False) or _matches(_PS_SAFE, module, name, parents=False):
@@ -165,7 +191,22 @@ def is_weight_file(path: str) -> bool:
 
 
 def is_pickle_file(path: str) -> bool:
+    """A name a loader unpickles, in any case: ``pytorch_model.BIN`` is ``pytorch_model.bin``."""
     return path.lower().endswith(PICKLE_EXTENSIONS)
+
+
+def pickle_kind(path: str, entry: FileEntry | None = None) -> str | None:
+    """How a file is scanned for a pickle: ``"pickle"`` (its name says so), ``"container"``
+    (``.npy``/``.npz``/``.zip``: only if it holds one), ``"content"`` (an LFS file of another
+    name, judged by its bytes alone) or None (never scanned)."""
+    lower = path.lower()
+    if lower.endswith(PICKLE_EXTENSIONS):
+        return "pickle"
+    if lower.endswith(PICKLE_CONTAINER_EXTENSIONS):
+        return "container"
+    if entry is not None and entry.is_lfs and not lower.endswith(PICKLE_FREE_EXTENSIONS):
+        return "content"
+    return None
 
 
 def is_index_file(path: str) -> bool:
@@ -497,15 +538,25 @@ def _pickles(
     old: Mapping[str, FileEntry], new: Mapping[str, FileEntry], sources: RevisionSources, rules: SeverityRules
 ) -> list[Finding]:
     out: list[Finding] = []
+    sniffed = 0
     for path in sorted(new):
-        if not is_pickle_file(path):
+        entry = new[path]
+        kind = pickle_kind(path, entry)
+        if kind is None:
             continue
         before = old.get(path)
-        if before is not None and before.content_id == new[path].content_id:
+        if before is not None and before.content_id == entry.content_id:
             continue
+        if kind == "content":
+            sniffed += 1
+            if sniffed > MAX_CONTENT_SNIFFS:
+                continue
         added = before is None
-        entry = new[path]
         globals_ = sources.pickle_globals("new", path)
+        if globals_ is not None and not getattr(globals_, "holds_pickle", True):
+            continue  # a numeric array, an archive without pickles: nothing to unpickle
+        if kind == "content" and not globals_:
+            continue  # not a pickle, or one that imports nothing: no code can run
         verb = "added" if added else "replaced"
         if globals_ is None:
             out.append(rules.finding(
