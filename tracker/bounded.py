@@ -43,6 +43,10 @@ class NestedTooDeep(UntrustedInput):
     """Refused for its nesting depth (what a recursive parser or walker would die of)."""
 
 
+class TooManyItems(UntrustedInput):
+    """Refused for its size in elements: possibly valid, but too large to analyse."""
+
+
 def check_json_shape(data: bytes | str, *, max_depth: int = MAX_JSON_DEPTH,
                      max_items: int = MAX_JSON_ITEMS) -> None:
     """Raise ``UntrustedInput`` if the JSON text nests deeper than ``max_depth`` or has too many items.
@@ -62,7 +66,7 @@ def check_json_shape(data: bytes | str, *, max_depth: int = MAX_JSON_DEPTH,
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     items = raw.count(b",") + raw.count(b"[") + raw.count(b"{")
     if items > max_items:
-        raise UntrustedInput(f"JSON with more than {max_items:,} elements")
+        raise TooManyItems(f"JSON with more than {max_items:,} elements")
     if b"\\" in raw:
         raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
     skeleton = raw.translate(None, _NOT_SKELETON).replace(b'""', b"")

@@ -265,7 +265,7 @@ def test_over_the_cap_is_not_even_read():
     sources = DictSources({"tokenizer.json": b"{}"}, {"tokenizer.json": b"{}"})
     findings = analyse_tokenizer(change, sources, RULES)
     assert triples(findings) == [
-        ("tokenizer.too_large", Severity.MODERATE, "tokenizer.json is 70.0 MB, over the 64 MB limit; not analysed")
+        ("tokenizer.too_large", Severity.MODERATE, "tokenizer.json is too large to analyse: 70.0 MB, over the 64 MB limit")
     ]
     assert sources.reads == []
     # a lying file list: the bytes themselves are checked too

@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from tracker.bounded import NestedTooDeep, UntrustedInput, loads_json
+from tracker.bounded import NestedTooDeep, TooManyItems, UntrustedInput, loads_json
 from tracker.findings.rules import SeverityRules
 from tracker.model import Finding, RevisionChange, RevisionSources
 
@@ -44,6 +44,10 @@ class JsonProblem(ValueError):
     """Why a file could not be read as a JSON object; the message is shown to users."""
 
 
+class JsonTooLarge(JsonProblem):
+    """Refused for its size (bytes or elements) before parsing: it may well be valid, and load fine."""
+
+
 def load_json_object(data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, Any]:
     """Parse ``data`` as a UTF-8 JSON object, or raise JsonProblem saying what is wrong.
 
@@ -56,7 +60,7 @@ def load_json_object(data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> dict
     more than 2,000,000 elements" before a byte of it is parsed.
     """
     if len(data) > max_bytes:
-        raise JsonProblem(f"{len(data)} bytes, over the {max_bytes}-byte limit; not parsed")
+        raise JsonTooLarge(f"{len(data)} bytes, over the {max_bytes}-byte limit; not parsed")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -65,6 +69,8 @@ def load_json_object(data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> dict
         value = loads_json(text)
     except (NestedTooDeep, RecursionError):
         raise JsonProblem("invalid JSON: nested too deeply to parse") from None
+    except TooManyItems as exc:
+        raise JsonTooLarge(f"unreadable: {exc}") from None
     except UntrustedInput as exc:
         raise JsonProblem(f"unreadable: {exc}") from None
     except json.JSONDecodeError as exc:

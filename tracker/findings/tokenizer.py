@@ -27,10 +27,12 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from tracker.bounded import MAX_JSON_ITEMS
 from tracker.errors import first_line
 from tracker.findings.config import (
     MISSING,
     JsonProblem,
+    JsonTooLarge,
     change_summary,
     file_changed,
     flat_diff,
@@ -121,7 +123,7 @@ def parse_tokenizer_json(data: bytes, max_bytes: int = DEFAULT_LIMITS.max_bytes)
     before, so the blob two revisions share is parsed once). Callers must not mutate the result.
     """
     if len(data) > max_bytes:
-        raise JsonProblem(f"{len(data)} bytes, over the {max_bytes}-byte limit; not parsed")
+        raise JsonTooLarge(f"{len(data)} bytes, over the {max_bytes}-byte limit; not parsed")
     return _parse_cached(hashlib.blake2b(data, digest_size=16).hexdigest(), data, max_bytes)
 
 
@@ -837,6 +839,10 @@ def _load_side(sources: RevisionSources, side: str, path: str, cap: int, rules: 
         return None
     try:
         return load_json_object(data, max_bytes=cap)
+    except JsonTooLarge as exc:
+        if rules is not None:
+            findings.append(_too_large(rules, path, str(exc), {"limit": cap}))
+        return None
     except JsonProblem as exc:
         if rules is not None:
             findings.append(_malformed(rules, path, exc))
@@ -848,12 +854,25 @@ def _malformed(rules: SeverityRules, path: str, exc: Exception) -> Finding:
                          path=path, evidence={"error": str(exc)})
 
 
-def _too_large(rules: SeverityRules, size: int, limits: TokenizerLimits) -> Finding:
+def _too_large(rules: SeverityRules, path: str, why: str, evidence: dict[str, Any]) -> Finding:
+    """Over an analysis cap: the tracker did not look, which says nothing about whether it loads."""
     return rules.finding(
         "tokenizer.too_large", CATEGORY,
-        f"tokenizer.json is {size / MB:.1f} MB, over the {limits.max_bytes / MB:.0f} MB limit; not analysed",
-        path=TOKENIZER_JSON, evidence={"size": size, "limit": limits.max_bytes},
+        f"{path} is too large to analyse: {why}",
+        path=path, evidence=evidence,
     )
+
+
+def _too_many_bytes(rules: SeverityRules, size: int, limits: TokenizerLimits) -> Finding:
+    return _too_large(rules, TOKENIZER_JSON, f"{size / MB:.1f} MB, over the {limits.max_bytes / MB:.0f} MB limit",
+                      {"size": size, "limit": limits.max_bytes})
+
+
+def _too_many_items(rules: SeverityRules, exc: JsonTooLarge) -> Finding:
+    why = str(exc).removeprefix("unreadable: ")
+    if why.startswith("JSON with more than"):
+        why = f"more than {MAX_JSON_ITEMS:,} JSON elements, over the analysis limit"
+    return _too_large(rules, TOKENIZER_JSON, why, {"error": why, "limit": MAX_JSON_ITEMS})
 
 
 def _analyse_tokenizer_json(change: RevisionChange, sources: RevisionSources, rules: SeverityRules,
@@ -862,15 +881,17 @@ def _analyse_tokenizer_json(change: RevisionChange, sources: RevisionSources, ru
     if entry is None:
         return []  # removed: the files analyser reports it
     if entry.size > limits.max_bytes:
-        return [_too_large(rules, entry.size, limits)]  # not even read
+        return [_too_many_bytes(rules, entry.size, limits)]  # not even read
     new_data = sources.text("new", TOKENIZER_JSON)
     if new_data is None:
         return []
     if len(new_data) > limits.max_bytes:
-        return [_too_large(rules, len(new_data), limits)]
+        return [_too_many_bytes(rules, len(new_data), limits)]
     try:
         new = parse_tokenizer_json(new_data, limits.max_bytes)
         model_parts(new)
+    except JsonTooLarge as exc:
+        return [_too_many_items(rules, exc)]
     except JsonProblem as exc:
         return [_malformed(rules, TOKENIZER_JSON, exc)]
     if change.old is None:
