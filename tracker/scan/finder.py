@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tracker.scan.configs import ConfigFileError, find_in_json, find_in_toml, find_in_yaml, mentions_models
-from tracker.scan.files import MAX_BYTES, Candidate, walk
+from tracker.scan.files import MAX_BYTES, Candidate, read_regular, walk
 from tracker.scan.model import Found, Reference, Skipped, SourceKind
 from tracker.scan.notebook import NotebookError, find_in_notebook
 from tracker.scan.python import CALLS, char_column, find_in_tree, parse
@@ -30,6 +30,9 @@ def find_references(root: Path) -> Found:
     skipped: list[Skipped] = []
     files_read = 0
     for candidate in walk(root):
+        if isinstance(candidate, Skipped):  # a folder that could not be read
+            skipped.append(candidate)
+            continue
         try:
             found, partly = _read(candidate)
         except UnreadableFile as exc:
@@ -88,11 +91,10 @@ def _read(candidate: Candidate) -> tuple[list[Reference], list[Skipped]]:
 def _read_capped(candidate: Candidate) -> bytes:
     cap = MAX_BYTES[candidate.kind]
     try:
-        size = os.stat(candidate.path).st_size
+        size = os.lstat(candidate.path).st_size
         if size > cap:
             raise UnreadableFile(f"larger than {cap // (1024 * 1024)} MiB ({size} bytes)")
-        with open(candidate.path, "rb") as handle:
-            data = handle.read(cap + 1)
+        data = read_regular(candidate.path, cap + 1)  # a FIFO or device is refused, never waited on
     except OSError as exc:
         raise UnreadableFile(f"cannot read: {exc.strerror or exc}") from exc
     if len(data) > cap:  # grew while we looked
