@@ -153,17 +153,19 @@ def _status_of(exc: Exception) -> tuple[int, int]:
 
 def create_app(tracker: Tracker, *, page_size: int = PAGE_SIZE, webhook_secret: str | None = None,
                poll_soon: Callable[[str], None] | None = None,
-               scheduler_running: Callable[[], bool] | None = None) -> FastAPI:
+               scheduler_running: Callable[[], bool] | None = None, bind_host: str | None = None) -> FastAPI:
     """The API over a Tracker.
 
     ``webhook_secret`` turns on ``POST /hooks/hub`` (the Hub's webhooks; the secret arrives in
     ``X-Webhook-Secret``); ``poll_soon(repo_id)`` is how a webhook asks for a poll (the daemon
     hands it to its scheduler; by default a small coalescing pool polls). ``scheduler_running``
     is how the daemon tells ``/readyz`` its scheduler runs (None: no scheduler, as in ``tracker serve``).
+    ``bind_host`` is the address the server listens on: the Hosts answered by default are it and
+    localhost (see :func:`tracker.api_repos.served_hosts`).
     """
     app = FastAPI(title="upstream-tracker", version="1", docs_url="/docs", redoc_url=None)
     store = tracker.store
-    app.include_router(feeds_router(store, tracker_url=getattr(tracker.settings, "tracker_url", None)))
+    app.include_router(feeds_router(store, tracker_url=getattr(tracker.settings, "public_url", None)))
     app.include_router(pages_router(tracker))  # the pages: /, /repos/..., /advisories/{id} (tracker/web/)
     querier = tracker.querier
     poll_soon = poll_soon or PollCoalescer(tracker.poll_repo)
@@ -322,5 +324,5 @@ def create_app(tracker: Tracker, *, page_size: int = PAGE_SIZE, webhook_secret: 
     # Repos, readyz, metrics and the authenticated writes live in tracker/api_repos.py.
     from tracker.api_repos import install
 
-    install(app, tracker, scheduler_running=scheduler_running)
+    install(app, tracker, scheduler_running=scheduler_running, bind_host=bind_host)
     return app

@@ -15,6 +15,11 @@ builds (one line there):
 
 Reading is open unless ``[api] read_requires_token = true``; then every request but ``/healthz``,
 ``/readyz``, the Hub webhook (it has its own secret) and the API's own description needs a token.
+
+Links (feeds, pages) point at ``[api] public_url`` when it is set; otherwise at the request's own
+``Host``, so that Host must be one the tracker knows (``[api] allowed_hosts``; by default the
+address it listens on and localhost): any other is answered 400, or a shared cache would hand
+everyone links to wherever a forged Host said (:class:`KnownHosts`).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tracker import metrics
@@ -48,6 +54,7 @@ log = logging.getLogger(__name__)
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/hooks/hub", "/openapi.json", "/docs", "/docs/oauth2-redirect"})
 NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$"  # a repo id part as the Hub allows it (checked fully below)
 MAX_UPSTREAM_COMMITS = 1000
+PROBES = frozenset({"/healthz", "/readyz"})  # answered whatever the Host: probes use the pod's address
 
 
 class BadRequest(TrackerError, ValueError):
@@ -288,6 +295,42 @@ class ReadGuard:
         await self.app(scope, receive, send)
 
 
+def served_hosts(settings: Any, bind_host: str | None) -> list[str] | None:
+    """The Host names answered, or None for any.
+
+    ``[api] allowed_hosts`` when set. Otherwise, when links do not depend on the Host (``public_url``
+    is set) any; else the address served on and localhost. An app built without ``bind_host`` (in
+    process, as tests do) checks only what ``allowed_hosts`` names.
+    """
+    configured = list(getattr(settings, "api_allowed_hosts", ()) or ())
+    if configured:
+        return [_host_pattern(h) for h in configured]
+    if getattr(settings, "public_url", None) or bind_host is None:
+        return None
+    return list(dict.fromkeys(_host_pattern(h) for h in (bind_host, "localhost", "127.0.0.1", "::1")))
+
+
+def _host_pattern(host: str) -> str:
+    """A host as it appears in a ``Host`` header: lower case, an IPv6 address in brackets."""
+    host = host.strip().lower().strip("[]")
+    return f"[{host}]" if ":" in host else host
+
+
+class KnownHosts:
+    """ASGI middleware: a request whose ``Host`` is not one of ``hosts`` gets 400 (Starlette's
+    TrustedHostMiddleware), but for the probes (``PROBES``), which make no links."""
+
+    def __init__(self, app: ASGIApp, hosts: list[str]) -> None:
+        self.app = app
+        self.checked = TrustedHostMiddleware(app, allowed_hosts=hosts, www_redirect=False)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] in PROBES:
+            await self.app(scope, receive, send)
+            return
+        await self.checked(scope, receive, send)
+
+
 def _unauthorized(message: str) -> JSONResponse:
     return JSONResponse({"code": 16, "message": message}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
 
@@ -500,8 +543,10 @@ def writes_router(tracker: Tracker) -> APIRouter:
     return router
 
 
-def install(app: FastAPI, tracker: Tracker, *, scheduler_running: Callable[[], bool] | None = None) -> None:
-    """Add the routers above, their error answers, and (``[api] read_requires_token``) the read guard."""
+def install(app: FastAPI, tracker: Tracker, *, scheduler_running: Callable[[], bool] | None = None,
+            bind_host: str | None = None) -> None:
+    """Add the routers above, their error answers, (``[api] read_requires_token``) the read guard, and
+    the Host check (outermost: a forged Host is refused before anything else is looked at)."""
     app.include_router(repos_router(tracker))
     app.include_router(ops_router(tracker, scheduler_running))
     app.include_router(writes_router(tracker))
@@ -519,3 +564,6 @@ def install(app: FastAPI, tracker: Tracker, *, scheduler_running: Callable[[], b
     if tracker.settings.api_read_requires_token:
         tokens = TokenStore(tracker.store)
         app.add_middleware(ReadGuard, check=lambda token: tokens.check(token, now=tracker.clock()) is not None)
+    hosts = served_hosts(tracker.settings, bind_host)
+    if hosts is not None:
+        app.add_middleware(KnownHosts, hosts=hosts)

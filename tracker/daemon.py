@@ -175,7 +175,7 @@ def _run(tracker: Tracker, stop: threading.Event, *, host: str, port: int, api: 
     daemon.start(api=(host, port) if api else None)
     from tracker.delivery.worker import DeliveryWorker  # the outbox sender: Slack and signed webhooks
 
-    sender = DeliveryWorker(tracker.store, tracker.settings.delivery, tracker_url=tracker.settings.tracker_url)
+    sender = DeliveryWorker(tracker.store, tracker.settings.delivery, tracker_url=tracker.settings.public_url)
     sender.start()
     try:
         if api:
@@ -183,7 +183,7 @@ def _run(tracker: Tracker, stop: threading.Event, *, host: str, port: int, api: 
 
             from tracker.api import create_app
 
-            app = create_app(tracker, webhook_secret=os.environ.get("TRACKER_WEBHOOK_SECRET"),
+            app = create_app(tracker, webhook_secret=os.environ.get("TRACKER_WEBHOOK_SECRET"), bind_host=host,
                              poll_soon=daemon.poll_soon, scheduler_running=lambda: daemon.scheduler.running)
             uvicorn.run(app, host=host, port=port, log_config=None, log_level=None)  # logging: tracker/logs.py
         else:

@@ -264,7 +264,7 @@ class Processor:
                 if row is not None and row.snapshot is not None:
                     snapshots[row.sha] = row.snapshot
         return AdvisoryContext(
-            repo_id=repo.repo_id, endpoint=self.hub.endpoint, tracker_url=self.settings.tracker_url,
+            repo_id=repo.repo_id, endpoint=self.hub.endpoint, tracker_url=self.settings.public_url,
             min_severity=self.settings.min_advisory_severity, graph=self.store.commit_graph(repo.pk),
             advisories=advisories, now=now, snapshots=snapshots, diff_bases=diff_bases,
             indexed=frozenset(self.store.advisory_ids_for_commit(sha, repo.pk)) if sha else frozenset(),

@@ -178,6 +178,12 @@ def _owners(value: tuple[str, ...]) -> tuple[str, ...]:
     return value
 
 
+def _public_url(value: str | None) -> str | None:
+    if value is not None and not re.fullmatch(r"https?://[^/?#\s]+(/[^?#\s]*)?", value):
+        raise ValueError(f"must be an http(s) URL such as https://tracker.example.org, not {value!r:.60}")
+    return value.rstrip("/") if value else value
+
+
 def _hosts(value: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(h.strip().lower() for h in value if h.strip())
 
@@ -230,6 +236,7 @@ SeverityName = Annotated[Severity, BeforeValidator(_severity)]
 DatabaseURL = Annotated[str, BeforeValidator(check_database_url)]
 Owners = Annotated[tuple[str, ...], BeforeValidator(_strings("Hub user or organisation names")), AfterValidator(_owners)]
 Hosts = Annotated[tuple[str, ...], BeforeValidator(_strings("host names or addresses")), AfterValidator(_hosts)]
+PublicURL = Annotated[str | None, BeforeValidator(_optional_text), AfterValidator(_public_url)]
 SeverityOverrides = Annotated[dict[str, SeverityName], AfterValidator(_finding_codes)]
 
 
@@ -303,12 +310,15 @@ class Settings:
     max_file_bytes: Count = key("limits.max_file_bytes", 64 * 1024 * 1024)  # cap on any tracked file read
     max_header_bytes: Count = key("limits.max_header_bytes", 32 * 1024 * 1024)  # cap on a safetensors header
     min_advisory_severity: SeverityName = key("advisories.min_severity", Severity.LOW)
-    tracker_url: OptionalText = key("advisories.tracker_url", None)
+    tracker_url: PublicURL = key("advisories.tracker_url", None)  # the older name of [api] public_url
     osv_api_url: OptionalText = key("osv.api_url", None)  # None: no dependency lookups (config/tracker.toml sets OSV.dev)
     api_host: Text = key("api.host", "127.0.0.1")
     api_port: Port = key("api.port", 8080)
     query_hub_requests: Count = key("api.max_hub_requests", 20)  # Hub requests one query or querybatch may spend
     api_read_requires_token: Flag = key("api.read_requires_token", False)  # reads need a bearer token too
+    api_public_url: PublicURL = key("api.public_url", None)  # this server's address, for links (else the Host's)
+    # Host headers answered when no public_url is set; empty: the address served on, and localhost.
+    api_allowed_hosts: Hosts = key("api.allowed_hosts", ())
     # Whole sections, each validated by its own type:
     delivery: DeliverySettings = field(default_factory=DeliverySettings)  # [delivery]
     watch: tuple[WatchSpec, ...] = ()  # [[watch]]
@@ -318,6 +328,11 @@ class Settings:
     @property
     def is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")
+
+    @property
+    def public_url(self) -> str | None:
+        """Where links point: ``[api] public_url``, else ``[advisories] tracker_url`` (its older name)."""
+        return self.api_public_url or self.tracker_url
 
 
 # -- the keys, derived from the classes above ---------------------------------------------------

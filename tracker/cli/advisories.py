@@ -110,8 +110,8 @@ def serve(obj: Context, host: str | None, port: int | None) -> None:
     from tracker.logs import start_line
 
     tracker = obj.tracker()
-    app = create_app(tracker, webhook_secret=os.environ.get("TRACKER_WEBHOOK_SECRET"))
     host, port = host or obj.settings.api_host, port or obj.settings.api_port
+    app = create_app(tracker, webhook_secret=os.environ.get("TRACKER_WEBHOOK_SECRET"), bind_host=host)
     logging.getLogger("tracker.serve").info("%s", start_line(tracker, api=(host, port), polling=False))
     uvicorn.run(app, host=host, port=port, log_config=None, log_level=None)  # logging is ours (tracker/logs.py)
 
