@@ -36,7 +36,7 @@ def queued(hub_standin, tracker_settings, make, receiver):
     return tracker, subscribe
 
 
-def drain(worker: DeliveryWorker, seconds: float = 20.0) -> None:
+def drain(worker: DeliveryWorker, seconds: float = 120.0) -> None:
     """Run rounds (on the real clock; retries here are due within milliseconds) until nothing is pending."""
     deadline = time.monotonic() + seconds
     while any(d.state == "pending" for d in worker.store.list_deliveries()):  # type: ignore[attr-defined]

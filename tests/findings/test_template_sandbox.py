@@ -10,7 +10,6 @@ Limits are shortened so the whole file runs in a few seconds.
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -148,22 +147,24 @@ def test_mutating_a_list_is_a_render_error_not_an_attack(sandbox):
 
 
 def test_huge_range_is_refused_at_once(sandbox):
-    started = time.monotonic()
+    render(sandbox, "{{ 1 }}")
+    worker = sandbox.pid
     outcome = render(sandbox, "{% for i in range(10**9) %}{{ i }}{% endfor %}")
     assert outcome == Outcome(
         "limit", message="range of 1000000000 items; the sandbox allows at most 100000", line=1
     )
-    assert time.monotonic() - started < 0.4
+    assert sandbox.pid == worker  # refused by range() itself: the worker was not killed on a timeout
 
 
 def test_nested_range_bomb_stops_on_the_range_budget(sandbox):
     source = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
-    started = time.monotonic()
+    render(sandbox, "{{ 1 }}")
+    worker = sandbox.pid
     outcome = render(sandbox, source)
     assert outcome == Outcome(
         "limit", message="range() calls produced more than 1000000 items in one render", line=1
     )
-    assert time.monotonic() - started < FAST.render_seconds
+    assert sandbox.pid == worker  # the budget stopped it, not the render timeout's kill
 
 
 def test_loop_bomb_without_hooks_is_killed_and_the_next_render_gets_a_fresh_worker():
@@ -175,19 +176,15 @@ def test_loop_bomb_without_hooks_is_killed_and_the_next_render_gets_a_fresh_work
     with TemplateSandbox(FAST) as box:
         assert render(box, "{{ 1 }}").output == "1"
         first_pid = box.pid
-        started = time.monotonic()
         outcome = render(box, bomb)
-        elapsed = time.monotonic() - started
         assert outcome == Outcome("limit", message="render took longer than 0.5 s; the renderer was killed")
-        assert FAST.render_seconds <= elapsed < FAST.render_seconds + FAST.kill_grace_seconds + 0.5
         with pytest.raises(ProcessLookupError):
             os.kill(first_pid, 0)
 
-        again = time.monotonic()
         assert render(box, bomb) == Outcome(
             "limit", message="not run: this template already took longer than 0.5 s"
         )
-        assert time.monotonic() - again < 0.05
+        assert box.started == 1  # not run: no worker started for it
 
         assert render(box, "{{ 'still works' }}").output == "still works"
         assert box.started == 2 and box.pid != first_pid
@@ -219,12 +216,10 @@ def test_memory_bomb_ends_in_a_limit_not_in_swapping(sandbox):
 def test_huge_template_is_refused_without_parsing_or_starting_a_worker():
     source = "{{ 'x' }}" * (5 * 1024 * 1024 // 9 + 1)
     with TemplateSandbox(FAST) as box:
-        started = time.monotonic()
         assert box.check(source) == Outcome(
             "too_large", message=f"template is {len(source)} characters; the limit is 262144"
         )
         assert box.render(source, {}).status == "too_large"
-        assert time.monotonic() - started < 0.2
         assert box.started == 0
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 
 from tests.core.conftest import config_json
+from tests.waiting import wait_for
 from tracker.api import create_app
 from tracker.app import make_tracker
 from tracker.hub import HubClient
@@ -49,9 +50,7 @@ def test_a_hostile_revision_is_completed_with_findings_and_the_neighbours_are_re
                                        "generation_config.json": deep, "tokenizer_config.json": deep,
                                        "model.safetensors.index.json": deep}, message="hostile")
     good = hub_standin.commit(FINE, {"config.json": config_json(vocab_size=1000)}, message="fine")
-    started = time.monotonic()
     results = {r.repo: r for r in tracker.poll()}
-    assert time.monotonic() - started < 30
     assert (results[HOSTILE].status, results[HOSTILE].processed) == ("new", 1)
     assert (results[FINE].status, results[FINE].processed) == ("new", 1)
     hostile = tracker.store.get_revision(tracker.store.get_repo(HOSTILE).pk, bad)
@@ -145,12 +144,11 @@ def test_replays_arriving_during_a_poll_coalesce_into_one_queued_poll_on_a_small
         coalesce(FINE)
     coalesce("acme/other")
     assert threading.active_count() <= threads_before + 2  # a small pool, never a thread per delivery
-    time.sleep(0.2)
+    assert wait_for(lambda: len(runs) >= 2, timeout=60)
+    time.sleep(0.2)  # anything wrongly started beside them would show by now
     assert sorted(runs) == ["acme/fine", "acme/other"]  # one in flight per repo, the rest queued once
     release.set()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and len(runs) < 3:
-        time.sleep(0.05)
+    assert wait_for(lambda: len(runs) >= 3, timeout=60)
     time.sleep(0.3)
     assert sorted(runs) == ["acme/fine", "acme/fine", "acme/other"]
 
@@ -171,9 +169,7 @@ def test_a_thousand_replays_of_one_hub_webhook_cost_a_few_polls(hub_standin, tmp
         assert answer.status_code == 202
     posting = time.monotonic() - started
     pk = tracker.store.get_repo(FINE).pk
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and [r.status for r in tracker.store.revisions(pk)] != ["done", "done"]:
-        time.sleep(0.1)
+    wait_for(lambda: [r.status for r in tracker.store.revisions(pk)] == ["done", "done"], timeout=120)
     time.sleep(2.5)  # a poll queued behind the last one runs and ends
     heads = [r for r in hub_standin.requests if r.method == "HEAD"]
     # One poll at a time, at most one queued: never more polls than fit in the burst, plus two.

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 from tests.findings.sources import make_change
 from tracker.findings.chat_template import analyse
@@ -99,10 +98,8 @@ def test_a_template_stopped_by_the_workers_own_clock_is_not_run_again():
     with TemplateSandbox(COOPERATIVE) as box:
         first = box.render(SLOW, {"messages": [{"role": "user", "content": "hi"}]})
         assert first == Outcome("limit", message="render took longer than 0.5 s", line=1)
-        started = time.monotonic()
         again = box.render(SLOW, {"messages": [{"role": "user", "content": "hello"}]})
         assert again == Outcome("limit", message="not run: this template already took longer than 0.5 s")
-        assert time.monotonic() - started < 0.1
         assert box.started == 1  # stopped cooperatively: the worker was not killed
 
 
@@ -113,11 +110,9 @@ def test_a_slow_template_pays_its_time_limit_once_across_conversations_and_named
     new = json.dumps({"chat_template": [{"name": "default", "template": SLOW},
                                         {"name": "tool_use", "template": SLOW}]}).encode()
     change, sources = make_change({"tokenizer_config.json": old}, {"tokenizer_config.json": new})
-    started = time.monotonic()
     findings = analyse(change, sources, RULES, limits=COOPERATIVE)
-    elapsed = time.monotonic() - started
     # 2 templates x 8 conversations would be 8 s at 0.5 s each; remembered, it is one limit
-    assert elapsed < 3.0, elapsed
+    # (bench/bench_bounds.py times it)
     assert [(f.code, f.summary) for f in findings] == [
         ("chat_template.render_limit_exceeded",
          "chat template exceeds the render limits on 8 of 8 conversations "

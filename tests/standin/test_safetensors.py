@@ -103,7 +103,7 @@ def test_client_hanging_up_stops_the_stream(hub_standin: HubStandin, tmp_path: P
     with httpx2.Client(follow_redirects=True) as client, client.stream("GET", url) as response:
         first = next(response.iter_raw(2**16))
     assert first[:1] == b"\x01"
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60
     while hub_standin.requests[-1].bytes_out < 64 * 2**20 and time.monotonic() < deadline:
         time.sleep(0.05)
         last = hub_standin.requests[-1].bytes_out

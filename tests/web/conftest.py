@@ -69,7 +69,7 @@ class Served:
 
     def __enter__(self) -> str:
         self.thread.start()
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 120
         while not self.server.started:
             assert time.monotonic() < deadline, "uvicorn did not start"
             time.sleep(0.02)
