@@ -12,14 +12,49 @@ os.environ["HF_HUB_DISABLE_XET"] = "1"
 os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="tracker-hf-home-")
 os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"
 os.environ.pop("HF_TOKEN", None)
-os.environ.pop("TRACKER_DATABASE_URL", None)
-os.environ.pop("TRACKER_CONFIG", None)
+for _name in [n for n in os.environ if n.startswith("TRACKER_") and not n.startswith("TRACKER_TEST_")]:
+    os.environ.pop(_name)  # TRACKER_CONFIG, TRACKER_DATABASE_URL, any TRACKER_<SECTION>_<KEY>
 
+import psutil
 import pytest
 
 from tests.postgres import fresh_database, postgres_server
 
 pytest_plugins = ["hubstandin.pytest_plugin", "hubstandin.osv_pytest_plugin"]
+
+
+# The chat template analysis keeps one warm sandbox worker for the process's life (closed at exit).
+LONG_LIVED = ("template_sandbox.py",)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_child_process_left_behind():
+    """Fail the run when a test leaves a process of its own running (a `tracker run`, a server...).
+
+    Set up first and torn down last, after every other fixture has stopped what it started; what is
+    still alive then is killed, so that nothing outlives the run, and named in the error.
+    """
+    yield
+    me = psutil.Process()
+    left = [p for p in me.children(recursive=True) if not _long_lived(p)]
+    _, alive = psutil.wait_procs(left, timeout=10)  # a process just told to stop gets a moment
+    named = []
+    for proc in alive:
+        try:
+            named.append(f"{proc.pid}: {' '.join(proc.cmdline())[:200]}")
+            proc.kill()
+        except psutil.NoSuchProcess:
+            continue
+    if named:
+        pytest.fail("tests left child processes running (now killed):\n" + "\n".join(named), pytrace=False)
+
+
+def _long_lived(proc: psutil.Process) -> bool:
+    try:
+        return proc.status() == psutil.STATUS_ZOMBIE or any(
+            part.endswith(LONG_LIVED) for part in proc.cmdline())
+    except psutil.NoSuchProcess:
+        return True
 
 
 @pytest.fixture(scope="session")
