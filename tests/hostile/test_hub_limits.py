@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 from hubstandin import HubStandin
 
-from tests.hostile.hub_support import Clock, make_repo
+from tests.hostile.hub_support import make_repo
 from tracker.errors import ConfigError, HubRateLimited, HubUnavailable, UpstreamFileError
 from tracker.hub import HubClient
 from tracker.hub.guards import server_wait
@@ -121,21 +121,17 @@ def test_an_api_answer_announcing_10_gb_is_refused_before_reading(hub_standin: H
     make_repo(hub_standin)
     hub_standin.faults.add("/api/models/acme/tiny", body=b"[" + b" " * 65536, endless=True,
                            headers={"Content-Length": "10000000000"})
-    clock = Clock()
     with pytest.raises(HubUnavailable) as caught:
         client(hub_standin, max_api_bytes=1024 * 1024).repo_info(REPO)
     assert str(caught.value) == "acme/tiny info: the Hub announced 10,000,000,000 bytes, over the 1,048,576-byte cap"
-    assert clock() < 5
 
 
 def test_an_api_answer_that_never_ends_is_cut_at_the_cap(hub_standin: HubStandin) -> None:
     make_repo(hub_standin)
     hub_standin.faults.add("/tree/", body=b"[" + b" " * 65536, endless=True)
-    clock = Clock()
     with pytest.raises(HubUnavailable) as caught:
         client(hub_standin, max_api_bytes=1024 * 1024).snapshot(REPO, "main")
     assert str(caught.value) == "acme/tiny@main tree: answer over the 1,048,576-byte cap"
-    assert clock() < 5
 
 
 def test_a_deeply_nested_api_answer_is_malformed_json_not_a_recursion_error(hub_standin: HubStandin) -> None:
@@ -214,8 +210,9 @@ def test_huggingface_hub_offline_mode_is_hub_unavailable(hub_standin: HubStandin
     from huggingface_hub import constants
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
-    with pytest.raises(HubUnavailable, match="OfflineModeIsEnabled: Cannot reach"):
+    with pytest.raises(HubUnavailable) as caught:
         client(hub_standin).head(REPO)
+    assert str(caught.value) == f"cannot reach {hub_standin.url}: offline mode is enabled (HF_HUB_OFFLINE)"
     assert hub_standin.requests == []
 
 

@@ -38,7 +38,7 @@ from huggingface_hub.errors import (
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
-from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+from huggingface_hub.utils import build_hf_headers, hf_raise_for_status
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
 
 from tracker import __version__, metrics
@@ -124,7 +124,6 @@ class HubTransport:
         self.on_request: Callable[[str], None] | None = None  # told each request's bucket (the cycle's budget)
         self.on_rate_limited: Callable[[str, float], None] | None = None  # told (bucket, seconds) of each 429
         self._local = threading.local()
-        self._warned = False
 
     # -- deadlines ----------------------------------------------------------------------------
 
@@ -172,13 +171,9 @@ class HubTransport:
         )
 
     def _session(self) -> httpx2.Client:
-        session = get_session()
-        # Every time: huggingface_hub may have replaced its session; installing twice is a no-op.
-        if not deadline.install(session) and not self._warned:
-            log.warning("hub: could not bound socket reads of the HTTP session (httpx2 changed?); "
-                        "deadlines are checked between body chunks only")
-            self._warned = True
-        return session
+        if constants.is_offline_mode():  # what huggingface_hub's own session refuses too
+            raise HubUnavailable(f"cannot reach {self.endpoint}: offline mode is enabled (HF_HUB_OFFLINE)")
+        return deadline.shared_client()
 
     def _wait(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
