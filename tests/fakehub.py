@@ -18,7 +18,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tracker.errors import EntryGone, RepoGone, RevisionGone, UpstreamFileError
-from tracker.hub.client import CommitListing, Head, OwnerListing, RejectedPath, RepoInfo
+from tracker.hub.client import (
+    ChangeListing,
+    CommitListing,
+    Head,
+    ListedModel,
+    OwnerListing,
+    RejectedPath,
+    RepoInfo,
+)
 from tracker.model import Commit, CommitSha, FileEntry, RepoId, Snapshot
 
 
@@ -122,6 +130,14 @@ class FakeHub:
         heads = {name.lower(): data.history[-1].commit.sha for name, data in self.repos.items()
                  if name.split("/")[0].lower() == owner.lower() and data.history}
         return OwnerListing(heads=heads, complete=True, pages=1)
+
+    def recent_models(self, *, stop_before: datetime | None, max_pages: int) -> ChangeListing:
+        self._call("recent_models")
+        listed = sorted(((data.history[-1].commit.date, name, data.history[-1].commit.sha)
+                         for name, data in self.repos.items() if data.history), reverse=True)
+        models = tuple(ListedModel(repo_id=RepoId(name), sha=sha, last_modified=when) for when, name, sha in listed
+                       if stop_before is None or when >= stop_before)
+        return ChangeListing(models=models, pages=1, reached=True, page_size=len(models))
 
     def snapshot(self, repo: RepoId, sha: str) -> Snapshot:
         return self.snapshot_checked(repo, sha)[0]
