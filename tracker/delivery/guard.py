@@ -245,12 +245,9 @@ def make_client(timeout: float) -> httpx2.Client:
     """The HTTP client deliveries use: no redirects followed, no proxies or .netrc from the environment,
     every socket operation bounded by the calling thread's deadline (:mod:`tracker.hub.deadline`, which
     bounds the Hub's requests the same way)."""
-    client = httpx2.Client(timeout=httpx2.Timeout(timeout), follow_redirects=False, trust_env=False,
-                          headers={"User-Agent": "upstream-tracker", "Accept-Encoding": "identity"})
-    if not deadline.install(client):
-        log.warning("delivery: could not bound socket operations of the HTTP client (httpx2 changed?); "
-                    "the attempt deadline is checked between body chunks only")
-    return client
+    return httpx2.Client(timeout=httpx2.Timeout(timeout), follow_redirects=False, trust_env=False,
+                         headers={"User-Agent": "upstream-tracker", "Accept-Encoding": "identity"},
+                         transport=deadline.DeadlineTransport(trust_env=False))
 
 
 @dataclass(frozen=True)
