@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+from tqdm import tqdm
 
 from tracker.model import RepoId
 from tracker.scan.finder import find_references
@@ -18,6 +21,17 @@ from tracker.settings import Settings
 
 FORMATS = ("text", "json", "sarif")
 LOOKUP_WORKERS = 4  # repos looked up at once: each is a few Hub round trips
+PROGRESS_AFTER = 1.0  # seconds of looking up before a progress bar shows
+
+
+def progress(total: int, what: str) -> tqdm[Any]:
+    """A progress bar on stderr that shows once the work has taken a second, and only on a terminal.
+
+    Never in a pipe or a CI log (``disable=None``: tqdm's test for a TTY), where it would be noise
+    between the report's lines.
+    """
+    return tqdm(total=total, desc=what, unit="repo", delay=PROGRESS_AFTER, leave=False, disable=None,
+                file=sys.stderr)
 
 
 def has_store(settings: Settings) -> bool:
@@ -38,12 +52,20 @@ def look_up(found: Found, source: AdvisorySource, *,
     by_repo: dict[RepoId, list[str | None]] = {}
     for reference in found.references:
         by_repo.setdefault(reference.repo, []).append(reference.ref)
+    return look_up_all(by_repo, source, workers=workers)
+
+
+def look_up_all(by_repo: Mapping[RepoId, Sequence[str | None]], source: AdvisorySource, *,
+                workers: int = LOOKUP_WORKERS) -> dict[tuple[str, str | None], PinStatus]:
+    """The status of each (repo, revision): one lookup per repo, repos in parallel, progress on a terminal."""
     statuses: dict[tuple[str, str | None], PinStatus] = {}
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="scan-lookup") as pool:
+    with progress(len(by_repo), "looking up") as bar, \
+            ThreadPoolExecutor(max_workers=workers, thread_name_prefix="scan-lookup") as pool:
         answers = pool.map(lambda item: (item[0], source.lookup(*item)), by_repo.items())
         for repo, answer in answers:
             for ref, status in answer.items():
                 statuses[(repo, ref)] = status
+            bar.update()
     return statuses
 
 

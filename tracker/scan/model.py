@@ -84,7 +84,8 @@ class PinStatus:
     ``revision`` is the commit the reference resolves to now (the pin itself,
     or the head of a branch); ``behind`` counts commits from it to the branch
     head (``None`` when it is not on the branch or could not be read);
-    ``suggested`` is the newest revision none of ``advisories`` affects.
+    ``suggested`` is the revision to move to (``tracker.scan.advice``: the newest
+    of the branch's least-advised revisions, the same wherever the pin is).
     ``note`` says what could not be checked.
     """
 

@@ -3,7 +3,8 @@
 Every call the scan makes to the tracker is in this module, so that it can be
 re-pointed in one place when the orchestration changes. It uses only
 ``make_tracker``, ``open_store``, ``store.get_repo``/``add_watch``/
-``commit_graph``, ``Tracker.poll`` and ``Tracker.query``.
+``commit_graph``/``advisories_for``/``advisory_ids_for_commit``,
+``Tracker.poll`` and ``Tracker.query``.
 
 A repo the user watches is polled (so the head is current) and queried in
 their store. A repo nobody watches is read without touching their watch list:
@@ -30,6 +31,7 @@ from typing import Any, Protocol
 
 from tracker.errors import TrackerError, first_line
 from tracker.model import RepoId, Severity
+from tracker.scan.advice import suggest
 from tracker.scan.model import AdvisoryHit, PinStatus
 from tracker.settings import Settings
 
@@ -60,12 +62,23 @@ class _Repo(Protocol):
     def pk(self) -> int: ...
     @property
     def branch(self) -> str: ...
+    @property
+    def last_seen_sha(self) -> str | None: ...
+
+
+class _Advisory(Protocol):
+    @property
+    def id(self) -> str: ...
+    @property
+    def severity(self) -> str: ...
 
 
 class _Store(Protocol):
     def get_repo(self, repo_id: str) -> _Repo | None: ...
     def add_watch(self, repo_id: RepoId, *, now: datetime) -> object: ...
     def commit_graph(self, repo_pk: int) -> dict[str, list[str]]: ...
+    def advisories_for(self, *, repo_pk: int | None = None, include_withdrawn: bool = True) -> Sequence[_Advisory]: ...
+    def advisory_ids_for_commit(self, sha: str, repo_pk: int | None = None) -> list[str]: ...
     def close(self) -> None: ...
 
 
@@ -81,14 +94,17 @@ class TrackerLike(Protocol):
     def query(self, repo_id: str, revision: str) -> _Query: ...
 
 
+def _severity(value: object) -> Severity:
+    try:
+        return Severity(str(value).lower())
+    except ValueError:
+        return Severity.INFO
+
+
 def _hit(record: dict[str, Any]) -> AdvisoryHit:
     specific = record.get("database_specific") or {}
-    try:
-        severity = Severity(str(specific.get("severity", "")).lower())
-    except ValueError:
-        severity = Severity.INFO
-    return AdvisoryHit(id=str(record["id"]), severity=severity, kind=str(specific.get("kind", "")),
-                       summary=str(record.get("summary", "")))
+    return AdvisoryHit(id=str(record["id"]), severity=_severity(specific.get("severity", "")),
+                       kind=str(specific.get("kind", "")), summary=str(record.get("summary", "")))
 
 
 def _message(exc: BaseException) -> str:
@@ -122,6 +138,7 @@ class AdvisorySource:
         self._scratch: list[TrackerLike] = []
         self._hub: Any = tracker.hub if tracker is not None else None
         self._lock = threading.Lock()  # lookups of different repos run in threads
+        self._branches: dict[tuple[int, str], list[tuple[str, list[Severity]]]] = {}
 
     def __enter__(self) -> AdvisorySource:
         return self
@@ -218,26 +235,36 @@ class AdvisorySource:
         if not found.known:
             notes = (*notes, f"{ref or branch} is not in the history of {branch} as read from the Hub")
         hits = tuple(_hit(record) for record in found.vulns)
-        suggested = self._suggest(tracker, repo, found, {h.id for h in hits})
+        pinned = (found.revision, [h.severity for h in hits]) if found.known else None
+        suggested = suggest(self._branch(tracker, repo), pinned=pinned) if found.head is not None else None
         return PinStatus(repo=repo, ref=ref, revision=found.revision if found.known else None, head=found.head,
                          behind=found.behind, advisories=hits, suggested=suggested, notes=notes)
 
-    def _suggest(self, tracker: TrackerLike, repo: RepoId, found: _Query, ids: set[str]) -> str | None:
-        """The newest revision none of ``ids`` affects: the head, unless they still affect it."""
-        if found.head is None:
-            return None
-        if not ids:
-            return found.head
-        row = tracker.store.get_repo(repo)
-        parents = tracker.store.commit_graph(row.pk) if row is not None else {}
-        current: str | None = found.head
-        for _ in range(self.history + 1):
-            if current is None:
-                break
-            if current != found.revision:
-                affecting = {v["id"] for v in tracker.query(repo, current).vulns}
-                if not affecting & ids:
-                    return current
-            above = parents.get(current) or []
-            current = above[0] if above else None
-        return None
+    def _branch(self, tracker: TrackerLike, repo: RepoId) -> list[tuple[str, list[Severity]]]:
+        """The branch's first-parent line from the head, newest first, each with its open advisories' severities.
+
+        Read once per (store, repo): every revision of a repo looked up shares it.
+        """
+        key = (id(tracker), repo)
+        with self._lock:
+            cached = self._branches.get(key)
+        if cached is not None:
+            return cached
+        store = tracker.store
+        row = store.get_repo(repo)
+        line: list[tuple[str, list[Severity]]] = []
+        if row is not None and row.last_seen_sha is not None:
+            parents = store.commit_graph(row.pk)
+            severity = {a.id: _severity(a.severity) for a in store.advisories_for(repo_pk=row.pk,
+                                                                                   include_withdrawn=False)}
+            current: str | None = row.last_seen_sha
+            seen: set[str] = set()
+            while current is not None and current not in seen and len(line) <= self.history:
+                seen.add(current)
+                ids = store.advisory_ids_for_commit(current, row.pk) if severity else []
+                line.append((current, [severity[i] for i in ids if i in severity]))
+                above = parents.get(current) or []
+                current = above[0] if above else None
+        with self._lock:
+            self._branches[key] = line
+        return line

@@ -1,0 +1,126 @@
+"""The suggested revision is a fixed point: the same wherever the pin is, never a worse open risk than the pin.
+
+The history (``acme/advised``) has each kind of advisory a branch can carry:
+
+- c0 initial; c1 fixes eos_token_id (an ``update``, high: c0 lacks it);
+- c2 adds a clean pickle (a ``risk``, moderate, open on c2 and c3); c3 edits the README;
+- c4 removes the pickle (the risk is undone, and an ``update`` for the removal: c0..c3 lack it);
+- c5 adds a pickle that imports ``os.system`` (a critical ``risk``, open at the head).
+
+The newest of the least-advised revisions is c4: every pin, and a floating reference, is told
+to move there (or to stay, at c4). The rule it replaced ("the newest revision none of the
+pin's advisories affects") sent c0 to the critical head and c1 to it as well.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from hubstandin.hub import HubStandin
+
+from tests.core.conftest import config_json
+from tests.core.test_advisories import README, torch_zip
+from tracker.advisory import advisory_id
+from tracker.model import RepoId, Severity
+from tracker.scan.advice import suggest, weight
+from tracker.scan.model import PinStatus
+from tracker.scan.source import AdvisorySource
+from tracker.settings import Settings
+
+REPO = RepoId("acme/advised")
+C, H, M, L, I = Severity.CRITICAL, Severity.HIGH, Severity.MODERATE, Severity.LOW, Severity.INFO
+
+
+@dataclass
+class Looked:
+    shas: list[str]
+    statuses: dict[str | None, PinStatus]
+
+
+@pytest.fixture(scope="module")
+def looked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Looked]:
+    """The history on a stand-in, and one lookup (of every revision, and of no revision) through scratch stores."""
+    work = tmp_path_factory.mktemp("advice")
+    hub = HubStandin(work / "hub").start()
+    try:
+        hub.create_repo(REPO)
+        shas = [hub.commit(REPO, {"config.json": config_json(), "generation_config.json": b'{"eos_token_id": 128001}',
+                                  "README.md": README}, message="initial")]
+        shas.append(hub.commit(REPO, {"generation_config.json": b'{"eos_token_id": [128001, 128009]}'},
+                               message="fix eos"))
+        shas.append(hub.commit(REPO, {"pytorch_model.bin": torch_zip(b"\0" * 4096)}, message="add pt weights"))
+        shas.append(hub.commit(REPO, {"README.md": README + "\nBetter words.\n"}, message="docs"))
+        shas.append(hub.commit(REPO, {}, delete=["pytorch_model.bin"], message="remove pickle"))
+        shas.append(hub.commit(REPO, {"pytorch_model.bin": torch_zip(b"\0" * 4096, ("os", "system"))},
+                               message="new weights"))
+        settings = Settings(database_url=f"sqlite:///{work}/user.sqlite3", hub_endpoint=hub.url, hub_timeout=5.0)
+        with AdvisorySource(settings, tracker=None) as source:
+            statuses = source.lookup(REPO, [*shas, None])
+        yield Looked(shas=shas, statuses=statuses)
+    finally:
+        hub.stop(wait=False)
+
+
+def test_each_revision_carries_the_advisories_of_the_history(looked):
+    c = looked.shas
+    fix, removal = advisory_id(REPO, c[1], "update"), advisory_id(REPO, c[4], "update")
+    pickle, evil = advisory_id(REPO, c[2], "risk"), advisory_id(REPO, c[5], "risk")
+    seen = {i: sorted((a.id, a.kind, a.severity) for a in looked.statuses[sha].advisories) for i, sha in enumerate(c)}
+    assert seen == {
+        0: sorted([(fix, "update", H), (removal, "update", M)]),
+        1: [(removal, "update", M)],
+        2: sorted([(removal, "update", M), (pickle, "risk", M)]),
+        3: sorted([(removal, "update", M), (pickle, "risk", M)]),
+        4: [],
+        5: [(evil, "risk", C)],
+    }
+
+
+def test_every_pin_and_the_floating_reference_are_told_the_same_revision(looked):
+    c = looked.shas
+    assert {i: looked.statuses[sha].suggested for i, sha in enumerate(c)} == dict.fromkeys(range(6), c[4])
+    floating = looked.statuses[None]
+    assert (floating.revision, [a.severity for a in floating.advisories], floating.suggested) == (c[5], [C], c[4])
+
+
+def test_pinning_the_suggestion_suggests_it_again(looked):
+    c = looked.shas
+    suggested = looked.statuses[c[0]].suggested
+    assert suggested is not None
+    assert looked.statuses[suggested].suggested == suggested
+    assert looked.statuses[suggested].advisories == ()
+
+
+def test_the_suggestion_never_carries_a_worse_open_risk_than_the_pin(looked):
+    by_sha = {sha: status for sha, status in looked.statuses.items() if sha is not None}
+    for sha, status in by_sha.items():
+        assert status.suggested is not None
+        assert weight(a.severity for a in by_sha[status.suggested].advisories) <= weight(
+            a.severity for a in status.advisories), sha
+
+
+# -- the rule itself, without a Hub ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("branch, pinned, expected", [
+    pytest.param([("h", []), ("g", [])], None, "h", id="all clean: the head"),
+    pytest.param([("h", [M]), ("g", [M]), ("f", [H])], None, "h", id="equal weights: the newest"),
+    pytest.param([("h", [C]), ("g", [H, M]), ("f", [H])], None, "f", id="critical counts before any number of highs"),
+    pytest.param([("h", [M, M]), ("g", [M]), ("f", [M, L])], None, "g", id="fewer of the same severity"),
+    pytest.param([("h", [I]), ("g", [])], None, "g", id="info still weighs"),
+    pytest.param([("h", [C]), ("g", [M])], ("x", []), "x", id="an off-branch pin lighter than the branch stays"),
+    pytest.param([("h", [C]), ("g", [M])], ("x", [H]), "g", id="an off-branch pin heavier than the best moves"),
+    pytest.param([("h", [C]), ("g", [M])], ("x", [M]), "g", id="an off-branch pin as heavy as the best moves"),
+    pytest.param([("h", [C]), ("g", [M])], ("h", []), "g", id="an on-branch pin is weighed as the branch says"),
+    pytest.param([], ("x", []), None, id="nothing read: no suggestion"),
+])
+def test_the_rule(branch, pinned, expected):
+    assert suggest(branch, pinned=pinned) == expected
+    if expected is not None and expected != (pinned or ("",))[0]:
+        # A fixed point: from the suggestion, the same suggestion.
+        weighed = dict(branch)
+        again = (expected, weighed[expected]) if expected in weighed else pinned
+        assert suggest(branch, pinned=again) == expected
+
