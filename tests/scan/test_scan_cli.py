@@ -193,3 +193,40 @@ def test_watch_adds_the_repos_found_and_a_second_scan_reads_them_from_the_store(
     again = json.loads(second.output)
     assert again["watched"] == []  # already watched
     assert rows(again) == rows(data) == expected_references(histories)
+
+
+def test_cyclonedx_validates_and_holds_one_model_per_referenced_revision(codebase, cli_env, histories):
+    from cyclonedx.schema import SchemaVersion
+    from cyclonedx.validation.json import JsonStrictValidator
+
+    out = scan(cli_env, codebase, "--format", "cyclonedx")
+    assert out.exit_code == 0, out.output
+    assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(out.output) is None
+    bom = json.loads(out.output)
+    r, e, k = histories.chat, histories.encoder, histories.risky
+    # Each revision the code loads once, wherever and however it is referenced (a floating reference: what it
+    # loads today); the repo that is not on the Hub once, without a version.
+    revisions = {(CHAT, r[0]), (CHAT, r[1]), (CHAT, r[3]), (CHAT, r[5]), (ENCODER, e[0]), (ENCODER, e[1]),
+                 (RISKY, k[1])}
+    assert sorted(c["bom-ref"] for c in bom["components"]) == sorted(
+        [f"pkg:huggingface/{repo}@{sha}" for repo, sha in revisions] + [f"pkg:huggingface/{MISSING}"])
+    assert {c["type"] for c in bom["components"]} == {"machine-learning-model"}
+    by_ref = {c["bom-ref"]: c for c in bom["components"]}
+    old = by_ref[f"pkg:huggingface/{CHAT}@{r[0]}"]
+    assert sorted(old["evidence"]["occurrences"], key=lambda o: o["line"]) == [
+        {"location": "configs/train.yaml", "line": 2, "offset": 21},
+        {"location": "configs/train.yaml", "line": 4, "offset": 17}]
+    assert old["licenses"] == [{"license": {"id": "Apache-2.0"}}]
+    assert old["modelCard"]["modelParameters"] == {"architectureFamily": "bert", "modelArchitecture": "BertModel"}
+    tag = by_ref[f"pkg:huggingface/{ENCODER}@{e[0]}"]  # pinned twice, and loaded through the tag v1.0
+    assert sorted(o["location"] for o in tag["evidence"]["occurrences"]) == [
+        "configs/serve.json", "src/embed.py", "src/keep.generated.py"]
+    assert "version" not in by_ref[f"pkg:huggingface/{MISSING}"]
+
+    fix, removal = advisory_id(CHAT, r[1], "update"), advisory_id(CHAT, r[5], "update")
+    vulns = {v["id"]: v for v in bom["vulnerabilities"]}
+    assert sorted(vulns) == sorted([fix, removal, advisory_id(CHAT, r[3], "risk"), advisory_id(RISKY, k[1], "risk")])
+    assert sorted(a["ref"] for a in vulns[removal]["affects"]) == sorted(
+        f"pkg:huggingface/{CHAT}@{sha}" for sha in (r[0], r[1], r[3]))
+    assert vulns[fix]["ratings"] == [{"severity": "high", "method": "other",
+                                      "justification": "upstream-tracker severity: high"}]

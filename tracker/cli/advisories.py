@@ -134,8 +134,9 @@ def reanalyse(obj: Context, repo_ids: tuple[str, ...]) -> None:
 
 @main.command()
 @click.argument("path", type=click.Path(exists=True, file_okay=True, dir_okay=True))
-@click.option("--format", "output_format", type=click.Choice(["text", "json", "sarif"]), default="text",
-              show_default=True, help="Report format; sarif is SARIF 2.1.0 for code-scanning UIs.")
+@click.option("--format", "output_format", type=click.Choice(["text", "json", "sarif", "cyclonedx"]),
+              default="text", show_default=True,
+              help="Report format; sarif is SARIF 2.1.0 for code-scanning UIs, cyclonedx a CycloneDX 1.6 ML-BOM.")
 @click.option("--fail-on", "fail_on", multiple=True,
               type=click.Choice(["critical", "high", "moderate", "low", "info", "floating"]),
               help="Exit 1 when an advisory at or above this severity affects a pin, or (floating) when a "
@@ -154,3 +155,4 @@ def scan(obj: Context, path: str, output_format: str, fail_on: tuple[str, ...], 
                             output_format=output_format, fail_on=fail_on, watch=watch, version=__version__)
     click.echo(output, nl=False)
     sys.exit(code)
+

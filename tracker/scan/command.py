@@ -13,13 +13,14 @@ from typing import Any
 from tqdm import tqdm
 
 from tracker.model import RepoId
+from tracker.scan.cyclonedx import BomModel, Where, build_bom
 from tracker.scan.finder import find_references
 from tracker.scan.model import Found, PinStatus
 from tracker.scan.report import ScanReport
 from tracker.scan.source import AdvisorySource, TrackerLike
 from tracker.settings import Settings
 
-FORMATS = ("text", "json", "sarif")
+FORMATS = ("text", "json", "sarif", "cyclonedx")
 LOOKUP_WORKERS = 4  # repos looked up at once: each is a few Hub round trips
 PROGRESS_AFTER = 1.0  # seconds of looking up before a progress bar shows
 
@@ -74,15 +75,32 @@ def run_scan(path: Path, *, settings: Settings, user_tracker: Callable[[], Track
     """The rendered report and the exit status (0, or 1 when ``fail_on`` trips)."""
     found = find_references(path)
     tracker = user_tracker() if (watch or has_store(settings)) and found.references else None
-    with AdvisorySource(settings, tracker=tracker, watch=watch) as source:
+    cards = output_format == "cyclonedx"
+    with AdvisorySource(settings, tracker=tracker, watch=watch, cards=cards) as source:
         statuses = look_up(found, source)
         first_seen = list(dict.fromkeys(r.repo for r in found.references))
         watched = [repo for repo in first_seen if repo in source.added]
         report = ScanReport.build(str(path), found, statuses, fail_on=fail_on, watched=watched)
-    return render(report, output_format, version=version), report.exit_code
+    return render(report, output_format, version=version, hub_url=hub_url(settings)), report.exit_code
 
 
-def render(report: ScanReport, output_format: str, *, version: str) -> str:
+def hub_url(settings: Settings) -> str:
+    """Where the models live, for the BOM's links: the configured Hub (a mirror, the stand-in) or huggingface.co."""
+    return settings.hub_endpoint or "https://huggingface.co"
+
+
+def bom_models(report: ScanReport) -> list[BomModel]:
+    """One BOM model per revision the code references, with the places that reference it."""
+    models = []
+    for entry in report.entries:
+        ref, status = entry.reference, entry.status
+        sha = status.revision if status is not None and status.revision else ref.ref if ref.pinned else None
+        models.append(BomModel(repo=ref.repo, sha=sha, status=status,
+                               places=(Where(ref.file, ref.line, ref.column),)))
+    return models
+
+
+def render(report: ScanReport, output_format: str, *, version: str, hub_url: str = "https://huggingface.co") -> str:
     data: Any
     if output_format == "text":
         return report.to_text()
@@ -90,6 +108,8 @@ def render(report: ScanReport, output_format: str, *, version: str) -> str:
         data = report.to_json()
     elif output_format == "sarif":
         data = report.to_sarif(version=version)
+    elif output_format == "cyclonedx":
+        data = build_bom(bom_models(report), version=version, hub_url=hub_url)
     else:
         raise ValueError(f"unknown format {output_format!r}: use one of {', '.join(FORMATS)}")
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"

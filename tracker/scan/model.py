@@ -75,6 +75,22 @@ class AdvisoryHit:
     severity: Severity
     kind: str
     summary: str
+    details: str = ""
+    published: str | None = None  # RFC 3339, as the OSV record has it
+    modified: str | None = None
+    urls: tuple[tuple[str, str], ...] = ()  # the OSV record's references: (type, url)
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What the tracker knows of a revision's model, for a model card (None: not known)."""
+
+    architecture: str | None = None  # config.json's architectures[0], or the estimator's
+    model_type: str | None = None
+    parameters: int | None = None  # the memory estimator's count
+    task: str | None = None  # the card's pipeline_tag
+    licence: str | None = None  # the card's license (license_name for "other")
+    library: str | None = None  # the card's library_name
 
 
 @dataclass(frozen=True)
@@ -97,6 +113,7 @@ class PinStatus:
     advisories: tuple[AdvisoryHit, ...] = ()
     suggested: str | None = None
     notes: tuple[str, ...] = field(default=())
+    facts: ModelFacts | None = None  # read only when a report asks for model cards
 
     @property
     def worst(self) -> Severity | None:

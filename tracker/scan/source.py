@@ -30,9 +30,10 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from tracker.errors import TrackerError, first_line
-from tracker.model import RepoId, Severity
+from tracker.model import RepoId, Severity, Snapshot
 from tracker.scan.advice import suggest
-from tracker.scan.model import AdvisoryHit, PinStatus
+from tracker.scan.card import model_facts
+from tracker.scan.model import AdvisoryHit, ModelFacts, PinStatus
 from tracker.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -73,12 +74,23 @@ class _Advisory(Protocol):
     def severity(self) -> str: ...
 
 
+class _Revision(Protocol):
+    @property
+    def seq(self) -> int: ...
+    @property
+    def snapshot(self) -> Snapshot | None: ...
+    @property
+    def estimate(self) -> dict[str, Any] | None: ...
+
+
 class _Store(Protocol):
     def get_repo(self, repo_id: str) -> _Repo | None: ...
     def add_watch(self, repo_id: RepoId, *, now: datetime) -> object: ...
     def commit_graph(self, repo_pk: int) -> dict[str, list[str]]: ...
     def advisories_for(self, *, repo_pk: int | None = None, include_withdrawn: bool = True) -> Sequence[_Advisory]: ...
     def advisory_ids_for_commit(self, sha: str, repo_pk: int | None = None) -> list[str]: ...
+    def get_revision(self, repo_pk: int, sha_or_prefix: str) -> _Revision | None: ...
+    def get_blob(self, content_id: str) -> bytes | None: ...
     def close(self) -> None: ...
 
 
@@ -103,8 +115,12 @@ def _severity(value: object) -> Severity:
 
 def _hit(record: dict[str, Any]) -> AdvisoryHit:
     specific = record.get("database_specific") or {}
+    urls = tuple((str(r.get("type", "WEB")), str(r["url"])) for r in record.get("references") or ()
+                 if isinstance(r, dict) and isinstance(r.get("url"), str))
     return AdvisoryHit(id=str(record["id"]), severity=_severity(specific.get("severity", "")),
-                       kind=str(specific.get("kind", "")), summary=str(record.get("summary", "")))
+                       kind=str(specific.get("kind", "")), summary=str(record.get("summary", "")),
+                       details=str(record.get("details", "")), published=record.get("published"),
+                       modified=record.get("modified"), urls=urls)
 
 
 def _message(exc: BaseException) -> str:
@@ -126,13 +142,14 @@ class AdvisorySource:
     """
 
     def __init__(self, settings: Settings, *, tracker: TrackerLike | None, watch: bool = False,
-                 history: int = HISTORY) -> None:
+                 history: int = HISTORY, cards: bool = False) -> None:
         if watch and tracker is None:
             raise ValueError("--watch needs the tracker's store")
         self.settings = settings
         self.tracker = tracker
         self.watch = watch
         self.history = history
+        self.cards = cards  # read each revision's model facts (for CycloneDX model cards)
         self.added: list[RepoId] = []  # repos --watch added to the watch list
         self._dir: Path | None = None
         self._scratch: list[TrackerLike] = []
@@ -237,8 +254,31 @@ class AdvisorySource:
         hits = tuple(_hit(record) for record in found.vulns)
         pinned = (found.revision, [h.severity for h in hits]) if found.known else None
         suggested = suggest(self._branch(tracker, repo), pinned=pinned) if found.head is not None else None
+        facts = self._facts(tracker, repo, found.revision) if self.cards and found.known else None
         return PinStatus(repo=repo, ref=ref, revision=found.revision if found.known else None, head=found.head,
-                         behind=found.behind, advisories=hits, suggested=suggested, notes=notes)
+                         behind=found.behind, advisories=hits, suggested=suggested, notes=notes, facts=facts)
+
+    @staticmethod
+    def _facts(tracker: TrackerLike, repo: RepoId, sha: str) -> ModelFacts | None:
+        """The model facts of a revision the store read: its config.json, card and memory estimate."""
+        store = tracker.store
+        row = store.get_repo(repo)
+        revision = store.get_revision(row.pk, sha) if row is not None else None
+        if row is None or revision is None or revision.snapshot is None:
+            return None
+        files = revision.snapshot.by_path()
+
+        def blob(path: str) -> bytes | None:
+            entry = files.get(path)
+            return store.get_blob(entry.content_id) if entry is not None else None
+
+        estimate = revision.estimate
+        if not (isinstance(estimate, dict) and estimate.get("params")):
+            from tracker.store.pages import PageReads  # the estimate in force: the newest at or before it
+
+            in_force = PageReads(store).estimate_in_force(row.pk, revision.seq)  # type: ignore[arg-type]
+            estimate = in_force[1] if in_force is not None else None
+        return model_facts(config=blob("config.json"), readme=blob("README.md"), estimate=estimate)
 
     def _branch(self, tracker: TrackerLike, repo: RepoId) -> list[tuple[str, list[Severity]]]:
         """The branch's first-parent line from the head, newest first, each with its open advisories' severities.
