@@ -1,4 +1,4 @@
-"""Commands about advisories: query, advisories, export, serve, reanalyse, scan."""
+"""Commands about advisories: query, advisories, export, serve, reanalyse, scan, audit."""
 
 from __future__ import annotations
 
@@ -156,3 +156,37 @@ def scan(obj: Context, path: str, output_format: str, fail_on: tuple[str, ...], 
     click.echo(output, nl=False)
     sys.exit(code)
 
+
+# -- auditing a machine's cache -----------------------------------------------------------------
+
+
+@main.command()
+@click.option("--cache-dir", default=None, metavar="DIR",
+              help="The Hugging Face cache to audit (default: HF_HUB_CACHE, else HF_HOME/hub, else "
+                   "~/.cache/huggingface/hub).")
+@click.option("--format", "output_format", type=click.Choice(["text", "json", "cyclonedx", "sarif"]),
+              default="text", show_default=True,
+              help="Report format; cyclonedx is a CycloneDX 1.6 ML-BOM, sarif SARIF 2.1.0.")
+@click.option("--fail-on", "fail_on", multiple=True,
+              type=click.Choice(["critical", "high", "moderate", "low", "info", "stale"]),
+              help="Exit 1 when an advisory at or above this severity affects a cached revision, or (stale) when "
+                   "a cached revision is behind its branch. Repeatable.")
+@click.pass_obj
+@fail_cleanly
+def audit(obj: Context, cache_dir: str | None, output_format: str, fail_on: tuple[str, ...]) -> None:
+    """Which model revisions this machine's Hugging Face cache holds, and the advisories affecting them."""
+    from pathlib import Path
+
+    from tracker import __version__
+    from tracker.audit.cache import CacheUnreadable
+    from tracker.audit.command import run_audit
+
+    try:
+        output, code = run_audit(Path(cache_dir).expanduser() if cache_dir else None, settings=obj.settings,
+                                 user_tracker=obj.tracker, output_format=output_format, fail_on=fail_on,
+                                 version=__version__)
+    except CacheUnreadable as exc:  # bad usage: the wrong folder, or none (exit 2, one line)
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    click.echo(output, nl=False)
+    sys.exit(code)

@@ -23,7 +23,7 @@ FLOATING = "floating"
 FAIL_ON_CHOICES = (*(s.value for s in Severity), FLOATING)
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 
-_LEVELS = {Severity.CRITICAL: "error", Severity.HIGH: "error", Severity.MODERATE: "warning",
+LEVELS = {Severity.CRITICAL: "error", Severity.HIGH: "error", Severity.MODERATE: "warning",
            Severity.LOW: "note", Severity.INFO: "note"}
 # GitHub reads "security-severity" (0.0-10.0) on rules tagged "security": >= 9 critical, >= 7 high, >= 4 medium.
 _SECURITY_SEVERITY = {Severity.CRITICAL: "9.5", Severity.HIGH: "8.0", Severity.MODERATE: "5.5",
@@ -199,11 +199,11 @@ class ScanReport:
             shown = f"{ref.repo}@{ref.ref[:12]}" if ref.pinned and ref.ref else ref.repo
             for hit in status.advisories if status else ():
                 rule_id = f"hf-advisory/{hit.kind or 'advisory'}/{hit.severity.value}"
-                n = rule(rule_id, _advisory_rule(hit.kind or "advisory", hit.severity))
+                n = rule(rule_id, advisory_rule(hit.kind or "advisory", hit.severity))
                 text = f"{shown} is affected by {hit.id}: {hit.summary}"
                 if status and status.suggested:
                     text += f" Suggested revision: {status.suggested}."
-                results.append(self._result(rule_id, n, _LEVELS[hit.severity], text, location, ref, hit.id,
+                results.append(self._result(rule_id, n, LEVELS[hit.severity], text, location, ref, hit.id,
                                             advisory=hit.id))
             if not ref.pinned:
                 n = rule("hf-floating", _FLOATING_RULE)
@@ -260,7 +260,7 @@ class ScanReport:
         }
 
 
-def _advisory_rule(kind: str, severity: Severity) -> dict[str, Any]:
+def advisory_rule(kind: str, severity: Severity) -> dict[str, Any]:
     what = {"update": "misses an upstream change users should pick up",
             "risk": "carries an upstream risk (a pickle, remote code, a licence, a template)"}.get(
         kind, f"is affected by a '{kind}' advisory about the repo")
@@ -271,7 +271,7 @@ def _advisory_rule(kind: str, severity: Severity) -> dict[str, Any]:
                                     f"published an advisory of severity {severity.value} for it."},
         "help": {"text": "Move the pin to the suggested revision after reviewing the advisory "
                          "(`tracker query --repo REPO --revision REV` shows it in full)."},
-        "defaultConfiguration": {"level": _LEVELS[severity]},
+        "defaultConfiguration": {"level": LEVELS[severity]},
         "properties": {"tags": ["security", "supply-chain", "huggingface"], "precision": "high",
                        "security-severity": _SECURITY_SEVERITY[severity]},
     }

@@ -151,6 +151,7 @@ class AdvisorySource:
         self.history = history
         self.cards = cards  # read each revision's model facts (for CycloneDX model cards)
         self.added: list[RepoId] = []  # repos --watch added to the watch list
+        self.from_store: set[RepoId] = set()  # repos answered from the user's store (they watch them)
         self._dir: Path | None = None
         self._scratch: list[TrackerLike] = []
         self._hub: Any = tracker.hub if tracker is not None else None
@@ -184,6 +185,24 @@ class AdvisorySource:
             self._scratch.append(scratch)
             return scratch
 
+    def _budget_spent(self) -> str | None:
+        """Why a repo nobody watches is not read: this run has sent a 5-minute window's Hub budget.
+
+        The budget is ``[hub] budget_api_per_5min`` and ``budget_resolvers_per_5min``, the
+        daemon's; a repo starts only while both have room, so a large cache or codebase does not
+        burst past the Hub's rate limits (it may overrun by what the repos already started read).
+        """
+        counts = getattr(self._hub, "requests_by_bucket", None)
+        if not isinstance(counts, dict):
+            return None
+        api, resolvers = counts.get("api", 0), counts.get("resolvers", 0)
+        if api < self.settings.hub_budget_api and resolvers < self.settings.hub_budget_resolvers:
+            return None
+        return (f"not read from the Hub: this run has sent its Hub request budget ({api} api and {resolvers} "
+                f"resolvers requests; [hub] budget_api_per_5min = {self.settings.hub_budget_api}, "
+                f"budget_resolvers_per_5min = {self.settings.hub_budget_resolvers}): watch the repo, "
+                "or run again later")
+
     # -- the lookup -------------------------------------------------------------------------------
 
     def lookup(self, repo: RepoId, refs: Sequence[str | None]) -> dict[str | None, PinStatus]:
@@ -201,11 +220,16 @@ class AdvisorySource:
     def _lookup(self, repo: RepoId, refs: list[str | None]) -> dict[str | None, PinStatus]:
         row = self.tracker.store.get_repo(repo) if self.tracker is not None else None
         if row is not None and self.tracker is not None:
+            with self._lock:
+                self.from_store.add(repo)
             (polled,) = self.tracker.poll([repo])
             stale = () if polled.error is None else (
                 f"could not refresh from the Hub ({polled.error}); as of the last poll",)
             return {ref: self._status(self.tracker, repo, ref, row.branch, stale) for ref in refs}
 
+        spent = self._budget_spent()
+        if spent is not None:
+            return {ref: PinStatus(repo=repo, ref=ref, notes=(spent,)) for ref in refs}
         probe = self._new_scratch()
         probe.store.add_watch(repo, now=_now())
         (polled,) = probe.poll([repo], backfill=0)
