@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from tracker.errors import TrackerError, first_line
 from tracker.model import RepoId, Severity, Snapshot
-from tracker.scan.advice import suggest
+from tracker.scan.advice import Open, suggest
 from tracker.scan.card import model_facts
 from tracker.scan.model import AdvisoryHit, ModelFacts, PinStatus
 from tracker.settings import Settings
@@ -72,6 +72,8 @@ class _Advisory(Protocol):
     def id(self) -> str: ...
     @property
     def severity(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
 
 
 class _Revision(Protocol):
@@ -156,7 +158,7 @@ class AdvisorySource:
         self._scratch: list[TrackerLike] = []
         self._hub: Any = tracker.hub if tracker is not None else None
         self._lock = threading.Lock()  # lookups of different repos run in threads
-        self._branches: dict[tuple[int, str], list[tuple[str, list[Severity]]]] = {}
+        self._branches: dict[tuple[int, str], list[tuple[str, Open]]] = {}
 
     def __enter__(self) -> AdvisorySource:
         return self
@@ -276,7 +278,7 @@ class AdvisorySource:
         if not found.known:
             notes = (*notes, f"{ref or branch} is not in the history of {branch} as read from the Hub")
         hits = tuple(_hit(record) for record in found.vulns)
-        pinned = (found.revision, [h.severity for h in hits]) if found.known else None
+        pinned = (found.revision, [(h.severity, h.kind) for h in hits]) if found.known else None
         suggested = suggest(self._branch(tracker, repo), pinned=pinned) if found.head is not None else None
         facts = self._facts(tracker, repo, found.revision) if self.cards and found.known else None
         return PinStatus(repo=repo, ref=ref, revision=found.revision if found.known else None, head=found.head,
@@ -304,8 +306,8 @@ class AdvisorySource:
             estimate = in_force[1] if in_force is not None else None
         return model_facts(config=blob("config.json"), readme=blob("README.md"), estimate=estimate)
 
-    def _branch(self, tracker: TrackerLike, repo: RepoId) -> list[tuple[str, list[Severity]]]:
-        """The branch's first-parent line from the head, newest first, each with its open advisories' severities.
+    def _branch(self, tracker: TrackerLike, repo: RepoId) -> list[tuple[str, Open]]:
+        """The branch's first-parent line from the head, newest first, each with its open advisories.
 
         Read once per (store, repo): every revision of a repo looked up shares it.
         """
@@ -316,11 +318,11 @@ class AdvisorySource:
             return cached
         store = tracker.store
         row = store.get_repo(repo)
-        line: list[tuple[str, list[Severity]]] = []
+        line: list[tuple[str, Open]] = []
         if row is not None and row.last_seen_sha is not None:
             parents = store.commit_graph(row.pk)
-            severity = {a.id: _severity(a.severity) for a in store.advisories_for(repo_pk=row.pk,
-                                                                                   include_withdrawn=False)}
+            severity = {a.id: (_severity(a.severity), a.kind)
+                        for a in store.advisories_for(repo_pk=row.pk, include_withdrawn=False)}
             current: str | None = row.last_seen_sha
             seen: set[str] = set()
             while current is not None and current not in seen and len(line) <= self.history:
