@@ -131,6 +131,7 @@ class RevisionOut(BaseModel):
     findings: int | None
     top_findings: list[TopFinding]
     files: dict[str, list[str]]
+    libraries: list[str] = Field(default_factory=list, description="what the revision is loaded with; empty when not recorded")
 
 
 class RevisionsOut(BaseModel):
@@ -148,13 +149,23 @@ class FindingOut(BaseModel):
     before: Any = None
     after: Any = None
     evidence: dict[str, Any]
+    library: str | None = Field(None, description="the library whose analyser found it; null: any library")
+
+
+class LibrariesOut(BaseModel):
+    old: list[str]
+    new: list[str]
 
 
 class DiffOut(BaseModel):
     repo: str
     from_: str = Field(alias="from")
     to: str
+    libraries: LibrariesOut = Field(description="what each side is loaded with (sentence-transformers, diffusers...)")
     findings: list[FindingOut]
+    by_library: dict[str, list[FindingOut]] = Field(
+        description="the same findings grouped by library ('any': the repo's files whatever loads them), "
+                    "most severe group first")
     files: dict[str, Any]
     texts: dict[str, Any]
 
@@ -239,6 +250,7 @@ def _revision_out(rev: RevisionRow) -> RevisionOut:
         parent=rev.parent_sha, summary=rev.summary, worst_severity=rev.worst_severity, findings=len(findings),
         top_findings=[TopFinding(code=f["code"], severity=f["severity"], summary=f["summary"]) for f in findings[:3]],
         files={k: [e["path"] for e in v] for k, v in (rev.diff or {}).get("files", {}).items()},
+        libraries=list(rev.libraries),
     )
 
 
@@ -399,11 +411,7 @@ def repos_router(tracker: Tracker) -> APIRouter:
         stored_old = store.get_revision(row.pk, old_side[0]) if row is not None else None
         analysis = tracker.analyse(repo_id, old_side, new_side,
                                    old_estimate=stored_old.estimate if stored_old else None)
-        return DiffOut.model_validate({
-            "repo": repo_id, "from": old_side[0], "to": new_side[0],
-            "findings": [f.to_json() for f in analysis.findings],
-            "files": analysis.raw.files, "texts": analysis.raw.texts,
-        })
+        return DiffOut.model_validate({"repo": repo_id, **analysis.diff_json(old_side[0], new_side[0])})
 
     @router.get("/v1/repos/{owner}/{name}/estimate", response_model=dict[str, Any], responses=ERRORS)
     def estimate(owner: str = owner_path, name: str = name_path,

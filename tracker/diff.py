@@ -40,6 +40,14 @@ TRACKED_NAMES = frozenset(
         "chat_template.json",
         "requirements.txt",
         "README.md",
+        # sentence-transformers, diffusers, open_clip, PEFT: small JSON configs those libraries load
+        "modules.json",
+        "sentence_bert_config.json",
+        "config_sentence_transformers.json",
+        "model_index.json",
+        "scheduler_config.json",
+        "open_clip_config.json",
+        "adapter_config.json",
     }
 )
 TRACKED_SUFFIXES = (".jinja", ".py", ".index.json")

@@ -176,6 +176,7 @@ class Finding:
     before: Any = None
     after: Any = None
     evidence: Mapping[str, Any] = field(default_factory=dict)
+    library: str | None = None  # the library whose analyser found it (tracker/findings/libraries.py); None: any
 
     def to_json(self) -> dict[str, Any]:
         """Strict JSON: a NaN or Infinity read from an upstream file is kept as text (``json_safe``)."""
@@ -190,6 +191,7 @@ class Finding:
             "before": json_safe(self.before),
             "after": json_safe(self.after),
             "evidence": json_safe(dict(self.evidence)),
+            "library": self.library,
         }
 
     @classmethod
@@ -203,6 +205,7 @@ class Finding:
             before=data.get("before"),
             after=data.get("after"),
             evidence=data.get("evidence") or {},
+            library=data.get("library"),
         )
 
 
@@ -337,6 +340,7 @@ class RevisionRow:
     dependencies_pending: bool = False
     attempts: int = 0  # transient Hub failures while reading it
     last_error: str | None = None
+    libraries: tuple[str, ...] = ()  # what it is loaded with (tracker/findings/libraries.py, migration 0009)
 
 
 @dataclass(frozen=True)

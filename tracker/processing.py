@@ -22,7 +22,7 @@ from tracker.bounded import json_object
 from tracker.diff import diff_revisions
 from tracker.errors import HubRateLimited, HubUnavailable, RevisionGone, TrackerError, first_line
 from tracker.estimate import compare_estimates
-from tracker.findings import analyse_revision
+from tracker.findings import analyse_revision, libraries_of
 from tracker.findings.rules import SeverityRules
 from tracker.lineage import ModelTree
 from tracker.model import (
@@ -116,6 +116,20 @@ class Analysis:
     findings: list[Finding]
     sources: HubSources
     estimate: dict[str, Any] | None
+    libraries: tuple[str, ...] = ()  # what the new side is loaded with
+    old_libraries: tuple[str, ...] = ()
+
+    def diff_json(self, old_sha: str, new_sha: str) -> dict[str, Any]:
+        """``tracker diff --json`` and the API's diff: the findings, also grouped by library; files; texts."""
+        from tracker.findings.libraries import group_by_library
+
+        return {
+            "from": old_sha, "to": new_sha,
+            "libraries": {"old": list(self.old_libraries), "new": list(self.libraries)},
+            "findings": [f.to_json() for f in self.findings],
+            "by_library": {name: [f.to_json() for f in items] for name, items in group_by_library(self.findings)},
+            "files": self.raw.files, "texts": self.raw.texts,
+        }
 
 
 # Failures that say nothing about the content: the revision is read again later (see ``process``).
@@ -183,8 +197,16 @@ class Processor:
             raise
         except Exception as exc:
             estimate_json, estimate_findings = None, [self._failed("estimate", exc)]
+        try:
+            libraries = libraries_of(change.new, sources, "new")
+            old_libraries = libraries_of(change.old, sources, "old")
+        except TRANSIENT:
+            raise
+        except Exception as exc:
+            libraries, old_libraries = (), ()
+            failures.append(self._failed("libraries", exc))
         return Analysis(raw=raw, findings=sort_findings([*findings, *estimate_findings, *failures]),
-                        sources=sources, estimate=estimate_json)
+                        sources=sources, estimate=estimate_json, libraries=libraries, old_libraries=old_libraries)
 
     def _failed(self, step: str, exc: BaseException) -> Finding:
         log.warning("analysis step %s failed: %s", step, _one_line(exc))
@@ -348,13 +370,14 @@ class Processor:
             ctx, repo_pk=repo.pk, revision_pk=revision.pk, sha=revision.sha, parent=revision.parent_sha,
             date=revision.date, baseline=revision.baseline or old is None, snapshot=snapshot,
             diff=analysis.raw if old is not None else None, findings=findings, estimate=analysis.estimate,
-            dependencies_pending=retry, inherit=inherit, repo_updates=updates,
+            dependencies_pending=retry, inherit=inherit, repo_updates=updates, libraries=analysis.libraries,
         )
 
     # -- re-analysis ------------------------------------------------------------------------
 
     def _rebuild(self, repo: RepoRow, revision: RevisionRow, findings: Sequence[Finding],
-                 estimate: dict[str, Any] | None, *, dependencies_pending: bool | None) -> None:
+                 estimate: dict[str, Any] | None, *, dependencies_pending: bool | None,
+                 libraries: Sequence[str] | None = None) -> None:
         """Store re-analysed findings and the advisories they imply, in one transaction."""
         now = self.clock()
         writes = []
@@ -363,7 +386,7 @@ class Processor:
             writes = revision_advisories(ctx, sha=revision.sha, parent=revision.parent_sha, date=revision.date,
                                          findings=findings, estimate_delta=(estimate or {}).get("delta"))
         self.store.save_reanalysis(revision.pk, repo.pk, findings=findings, estimate=estimate, now=now,
-                                   dependencies_pending=dependencies_pending, advisories=writes)
+                                   dependencies_pending=dependencies_pending, advisories=writes, libraries=libraries)
 
     def reanalyse(self, repo: RepoRow) -> int:
         """Re-run analysis of every stored revision with today's rules; advisories are rebuilt or withdrawn.
@@ -384,7 +407,7 @@ class Processor:
             if [f.to_json() for f in findings] != revision.findings:
                 changed += 1
             self._rebuild(repo, revision, findings, analysis.estimate or revision.estimate,
-                          dependencies_pending=None)
+                          dependencies_pending=None, libraries=analysis.libraries)
         return changed
 
     def retry_dependencies(self, repo: RepoRow) -> int:

@@ -99,6 +99,7 @@ class RevisionReport:
     analysed_at: datetime
     advisories: tuple[AdvisoryWrite, ...] = ()
     repo_updates: Mapping[str, Any] = field(default_factory=dict)  # e.g. the base model its card now declares
+    libraries: tuple[str, ...] = ()  # what the revision is loaded with (tracker/findings/libraries.py)
 
     @property
     def worst_severity(self) -> Severity | None:
@@ -249,7 +250,8 @@ def revision_report(ctx: AdvisoryContext, *, repo_pk: int, revision_pk: int, sha
                     date: datetime | None, baseline: bool, snapshot: Snapshot, diff: RawDiff | None,
                     findings: Sequence[Finding], estimate: dict[str, Any] | None,
                     dependencies_pending: bool, inherit: InheritInputs | None = None,
-                    repo_updates: Mapping[str, Any] | None = None) -> RevisionReport:
+                    repo_updates: Mapping[str, Any] | None = None,
+                    libraries: tuple[str, ...] = ()) -> RevisionReport:
     """Everything a newly read revision implies: its results, its advisories, risks it undoes, the index.
 
     ``inherit``: along the model tree (tracker/inherit.py), the inherited advisories this revision
@@ -270,7 +272,7 @@ def revision_report(ctx: AdvisoryContext, *, repo_pk: int, revision_pk: int, sha
         repo_pk=repo_pk, revision_pk=revision_pk, sha=sha, snapshot=snapshot, diff=diff,
         findings=tuple(findings), summary=summarize(findings, diff, snapshot), estimate=estimate,
         dependencies_pending=dependencies_pending, analysed_at=ctx.now, advisories=tuple(writes),
-        repo_updates=dict(repo_updates or {}),
+        repo_updates=dict(repo_updates or {}), libraries=libraries,
     )
 
 

@@ -41,6 +41,7 @@ def _revision_json(rev: Any) -> dict[str, Any]:
             {"code": f["code"], "severity": f["severity"], "summary": f["summary"]} for f in findings[:3]
         ],
         "files": {k: [e["path"] for e in v] for k, v in (rev.diff or {}).get("files", {}).items()},
+        "libraries": list(rev.libraries),
     }
 
 
@@ -100,16 +101,27 @@ def _upstream_revisions(tracker: Tracker, repo_id: RepoId, *, branch: str, limit
         click.echo(f"{c.date.strftime('%Y-%m-%d %H:%M')}  {c.sha[:12]}  {c.title}")
 
 
+def verdict_lines(findings: list[Finding]) -> list[str]:
+    """The verdicts a reader needs before anything else ("stored embeddings are no longer comparable...")."""
+    from tracker.findings.libraries import VERDICT_CODES
+
+    return [f"{f.severity.value}: {f.summary}  ({f.code})" for f in sort_findings(findings) if f.code in VERDICT_CODES]
+
+
 def format_findings(findings: list[Finding]) -> list[str]:
-    """Findings grouped by category, categories ordered by their worst finding."""
-    groups: dict[str, list[Finding]] = {}
-    for finding in sort_findings(findings):
-        groups.setdefault(finding.category, []).append(finding)
+    """Findings grouped by library and category, groups ordered by their worst finding."""
+    from tracker.findings.libraries import group_by_library, library_label
+
     lines = []
-    for category, items in groups.items():
-        lines.append(f"{category}:")
-        for f in items:
-            lines.append(f"  [{f.severity.value:8}] {f.summary}  ({f.code})")
+    for library, items in group_by_library(sort_findings(findings)):
+        lines.append(f"{library_label(library)}:")
+        categories: dict[str, list[Finding]] = {}
+        for finding in items:
+            categories.setdefault(finding.category, []).append(finding)
+        for category, found in categories.items():
+            lines.append(f"  {category}:")
+            for f in found:
+                lines.append(f"    [{f.severity.value:8}] {f.summary}  ({f.code})")
     return lines
 
 
@@ -132,16 +144,17 @@ def diff(obj: Context, repo_id: str, old: str, new: str, as_json: bool) -> None:
                                old_estimate=stored_old.estimate if stored_old else None)
     raw, findings = analysis.raw, analysis.findings
     if as_json:
-        _emit_json({
-            "from": old_side[0], "to": new_side[0],
-            "findings": [f.to_json() for f in findings],
-            "files": raw.files, "texts": raw.texts,
-        })
+        _emit_json(analysis.diff_json(old_side[0], new_side[0]))
         return
+    for line in verdict_lines(findings):  # what a team with a vector index needs to read first
+        click.echo(line)
     click.echo(f"{repo_id}: {old_side[0][:12]} -> {new_side[0][:12]}")
-    if findings:
-        for line in format_findings(findings):
-            click.echo(line)
+    if analysis.libraries or analysis.old_libraries:
+        libs = analysis.libraries if analysis.libraries == analysis.old_libraries else None
+        click.echo(f"libraries: {', '.join(libs)}" if libs else
+                   f"libraries: {', '.join(analysis.old_libraries) or '(none)'} -> {', '.join(analysis.libraries) or '(none)'}")
+    for line in format_findings(findings):
+        click.echo(line)
     files = raw.files
     for label in ("added", "removed", "changed"):
         for item in files[label]:

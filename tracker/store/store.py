@@ -208,7 +208,7 @@ class AdvisoryStoreMixin:
                         diff=report.diff.to_json() if report.diff is not None else None, findings=findings,
                         worst_severity=worst.value if worst else None, summary=report.summary,
                         estimate=report.estimate, analysed_at=report.analysed_at,
-                        dependencies_pending=report.dependencies_pending)
+                        dependencies_pending=report.dependencies_pending, libraries=list(report.libraries))
             ).rowcount == 1
             if not done:
                 return False
@@ -219,7 +219,7 @@ class AdvisoryStoreMixin:
 
     def save_reanalysis(self, revision_pk: int, repo_pk: int, *, findings: Sequence[Finding],
                         estimate: dict[str, Any] | None, now: datetime, dependencies_pending: bool | None,
-                        advisories: Iterable[AdvisoryWrite]) -> None:
+                        advisories: Iterable[AdvisoryWrite], libraries: Sequence[str] | None = None) -> None:
         """Replace a done revision's findings (re-analysis, retried lookups) and its advisories, together."""
         worst = Severity.worst(f.severity for f in findings)
         values: dict[str, Any] = dict(findings=[f.to_json() for f in findings],
@@ -227,6 +227,8 @@ class AdvisoryStoreMixin:
                                       analysed_at=now)
         if dependencies_pending is not None:
             values["dependencies_pending"] = dependencies_pending
+        if libraries is not None:
+            values["libraries"] = list(libraries)
         with self._tx() as conn:
             conn.execute(update(revisions).where(revisions.c.id == revision_pk).values(**values))
             self._apply_advisories(conn, repo_pk, advisories)
@@ -435,6 +437,7 @@ class SqlStore(DeliveryStoreMixin, AdvisoryStoreMixin):
             dependencies_pending=bool(row.dependencies_pending),
             attempts=row.attempts or 0,
             last_error=row.last_error,
+            libraries=tuple(row.libraries or ()),
         )
 
     def record_listing(self, repo: RepoRow, listed: Sequence[Commit], *, parent: CommitSha | None,
