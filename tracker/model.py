@@ -340,7 +340,7 @@ class RevisionRow:
     dependencies_pending: bool = False
     attempts: int = 0  # transient Hub failures while reading it
     last_error: str | None = None
-    libraries: tuple[str, ...] = ()  # what it is loaded with (tracker/findings/libraries.py, migration 0009)
+    libraries: tuple[str, ...] = ()  # what it is loaded with (tracker/findings/libraries.py, migration 0010)
 
 
 @dataclass(frozen=True)

@@ -135,7 +135,7 @@ revisions = Table(
     # completed with what could be read, so a hostile file cannot keep it pending forever.
     Column("attempts", Integer, nullable=False, default=0, server_default="0"),
     Column("last_error", Text, nullable=True),
-    Column("libraries", JSON, nullable=True),  # what it is loaded with (migration 0009)
+    Column("libraries", JSON, nullable=True),  # what it is loaded with (migration 0010)
     UniqueConstraint("repo_pk", "sha", name="uq_revisions_repo_sha"),
     UniqueConstraint("repo_pk", "seq", name="uq_revisions_repo_seq"),
 )
