@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tracker.errors import EntryGone, RepoGone, RevisionGone, UpstreamFileError
+from tracker.errors import EntryGone, HubRateLimited, RepoGone, RevisionGone, UpstreamFileError
 from tracker.hub.client import (
     ChangeListing,
     CommitListing,
@@ -28,6 +28,9 @@ from tracker.hub.client import (
     RepoInfo,
 )
 from tracker.model import Commit, CommitSha, FileEntry, RepoId, Snapshot
+
+# The Hub's rate-limit bucket of each operation (tracker/hub/budget.py): resolve URLs or the API.
+BUCKETS = {"head": "resolvers", "read_file": "resolvers", "read_range": "resolvers", "safetensors_header": "resolvers"}
 
 
 @dataclass
@@ -82,6 +85,8 @@ class FakeHub:
             if left <= 0:
                 return
             self.fail_times[operation] = left - 1
+        if isinstance(error, HubRateLimited) and self.on_rate_limited is not None:
+            self.on_rate_limited(BUCKETS.get(operation, "api"), error.retry_after or 1.0)  # as the client tells it
         raise error
 
     def _repo(self, repo: str) -> _Repo:

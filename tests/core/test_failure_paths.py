@@ -134,6 +134,14 @@ def test_a_repo_deleted_upstream_is_gone_with_one_event(hub, tracker) -> None:
         PollOutcome.GONE, ["deleted"], PollOutcome.GONE, [])
 
 
+def test_a_repo_never_read_and_not_on_the_hub_is_not_found(hub, tracker) -> None:
+    missing = RepoId("acme/missing")
+    tracker.store.add_watch(missing, now=tracker.clock())
+    result = tracker.poller.poll_repo(missing)
+    assert (result.status, result.error, result.events) == (
+        PollOutcome.NOT_FOUND, "not found on the Hub (check the id; private and gated repos need HF_TOKEN)", [])
+
+
 def test_the_fake_hub_answers_the_port_as_the_stand_in_does(hub) -> None:
     """The fake's own contract, so that tests over it mean something."""
     [first] = [r.commit.sha for r in hub.repos[REPO].history]
@@ -145,3 +153,51 @@ def test_the_fake_hub_answers_the_port_as_the_stand_in_does(hub) -> None:
     assert [f.path for f in hub.snapshot(REPO, second).files] == ["README.md", "config.json", "tokenizer_config.json"]
     assert json.loads(hub.read_file(REPO, second, "config.json", max_bytes=10_000)) == CONFIG
     assert hub.owner_heads("ACME", max_pages=1).heads == {"acme/tiny": second}
+
+
+# -- the cycle's owner listing (tracker/cycle.py) ---------------------------------------------
+
+
+@pytest.fixture
+def owners(hub: FakeHub, tracker: Tracker) -> tuple[FakeHub, Tracker]:
+    """Two repos of one owner, both read once; the Hub-wide change listing unavailable, so the owner's is used."""
+    hub.commit(OTHER, {"config.json": CONFIG})
+    tracker.store.add_watch(OTHER, now=tracker.clock())
+    tracker.poll()
+    hub.fail["recent_models"] = HubUnavailable("the change listing is down")
+    hub.calls.clear()
+    return hub, tracker
+
+
+OTHER = RepoId("acme/other")
+
+
+def test_an_owner_listing_checks_the_owners_repos_and_polls_only_the_one_that_moved(owners) -> None:
+    hub, tracker = owners
+    moved = hub.commit(OTHER, {"config.json": dict(CONFIG, vocab_size=1000)})
+    results = {r.repo: r.status for r in tracker.poll()}
+    assert results == {REPO: PollOutcome.UNCHANGED, OTHER: PollOutcome.NEW}
+    assert (hub.calls["owner_heads"], hub.calls["head"]) == (1, 1)
+    assert tracker.store.get_repo(OTHER).last_seen_sha == moved
+
+
+@pytest.mark.parametrize("error", [HubUnavailable("listing down"), RuntimeError("a bug in the listing")])
+def test_a_failed_owner_listing_falls_back_to_a_poll_of_each_repo(owners, error) -> None:
+    hub, tracker = owners
+    hub.fail["owner_heads"] = error
+    moved = hub.commit(OTHER, {"config.json": dict(CONFIG, vocab_size=1000)})
+    results = {r.repo: r.status for r in tracker.poll()}
+    assert results == {REPO: PollOutcome.UNCHANGED, OTHER: PollOutcome.NEW}
+    assert (hub.calls["owner_heads"], hub.calls["head"]) == (1, 2)
+    assert tracker.store.get_repo(OTHER).last_seen_sha == moved
+
+
+def test_a_rate_limited_owner_listing_is_not_retried_and_the_repos_are_checked_by_head(owners) -> None:
+    from tracker.errors import HubRateLimited
+
+    hub, tracker = owners
+    hub.fail["owner_heads"] = HubRateLimited("429, server asks to wait 300s", retry_after=300)
+    results = {r.repo: r.status for r in tracker.poll()}
+    # The api bucket waits out the 429; a HEAD each comes from the other bucket.
+    assert (hub.calls["owner_heads"], hub.calls["head"]) == (1, 2)
+    assert results == {REPO: PollOutcome.UNCHANGED, OTHER: PollOutcome.UNCHANGED}
