@@ -29,3 +29,22 @@ def analyse_on_hub(hub_standin, tmp_path: Path, repo: str, old_sha: str | None, 
     findings = analyse_revision(change, sources)
     assert sources.problems == [], sources.problems
     return findings
+
+
+def analyse_scenarios(root: Path, owner: str, scenarios: dict[str, tuple[dict, dict]]) -> dict[str, list[Finding]]:
+    """Each ``name: (before, after)`` pushed as a two-revision repo ``owner/name`` on one stand-in; the findings."""
+    from hubstandin import HubStandin
+
+    hub = HubStandin(root / "hub").start()
+    try:
+        out = {}
+        for name, (before, after) in scenarios.items():
+            repo = f"{owner}/{name.replace('_', '-')}"
+            hub.create_repo(repo)
+            old = hub.commit(repo, before, message="upload")
+            new = hub.commit(repo, after, message=name)
+            (root / name).mkdir()
+            out[name] = analyse_on_hub(hub, root / name, repo, old, new)
+        return out
+    finally:
+        hub.stop(wait=False)

@@ -346,6 +346,28 @@ def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRul
     return diff_configs(old, new, rules)
 
 
+MAX_LABELS_NAMED = 20  # moved ids named in a summary; the finding's before/after hold them all
+
+
+def _id_to_label(key: str, value: Any) -> dict[str, str]:
+    """A label map as ``{id: label}`` (label2id inverted), ids and labels as text."""
+    if not isinstance(value, dict):
+        return {}
+    pairs = value.items() if key.endswith("id2label") else ((v, k) for k, v in value.items())
+    return {str(i): str(label) for i, label in pairs}
+
+
+def label_map_summary(key: str, before: Any, after: Any) -> str:
+    """``"id2label: 0: negative → positive, 1: positive → negative"``: the ids whose label moved."""
+    a, b = _id_to_label(key, before), _id_to_label(key, after)
+    ids = sorted(set(a) | set(b), key=lambda i: (len(i), i))
+    moved = [f"{i}: {a.get(i, '(none)')} → {b.get(i, '(none)')}" for i in ids if a.get(i) != b.get(i)]
+    if not moved:
+        return f"{key}: rewritten, same labels"
+    more = f" (+{len(moved) - MAX_LABELS_NAMED} more)" if len(moved) > MAX_LABELS_NAMED else ""
+    return f"{key}: " + ", ".join(moved[:MAX_LABELS_NAMED]) + more
+
+
 def diff_configs(old: Mapping[str, Any], new: Mapping[str, Any], rules: SeverityRules) -> list[Finding]:
     """Compare two parsed configs; pure, so tests and other analysers can call it directly."""
     found = _Collected()
@@ -416,6 +438,10 @@ def _diff_dict(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str, rule
             _diff_subtree(name, before, after, "config.quantization_changed", rules, out)
         elif key in ("rope_scaling", "rope_parameters"):
             _diff_rope(name, before, after, rules, out)
+        elif key in ("id2label", "label2id"):
+            if out.want("config.labels_changed", name):
+                out.add(_finding(rules, "config.labels_changed", name, before, after,
+                                 label_map_summary(name, before, after)))
         elif isinstance(before, dict) and isinstance(after, dict) and key not in LEAF_MAPPINGS:
             _diff_dict(before, after, name + ".", rules, out)  # text_config, vision_config, ...
         else:
