@@ -64,14 +64,14 @@ def watched(tmp_path_factory):
         new = hub.commit(REPO, e5_files(pooling_mode_mean_tokens=False, pooling_mode_cls_token=True),
                          message="Use the CLS token")
         cli("poll")
-        yield cli, old, new
+        yield cli, old, new, env
     finally:
         os.chdir(old_cwd)
         hub.stop(wait=False)
 
 
 def test_tracker_diff_says_first_that_stored_embeddings_are_no_longer_comparable(watched):
-    cli, old, new = watched
+    cli, old, new, _ = watched
     lines = cli("diff", REPO, old, new).splitlines()
     assert lines[0] == ("critical: stored embeddings are no longer comparable with new ones: pooling mean → cls; "
                         "re-embed the index  (embeddings.incompatible)")
@@ -92,7 +92,7 @@ def test_tracker_diff_says_first_that_stored_embeddings_are_no_longer_comparable
 
 
 def test_diff_json_and_the_revision_record_the_libraries(watched):
-    cli, old, new = watched
+    cli, old, new, _ = watched
     result = json.loads(cli("diff", REPO, old, new, "--json"))
     assert result["libraries"] == {"old": ["sentence-transformers", "transformers"],
                                    "new": ["sentence-transformers", "transformers"]}
@@ -134,3 +134,26 @@ def test_a_library_analysers_findings_carry_the_library():
     change, sources = make_change({"modules.json": b"[]"}, {"modules.json": b"[{not json"})
     assert [(f.code, f.library) for f in analyse_revision(change, sources)
             if f.category == "sentence_transformers"] == [("sentence_transformers.malformed", "sentence-transformers")]
+
+
+def test_the_revision_page_names_the_libraries_and_shows_the_module_pipeline_before_and_after(watched):
+    from fastapi.testclient import TestClient
+
+    from tracker.api import create_app
+    from tracker.app import make_tracker
+    from tracker.settings import load_settings
+
+    _, old, new, env = watched
+    tracker = make_tracker(load_settings(env["TRACKER_CONFIG"], env=env))
+    page = TestClient(create_app(tracker)).get(f"/repos/{REPO}/revisions/{new}")
+    assert page.status_code == 200
+    html = page.text
+    assert ('<p class="meta libraries">Loaded with <span class="library">sentence-transformers</span>, '
+            '<span class="library">transformers</span></p>') in html
+    modules = ("<code>sentence_transformers.models.Transformer</code> → <code>sentence_transformers.models.Pooling</code>"
+               " → <code>sentence_transformers.models.Normalize</code>")
+    assert f'<tr><td>Before</td><td class="removed">{modules}</td></tr>' in html
+    assert f'<tr><td>After</td><td class="added">{modules}</td></tr>' in html
+    assert "stored embeddings are no longer comparable with new ones: pooling mean → cls; re-embed the index" in html
+    by_library = html[html.index("<h2>By library</h2>"):]
+    assert by_library.index("<dt>sentence-transformers") < by_library.index("<dt>any library")

@@ -134,6 +134,48 @@ class TensorChange:
 
 
 @dataclass(frozen=True)
+class LibraryGroup:
+    """Findings of one library ("any library": the repo's files whatever loads them)."""
+
+    label: str
+    worst: str
+    findings: tuple[Mapping[str, Any], ...]
+
+
+def library_groups(findings: Sequence[Mapping[str, Any]]) -> tuple[LibraryGroup, ...]:
+    """The revision's findings grouped by the library whose analyser found them, most severe group first."""
+    from tracker.findings.libraries import group_by_library, library_label
+    from tracker.model import Finding
+
+    parsed = [(Finding.from_json(f), f) for f in findings]
+    by_id = {id(finding): raw for finding, raw in parsed}
+    return tuple(LibraryGroup(label=library_label(name), worst=str(items[0].severity.value),
+                              findings=tuple(by_id[id(f)] for f in items))
+                 for name, items in group_by_library(sorted((f for f, _ in parsed), key=lambda f: f.severity.rank)))
+
+
+@dataclass(frozen=True)
+class EmbeddingsVerdict:
+    """``embeddings.incompatible``: why stored vectors no longer compare, and the module pipeline on each side."""
+
+    finding: Mapping[str, Any]
+    reasons: tuple[str, ...]
+    before: tuple[str, ...]  # module types, in pipeline order
+    after: tuple[str, ...]
+
+
+def _embeddings_verdict(f: Mapping[str, Any]) -> EmbeddingsVerdict:
+    evidence = f.get("evidence") or {}
+
+    def names(key: str) -> tuple[str, ...]:
+        value = evidence.get(key)
+        return tuple(str(v) for v in value) if isinstance(value, list) else ()
+
+    return EmbeddingsVerdict(finding=f, reasons=names("reasons"), before=names("pipeline_before"),
+                             after=names("pipeline_after"))
+
+
+@dataclass(frozen=True)
 class RevisionSections:
     templates: tuple[TemplateChange, ...] = ()
     keys: tuple[KeyChange, ...] = ()
@@ -141,6 +183,8 @@ class RevisionSections:
     tensors: tuple[TensorChange, ...] = ()
     others: tuple[FindingGroup, ...] = ()
     files: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # added/removed/changed paths
+    embeddings: tuple[EmbeddingsVerdict, ...] = ()
+    libraries: tuple[LibraryGroup, ...] = ()
 
 
 def _prompts(evidence: Mapping[str, Any]) -> tuple[RenderedPrompt, ...]:
@@ -229,10 +273,13 @@ def _tensor_change(f: Mapping[str, Any]) -> TensorChange | None:
 def revision_sections(findings: Sequence[Mapping[str, Any]], diff: Mapping[str, Any] | None) -> RevisionSections:
     """The revision page's sections; each finding appears in one section only (the rest under "Other")."""
     templates, keys, tokens, tensors, rest = [], [], [], [], []
+    embeddings = []
     for f in findings:
         category = f.get("category")
         evidence = f.get("evidence") or {}
-        if category == "chat_template" and any(k in evidence for k in ("text_diff", "rendered_diff", "branches")):
+        if f.get("code") == "embeddings.incompatible":
+            embeddings.append(_embeddings_verdict(f))
+        elif category == "chat_template" and any(k in evidence for k in ("text_diff", "rendered_diff", "branches")):
             templates.append(_template_change(f))
         elif category in ("config", "generation") and (f.get("before") is not None or f.get("after") is not None
                                                        or "key" in evidence):
@@ -248,7 +295,8 @@ def revision_sections(findings: Sequence[Mapping[str, Any]], diff: Mapping[str, 
              for kind in ("added", "removed", "changed")}
     return RevisionSections(templates=tuple(templates), keys=tuple(keys), tokens=tuple(tokens),
                             tensors=tuple(tensors), others=tuple(group_findings(rest)),
-                            files={k: v for k, v in paths.items() if v})
+                            files={k: v for k, v in paths.items() if v}, embeddings=tuple(embeddings),
+                            libraries=library_groups(findings))
 
 
 # -- the estimator's card table ---------------------------------------------------------------------
