@@ -525,8 +525,10 @@ def _object_npy_members(reader: _Reader, entries: list[_Entry], skipped: list[st
     for entry in npys[:MAX_NPY_MEMBERS]:
         name, method, flags, csize, _usize, offset = entry
         try:
-            holds, data_offset, _descr = npy_header(
-                _member_prefix(reader, method, flags, csize, offset, 12 + MAX_NPY_HEADER_BYTES))
+            prefix = _member_prefix(reader, method, flags, csize, offset, SNIFF_BYTES)
+            if _npy_header_end(prefix) > len(prefix) == SNIFF_BYTES:  # a header longer than the first read
+                prefix = _member_prefix(reader, method, flags, csize, offset, _npy_header_end(prefix))
+            holds, data_offset, _descr = npy_header(prefix)
         except ScanError as exc:
             skipped.append(f"{name}: {exc}")
             continue
