@@ -30,6 +30,7 @@ from feedgen.feed import FeedGenerator
 
 from tracker.delivery.plan import CATEGORIES, record_categories
 from tracker.delivery.text import estimate_lines, findings_of, revision_url
+from tracker.escaping import escape_controls
 from tracker.model import Severity, validate_repo_id
 from tracker.store.delivery import FeedItem
 
@@ -57,7 +58,10 @@ def entry_id(advisory_id: str) -> str:
 def entry_html(record: Mapping[str, Any]) -> str:
     """An advisory as readable HTML: what, where, the findings and the estimator delta."""
     ds = record.get("database_specific") or {}
-    esc = html.escape
+
+    def esc(text: str) -> str:
+        return html.escape(escape_controls(text, keep_whitespace=True))
+
     parts = [f"<p><strong>{esc(str(ds.get('severity', '')).lower())}</strong> &middot; "
              f"{esc(str(ds.get('repo_id', '')))}"]
     rev_url, revision = revision_url(record), ds.get("revision")
@@ -102,7 +106,7 @@ def _atom(items: Sequence[FeedItem], *, feed_id: str, title: str, self_url: str,
     for item in items:
         fe = fg.add_entry(order="append")
         fe.id(entry_id(item.id))
-        fe.title(str(item.record.get("summary") or item.id))
+        fe.title(escape_controls(str(item.record.get("summary") or item.id)))
         fe.updated(item.modified)
         fe.published(item.published)
         fe.link(href=f"{home}/advisories/{item.id}", rel="alternate")
@@ -123,7 +127,7 @@ def _json_feed(items: Sequence[FeedItem], *, title: str, self_url: str, home: st
             {
                 "id": entry_id(item.id),
                 "url": f"{home}/advisories/{item.id}",
-                "title": str(item.record.get("summary") or item.id),
+                "title": escape_controls(str(item.record.get("summary") or item.id)),
                 "content_html": entry_html(item.record),
                 "date_published": _rfc3339(item.published),
                 "date_modified": _rfc3339(item.modified),

@@ -43,6 +43,7 @@ from typing import Any, Literal
 
 from tracker.advisory.affected import affected_commits as compute_affected_commits
 from tracker.advisory.ids import advisory_id, repo_event_id
+from tracker.escaping import escape_controls
 from tracker.findings.rules import SeverityRules
 from tracker.model import Finding, Severity, sort_findings, validate_repo_id
 
@@ -338,7 +339,7 @@ def _details(
         lines = [f"### {severity.name.capitalize()}"]
         excerpts = []
         for f in group:
-            path = f", `{f.path}`" if f.path else ""
+            path = f", `{escape_controls(f.path)}`" if f.path else ""
             lines.append(f"- {_one_line(f.summary, 300)} (`{f.code}`{path})")
             excerpt = _diff_excerpt(f)
             if excerpt:

@@ -17,6 +17,7 @@ from tracker.cli import (  # the group and the helpers every command shares
     main,
 )
 from tracker.errors import TrackerError
+from tracker.escaping import escape_controls
 from tracker.model import Finding, RepoId, sort_findings
 
 if TYPE_CHECKING:
@@ -74,11 +75,11 @@ def revisions(obj: Context, repo_id: str, as_json: bool, branch: str, limit: int
         date = r.date.strftime("%Y-%m-%d %H:%M") if r.date else "-"
         worst = f"[{r.worst_severity}] " if r.worst_severity else ""
         status = "" if r.status == "done" else f" ({r.status})"
-        click.echo(f"{date}  {r.sha[:12]}  {worst}{r.title}{status}")
+        click.echo(f"{date}  {r.sha[:12]}  {worst}{escape_controls(r.title or '')}{status}")
         if r.summary:
-            click.echo(f"    {r.summary}")
+            click.echo(f"    {escape_controls(r.summary)}")
         for f in (r.findings or [])[1:3]:
-            click.echo(f"    - [{f['severity']}] {f['summary']}")
+            click.echo(f"    - [{f['severity']}] {escape_controls(f['summary'])}")
 
 
 def _upstream_revisions(tracker: Tracker, repo_id: RepoId, *, branch: str, limit: int, as_json: bool) -> None:
@@ -98,14 +99,15 @@ def _upstream_revisions(tracker: Tracker, repo_id: RepoId, *, branch: str, limit
     click.echo(f"{repo_id} is not watched: its newest {len(commits)} commit(s) on {branch}, from the Hub "
                "(nothing analysed or stored; `tracker diff` compares two of them)", err=True)
     for c in commits:
-        click.echo(f"{c.date.strftime('%Y-%m-%d %H:%M')}  {c.sha[:12]}  {c.title}")
+        click.echo(f"{c.date.strftime('%Y-%m-%d %H:%M')}  {c.sha[:12]}  {escape_controls(c.title or '')}")
 
 
 def verdict_lines(findings: list[Finding]) -> list[str]:
     """The verdicts a reader needs before anything else ("stored embeddings are no longer comparable...")."""
     from tracker.findings.libraries import VERDICT_CODES
 
-    return [f"{f.severity.value}: {f.summary}  ({f.code})" for f in sort_findings(findings) if f.code in VERDICT_CODES]
+    return [f"{f.severity.value}: {escape_controls(f.summary)}  ({f.code})" for f in sort_findings(findings)
+            if f.code in VERDICT_CODES]
 
 
 def format_findings(findings: list[Finding]) -> list[str]:
@@ -121,7 +123,7 @@ def format_findings(findings: list[Finding]) -> list[str]:
         for category, found in categories.items():
             lines.append(f"  {category}:")
             for f in found:
-                lines.append(f"    [{f.severity.value:8}] {f.summary}  ({f.code})")
+                lines.append(f"    [{f.severity.value:8}] {escape_controls(f.summary)}  ({f.code})")
     return lines
 
 
@@ -158,7 +160,7 @@ def diff(obj: Context, repo_id: str, old: str, new: str, as_json: bool) -> None:
     files = raw.files
     for label in ("added", "removed", "changed"):
         for item in files[label]:
-            click.echo(f"{label:8} {item['path']}")
+            click.echo(f"{label:8} {escape_controls(item['path'])}")
     if not findings and not any(files.values()):
         click.echo("no changes")
 
@@ -178,7 +180,8 @@ def events(obj: Context, repo_id: str | None, as_json: bool) -> None:
                      "created_at": _iso(e.created_at)} for e in rows])
         return
     for e in rows:
-        click.echo(f"{_iso(e.created_at)}  {e.repo_id}  {e.kind}  {json.dumps(e.detail, default=str)}")
+        detail = escape_controls(json.dumps(e.detail, default=str, ensure_ascii=False))
+        click.echo(f"{_iso(e.created_at)}  {e.repo_id}  {e.kind}  {detail}")
 
 
 # -- estimator ----------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, NamedTuple
 
+from tracker.escaping import escape_controls
 from tracker.model import Finding, Severity
 
 
@@ -95,12 +96,16 @@ class SeverityRules:
         after: Any = None,
         evidence: Mapping[str, Any] | None = None,
     ) -> Finding:
-        """Build a finding whose severity comes from the table."""
+        """Build a finding whose severity comes from the table.
+
+        The summary is text for reading: upstream names in it (paths, tokens) have their control
+        and bidi characters escaped here, once, for every place that shows it.
+        """
         return Finding(
             code=code,
             category=category,
             severity=self.severity(code),
-            summary=summary,
+            summary=escape_controls(summary),
             path=path,
             before=before,
             after=after,

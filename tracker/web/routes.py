@@ -25,10 +25,12 @@ from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, Response
 from jinja2 import ChainableUndefined, Environment, FileSystemLoader
 from markdown_it import MarkdownIt
+from markupsafe import Markup
 
 from tracker.advisory.ids import ID_RE
 from tracker.bounded import json_safe
 from tracker.errors import RevisionUnresolved, StoreError
+from tracker.escaping import escape_controls
 from tracker.model import RepoId, validate_repo_id
 from tracker.store.pages import PageReads
 from tracker.web import charts
@@ -55,11 +57,24 @@ SECURITY_HEADERS = {
 }
 
 
+def _shown(value: Any) -> Any:
+    """A template value as shown: strings (and markup) with control characters escaped, newlines kept."""
+    if isinstance(value, Markup):
+        return Markup(escape_controls(str(value), keep_whitespace=True))
+    if isinstance(value, str):
+        return escape_controls(value, keep_whitespace=True)
+    return value
+
+
 @lru_cache(maxsize=1)
 def environment() -> Environment:
-    """The templates, autoescaped (every upstream string is untrusted text)."""
+    """The templates, autoescaped (every upstream string is untrusted text), control characters escaped.
+
+    ``finalize`` sees every ``{{ value }}`` before it is written: a right-to-left override or an
+    escape sequence in a file name or commit title is shown as ``\\u202e``, in every template.
+    """
     env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=True, undefined=ChainableUndefined,
-                      trim_blocks=True, lstrip_blocks=True)
+                      trim_blocks=True, lstrip_blocks=True, finalize=_shown)
     env.filters["when"] = when
     env.filters["short"] = lambda sha: (sha or "")[:12]
     env.filters["value"] = show_value
