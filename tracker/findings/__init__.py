@@ -43,6 +43,7 @@ ANALYSERS: tuple[tuple[str, str | None], ...] = (
     ("licence", None),
     ("consistency", lib.TRANSFORMERS),
     ("sentence_transformers", lib.SENTENCE_TRANSFORMERS),
+    ("diffusers", lib.DIFFUSERS),
 )
 ALWAYS = frozenset({lib.TRANSFORMERS, lib.GGUF, None})  # their analysers look for their files themselves
 ANALYSER_MODULES: tuple[str, ...] = tuple(name for name, _ in ANALYSERS)

@@ -1,0 +1,123 @@
+"""diffusers pipelines: model_index.json components, the safety checker, each component's config and weights.
+
+The files are stable-diffusion-v1-5's as published (StableDiffusionPipeline: PNDMScheduler with
+epsilon prediction and scaled_linear betas, a 64x64-latent UNet with 768-wide cross-attention, an
+AutoencoderKL with scaling_factor 0.18215, a CLIP text encoder), trimmed to the keys that matter here;
+the weights are small safetensors files written by the test.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .hub import analyse_scenarios
+from .st_repos import safetensors_bytes
+
+INDEX = {"_class_name": "StableDiffusionPipeline", "_diffusers_version": "0.6.0",
+         "feature_extractor": ["transformers", "CLIPImageProcessor"],
+         "safety_checker": ["stable_diffusion", "StableDiffusionSafetyChecker"],
+         "scheduler": ["diffusers", "PNDMScheduler"], "text_encoder": ["transformers", "CLIPTextModel"],
+         "tokenizer": ["transformers", "CLIPTokenizer"], "unet": ["diffusers", "UNet2DConditionModel"],
+         "vae": ["diffusers", "AutoencoderKL"], "requires_safety_checker": True}
+SCHEDULER = {"_class_name": "PNDMScheduler", "_diffusers_version": "0.6.0", "beta_end": 0.012,
+             "beta_schedule": "scaled_linear", "beta_start": 0.00085, "num_train_timesteps": 1000,
+             "set_alpha_to_one": False, "skip_prk_steps": True, "steps_offset": 1, "trained_betas": None,
+             "clip_sample": False, "prediction_type": "epsilon"}
+UNET = {"_class_name": "UNet2DConditionModel", "_diffusers_version": "0.6.0", "act_fn": "silu",
+        "attention_head_dim": 8, "block_out_channels": [320, 640, 1280, 1280], "cross_attention_dim": 768,
+        "in_channels": 4, "out_channels": 4, "layers_per_block": 2, "sample_size": 64}
+VAE = {"_class_name": "AutoencoderKL", "_diffusers_version": "0.6.0", "act_fn": "silu",
+       "block_out_channels": [128, 256, 512, 512], "in_channels": 3, "latent_channels": 4, "out_channels": 3,
+       "sample_size": 512, "scaling_factor": 0.18215}
+TEXT_ENCODER = {"architectures": ["CLIPTextModel"], "model_type": "clip_text_model", "hidden_act": "quick_gelu",
+                "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
+                "max_position_embeddings": 77, "vocab_size": 49408}
+CARD = b"---\nlicense: creativeml-openrail-m\nlibrary_name: diffusers\ntags:\n- text-to-image\n---\n# SD 1.5\n"
+
+
+def j(value) -> bytes:
+    return json.dumps(value, indent=2).encode()
+
+
+def pipeline(index=None, scheduler=None, unet=None, vae=None, text_encoder=None, unet_fill=0, card=CARD):
+    files = {"model_index.json": j(index or INDEX), "scheduler/scheduler_config.json": j(scheduler or SCHEDULER),
+             "unet/config.json": j(unet or UNET), "vae/config.json": j(vae or VAE),
+             "text_encoder/config.json": j(text_encoder or TEXT_ENCODER), "README.md": card,
+             "unet/diffusion_pytorch_model.safetensors": safetensors_bytes({"conv_in.weight": [8, 4]}, unet_fill),
+             "vae/diffusion_pytorch_model.safetensors": safetensors_bytes({"decoder.conv_in.weight": [4, 4]}),
+             "safety_checker/config.json": j({"model_type": "clip"})}
+    return files
+
+
+BASE = pipeline()
+no_checker = {k: v for k, v in pipeline(index={**INDEX, "safety_checker": [None, None],
+                                              "requires_safety_checker": False}).items()
+              if not k.startswith("safety_checker/")}
+SCENARIOS = {
+    "safety_checker_removed": (BASE, no_checker),
+    "v_prediction": (BASE, pipeline(scheduler={**SCHEDULER, "prediction_type": "v_prediction"})),
+    "scheduler_swapped": (BASE, pipeline(index={**INDEX, "scheduler": ["diffusers", "EulerDiscreteScheduler"]},
+                                         scheduler={**SCHEDULER, "_class_name": "EulerDiscreteScheduler",
+                                                    "timestep_spacing": "trailing"})),
+    "unet_resized": (BASE, pipeline(unet={**UNET, "sample_size": 96, "cross_attention_dim": 1024})),
+    "vae_rescaled": (BASE, pipeline(vae={**VAE, "scaling_factor": 0.13025})),
+    "unet_weights": (BASE, pipeline(unet_fill=3)),
+    "text_encoder_act": (BASE, pipeline(text_encoder={**TEXT_ENCODER, "hidden_act": "gelu"})),
+    "prose_only": (BASE, pipeline(card=CARD + b"\nSee the model card of v1-4 for the training data.\n")),
+    "too_many_components": (BASE, {**BASE, "model_index.json": j(
+        {**INDEX, **{f"extra_{i}": ["diffusers", "X"] for i in range(100)}})}),
+}
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    return analyse_scenarios(tmp_path_factory.mktemp("diffusers"), "acme", SCENARIOS)
+
+
+def triples(findings, skip=("files", "weights")):
+    return [(f.code, f.severity.value, f.summary) for f in findings if f.category not in skip]
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("safety_checker_removed", [
+        ("diffusers.safety_checker_removed", "high", "model_index.json: safety_checker removed "
+         "(was stable_diffusion.StableDiffusionSafetyChecker): images are no longer screened"),
+        ("diffusers.safety_checker_removed", "high", "model_index.json: requires_safety_checker: true → false"),
+    ]),
+    ("v_prediction", [
+        ("diffusers.prediction_type_changed", "high",
+         "scheduler/scheduler_config.json: prediction_type: epsilon → v_prediction"),
+    ]),
+    ("scheduler_swapped", [
+        ("diffusers.components_changed", "high",
+         "model_index.json: scheduler: diffusers.PNDMScheduler → diffusers.EulerDiscreteScheduler"),
+        ("diffusers.scheduler_changed", "high",
+         "scheduler/scheduler_config.json: _class_name: PNDMScheduler → EulerDiscreteScheduler"),
+        ("diffusers.scheduler_changed", "high", "scheduler/scheduler_config.json: timestep_spacing: (unset) → trailing"),
+    ]),
+    ("unet_resized", [
+        ("diffusers.denoiser_changed", "high", "unet/config.json: cross_attention_dim: 768 → 1024"),
+        ("diffusers.denoiser_changed", "high", "unet/config.json: sample_size: 64 → 96"),
+    ]),
+    ("vae_rescaled", [("diffusers.vae_changed", "high", "vae/config.json: scaling_factor: 0.18215 → 0.13025")]),
+    ("unet_weights", [("diffusers.component_weights_changed", "critical",
+                       "unet weights replaced in place: unet/diffusion_pytorch_model.safetensors")]),
+    ("text_encoder_act", [("config.computation_changed", "high", "text_encoder/config.json: hidden_act: quick_gelu → gelu")]),
+    ("too_many_components", [("diffusers.malformed", "critical", "model_index.json lists 107 components, over the "
+                              "limit of 64; not read; DiffusionPipeline.from_pretrained fails")]),
+])
+def test_each_pipeline_change_is_a_finding_of_its_component(results, name, expected):
+    assert sorted(triples(results[name])) == sorted(expected)
+    assert {f.library for f in results[name] if f.category == "diffusers"} <= {"diffusers"}
+
+
+def test_the_weights_finding_says_which_file_and_the_component_finding_which_component(results):
+    assert [(f.code, f.path) for f in results["unet_weights"] if f.code.startswith("weights.")] == [
+        ("weights.file_replaced", "unet/diffusion_pytorch_model.safetensors"),
+        ("weights.values_changed", "unet/diffusion_pytorch_model.safetensors")]
+
+
+def test_prose_only_raises_nothing_above_low(results):
+    assert [(f.code, f.severity.value) for f in results["prose_only"]] == [("files.changed", "info")]
