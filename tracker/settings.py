@@ -440,6 +440,15 @@ def _explain(exc: ValidationError, sources: Mapping[str, str]) -> str:
     return f"{where}: {message}"
 
 
+def _check_environment(env: Mapping[str, str]) -> None:
+    """A ``TRACKER_<SECTION>_...`` variable that names no key is a typo: said, like one in the file."""
+    known = {env_name(section, key_name) for section, key_name in KEYS}
+    prefixes = tuple(f"TRACKER_{section.upper()}_" for section in SECTIONS if section not in ("watch", "severity"))
+    for variable in sorted(env):
+        if variable.startswith(prefixes) and variable not in known:
+            raise SettingsError(f"{variable}: not a setting{_did_you_mean(variable, known)}")
+
+
 def load_with_sources(
     path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
 ) -> tuple[Settings, dict[str, str]]:
@@ -463,6 +472,7 @@ def load_with_sources(
     except ConfigError as exc:
         raise SettingsError(f"{where}: {exc}") from None
 
+    _check_environment(env)
     values: dict[str, Any] = {}
     delivery: dict[str, Any] = {}
     sources: dict[str, str] = {}

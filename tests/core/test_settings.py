@@ -146,6 +146,16 @@ def test_the_environment_overrides_the_file_and_a_bad_value_names_the_variable(t
     assert str(caught.value) == "TRACKER_POLL_WORKERS ([poll] workers): must be a whole number, at least 1, not 'eight'"
 
 
+def test_a_misspelt_environment_variable_is_refused_like_a_misspelt_key() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(None, env={"TRACKER_HUB_TIMOUT": "10s"})
+    assert str(caught.value) == "TRACKER_HUB_TIMOUT: not a setting (did you mean TRACKER_HUB_TIMEOUT?)"
+    # variables that are not keys, and other programs' TRACKER_ names, are left alone
+    env = {"TRACKER_WEBHOOK_SECRET": "s", "TRACKER_LOG_FORMAT": "json", "TRACKER_TEST_POSTGRES_URL": "x",
+           "TRACKER_DB_PASSWORD": "p"}
+    assert load_settings(None, env=env).hub_timeout == 30.0
+
+
 def test_every_key_has_an_environment_variable_named_after_it() -> None:
     assert env_name("hub", "budget_api_per_5min") == "TRACKER_HUB_BUDGET_API_PER_5MIN"
     assert KEYS[("database", "url")] == "database_url"
