@@ -15,13 +15,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 import threading
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
-from hubstandin.bulk import copy_template, many_repos_standin
+from hubstandin import HubStandin
+from hubstandin.bulk import SharedCommitStore, copy_template, many_repos_standin
+from hubstandin.gitrepos import RepoMeta, RepoStore, format_date
+from hubstandin.hub import build_app
 
 CONFIG = json.dumps({"architectures": ["BertModel"], "model_type": "bert", "hidden_size": 384,
                      "num_hidden_layers": 6, "num_attention_heads": 12, "vocab_size": 30522}, indent=2).encode()
@@ -68,6 +73,103 @@ def serve(root: Path, port: int) -> None:
     threading.Event().wait()
 
 
+class VirtualStore(SharedCommitStore):
+    """Hundreds of thousands of models that share one template commit and exist only in memory.
+
+    A model gets a git directory of its own (hard links to the template's objects) only when
+    something commits to it; until then its refs, tree and log are the template's.
+    """
+
+    def __init__(self, root: Path, repo_ids: list[str], head: str, created: str) -> None:
+        super().__init__(root)
+        self._template = self.git_dir("template/model")
+        self._meta.pop("template/model", None)
+        self._head = head
+        self._virtual: set[str] = set(repo_ids)
+        # Last modified before the template commit, a minute apart, as a catalogue's dates spread out.
+        newest = datetime.fromisoformat(created.replace("Z", "+00:00"))
+        self._dates = {r: newest - timedelta(minutes=i + 1) for i, r in enumerate(repo_ids)}
+        for i, repo_id in enumerate(repo_ids):
+            self._meta[repo_id] = RepoMeta(repo_id=repo_id, internal_id=f"{i:024x}", created_at=created)
+
+    def main_heads(self) -> dict[str, tuple[str | None, datetime | None]]:
+        with self.lock:
+            if self._main_heads is None:
+                self._main_heads = {r: (self._head, self._dates[r]) for r in self._virtual}
+                self._touched = set(self._meta) - self._virtual
+            return super().main_heads()
+
+    def git_dir(self, repo_id: str) -> Path:
+        if repo_id in getattr(self, "_virtual", ()):
+            return self._template
+        return super().git_dir(repo_id)
+
+    def _read_refs(self, repo_id: str) -> dict[str, str]:
+        if repo_id in self._virtual:
+            return {"refs/heads/main": self._head}
+        return super()._read_refs(repo_id)
+
+    def commit(self, repo_id: str, files: Any, **options: Any) -> str:
+        with self.lock:
+            if repo_id in self._virtual:
+                dest = self.repos_dir / f"{repo_id}.git"
+                for path in self._template.rglob("*"):
+                    target = dest / path.relative_to(self._template)
+                    if path.is_dir():
+                        target.mkdir(parents=True, exist_ok=True)
+                    elif path.name != "standin.json":
+                        target.parent.mkdir(parents=True, exist_ok=True)
+                        os.link(path, target)
+                self._virtual.discard(repo_id)
+            return super().commit(repo_id, files, **options)
+
+
+def serve_virtual(root: Path, port: int, models: list[str]) -> None:
+    """Serve ``models`` (virtual), and take commands on stdin: ``change N SEED``, ``clear``, ``stats``."""
+    template_root = root / "template"
+    store = RepoStore(template_root)
+    store.create_repo("template/model")
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    head = store.commit("template/model", {"config.json": CONFIG, "README.md": b"# model\n"}, message="initial",
+                        date=start)
+    hub = HubStandin(root / ".empty", port=port)
+    hub.store = VirtualStore(template_root, models, head, format_date(start))
+    hub.app = build_app(hub)
+    hub.start()
+    print(f"serving {len(models)} models at {hub.url}", flush=True)
+    rng = random.Random(7)
+    changed: set[str] = set()
+    clock = start
+    for line in sys.stdin:
+        words = line.split()
+        if words[:1] == ["change"]:
+            n = int(words[1])
+            clock += timedelta(hours=1)
+            picked = rng.sample(models, n)
+            for k, repo_id in enumerate(picked):
+                config = CONFIG.replace(b'"vocab_size": 30522', f'"vocab_size": {30522 + rng.randint(1, 9999)}'.encode())
+                hub.store.commit(repo_id, {"config.json": config}, message="update",
+                                 date=clock + timedelta(seconds=k))
+            changed = set(picked)
+            print(json.dumps(picked), flush=True)
+        elif words[:1] == ["clear"]:
+            hub.clear_log()
+            print("ok", flush=True)
+        elif words[:1] == ["stats"]:
+            counts = {"listing_pages": 0, "owner_listings": 0, "rule_listings": 0, "about_changed": 0,
+                      "about_unchanged": 0}
+            for record in hub.requests:
+                if record.path == "/api/models":
+                    key = ("listing_pages" if "sort=lastModified" in record.query
+                           else "owner_listings" if "author=" in record.query else "rule_listings")
+                    counts[key] += 1
+                    continue
+                parts = record.path.strip("/").split("/")
+                repo_id = "/".join(parts[2:4] if parts[:2] == ["api", "models"] else parts[:2])
+                counts["about_changed" if repo_id in changed else "about_unchanged"] += 1
+            print(json.dumps(counts), flush=True)
+
+
 def seed_watches(database_url: str, watched: list[tuple[str, str]], head: str) -> None:
     """Watch every repo, its baseline already read (what a tracker that has run a while holds)."""
     from sqlalchemy import insert
@@ -89,5 +191,10 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", type=Path, required=True)
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--models-from", type=Path, default=None,
+                        help="serve the model ids in this file (one a line) as virtual models, with commands on stdin")
     args = parser.parse_args()
-    sys.exit(serve(args.root, args.port))  # type: ignore[func-returns-value]
+    if args.models_from is not None:
+        serve_virtual(args.root, args.port, args.models_from.read_text().split())
+    else:
+        serve(args.root, args.port)

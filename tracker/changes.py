@@ -109,7 +109,6 @@ class ChangeFeed:
         self.max_pages = max_pages
         self._lock = threading.Lock()
         self._moved: dict[str, str | None] = {}  # repo id (lower case) -> the head the listing named
-        self._vouching = False  # the last walk this process made was complete and had a watermark to reach
 
     # -- the state row ------------------------------------------------------------------------
 
@@ -157,11 +156,23 @@ class ChangeFeed:
         """Whether a walk costs fewer requests than checking the due repos on their own (``individual_cost``)."""
         return individual_cost > 0 and self.pages_expected(state, now) < individual_cost
 
-    def vouch_epoch(self, state: ListingState, since: datetime) -> int | None:
-        """The epoch whose repos a walk vouches for, if the chain holds and its last walk ran at or after ``since``."""
-        if len(state.marks) >= 1 and state.marks[-1].at >= since and self._vouching:
+    @staticmethod
+    def vouch_epoch(state: ListingState, since: datetime) -> int | None:
+        """The epoch whose repos the last walk vouches for, if the chain holds and that walk ran at or after ``since``.
+
+        Only for repos checked before that walk ran (:meth:`vouches`): a change after the walk is
+        the next walk's to see.
+        """
+        if state.marks and state.marks[-1].at >= since:
             return state.epoch
         return None
+
+    @staticmethod
+    def vouches(state: ListingState, epoch: int | None, listing_epoch: int | None,
+                last_checked: datetime | None) -> bool:
+        """Whether the last walk vouches for a repo last checked at ``last_checked`` in chain ``listing_epoch``."""
+        return (epoch is not None and listing_epoch == epoch and last_checked is not None and bool(state.marks)
+                and last_checked <= state.marks[-1].at)
 
     # -- walking ------------------------------------------------------------------------------
 
@@ -172,11 +183,9 @@ class ChangeFeed:
         try:
             listing = self.hub.recent_models(stop_before=stop, max_pages=self.max_pages)
         except HubRateLimited as exc:
-            self._vouching = False
             log.info("hub change listing: %s; the repos due are checked on their own", first_line(exc))
             return WalkReport(pages=0, listed=0, moved=0, vouching=False, problem=first_line(exc))
         except TrackerError as exc:
-            self._vouching = False
             log.warning("hub change listing failed (%s); the repos due are checked on their own", first_line(exc))
             return WalkReport(pages=0, listed=0, moved=0, vouching=False, problem=first_line(exc))
         moved = self._act(listing, now)
@@ -202,7 +211,6 @@ class ChangeFeed:
         else:
             state.marks = [*state.marks[-1:], Mark(top=max(top, previous.top if previous else top), at=now)]
             vouching = True
-        self._vouching = vouching
         self._save(state, now)
         log.debug("hub change listing: %d page(s), %d model(s), %d watched repo(s) moved", listing.pages,
                   len(listing.models), moved)

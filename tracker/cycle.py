@@ -169,7 +169,7 @@ class Cycle:
         for due in checks:
             if due.pk in pending or not _checkable(due):
                 polls.append(due)
-            elif vouch is not None and due.listing_epoch == vouch:
+            elif self.changes.vouches(state, vouch, due.listing_epoch, due.last_polled_at):
                 vouched.append(due)
             else:
                 by_owner[due.owner.lower()].append(due)

@@ -263,3 +263,33 @@ def test_owners_with_hub_webhooks_are_polled_only_as_a_safety_net(hub_standin, s
     run_cycle(cycle)
     next_at, *_ = schedule_rows(tracker)["pushy/a"]
     assert next_at > datetime.now(UTC) + timedelta(hours=23)  # the webhook brings the next poll, not the clock
+
+
+def test_repos_of_an_owner_with_hub_webhooks_cost_no_requests_between_safety_net_checks(
+        hub_standin, scale_settings, build):
+    tracker, cycle = build(scale_settings, hub_webhook_owners=("hooked",))
+    hooked = [RepoId(f"hooked/m{i}") for i in range(3)]
+    others = [RepoId(f"plain{i}/m") for i in range(3)]
+    watch(hub_standin, tracker, hooked + others)
+    run_cycle(cycle)  # every repo read once
+    hours = 24
+    per_cycle = []
+    for _hour in range(hours):  # a day of hourly cycles: the plain repos are due each hour, the hooked ones not
+        make_due(tracker, *others)
+        hub_standin.clear_log()
+        run_cycle(cycle)
+        calls = hub_calls(hub_standin)
+        assert not any("/hooked/" in path for _m, path in calls), calls
+        per_cycle.append(len(calls))
+    assert all(n <= len(others) for n in per_cycle)  # HEADs or one page of the change listing
+    rows = schedule_rows(tracker)
+    now = datetime.now(UTC)
+    for repo_id in hooked:  # next checked by the safety net, a day after the first read
+        assert now + timedelta(hours=23) < rows[repo_id][0] <= now + timedelta(days=1, minutes=5), repo_id
+    # A webhook delivery makes its repo due at once: checked by a poll of its own, the others still cost nothing.
+    assert PollQueue(tracker.store).request_poll(hooked[0], now=datetime.now(UTC)) is True
+    hub_standin.clear_log()
+    run_cycle(cycle)
+    assert {path.split("/")[1] if not path.startswith("/api/models/") else path.split("/")[4]
+            for _m, path in hub_calls(hub_standin)} == {"hooked"}
+    assert not any(f"/{r}/" in path for r in hooked[1:] for _m, path in hub_calls(hub_standin))

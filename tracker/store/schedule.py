@@ -49,6 +49,7 @@ class DueRepo:
     poll_requests: int  # the webhook requests counted when it was claimed
     poll_served: int
     listing_epoch: int | None = None  # the change-listing chain it was last known current in
+    last_polled_at: datetime | None = None  # when it was last checked
 
     @property
     def requested(self) -> bool:
@@ -62,7 +63,7 @@ class DueRepo:
 
 _COLUMNS = (repos.c.id, repos.c.repo_id, repos.c.branch, repos.c.every_seconds, repos.c.state, repos.c.hub_uid,
             repos.c.renamed_to, repos.c.last_seen_sha, repos.c.poll_requests, repos.c.poll_served,
-            repos.c.listing_epoch)
+            repos.c.listing_epoch, repos.c.last_polled_at)
 
 
 def _due_repo(row: object) -> DueRepo:
@@ -71,7 +72,8 @@ def _due_repo(row: object) -> DueRepo:
                    every_seconds=r.every_seconds, state=RepoState(r.state),  # type: ignore[attr-defined]
                    hub_uid=r.hub_uid, renamed_to=r.renamed_to,  # type: ignore[attr-defined]
                    last_seen_sha=r.last_seen_sha, poll_requests=r.poll_requests,  # type: ignore[attr-defined]
-                   poll_served=r.poll_served, listing_epoch=r.listing_epoch)  # type: ignore[attr-defined]
+                   poll_served=r.poll_served, listing_epoch=r.listing_epoch,  # type: ignore[attr-defined]
+                   last_polled_at=_utc(r.last_polled_at))  # type: ignore[attr-defined]
 
 
 class PollQueue:
