@@ -77,6 +77,8 @@ def first_read(hub, tmp_path_factory):
     return cli, new
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(900)  # the fixture reads 1,000 repos once (about 3 minutes on a busy 2-core machine)
 def test_a_poll_reads_the_ten_changed_repos_and_costs_under_a_twentieth_of_a_request_per_repo(hub, first_read):
     cli, new = first_read
     hub.clear_log()

@@ -21,7 +21,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import and_, case, func, not_, or_, select, update
+from sqlalchemy import Integer, and_, bindparam, case, func, not_, or_, select, update
 
 from tracker.model import RepoId, RepoState, RevisionStatus
 from tracker.store.store import SqlStore
@@ -158,18 +158,22 @@ class PollQueue:
 
     def finish_unchanged(self, dues: Sequence[DueRepo], owner: str, *, next_at: Callable[[DueRepo], datetime],
                          now: datetime, epoch: int | None = None) -> None:
-        """:meth:`finish` for many repos a listing found unchanged, in one transaction."""
+        """:meth:`finish` for many repos a listing found unchanged: one statement run for all, one transaction."""
         if not dues:
             return
-        extra: dict[str, object] = {} if epoch is None else {"listing_epoch": epoch}
+        values: dict[str, object] = {
+            "next_poll_at": case((repos.c.poll_requests == bindparam("b_requests", type_=Integer), bindparam("b_next", type_=repos.c.next_poll_at.type)), else_=now),
+            "poll_served": bindparam("b_requests", type_=Integer),
+            "lease_owner": case((repos.c.lease_owner == owner, None), else_=repos.c.lease_owner),
+            "lease_until": case((repos.c.lease_owner == owner, None), else_=repos.c.lease_until),
+            "last_polled_at": now, "last_error": None, "defer_until": None, "last_outcome": "unchanged",
+        }
+        if epoch is not None:
+            values["listing_epoch"] = epoch
+        stmt = update(repos).where(repos.c.id == bindparam("b_pk")).values(**values)
+        params = [{"b_pk": d.pk, "b_requests": d.poll_requests, "b_next": next_at(d)} for d in dues]
         with self.store._tx() as conn:
-            for due in dues:
-                conn.execute(update(repos).where(repos.c.id == due.pk).values(**extra,
-                    next_poll_at=case((repos.c.poll_requests == due.poll_requests, next_at(due)), else_=now),
-                    poll_served=due.poll_requests,
-                    lease_owner=case((repos.c.lease_owner == owner, None), else_=repos.c.lease_owner),
-                    lease_until=case((repos.c.lease_owner == owner, None), else_=repos.c.lease_until),
-                    last_polled_at=now, last_error=None, defer_until=None, last_outcome="unchanged"))
+            conn.execute(stmt, params)
 
     def request_poll(self, repo_id: str, *, now: datetime) -> bool:
         """A Hub webhook said the repo changed: due now, checked fully; False when it is not watched."""
