@@ -131,7 +131,7 @@ class HubSources:
         dangerous import.
         """
         from tracker.findings.picklescan_zip import PickleGlobals, scan_checkpoint
-        from tracker.findings.weights import pickle_kind
+        from tracker.findings.weights import MAX_CONTENT_SNIFF_BYTES, pickle_kind
 
         sha, entry = self._entry(side, path)
         kind = pickle_kind(path, entry) if entry is not None else None
@@ -141,6 +141,7 @@ class HubSources:
             return scan_checkpoint(
                 lambda offset, length: self.hub.read_range(self.repo, sha, path, offset, offset + length - 1),
                 entry.size, expect_pickle=kind == "pickle",
+                **({"max_raw_bytes": MAX_CONTENT_SNIFF_BYTES} if kind == "content" else {}),
             )
         except (UpstreamFileError, HubError, ValueError) as exc:
             self._check_transient(exc)

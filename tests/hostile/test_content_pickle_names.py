@@ -248,6 +248,15 @@ def test_an_lfs_file_of_another_name_is_judged_by_its_content(hub_standin, tmp_p
     assert sources.problems == []
 
 
+def test_a_file_judged_by_content_costs_at_most_its_sniff_prefix(hub_standin, tmp_path):
+    """``V`` (UNICODE, a line of any bytes) never ends without a newline: read up to the content cap, no further."""
+    files: dict[str, bytes | Path] = {"data/blob.dat": b"V" + b"\x01" * (8 * 1024 * 1024),
+                                      "data/persid.dat": b"P" + b"\xff" * (8 * 1024 * 1024)}
+    found, sources = analysed(hub_standin, tmp_path, files, lfs=set(files))
+    assert (found, sources.problems) == ({}, [])
+    assert hub_standin.bytes_served() < weights.MAX_CONTENT_SNIFF_BYTES + 4096  # the PERSID one: 512 bytes
+
+
 def test_content_sniffs_are_capped_per_revision(hub_standin, tmp_path):
     files: dict[str, bytes | Path] = {f"blobs/{i:03d}.dat": b"\x00" + bytes([i]) * 600
                                       for i in range(weights.MAX_CONTENT_SNIFFS + 8)}

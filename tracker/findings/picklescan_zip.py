@@ -245,6 +245,8 @@ def _dead_argument(data: bytes, start: int) -> bool:
     allowed = _LINE_ARGUMENT.get(data[start])
     if allowed is not None:
         return any(byte not in allowed for byte in data[start + 1:start + 1 + SNIFF_BYTES])
+    if data[start] == ord("P"):  # PERSID: an ASCII line
+        return any(byte >= 0x80 for byte in data[start + 1:start + 1 + SNIFF_BYTES])
     if data[start] == ord("S"):  # STRING: a quoted repr
         return len(data) > start + 1 and data[start + 1] not in b"'\""
     return False
@@ -587,13 +589,13 @@ class _Offset(_Reader):
         super().__init__(lambda offset, length: base.read(start + offset, length), base.size - start)
 
 
-def _scan_raw(reader: _Reader, head: bytes) -> PickleGlobals:
+def _scan_raw(reader: _Reader, head: bytes, max_bytes: int = MAX_LEGACY_BYTES) -> PickleGlobals:
     """A legacy ``torch.save`` file or a raw pickle: read while the pickles go on, up to the cap.
 
     The opcodes decide, not the magic: a GGUF- or safetensors-looking prefix that goes on
     as a pickle is what an unpickler would run, so it is scanned like any other.
     """
-    limit = min(reader.size, MAX_LEGACY_BYTES)
+    limit = min(reader.size, max_bytes)
     data = head
     while True:
         try:
@@ -612,11 +614,11 @@ def _scan_raw(reader: _Reader, head: bytes) -> PickleGlobals:
             try:  # the pickle goes past the cap: report what the prefix shows, and that it is partial
                 found = scan_pickle_bytes(data)
             except NotAPickleError:
-                raise ScanError(f"pickle longer than the {MAX_LEGACY_BYTES:,}-byte scanned prefix") from None
-            return PickleGlobals(found, f"only the first {MAX_LEGACY_BYTES:,} bytes scanned")
+                raise ScanError(f"pickle longer than the {max_bytes:,}-byte scanned prefix") from None
+            return PickleGlobals(found, f"only the first {max_bytes:,} bytes scanned")
 
 
-def _scan_npy(reader: _Reader, head: bytes, *, expect_pickle: bool) -> PickleGlobals:
+def _scan_npy(reader: _Reader, head: bytes, *, expect_pickle: bool, max_bytes: int) -> PickleGlobals:
     """A ``.npy`` file: its object array's pickle, which follows the header; nothing for a numeric array."""
     if len(head) < reader.size and len(head) < _npy_header_end(head):
         head += reader.read(len(head), min(reader.size, _npy_header_end(head)) - len(head))
@@ -628,10 +630,11 @@ def _scan_npy(reader: _Reader, head: bytes, *, expect_pickle: bool) -> PickleGlo
     rest = _Offset(reader, data_offset)
     if rest.size <= 0:
         raise ScanError("object array without its pickle")
-    return _scan_raw(rest, rest.read(0, min(SNIFF_BYTES, rest.size)))
+    return _scan_raw(rest, rest.read(0, min(SNIFF_BYTES, rest.size)), max_bytes)
 
 
-def scan_checkpoint(read_range: ReadRange, size: int, *, expect_pickle: bool = True) -> PickleGlobals:
+def scan_checkpoint(read_range: ReadRange, size: int, *, expect_pickle: bool = True,
+                    max_raw_bytes: int = MAX_LEGACY_BYTES) -> PickleGlobals:
     """The ``(module, name)`` globals a checkpoint's pickle(s) would import.
 
     ``read_range(offset, length)`` must return exactly those bytes of the file;
@@ -649,6 +652,7 @@ def scan_checkpoint(read_range: ReadRange, size: int, *, expect_pickle: bool = T
     globals but skipped something returns them with ``incomplete`` set. With
     ``expect_pickle=False`` (a container that may legitimately hold no pickle) a zip
     or ``.npy`` holding none returns an empty result with ``holds_pickle=False``.
+    ``max_raw_bytes`` caps the prefix of a raw pickle read (smaller for a file judged by content alone).
     """
     if size <= 0:
         raise NotAPickleError("empty file")
@@ -658,5 +662,5 @@ def scan_checkpoint(read_range: ReadRange, size: int, *, expect_pickle: bool = T
         return _scan_zip(reader, expect_pickle=expect_pickle)
     head = magic + reader.read(len(magic), min(SNIFF_BYTES, size) - len(magic))
     if head.startswith(_NPY_MAGIC):
-        return _scan_npy(reader, head, expect_pickle=expect_pickle)
-    return _scan_raw(reader, head)
+        return _scan_npy(reader, head, expect_pickle=expect_pickle, max_bytes=max_raw_bytes)
+    return _scan_raw(reader, head, max_raw_bytes)

@@ -70,6 +70,8 @@ PICKLE_FREE_EXTENSIONS = (
 """LFS files of these formats are never sniffed for pickle content: their loaders never unpickle."""
 MAX_CONTENT_SNIFFS = 32
 """LFS files of other names whose first bytes are read per revision, looking for a pickle (two small reads each)."""
+MAX_CONTENT_SNIFF_BYTES = 64 * 1024
+"""Prefix of such a file read as a raw pickle: a loader never unpickles it by name, so no 64 MiB reads for it."""
 INDEX_SUFFIXES = (".safetensors.index.json", ".bin.index.json", ".pt.index.json", ".msgpack.index.json", ".h5.index.json")
 
 # model-00001-of-00004.safetensors, pytorch_model-00002-of-00002.bin, model.fp16-00001-of-00002.safetensors
