@@ -324,5 +324,5 @@ def create_app(tracker: Tracker, *, page_size: int = PAGE_SIZE, webhook_secret: 
     # Repos, readyz, metrics and the authenticated writes live in tracker/api_repos.py.
     from tracker.api_repos import install
 
-    install(app, tracker, scheduler_running=scheduler_running, bind_host=bind_host)
+    install(app, tracker, scheduler_running=scheduler_running, bind_host=bind_host, webhook_secret=webhook_secret)
     return app

@@ -25,7 +25,9 @@ everyone links to wherever a forged Host said (:class:`KnownHosts`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -39,6 +41,7 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tracker import metrics
+from tracker.api_bodies import BodyGate
 from tracker.errors import ConfigError, TrackerError, first_line
 from tracker.model import RepoId, RevisionRow, validate_repo_id
 from tracker.settings import parse_interval
@@ -63,6 +66,49 @@ class BadRequest(TrackerError, ValueError):
 
 class Unauthorized(TrackerError):
     """No token, or one that is malformed, unknown or revoked (401)."""
+
+
+class Busy(TrackerError):
+    """Too many reads from the Hub on behalf of requests are running (429): try again shortly."""
+
+
+class OnDemandGate:
+    """How many reads from the Hub the API runs at once for its callers: ``total`` over all clients
+    (``[api] on_demand_reads``), ``per_client`` for one client address (``[api] on_demand_per_client``).
+
+    Diffs and estimates read files (a tokenizer can be tens of MiB, twice), an unwatched repo's
+    revisions list commits; none of it is stored. A request past either bound is answered 429 at
+    once rather than queued, so eight parallel diffs cost what one does, never eight tokenizers'
+    worth of memory and Hub traffic. Behind a proxy every client has the proxy's address: then
+    ``per_client`` bounds them all together.
+    """
+
+    def __init__(self, total: int, per_client: int) -> None:
+        self.total, self.per_client = total, per_client
+        self._lock = threading.Lock()
+        self._running: dict[str, int] = {}
+
+    @contextmanager
+    def slot(self, client: str) -> Iterator[None]:
+        with self._lock:
+            if sum(self._running.values()) >= self.total:
+                raise Busy(f"busy: {self.total} reads from the Hub for other requests are running "
+                           "([api] on_demand_reads); try again shortly")
+            if self._running.get(client, 0) >= self.per_client:
+                raise Busy(f"busy: this client already has {self.per_client} read(s) from the Hub running "
+                           "([api] on_demand_per_client); wait for it")
+            self._running[client] = self._running.get(client, 0) + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._running[client] -= 1
+                if not self._running[client]:
+                    del self._running[client]
+
+
+def _client_of(request: Request) -> str:
+    return request.client.host if request.client else "unknown"
 
 
 # -- response and request models (the OpenAPI document is built from these) ------------------------
@@ -353,6 +399,7 @@ def _unauthorized(message: str) -> JSONResponse:
 def repos_router(tracker: Tracker) -> APIRouter:
     router = APIRouter(tags=["repos"])
     store = tracker.store
+    gate = OnDemandGate(tracker.settings.api_on_demand_reads, tracker.settings.api_on_demand_per_client)
     owner_path = Path(..., pattern=NAME, max_length=96)
     name_path = Path(..., pattern=NAME, max_length=96)
 
@@ -378,7 +425,7 @@ def repos_router(tracker: Tracker) -> APIRouter:
         ])
 
     @router.get("/v1/repos/{owner}/{name}/revisions", response_model=RevisionsOut, responses=ERRORS)
-    def list_revisions(owner: str = owner_path, name: str = name_path,
+    def list_revisions(request: Request, owner: str = owner_path, name: str = name_path,
                        branch: str = Query("main", min_length=1, max_length=200,
                                            description="for a repo not watched: the branch to list"),
                        limit: int = Query(100, ge=1, le=MAX_UPSTREAM_COMMITS,
@@ -390,7 +437,8 @@ def repos_router(tracker: Tracker) -> APIRouter:
         row = store.get_repo(repo_id)
         if row is not None:
             return RevisionsOut(repo=repo_id, watched=True, revisions=[_revision_out(r) for r in store.revisions(row.pk)])
-        listing = tracker.hub.commits_since(repo_id, _revision(branch, "branch"), None, limit=limit)
+        with gate.slot(_client_of(request)):
+            listing = tracker.hub.commits_since(repo_id, _revision(branch, "branch"), None, limit=limit)
         return RevisionsOut(repo=repo_id, watched=False, revisions=[
             RevisionOut(sha=c.sha, date=c.date, title=c.title, status="not_read", baseline=False,
                         parent=c.parents[0] if c.parents else None, summary=None, worst_severity=None,
@@ -400,21 +448,22 @@ def repos_router(tracker: Tracker) -> APIRouter:
 
     @router.get("/v1/repos/{owner}/{name}/diff", response_model=DiffOut, response_model_by_alias=True,
                 responses=ERRORS)
-    def diff(owner: str = owner_path, name: str = name_path,
+    def diff(request: Request, owner: str = owner_path, name: str = name_path,
              from_: str = Query(..., alias="from", max_length=255, description="the older revision"),
              to: str = Query(..., max_length=255, description="the newer revision")) -> DiffOut:
         """What changed between two revisions of any repo: stored when watched and read, else read from the Hub."""
         repo_id = _repo(owner, name)
-        old_side = tracker.snapshot_of(repo_id, _revision(from_, "from"))
-        new_side = tracker.snapshot_of(repo_id, _revision(to, "to"))
-        row = store.get_repo(repo_id)
-        stored_old = store.get_revision(row.pk, old_side[0]) if row is not None else None
-        analysis = tracker.analyse(repo_id, old_side, new_side,
-                                   old_estimate=stored_old.estimate if stored_old else None)
+        with gate.slot(_client_of(request)):
+            old_side = tracker.snapshot_of(repo_id, _revision(from_, "from"))
+            new_side = tracker.snapshot_of(repo_id, _revision(to, "to"))
+            row = store.get_repo(repo_id)
+            stored_old = store.get_revision(row.pk, old_side[0]) if row is not None else None
+            analysis = tracker.analyse(repo_id, old_side, new_side,
+                                       old_estimate=stored_old.estimate if stored_old else None)
         return DiffOut.model_validate({"repo": repo_id, **analysis.diff_json(old_side[0], new_side[0])})
 
     @router.get("/v1/repos/{owner}/{name}/estimate", response_model=dict[str, Any], responses=ERRORS)
-    def estimate(owner: str = owner_path, name: str = name_path,
+    def estimate(request: Request, owner: str = owner_path, name: str = name_path,
                  revision: str = Query("main", max_length=255, description="a commit id, branch or tag"),
                  seq_len: int | None = Query(None, ge=1, le=1 << 30, description="sequence length"),
                  lora_rank: int = Query(16, ge=1, le=65_536)) -> dict[str, Any]:
@@ -423,7 +472,8 @@ def repos_router(tracker: Tracker) -> APIRouter:
         from tracker.estimate import estimate as run_estimate
 
         repo_id = _repo(owner, name)
-        config, headers = tracker.config_and_headers(repo_id, _revision(revision, "revision"))
+        with gate.slot(_client_of(request)):
+            config, headers = tracker.config_and_headers(repo_id, _revision(revision, "revision"))
         if not isinstance(config, dict):
             raise BadRequest(f"{repo_id}@{revision}: config.json does not hold a JSON object")
         result = run_estimate(config, seq_len=seq_len, lora_rank=lora_rank, checkpoint_headers=headers or None)
@@ -552,9 +602,11 @@ def writes_router(tracker: Tracker) -> APIRouter:
 
 
 def install(app: FastAPI, tracker: Tracker, *, scheduler_running: Callable[[], bool] | None = None,
-            bind_host: str | None = None) -> None:
-    """Add the routers above, their error answers, (``[api] read_requires_token``) the read guard, and
-    the Host check (outermost: a forged Host is refused before anything else is looked at)."""
+            bind_host: str | None = None, webhook_secret: str | None = None) -> None:
+    """Add the routers above, their error answers, and the middleware, outermost first: the Host check (a
+    forged Host is refused before anything else is looked at), the read guard (``[api]
+    read_requires_token``), and the body gate (credentials, then bodies read within their limits:
+    :mod:`tracker.api_bodies`)."""
     app.include_router(repos_router(tracker))
     app.include_router(ops_router(tracker, scheduler_running))
     app.include_router(writes_router(tracker))
@@ -565,10 +617,16 @@ def install(app: FastAPI, tracker: Tracker, *, scheduler_running: Callable[[], b
     async def bad_request(_request: Request, exc: Exception) -> Response:
         return JSONResponse({"code": 3, "message": str(exc)}, status_code=400)
 
+    async def busy(_request: Request, exc: Exception) -> Response:
+        return JSONResponse({"code": 8, "message": str(exc)}, status_code=429, headers={"Retry-After": "5"})
+
     handlers: dict[type[Exception], Callable[[Request, Exception], Awaitable[Response]]] = {
-        Unauthorized: unauthorized, BadRequest: bad_request}
+        Unauthorized: unauthorized, BadRequest: bad_request, Busy: busy}
     for kind, handler in handlers.items():
         app.add_exception_handler(kind, handler)
+    writers = TokenStore(tracker.store)
+    app.add_middleware(BodyGate, webhook_secret=webhook_secret,
+                       token_valid=lambda token: writers.check(token, now=tracker.clock()) is not None)
     if tracker.settings.api_read_requires_token:
         tokens = TokenStore(tracker.store)
         app.add_middleware(ReadGuard, check=lambda token: tokens.check(token, now=tracker.clock()) is not None)

@@ -319,6 +319,8 @@ class Settings:
     api_public_url: PublicURL = key("api.public_url", None)  # this server's address, for links (else the Host's)
     # Host headers answered when no public_url is set; empty: the address served on, and localhost.
     api_allowed_hosts: Hosts = key("api.allowed_hosts", ())
+    api_on_demand_reads: Count = key("api.on_demand_reads", 2)  # Hub reads (diffs, estimates) run at once for callers
+    api_on_demand_per_client: Count = key("api.on_demand_per_client", 1)  # of those, for one client address
     # Whole sections, each validated by its own type:
     delivery: DeliverySettings = field(default_factory=DeliverySettings)  # [delivery]
     watch: tuple[WatchSpec, ...] = ()  # [[watch]]
