@@ -44,6 +44,8 @@ ANALYSERS: tuple[tuple[str, str | None], ...] = (
     ("consistency", lib.TRANSFORMERS),
     ("sentence_transformers", lib.SENTENCE_TRANSFORMERS),
     ("diffusers", lib.DIFFUSERS),
+    ("timm_config", lib.TIMM),
+    ("open_clip_config", lib.OPEN_CLIP),
 )
 ALWAYS = frozenset({lib.TRANSFORMERS, lib.GGUF, None})  # their analysers look for their files themselves
 ANALYSER_MODULES: tuple[str, ...] = tuple(name for name, _ in ANALYSERS)

@@ -326,6 +326,8 @@ def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRul
                 evidence={"error": str(exc), "size": len(new_bytes)},
             )
         ]
+    if isinstance(new.get("pretrained_cfg"), dict) and "model_type" not in new:
+        return []  # a timm config, not a transformers one: tracker/findings/timm_config.py reads it
     if change.old is None:
         return []
     old_bytes = sources.text("old", PATH)
