@@ -34,6 +34,7 @@ ANALYSERS: tuple[tuple[str, str | None], ...] = (
     ("config", lib.TRANSFORMERS),
     ("generation", lib.TRANSFORMERS),
     ("tokenizer", lib.TRANSFORMERS),
+    ("slow_tokenizer", lib.TRANSFORMERS),
     ("chat_template", lib.TRANSFORMERS),
     ("weights", None),
     ("manifests", None),
