@@ -35,6 +35,7 @@ ANALYSERS: tuple[tuple[str, str | None], ...] = (
     ("generation", lib.TRANSFORMERS),
     ("tokenizer", lib.TRANSFORMERS),
     ("slow_tokenizer", lib.TRANSFORMERS),
+    ("sentencepiece", lib.TRANSFORMERS),
     ("chat_template", lib.TRANSFORMERS),
     ("weights", None),
     ("manifests", None),
