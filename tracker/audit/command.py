@@ -5,15 +5,17 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracker.audit.cache import default_cache_dir, read_cache
 from tracker.audit.report import AuditReport
 from tracker.model import RepoId
 from tracker.scan.command import has_store, hub_url, look_up_all
-from tracker.scan.cyclonedx import BomModel, build_bom
 from tracker.scan.source import AdvisorySource, TrackerLike
 from tracker.settings import Settings
+
+if TYPE_CHECKING:
+    from tracker.scan.cyclonedx import BomModel
 
 FORMATS = ("text", "json", "cyclonedx", "sarif")
 
@@ -40,7 +42,9 @@ def run_audit(cache_dir: Path | None, *, settings: Settings, user_tracker: Calla
 
 
 def bom_models(report: AuditReport) -> list[BomModel]:
-    """One BOM model per cached revision, found at its snapshot folder, with its refs, size and last access."""
+    """One BOM model per cached revision, with its snapshot folder, size, last access and refs as properties."""
+    from tracker.scan.cyclonedx import BomModel  # cyclonedx-python-lib takes a second to import
+
     models = []
     for entry in report.entries:
         rev = entry.revision
@@ -60,6 +64,8 @@ def render(report: AuditReport, output_format: str, *, version: str, hub_url: st
     elif output_format == "sarif":
         data = report.to_sarif(version=version)
     else:
+        from tracker.scan.cyclonedx import build_bom
+
         data = build_bom(bom_models(report), version=version, hub_url=hub_url)
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 

@@ -8,17 +8,19 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
 from tracker.model import RepoId
-from tracker.scan.cyclonedx import BomModel, Where, build_bom
 from tracker.scan.finder import find_references
 from tracker.scan.model import Found, PinStatus
 from tracker.scan.report import ScanReport
 from tracker.scan.source import AdvisorySource, TrackerLike
 from tracker.settings import Settings
+
+if TYPE_CHECKING:
+    from tracker.scan.cyclonedx import BomModel
 
 FORMATS = ("text", "json", "sarif", "cyclonedx")
 LOOKUP_WORKERS = 4  # repos looked up at once: each is a few Hub round trips
@@ -59,6 +61,7 @@ def look_up(found: Found, source: AdvisorySource, *,
 def look_up_all(by_repo: Mapping[RepoId, Sequence[str | None]], source: AdvisorySource, *,
                 workers: int = LOOKUP_WORKERS) -> dict[tuple[str, str | None], PinStatus]:
     """The status of each (repo, revision): one lookup per repo, repos in parallel, progress on a terminal."""
+    source.refresh(by_repo)
     statuses: dict[tuple[str, str | None], PinStatus] = {}
     with progress(len(by_repo), "looking up") as bar, \
             ThreadPoolExecutor(max_workers=workers, thread_name_prefix="scan-lookup") as pool:
@@ -91,6 +94,8 @@ def hub_url(settings: Settings) -> str:
 
 def bom_models(report: ScanReport) -> list[BomModel]:
     """One BOM model per revision the code references, with the places that reference it."""
+    from tracker.scan.cyclonedx import BomModel, Where  # cyclonedx-python-lib takes a second to import
+
     models = []
     for entry in report.entries:
         ref, status = entry.reference, entry.status
@@ -109,6 +114,8 @@ def render(report: ScanReport, output_format: str, *, version: str, hub_url: str
     elif output_format == "sarif":
         data = report.to_sarif(version=version)
     elif output_format == "cyclonedx":
+        from tracker.scan.cyclonedx import build_bom
+
         data = build_bom(bom_models(report), version=version, hub_url=hub_url)
     else:
         raise ValueError(f"unknown format {output_format!r}: use one of {', '.join(FORMATS)}")

@@ -3,7 +3,7 @@
 Every call the scan makes to the tracker is in this module, so that it can be
 re-pointed in one place when the orchestration changes. It uses only
 ``make_tracker``, ``open_store``, ``store.get_repo``/``add_watch``/
-``commit_graph``/``advisories_for``/``advisory_ids_for_commit``,
+``commit_graph``/``advisories_for``/``advisory_ids_for_commits``/``get_revision``/``get_blob``,
 ``Tracker.poll`` and ``Tracker.query``.
 
 A repo the user watches is polled (so the head is current) and queried in
@@ -19,11 +19,13 @@ their store. A repo nobody watches is read without touching their watch list:
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import tempfile
 import threading
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -53,6 +55,8 @@ class _Query(Protocol):
 
 class _Poll(Protocol):
     @property
+    def repo(self) -> str: ...
+    @property
     def status(self) -> str: ...
     @property
     def error(self) -> str | None: ...
@@ -74,6 +78,8 @@ class _Advisory(Protocol):
     def severity(self) -> str: ...
     @property
     def kind(self) -> str: ...
+    @property
+    def record(self) -> dict[str, Any]: ...
 
 
 class _Revision(Protocol):
@@ -90,7 +96,7 @@ class _Store(Protocol):
     def add_watch(self, repo_id: RepoId, *, now: datetime) -> object: ...
     def commit_graph(self, repo_pk: int) -> dict[str, list[str]]: ...
     def advisories_for(self, *, repo_pk: int | None = None, include_withdrawn: bool = True) -> Sequence[_Advisory]: ...
-    def advisory_ids_for_commit(self, sha: str, repo_pk: int | None = None) -> list[str]: ...
+    def advisory_ids_for_commits(self, shas: Sequence[str], repo_pk: int) -> dict[str, list[str]]: ...
     def get_revision(self, repo_pk: int, sha_or_prefix: str) -> _Revision | None: ...
     def get_blob(self, content_id: str) -> bytes | None: ...
     def close(self) -> None: ...
@@ -123,6 +129,39 @@ def _hit(record: dict[str, Any]) -> AdvisoryHit:
                        kind=str(specific.get("kind", "")), summary=str(record.get("summary", "")),
                        details=str(record.get("details", "")), published=record.get("published"),
                        modified=record.get("modified"), urls=urls)
+
+
+def _by_severity(advisory: _Advisory) -> tuple[int, str]:
+    """Worst first, as ``tracker query`` lists them (an unknown severity last)."""
+    try:
+        return Severity(advisory.severity).rank, advisory.id
+    except ValueError:
+        return 9, advisory.id
+
+
+@dataclass
+class _Answer:
+    """A query's answer for a commit on the line read (the shape of ``tracker query``'s result)."""
+
+    revision: str
+    vulns: list[dict[str, Any]]
+    head: str | None
+    behind: int | None
+    known: bool = True
+
+
+@dataclass
+class _Branch:
+    """A repo's branch as one store holds it: the first-parent line from the head, and what is open on it."""
+
+    head: str | None
+    line: list[tuple[str, Open]] = field(default_factory=list)  # newest first
+    position: dict[str | None, int] = field(default_factory=dict)  # sha -> commits behind the head
+    records: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # sha -> its open advisories' OSV
+
+    def answer(self, sha: str | None) -> _Answer:
+        assert sha is not None
+        return _Answer(revision=sha, vulns=self.records[sha], head=self.head, behind=self.position[sha])
 
 
 def _message(exc: BaseException) -> str:
@@ -158,7 +197,9 @@ class AdvisorySource:
         self._scratch: list[TrackerLike] = []
         self._hub: Any = tracker.hub if tracker is not None else None
         self._lock = threading.Lock()  # lookups of different repos run in threads
-        self._branches: dict[tuple[int, str], list[tuple[str, Open]]] = {}
+        self._branches: dict[tuple[int, str], _Branch] = {}
+        self._facts_seen: dict[tuple[str | None, ...], ModelFacts | None] = {}  # by config, card and estimate
+        self._refreshed: dict[str, str | None] = {}  # watched repo -> the error of its poll in refresh()
 
     def __enter__(self) -> AdvisorySource:
         return self
@@ -207,6 +248,26 @@ class AdvisorySource:
 
     # -- the lookup -------------------------------------------------------------------------------
 
+    def refresh(self, repos: Iterable[RepoId]) -> None:
+        """Poll the watched ones among ``repos`` in one cycle, before their lookups.
+
+        One cycle over many repos is much cheaper than one per repo: the Hub-wide change
+        listing vouches for every repo that did not change. A repo the cycle did not report
+        (another process was polling it) is polled again by its lookup.
+        """
+        if self.tracker is None:
+            return
+        store = self.tracker.store
+        watched = [repo for repo in dict.fromkeys(repos) if store.get_repo(repo) is not None]
+        if not watched:
+            return
+        try:
+            errors = {result.repo: result.error for result in self.tracker.poll(watched)}
+        except (TrackerError, LookupError) as exc:
+            errors = dict.fromkeys(watched, _message(exc))
+        with self._lock:
+            self._refreshed.update({repo: errors[repo] for repo in watched if repo in errors})
+
     def lookup(self, repo: RepoId, refs: Sequence[str | None]) -> dict[str | None, PinStatus]:
         """The status of each revision of ``repo`` as written in the code (None: no revision given)."""
         refs = list(dict.fromkeys(refs))
@@ -224,9 +285,12 @@ class AdvisorySource:
         if row is not None and self.tracker is not None:
             with self._lock:
                 self.from_store.add(repo)
-            (polled,) = self.tracker.poll([repo])
-            stale = () if polled.error is None else (
-                f"could not refresh from the Hub ({polled.error}); as of the last poll",)
+                refreshed = repo in self._refreshed
+                error = self._refreshed.get(repo)
+            if not refreshed:
+                (polled,) = self.tracker.poll([repo])
+                error = polled.error
+            stale = () if error is None else (f"could not refresh from the Hub ({error}); as of the last poll",)
             return {ref: self._status(self.tracker, repo, ref, row.branch, stale) for ref in refs}
 
         spent = self._budget_spent()
@@ -271,45 +335,57 @@ class AdvisorySource:
 
     def _status(self, tracker: TrackerLike, repo: RepoId, ref: str | None, branch: str,
                 notes: tuple[str, ...]) -> PinStatus:
+        view = self._branch(tracker, repo)
         try:
-            found = tracker.query(repo, ref or branch)
+            # A commit on the line read is answered from it; anything else (a branch or tag name, an
+            # older or unknown commit) is placed by the tracker's query.
+            found: _Query = view.answer(ref) if ref in view.position else tracker.query(repo, ref or branch)
         except (TrackerError, LookupError) as exc:
             return PinStatus(repo=repo, ref=ref, notes=(*notes, _message(exc)))
         if not found.known:
             notes = (*notes, f"{ref or branch} is not in the history of {branch} as read from the Hub")
         hits = tuple(_hit(record) for record in found.vulns)
         pinned = (found.revision, [(h.severity, h.kind) for h in hits]) if found.known else None
-        suggested = suggest(self._branch(tracker, repo), pinned=pinned) if found.head is not None else None
+        suggested = suggest(view.line, pinned=pinned) if found.head is not None else None
         facts = self._facts(tracker, repo, found.revision) if self.cards and found.known else None
         return PinStatus(repo=repo, ref=ref, revision=found.revision if found.known else None, head=found.head,
                          behind=found.behind, advisories=hits, suggested=suggested, notes=notes, facts=facts)
 
-    @staticmethod
-    def _facts(tracker: TrackerLike, repo: RepoId, sha: str) -> ModelFacts | None:
-        """The model facts of a revision the store read: its config.json, card and memory estimate."""
+    def _facts(self, tracker: TrackerLike, repo: RepoId, sha: str) -> ModelFacts | None:
+        """The model facts of a revision the store read: its config.json, card and memory estimate.
+
+        Revisions of a repo mostly share their config and card, so their blobs and the facts
+        drawn from them are read once per content, not once per revision.
+        """
         store = tracker.store
         row = store.get_repo(repo)
         revision = store.get_revision(row.pk, sha) if row is not None else None
         if row is None or revision is None or revision.snapshot is None:
             return None
         files = revision.snapshot.by_path()
-
-        def blob(path: str) -> bytes | None:
-            entry = files.get(path)
-            return store.get_blob(entry.content_id) if entry is not None else None
-
         estimate = revision.estimate
         if not (isinstance(estimate, dict) and estimate.get("params")):
             from tracker.store.pages import PageReads  # the estimate in force: the newest at or before it
 
             in_force = PageReads(store).estimate_in_force(row.pk, revision.seq)  # type: ignore[arg-type]
             estimate = in_force[1] if in_force is not None else None
-        return model_facts(config=blob("config.json"), readme=blob("README.md"), estimate=estimate)
+        contents = tuple(files[p].content_id if p in files else None for p in ("config.json", "README.md"))
+        key = (*contents, json.dumps(estimate, sort_keys=True, default=str))
+        with self._lock:
+            if key in self._facts_seen:
+                return self._facts_seen[key]
+        config, readme = (store.get_blob(c) if c is not None else None for c in contents)
+        facts = model_facts(config=config, readme=readme, estimate=estimate)
+        with self._lock:
+            self._facts_seen[key] = facts
+        return facts
 
-    def _branch(self, tracker: TrackerLike, repo: RepoId) -> list[tuple[str, Open]]:
-        """The branch's first-parent line from the head, newest first, each with its open advisories.
+    def _branch(self, tracker: TrackerLike, repo: RepoId) -> _Branch:
+        """The branch's first-parent line from the head, newest first, each commit with its open advisories.
 
-        Read once per (store, repo): every revision of a repo looked up shares it.
+        Read once per (store, repo), in four queries whatever the number of revisions looked up:
+        every revision of the repo shares it, for the advice and, when it sits on the line, for
+        its own status.
         """
         key = (id(tracker), repo)
         with self._lock:
@@ -318,19 +394,22 @@ class AdvisorySource:
             return cached
         store = tracker.store
         row = store.get_repo(repo)
-        line: list[tuple[str, Open]] = []
+        view = _Branch(head=row.last_seen_sha if row is not None else None)
         if row is not None and row.last_seen_sha is not None:
             parents = store.commit_graph(row.pk)
-            severity = {a.id: (_severity(a.severity), a.kind)
-                        for a in store.advisories_for(repo_pk=row.pk, include_withdrawn=False)}
+            shas: list[str] = []
             current: str | None = row.last_seen_sha
-            seen: set[str] = set()
-            while current is not None and current not in seen and len(line) <= self.history:
-                seen.add(current)
-                ids = store.advisory_ids_for_commit(current, row.pk) if severity else []
-                line.append((current, [severity[i] for i in ids if i in severity]))
+            while current is not None and current not in view.position and len(shas) <= self.history:
+                view.position[current] = len(shas)
+                shas.append(current)
                 above = parents.get(current) or []
                 current = above[0] if above else None
+            live = {a.id: a for a in store.advisories_for(repo_pk=row.pk, include_withdrawn=False)}
+            index = store.advisory_ids_for_commits(shas, row.pk) if live else {}
+            for sha in shas:
+                open_here = sorted((live[i] for i in index.get(sha, ()) if i in live), key=_by_severity)
+                view.records[sha] = [a.record for a in open_here]
+                view.line.append((sha, [(_severity(a.severity), a.kind) for a in open_here]))
         with self._lock:
-            self._branches[key] = line
-        return line
+            self._branches[key] = view
+        return view

@@ -272,6 +272,18 @@ class AdvisoryStoreMixin:
                 query = query.where(advisory_commits.c.repo_pk == repo_pk)
             return sorted(conn.execute(query).scalars())
 
+    def advisory_ids_for_commits(self, shas: Sequence[str], repo_pk: int) -> dict[str, list[str]]:
+        """The index for many commits of one repo at once (a branch weighed for the scan's advice)."""
+        found: dict[str, list[str]] = {sha: [] for sha in shas}
+        with self._tx() as conn:
+            for start in range(0, len(shas), 500):  # bound the statement's parameters
+                chunk = list(shas[start:start + 500])
+                query = select(advisory_commits.c.sha, advisory_commits.c.advisory_id).where(
+                    advisory_commits.c.sha.in_(chunk), advisory_commits.c.repo_pk == repo_pk)
+                for sha, advisory_id in conn.execute(query):
+                    found[sha].append(advisory_id)
+        return {sha: sorted(ids) for sha, ids in found.items()}
+
     def live_records_for_commit(self, sha: str, repo_pk: int | None = None, *, limit: int,
                                 offset: int = 0) -> list[tuple[str, str, str]]:
         """(id, modified, record as JSON text) of the live advisories affecting a commit, one statement.
