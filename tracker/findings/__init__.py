@@ -48,6 +48,7 @@ ANALYSERS: tuple[tuple[str, str | None], ...] = (
     ("diffusers", lib.DIFFUSERS),
     ("timm_config", lib.TIMM),
     ("open_clip_config", lib.OPEN_CLIP),
+    ("exports", None),  # runs where either side has an export; decided from the file lists
 )
 ALWAYS = frozenset({lib.TRANSFORMERS, lib.GGUF, None})  # their analysers look for their files themselves
 ANALYSER_MODULES: tuple[str, ...] = tuple(name for name, _ in ANALYSERS)
