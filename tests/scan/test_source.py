@@ -84,3 +84,31 @@ def test_sarif_reports_a_pin_the_tracker_cannot_place():
     assert report.to_json()["references"][0]["behind"] is None
     assert report.exit_code == 0 and ScanReport.build(
         "src", report.found, {}, fail_on=["floating"]).exit_code == 0  # pinned, even if unknown
+
+
+def test_progress_shows_only_on_a_terminal_and_after_a_second(monkeypatch):
+    import io
+    import os
+
+    from tracker.scan.command import PROGRESS_AFTER, progress
+
+    monkeypatch.setattr("sys.stderr", io.StringIO())  # a pipe, a CI log
+    with progress(3, "looking up") as bar:
+        assert bar.disable is True
+    primary, secondary = os.openpty()
+    terminal = os.fdopen(secondary, "w")
+    try:
+        monkeypatch.setattr("sys.stderr", terminal)
+        with progress(3, "looking up") as bar:
+            assert not bar.disable and (bar.delay, PROGRESS_AFTER) == (1.0, 1.0)
+            bar.update()  # within the first second: nothing is drawn
+        terminal.flush()
+        os.set_blocking(primary, False)
+        try:
+            drawn = os.read(primary, 4096)
+        except BlockingIOError:
+            drawn = b""
+        assert b"looking up" not in drawn
+    finally:
+        terminal.close()
+        os.close(primary)
