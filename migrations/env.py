@@ -16,7 +16,8 @@ config = context.config
 
 
 def _run(connection) -> None:
-    context.configure(connection=connection, target_metadata=metadata, render_as_batch=True)
+    context.configure(connection=connection, target_metadata=metadata, render_as_batch=True,
+                      transaction_per_migration=True)
     with context.begin_transaction():
         context.run_migrations()
 

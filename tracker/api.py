@@ -51,6 +51,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 PAGE_SIZE = 1000
+# A page of /v1/query also ends (after at least one record) once the records' computed ``versions``
+# reach this many: a commit affected by thousands of advisories is answered in pages of bounded
+# size, and the client follows next_page_token as for any page.
+PAGE_VERSIONS = 20_000
 
 
 class QueryError(ValueError):
@@ -210,21 +214,32 @@ def create_app(tracker: Tracker, *, page_size: int = PAGE_SIZE, webhook_secret: 
             raise QueryError("invalid page_token")
         return int(token)
 
-    def matches(query: Any, budget: LookupBudget) -> tuple[list[tuple[str, str, str]], str | None]:
-        """One page of (id, modified, record JSON) and the next page token."""
+    def matches(query: Any, budget: LookupBudget, *, records: bool = True
+                ) -> tuple[list[tuple[str, str, str]], str | None]:
+        """One page of (id, modified, record JSON) and the next page token.
+
+        ``records=False`` (querybatch: ids only): the records' versions are not computed. A page
+        with records ends early once their versions reach PAGE_VERSIONS (after one record at least).
+        """
         offset = offset_of(query.get("page_token") if isinstance(query, dict) else None)
         found = target(query, budget)
         if found is None:
             return [], None
         sha, repo_pk, ids = found
         if ids is None:
-            rows = store.live_records_for_commit(sha, repo_pk, limit=page_size + 1, offset=offset)
+            rows = store.live_records_for_commit(sha, repo_pk, limit=page_size + 1, offset=offset,
+                                                 versions=records)
         else:
-            live = [r for r in store.advisories_by_ids(ids) if not r.withdrawn]
-            rows = [(r.id, r.record["modified"], json.dumps(r.record, allow_nan=False))
+            live = [r for r in store.advisories_by_ids(ids, versions=records) if not r.withdrawn]
+            rows = [(r.id, r.record["modified"], json.dumps(r.record, allow_nan=False),
+                     len(r.record["affected"][0].get("versions") or []))
                     for r in live[offset:offset + page_size + 1]]
-        more = len(rows) > page_size
-        return rows[:page_size], (str(offset + page_size) if more else None)
+        shown, listed = 0, 0
+        while shown < min(len(rows), page_size) and (shown == 0 or listed < PAGE_VERSIONS):
+            listed += rows[shown][3]
+            shown += 1
+        more = len(rows) > shown
+        return [r[:3] for r in rows[:shown]], (str(offset + shown) if more else None)
 
     @app.exception_handler(TrackerError)
     async def _tracker_error(_request: Request, exc: TrackerError) -> JSONResponse:
@@ -268,7 +283,7 @@ def create_app(tracker: Tracker, *, page_size: int = PAGE_SIZE, webhook_secret: 
             if not isinstance(q, dict):
                 raise QueryError("a query must be an object")
             try:
-                rows, token = matches(q, budget)
+                rows, token = matches(q, budget, records=False)
             except (RevisionUnresolved, NotWatched) as exc:
                 status, code = _status_of(exc)
                 results.append({"error": {"code": code, "message": str(exc)}})

@@ -129,6 +129,7 @@ def make_tracker(
     clock: Clock = utcnow,
 ) -> Tracker:
     store = store or open_store(settings.database_url, auto_upgrade=auto_upgrade)
+    store.max_versions = settings.max_versions
     hub = hub or make_hub(settings)
     osv: OsvLookup | None = None
     if settings.osv_api_url:

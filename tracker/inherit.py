@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from tracker.advisory import affected_commits, inherited_id, mark_fixed, range_events
+from tracker.advisory import inherited_id, mark_fixed
 from tracker.advisory.inherited import inherited_advisory
-from tracker.model import AdvisoryKind, AdvisoryRow, RepoId, Severity
+from tracker.model import AdvisoryKind, RepoId, Severity
 from tracker.report import AdvisoryContext, AdvisoryWrite, _write
 
 INHERITABLE: tuple[str, ...] = (
@@ -130,7 +130,6 @@ class Derivative:
 
     repo_pk: int
     repo_id: RepoId
-    graph: Mapping[str, list[str]]
     content: Contents  # its newest done revision
     advisory_ids: frozenset[str]  # the ids it already has
 
@@ -225,7 +224,7 @@ def still_has_old(items: Iterable[Mapping[str, Any]], content: Contents) -> bool
     return False
 
 
-def inherited_write(change: BaseChange, *, repo_id: RepoId, graph: Mapping[str, list[str]], content: Contents,
+def inherited_write(change: BaseChange, *, repo_id: RepoId, content: Contents,
                     existing: frozenset[str], endpoint: str, tracker_url: str | None, now: datetime,
                     repo_pk: int | None = None) -> AdvisoryWrite | None:
     """The new inherited advisory of a derivative that still has what ``change`` fixed, or None.
@@ -241,37 +240,32 @@ def inherited_write(change: BaseChange, *, repo_id: RepoId, graph: Mapping[str, 
     paths = {i["path"] for i in items}
     findings = [f for f in change.findings if f.get("path") in paths] or list(change.findings)
     severity = Severity.worst(Severity(str(f.get("severity", "info")).lower()) for f in findings) or Severity.INFO
-    events = [{"introduced": "0"}]
-    versions = affected_commits(graph, events)
     record = inherited_advisory(
         repo_id=repo_id, revision=content.sha, base_repo_id=change.repo_id, base_revision=change.revision,
         base_compared_with=change.compared_with, base_advisory_id=change.advisory_id, severity=severity,
         categories=[str(f.get("category")) for f in findings if f.get("category")], items=items,
-        base_findings=findings, endpoint=endpoint, tracker_url=tracker_url, affected_commits=versions, now=now,
+        base_findings=findings, endpoint=endpoint, tracker_url=tracker_url, affected_commits=(), now=now,
     )
     return _write(record, revision_sha=content.sha, kind=AdvisoryKind.INHERITED.value, fixed_sha=None,
-                  index=versions, repo_pk=repo_pk)
+                  repo_pk=repo_pk)
 
 
-def closures(advisories: Sequence[AdvisoryRow], *, sha: str, history: set[str], content: Contents,
-             graph: Mapping[str, list[str]], now: datetime) -> list[AdvisoryWrite]:
+def closures(ctx: AdvisoryContext, *, sha: str, content: Contents) -> list[AdvisoryWrite]:
     """Open inherited advisories that this derivative revision takes the fix of, marked fixed by it."""
     writes = []
-    for adv in advisories:
+    for adv in ctx.advisories:
         if (adv.kind != AdvisoryKind.INHERITED or adv.withdrawn or adv.fixed_sha or adv.revision_sha is None
-                or adv.revision_sha not in history):
+                or not ctx.descends(adv.revision_sha, sha)):
             continue
         items = (adv.record.get("database_specific") or {}).get("items") or []
         if not items or still_has_old(items, content):
             continue
-        events = [*range_events(adv.record), {"fixed": sha}]
-        affected = affected_commits(graph, events)
-        record = mark_fixed(adv.record, sha, now, affected_commits=affected)
-        writes.append(_write(record, revision_sha=adv.revision_sha, kind=adv.kind, fixed_sha=sha, index=affected))
+        record = mark_fixed(adv.record, sha, ctx.now, affected_commits=())
+        writes.append(_write(record, revision_sha=adv.revision_sha, kind=adv.kind, fixed_sha=sha))
     return writes
 
 
-def inherited_writes(ctx: AdvisoryContext, inputs: InheritInputs, *, sha: str, history: set[str],
+def inherited_writes(ctx: AdvisoryContext, inputs: InheritInputs, *, sha: str,
                      written: Sequence[AdvisoryWrite]) -> list[AdvisoryWrite]:
     """Everything a revision's report writes along the model tree (``written``: its own advisory writes so far).
 
@@ -279,11 +273,10 @@ def inherited_writes(ctx: AdvisoryContext, inputs: InheritInputs, *, sha: str, h
     As a base: for the update advisory this revision creates, those of its watched derivatives
     (each write names the derivative's ``repo_pk``).
     """
-    writes = closures(ctx.advisories, sha=sha, history=history, content=inputs.content, graph=ctx.graph,
-                      now=ctx.now)
-    mine = frozenset(a.id for a in ctx.advisories)
+    writes = closures(ctx, sha=sha, content=inputs.content)
+    mine = ctx.inherited_ids | frozenset(a.id for a in ctx.advisories)
     for change in inputs.base_changes:
-        write = inherited_write(change, repo_id=ctx.repo_id, graph=ctx.graph, content=inputs.content, existing=mine,
+        write = inherited_write(change, repo_id=ctx.repo_id, content=inputs.content, existing=mine,
                                 endpoint=ctx.endpoint, tracker_url=ctx.tracker_url, now=ctx.now)
         if write is not None:
             writes.append(write)
@@ -295,7 +288,7 @@ def inherited_writes(ctx: AdvisoryContext, inputs: InheritInputs, *, sha: str, h
             if fixed is None:
                 continue
             for derivative in inputs.derivatives:
-                write = inherited_write(fixed, repo_id=derivative.repo_id, graph=derivative.graph,
+                write = inherited_write(fixed, repo_id=derivative.repo_id,
                                         content=derivative.content, existing=derivative.advisory_ids,
                                         endpoint=ctx.endpoint, tracker_url=ctx.tracker_url, now=ctx.now,
                                         repo_pk=derivative.repo_pk)

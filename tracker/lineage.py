@@ -240,10 +240,10 @@ class ModelTree:
         those its previous revision was already checked against with the same files (the advisory
         is older than that revision's analysis and this one changed none of its files).
         """
-        existing = {a.id for a in ctx.advisories}
+        existing = ctx.inherited_ids | {a.id for a in ctx.advisories}
         carried = {f.path for f in snapshot.files if f.path in INHERITABLE}
         changes = []
-        for adv in self.store.advisories_for(repo_pk=base.pk, include_withdrawn=False):
+        for adv in self.store.advisories_for(repo_pk=base.pk, include_withdrawn=False, versions=False):
             if adv.kind != AdvisoryKind.UPDATE or adv.revision_sha is None:
                 continue
             if inherited_id(repo.repo_id, adv.id) in existing:
@@ -282,7 +282,6 @@ class ModelTree:
         sources = self._sources(repo.repo_id, old=None, new=(last.sha, last.snapshot), strict=False)
         content = _contents(sources, "new", paths, parsed)
         assert content is not None
-        return Derivative(repo_pk=repo.pk, repo_id=repo.repo_id, graph=self.store.commit_graph(repo.pk),
-                          content=content, advisory_ids=frozenset(a.id for a in self.store.advisories_for(
-                              repo_pk=repo.pk)))
+        return Derivative(repo_pk=repo.pk, repo_id=repo.repo_id, content=content,
+                          advisory_ids=self.store.advisory_ids_of_kind(repo.pk, AdvisoryKind.INHERITED.value))
 

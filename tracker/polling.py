@@ -148,7 +148,8 @@ class Poller:
             return  # the process that holds the lease accounts for its own poll
         try:
             if result.processed or result.events:
-                raised = [a for a in self.store.advisories_for(repo_pk=repo.pk, since=started, include_withdrawn=False)
+                raised = [a for a in self.store.advisories_for(repo_pk=repo.pk, since=started, include_withdrawn=False,
+                                                               versions=False)
                           if a.published is not None and a.published >= started]
                 result.advisories = len(raised)
                 worst = Severity.worst(Severity(a.severity) for a in raised if a.severity in _SEVERITIES)

@@ -268,10 +268,18 @@ class Processor:
     def context(self, repo: RepoRow, *, now: datetime, sha: str | None = None) -> AdvisoryContext:
         """What the report needs from the store about a repo, read once per revision.
 
-        File lists are read only for the revisions that introduced an open risk and the ones they
-        were diffed against (what the undo check compares), not for the whole history.
+        Only what the revision is compared with is read, never the whole history: its own
+        advisories, the open risks and inherited advisories, the labels of their commits, and the
+        file lists of the revisions that introduced an open risk and those they were diffed
+        against (what the undo check compares). ``sha=None``: a repo event, which reads every
+        advisory of the repo and every commit.
         """
-        advisories = self.store.advisories_for(repo_pk=repo.pk)
+        if sha is None:
+            advisories = self.store.advisories_for(repo_pk=repo.pk, versions=False)
+            commits: list[str] = sorted(self.store.commit_graph(repo.pk))
+        else:
+            advisories = self.store.advisories_of_revision(repo.pk, sha)
+            commits = []
         snapshots: dict[str, Snapshot] = {}
         diff_bases: dict[str, str | None] = {}
         for adv in advisories:
@@ -285,11 +293,12 @@ class Processor:
             for row in (introduced, before):
                 if row is not None and row.snapshot is not None:
                     snapshots[row.sha] = row.snapshot
+        reach = self.store.reach(repo.pk, [sha or "", *(a.revision_sha or "" for a in advisories)])
         return AdvisoryContext(
             repo_id=repo.repo_id, endpoint=self.hub.endpoint, tracker_url=self.settings.public_url,
-            min_severity=self.settings.min_advisory_severity, graph=self.store.commit_graph(repo.pk),
-            advisories=advisories, now=now, snapshots=snapshots, diff_bases=diff_bases,
-            indexed=frozenset(self.store.advisory_ids_for_commit(sha, repo.pk)) if sha else frozenset(),
+            min_severity=self.settings.min_advisory_severity, advisories=advisories, now=now, reach=reach,
+            snapshots=snapshots, diff_bases=diff_bases, commits=commits,
+            inherited_ids=self.store.advisory_ids_of_kind(repo.pk, AdvisoryKind.INHERITED.value),
         )
 
     # -- process ----------------------------------------------------------------------------
@@ -382,7 +391,7 @@ class Processor:
         now = self.clock()
         writes = []
         if not revision.baseline:
-            ctx = self.context(repo, now=now)
+            ctx = self.context(repo, now=now, sha=revision.sha)
             writes = revision_advisories(ctx, sha=revision.sha, parent=revision.parent_sha, date=revision.date,
                                          findings=findings, estimate_delta=(estimate or {}).get("delta"))
         self.store.save_reanalysis(revision.pk, repo.pk, findings=findings, estimate=estimate, now=now,
@@ -415,7 +424,7 @@ class Processor:
         if self.osv is None:
             return 0
         done = 0
-        for revision in self.store.revisions(repo.pk, status=RevisionStatus.DONE):
+        for revision in self.store.revisions(repo.pk, status=RevisionStatus.DONE, dependencies_pending=True):
             if not revision.dependencies_pending or revision.snapshot is None:
                 continue
             base = self.diff_base(repo, revision)

@@ -19,6 +19,7 @@ from typing import Any
 
 from tracker.advisory import ancestors, commit_affected, range_events
 from tracker.advisory.affected import _all_commits
+from tracker.advisory.reach import ranged
 from tracker.errors import HubError, NotWatched, RevisionGone, RevisionUnresolved
 from tracker.model import SHA_RE, AdvisoryKind, AdvisoryRow, RepoId, RepoRow, Severity
 from tracker.ports import HubReader, Store
@@ -175,19 +176,19 @@ class Querier:
             if not placement.on_graph:
                 return []
             return self.store.advisory_ids_for_commit(placement.sha, repo.pk)
+        # An unseen revision (rare, and a Hub look-up anyway): its range events evaluated over the
+        # known graph joined with the fetched edges. Advisories that list revisions by name (repo
+        # events) name none it could be.
         graph = {**self.store.commit_graph(repo.pk), **placement.edges}
         history = ancestors(graph, [placement.sha])
         every = _all_commits(graph)
         rootsets: dict[str, set[str]] = {}
         ids = []
-        for adv in self.store.advisories_for(repo_pk=repo.pk, include_withdrawn=False):
-            versions = adv.record["affected"][0].get("versions", [])
-            if adv.revision_sha is None:
-                hit = placement.sha in versions or adv.kind == AdvisoryKind.RECREATED
-            else:
-                hit = placement.sha in versions or commit_affected(
-                    graph, range_events(adv.record), placement.sha, history, all_commits=every, rootsets=rootsets)
-            if hit:
+        for adv in self.store.advisories_for(repo_pk=repo.pk, include_withdrawn=False, versions=False):
+            if not ranged(adv.kind):
+                continue
+            if adv.kind == AdvisoryKind.RECREATED or commit_affected(
+                    graph, range_events(adv.record), placement.sha, history, all_commits=every, rootsets=rootsets):
                 ids.append(adv.id)
         return sorted(ids)
 

@@ -4,9 +4,9 @@ A revision is processed in three steps: **read** (the Hub, through the sources),
 **report** (this module: findings in, records out, pure) and **save** (one store
 transaction that writes the report and marks the revision done). The report holds
 the revision's results and every advisory write it causes: advisories created,
-rebuilt, withdrawn or undone, and the commit -> advisory index rows that change.
-The index is kept incrementally: a new revision's commit is tested against each live
-advisory once; only advisories built or undone here get their affected set recomputed.
+rebuilt, withdrawn or undone. What an advisory affects is its GIT range: the store indexes it
+as spans over the commit graph (tracker/advisory/reach.py), so a new revision costs no write to
+the advisories it merely joins, and ``versions`` are computed when a record is read.
 """
 
 from __future__ import annotations
@@ -17,18 +17,15 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from tracker.advisory import (
-    ancestors,
     build_revision_advisories,
     classify,
-    commit_affected,
     mark_fixed,
     range_events,
     repo_event_advisory,
     repo_event_id,
     validate,
-    with_versions,
 )
-from tracker.advisory.affected import _all_commits, affected_commits
+from tracker.advisory.reach import ReachIndex
 from tracker.diff import summarize_files
 from tracker.model import (
     SHA_RE,
@@ -63,10 +60,10 @@ RECHECKED_RISKS = ("chat_template.", "weights.pickle_")
 
 @dataclass(frozen=True)
 class AdvisoryWrite:
-    """One advisory to insert or update, with the index rows that change.
+    """One advisory to insert or update.
 
-    ``index`` replaces the advisory's affected commits entirely (built, rebuilt, undone,
-    withdrawn); ``index_add`` adds commits to them (a new revision that it affects).
+    The store indexes it from its GIT range; ``listed``: the commits a repo-event advisory names
+    instead (renamed, deleted, gated, history rewritten), replacing those stored.
     """
 
     record: dict[str, Any]
@@ -74,8 +71,7 @@ class AdvisoryWrite:
     kind: str
     severity: str
     fixed_sha: str | None
-    index: frozenset[str] | None = None
-    index_add: frozenset[str] = frozenset()
+    listed: frozenset[str] | None = None
     repo_pk: int | None = None  # the repo it is about when not the report's (a derivative's inherited advisory)
 
     @property
@@ -122,18 +118,28 @@ class EventReport:
 
 @dataclass(frozen=True)
 class AdvisoryContext:
-    """What the report needs to know about the repo as stored: its graph, advisories and revisions."""
+    """What the report needs to know about the repo as stored: its advisories, revisions and graph.
+
+    Only what one revision is compared with is read: its own advisories, the open risks and
+    inherited advisories, and the labels of their commits in the reachability index (``reach``).
+    """
 
     repo_id: RepoId
     endpoint: str
     tracker_url: str | None
     min_severity: Severity
-    graph: Mapping[str, list[str]]  # commit -> parents, as listed so far
-    advisories: Sequence[AdvisoryRow]  # every advisory of the repo
+    advisories: Sequence[AdvisoryRow]  # the revision's own advisories, the open risks and inherited ones
     now: datetime
+    reach: ReachIndex = field(default_factory=ReachIndex)  # chains, and the labels of those advisories' commits
     snapshots: Mapping[str, Snapshot] = field(default_factory=dict)  # done revisions' file lists, by sha
     diff_bases: Mapping[str, str | None] = field(default_factory=dict)  # revision sha -> the one it was diffed against
-    indexed: frozenset[str] = frozenset()  # advisories whose index already holds the revision's commit
+    commits: Sequence[str] = ()  # every commit of the graph: only for repo events (a re-created repo's id)
+    inherited_ids: frozenset[str] = frozenset()  # the repo's inherited advisories, open or not
+
+    def descends(self, ancestor: str | None, sha: str) -> bool:
+        """Whether ``sha`` is ``ancestor`` or one of its descendants in the graph."""
+        a, b = self.reach.labels.get(ancestor or ""), self.reach.labels.get(sha)
+        return a is not None and b is not None and self.reach.is_ancestor(a, b)
 
 
 def summarize(findings: Sequence[Finding], diff: RawDiff | None, snapshot: Snapshot) -> str:
@@ -149,15 +155,12 @@ def summarize(findings: Sequence[Finding], diff: RawDiff | None, snapshot: Snaps
 
 
 def _write(record: dict[str, Any], *, revision_sha: str | None, kind: str, fixed_sha: str | None,
-           index: Iterable[str] | None = None, index_add: Iterable[str] = (),
-           repo_pk: int | None = None) -> AdvisoryWrite:
+           listed: Iterable[str] | None = None, repo_pk: int | None = None) -> AdvisoryWrite:
     validate(record)
     severity = str(record["database_specific"]["severity"]).lower()
-    withdrawn = "withdrawn" in record
     return AdvisoryWrite(record=record, revision_sha=revision_sha, kind=kind, severity=severity,
-                         fixed_sha=fixed_sha, index=frozenset() if withdrawn else
-                         (frozenset(index) if index is not None else None),
-                         index_add=frozenset() if withdrawn else frozenset(index_add), repo_pk=repo_pk)
+                         fixed_sha=fixed_sha, listed=frozenset(listed) if listed is not None else None,
+                         repo_pk=repo_pk)
 
 
 def revision_advisories(ctx: AdvisoryContext, *, sha: str, parent: str | None, date: datetime | None,
@@ -169,15 +172,14 @@ def revision_advisories(ctx: AdvisoryContext, *, sha: str, parent: str | None, d
     records = build_revision_advisories(
         repo_id=ctx.repo_id, revision=sha, parent=parent, revision_date=date, findings=list(findings),
         endpoint=ctx.endpoint, tracker_url=ctx.tracker_url, estimate_delta=estimate_delta, related=related,
-        parents=ctx.graph, now=ctx.now, min_severity=ctx.min_severity, previous=previous,
+        parents={}, now=ctx.now, min_severity=ctx.min_severity, previous=previous,
     )
     writes = []
     for record in records:
         kind = record["database_specific"]["kind"]
         fixes = [e["fixed"] for e in range_events(record) if "fixed" in e]
         writes.append(_write(record, revision_sha=sha, kind=kind,
-                             fixed_sha=fixes[-1] if kind == AdvisoryKind.RISK and fixes else None,
-                             index=record["affected"][0].get("versions", [])))
+                             fixed_sha=fixes[-1] if kind == AdvisoryKind.RISK and fixes else None))
     return writes
 
 
@@ -195,15 +197,15 @@ def _undone(finding: Mapping[str, Any], then: Mapping[str, str], before: Mapping
     return path not in now or (path in before and now[path] == before[path])
 
 
-def undone_risks(ctx: AdvisoryContext, *, sha: str, snapshot: Snapshot, findings: Sequence[Finding],
-                 history: set[str]) -> list[AdvisoryWrite]:
+def undone_risks(ctx: AdvisoryContext, *, sha: str, snapshot: Snapshot,
+                 findings: Sequence[Finding]) -> list[AdvisoryWrite]:
     """Open risk advisories this revision undoes, marked fixed by it."""
     now_files = {f.path: f.content_id for f in snapshot.files}
     findings_here = {(f.code, f.path) for f in findings}
     writes = []
     for adv in ctx.advisories:
         if (adv.kind != AdvisoryKind.RISK or adv.withdrawn or adv.fixed_sha or adv.revision_sha in (None, sha)
-                or adv.revision_sha not in history):
+                or not ctx.descends(adv.revision_sha, sha)):
             continue
         introduced = ctx.snapshots.get(adv.revision_sha)
         if introduced is None:
@@ -214,35 +216,8 @@ def undone_risks(ctx: AdvisoryContext, *, sha: str, snapshot: Snapshot, findings
         before = {f.path: f.content_id for f in before_snapshot.files} if before_snapshot else {}
         risky = adv.record["database_specific"].get("findings", [])
         if risky and all(_undone(f, then, before, now_files, findings_here) for f in risky):
-            events = [*range_events(adv.record), {"fixed": sha}]
-            affected = affected_commits(ctx.graph, events)
-            record = mark_fixed(adv.record, sha, ctx.now, affected_commits=affected)
-            writes.append(_write(record, revision_sha=adv.revision_sha, kind=adv.kind, fixed_sha=sha,
-                                 index=affected))
-    return writes
-
-
-def extend_index(ctx: AdvisoryContext, *, sha: str, history: set[str], skip: set[str]) -> list[AdvisoryWrite]:
-    """Live advisories that also affect this revision's commit: add it to their ``versions`` and index."""
-    every = _all_commits(ctx.graph)
-    rootsets: dict[str, set[str]] = {}
-    writes = []
-    for adv in ctx.advisories:
-        if adv.withdrawn or adv.id in skip or adv.id in ctx.indexed:
-            continue
-        if adv.revision_sha is None:
-            # Repo-event advisories list their revisions; only a possible takeover (re-created)
-            # goes on covering every commit the new owner pushes.
-            affected = adv.kind == AdvisoryKind.RECREATED
-        else:
-            affected = commit_affected(ctx.graph, range_events(adv.record), sha, history, all_commits=every,
-                                       rootsets=rootsets)
-        if not affected:
-            continue
-        versions = [*adv.record["affected"][0].get("versions", []), sha]
-        record = with_versions(adv.record, versions, ctx.now)
-        writes.append(_write(record, revision_sha=adv.revision_sha, kind=adv.kind, fixed_sha=adv.fixed_sha,
-                             index_add=[sha]))
+            record = mark_fixed(adv.record, sha, ctx.now, affected_commits=())
+            writes.append(_write(record, revision_sha=adv.revision_sha, kind=adv.kind, fixed_sha=sha))
     return writes
 
 
@@ -257,17 +232,15 @@ def revision_report(ctx: AdvisoryContext, *, repo_pk: int, revision_pk: int, sha
     ``inherit``: along the model tree (tracker/inherit.py), the inherited advisories this revision
     creates or closes, its own (as a derivative) and its watched derivatives' (as a base).
     """
-    history = ancestors(ctx.graph, [sha])
     writes: list[AdvisoryWrite] = []
     if not baseline:
         writes += revision_advisories(ctx, sha=sha, parent=parent, date=date, findings=findings,
                                       estimate_delta=(estimate or {}).get("delta"))
-    writes += undone_risks(ctx, sha=sha, snapshot=snapshot, findings=findings, history=history)
+    writes += undone_risks(ctx, sha=sha, snapshot=snapshot, findings=findings)
     if inherit is not None:
         from tracker.inherit import inherited_writes
 
-        writes += inherited_writes(ctx, inherit, sha=sha, history=history, written=writes)
-    writes += extend_index(ctx, sha=sha, history=history, skip={w.id for w in writes})
+        writes += inherited_writes(ctx, inherit, sha=sha, written=writes)
     return RevisionReport(
         repo_pk=repo_pk, revision_pk=revision_pk, sha=sha, snapshot=snapshot, diff=diff,
         findings=tuple(findings), summary=summarize(findings, diff, snapshot), estimate=estimate,
@@ -285,7 +258,7 @@ def event_advisory(ctx: AdvisoryContext, *, kind: str, detail: Mapping[str, Any]
     if advisory_kind == AdvisoryKind.HISTORY_REWRITTEN:
         revisions = list(detail.get("unreachable_revisions") or [])  # nothing pinned is gone: no advisory
     elif advisory_kind == AdvisoryKind.RECREATED:
-        revisions = sorted(ctx.graph) if done_revisions else []  # every commit under that name is suspect
+        revisions = sorted(ctx.commits) if done_revisions else []  # every commit under that name is suspect
     else:
         revisions = list(done_revisions)
     revisions = [r for r in revisions if SHA_RE.match(r or "")]
@@ -296,4 +269,4 @@ def event_advisory(ctx: AdvisoryContext, *, kind: str, detail: Mapping[str, Any]
     record = repo_event_advisory(repo_id=ctx.repo_id, kind=advisory_kind.value,  # type: ignore[arg-type]
                                  detail=dict(detail), revisions=revisions, endpoint=ctx.endpoint, now=ctx.now,
                                  tracker_url=ctx.tracker_url, previous=stored.record if stored else None)
-    return _write(record, revision_sha=None, kind=advisory_kind.value, fixed_sha=None, index=revisions)
+    return _write(record, revision_sha=None, kind=advisory_kind.value, fixed_sha=None, listed=revisions)

@@ -304,12 +304,16 @@ class Settings:
     hub_webhook_safety_net: Interval = key("hub.webhook_safety_net", 86400.0)  # their repos are still polled this often
     poll_every: Interval = key("poll.every", 3600.0)
     poll_max_attempts: Count = key("poll.max_attempts", 5)  # transient failures before a revision is completed
+    # More new commits than this in one poll is a flood: the head is read now, the rest in the background.
+    poll_max_new_commits: Count = key("poll.max_new_commits", 1000)
+    poll_backlog_per_poll: Count = key("poll.backlog_per_poll", 100)  # a flood's revisions read per poll, last
     poll_jitter: DurationOrZero = key("poll.jitter", 300.0)
     poll_workers: Count = key("poll.workers", 4)  # repos polled at the same time by one `tracker run`
     poll_shutdown_grace: DurationOrZero = key("poll.shutdown_grace", 30.0)  # on SIGTERM: finish, then exit anyway
     max_file_bytes: Count = key("limits.max_file_bytes", 64 * 1024 * 1024)  # cap on any tracked file read
     max_header_bytes: Count = key("limits.max_header_bytes", 32 * 1024 * 1024)  # cap on a safetensors header
     min_advisory_severity: SeverityName = key("advisories.min_severity", Severity.LOW)
+    max_versions: Count = key("advisories.max_versions", 1000)  # the newest affected commits a record lists
     tracker_url: PublicURL = key("advisories.tracker_url", None)  # the older name of [api] public_url
     osv_api_url: OptionalText = key("osv.api_url", None)  # None: no dependency lookups (config/tracker.toml sets OSV.dev)
     api_host: Text = key("api.host", "127.0.0.1")

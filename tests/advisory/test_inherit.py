@@ -5,8 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from tracker.advisory import inherited_id, validate
+from tracker.advisory.reach import ReachIndex, Span, events_of, spans_for
 from tracker.inherit import ABSENT, Contents, base_change, closures, digest, inherited_write, stale_items
-from tracker.model import AdvisoryRow, RepoId
+from tracker.model import AdvisoryRow, RepoId, Severity
+from tracker.report import AdvisoryContext
 
 BASE, DERIVED = RepoId("acme/base"), RepoId("acme/derived")
 B0, B1, D0, D1 = "b0" * 20, "b1" * 20, "d0" * 20, "d1" * 20
@@ -34,8 +36,15 @@ def contents(sha: str, **files: dict | str) -> Contents:
 
 
 def write_for(change, content, existing=frozenset()):
-    return inherited_write(change, repo_id=DERIVED, graph={D0: []}, content=content, existing=existing,
+    return inherited_write(change, repo_id=DERIVED, content=content, existing=existing,
                            endpoint="https://hub.example", tracker_url=None, now=NOW)
+
+
+def affected(record: dict, graph: list[tuple[str, list[str]]]) -> list[Span]:
+    """What a record's range affects in ``graph``: the spans the store would index."""
+    index = ReachIndex()
+    index.add(graph)
+    return spans_for(index, events_of(record))
 
 
 def test_only_the_keys_the_base_changed_count_and_bookkeeping_keys_never():
@@ -56,7 +65,8 @@ def test_only_the_keys_the_base_changed_count_and_bookkeeping_keys_never():
     assert write.record["summary"] == f"base acme/base fixed eos_token_id, temperature at {B1[:12]}; this repo still " \
                                       "has the old values"
     assert write.id == inherited_id(DERIVED, BASE_ADV)
-    assert (write.kind, write.severity, write.revision_sha, write.index) == ("inherited", "high", D0, frozenset({D0}))
+    assert (write.kind, write.severity, write.revision_sha) == ("inherited", "high", D0)
+    assert affected(write.record, [(D0, [])]) == [Span(1, 0, 2**31 - 1)]  # the whole derivative, as it grows
     # Only the temperature missing: "lacks it"; the new values already: nothing; its own value: nothing.
     lacking = write_for(change, contents(D0, generation_config__json={"eos_token_id": [1, 9]}))
     assert lacking is not None
@@ -97,15 +107,20 @@ def test_closed_only_when_no_item_keeps_its_old_value():
     assert write is not None
     row = AdvisoryRow(id=write.id, repo_id=DERIVED, revision_sha=D0, kind="inherited", severity="high",
                       record=write.record, published=NOW, modified=NOW, withdrawn=False, fixed_sha=None)
-    graph = {D0: [], D1: [D0]}
+    graph = [(D0, []), (D1, [D0])]
+    index = ReachIndex()
+    index.add(graph)
+    ctx = AdvisoryContext(repo_id=DERIVED, endpoint="https://hub.example", tracker_url=None,
+                          min_severity=Severity.LOW, advisories=[row], now=NOW, reach=index)
 
     def closed(**files):
-        return closures([row], sha=D1, history={D0, D1}, content=contents(D1, **files), graph=graph, now=NOW)
+        return closures(ctx, sha=D1, content=contents(D1, **files))
 
     assert closed(generation_config__json={"eos_token_id": 9, "pad_token_id": 0}) == []  # half the fix
     (fixed,) = closed(generation_config__json={"eos_token_id": 9, "pad_token_id": 5})
     validate(fixed.record)
-    assert (fixed.fixed_sha, fixed.index) == (D1, frozenset({D0}))
+    assert fixed.fixed_sha == D1
+    assert affected(fixed.record, graph) == [Span(1, 0, 0)]  # D0 only
     assert fixed.record["affected"][0]["ranges"][0]["events"] == [{"introduced": "0"}, {"fixed": D1}]
     (gone,) = closed(config__json={})  # the file itself is gone: it no longer carries the old values
     assert gone.fixed_sha == D1

@@ -2,14 +2,15 @@
 
 A real ``tracker poll`` (and once a ``tracker run``) is killed with SIGKILL at points spread over a
 history that yields update, risk, undo and repo-event advisories; after each kill it is polled
-again until it completes. The revisions, findings, events, advisories and each advisory's
-``versions`` and index rows must then be identical to those of a clean run of the same history
-on a second database. And a fault injected inside the save leaves neither the revision nor its
+again until it completes. The revisions, findings, events, advisories, the reachability index
+(commit labels, chains, advisory spans, listed commits) and each advisory's ``versions`` as
+served must then be identical to those of a clean run of the same history on a second database. And a fault injected inside the save leaves neither the revision nor its
 advisories behind.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -24,6 +25,7 @@ from sqlalchemy import create_engine, event, text
 from tests.core.conftest import config_json
 from tests.core.test_advisories import torch_zip
 from tracker.model import RepoId
+from tracker.store import open_store
 
 REPO = RepoId("acme/crash-model")
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,18 +73,28 @@ def state(db_url: str) -> dict[str, Any]:
                                                                          "order by id"))]
             advisories = {}
             for r in conn.execute(text("select id, kind, severity, withdrawn, fixed_sha, record from advisories")):
-                import json
-
                 record = json.loads(r.record) if isinstance(r.record, str) else r.record
                 body = {k: v for k, v in record.items() if k not in stamps}
                 body["details"] = "\n".join(line for line in body.get("details", "").splitlines()
                                             if "Withdrawn" not in line)
                 advisories[r.id] = (r.kind, r.severity, bool(r.withdrawn), r.fixed_sha, body)
-            index = sorted(tuple(r) for r in conn.execute(text("select advisory_id, sha from advisory_commits")))
+            listed = sorted(tuple(r) for r in conn.execute(text("select advisory_id, sha from advisory_commits")))
             graph = sorted(tuple(r) for r in conn.execute(text("select sha, parent_sha from commits")))
+            labels = sorted(tuple(r) for r in conn.execute(text("select sha, chain, pos from commit_labels")))
+            chains = sorted((r.chain, r.root, r.tip, bool(r.starts_at_root),
+                             json.loads(r.reach) if isinstance(r.reach, str) else r.reach)
+                            for r in conn.execute(text("select * from commit_chains")))
+            spans = sorted(tuple(r) for r in conn.execute(text("select advisory_id, chain, lo, hi "
+                                                                "from advisory_spans")))
     finally:
         engine.dispose()
-    return {"revisions": revisions, "events": events, "advisories": advisories, "index": index, "graph": graph}
+    store = open_store(db_url, auto_upgrade=False)
+    try:
+        versions = {a.id: a.record["affected"][0]["versions"] for a in store.advisories_for()}
+    finally:
+        store.close()
+    return {"revisions": revisions, "events": events, "advisories": advisories, "graph": graph,
+            "index": {"listed": listed, "labels": labels, "chains": chains, "spans": spans}, "versions": versions}
 
 
 @pytest.mark.slow
@@ -140,6 +152,9 @@ def test_sigkill_anywhere_then_polling_again_matches_a_clean_run(hub_standin, tm
     for advisory_id, want in expected["advisories"].items():
         assert got["advisories"][advisory_id] == want, advisory_id
     assert got["index"] == expected["index"]
+    assert got["versions"] == expected["versions"]
+    assert expected["index"]["spans"] and expected["index"]["listed"] and expected["index"]["labels"]
+    assert any(expected["versions"].values())
 
 
 def test_a_fault_inside_the_save_leaves_neither_the_revision_nor_its_advisories(hub_standin, settings, make):
@@ -151,7 +166,7 @@ def test_a_fault_inside_the_save_leaves_neither_the_revision_nor_its_advisories(
     fix = hub_standin.commit(REPO, {"generation_config.json": b'{"eos_token_id": [1, 2]}'}, message="fix eos")
 
     def fail_on_index(conn, cursor, statement, parameters, context, executemany):
-        if statement.lstrip().upper().startswith("INSERT INTO ADVISORY_COMMITS"):
+        if statement.lstrip().upper().startswith("INSERT INTO ADVISORY_SPANS"):
             raise RuntimeError("disk full (injected)")
 
     event.listen(tracker.store.engine, "before_cursor_execute", fail_on_index)

@@ -26,7 +26,7 @@ from typing import Any
 
 from tracker.advisory.validate import validate
 
-__all__ = ["ALL_ZIP", "build_all_zip", "export_files", "latest_records", "record_bytes"]
+__all__ = ["ALL_ZIP", "build_all_zip", "checked", "export_files", "latest_records", "record_bytes", "zip_info"]
 
 ALL_ZIP = "all.zip"
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")
@@ -49,14 +49,30 @@ def latest_records(records: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[st
     """
     out: dict[str, Mapping[str, Any]] = {}
     for record in records:
-        validate(record)
-        record_id = record["id"]
-        if not _SAFE_ID.match(record_id) or ".." in record_id:
-            raise ValueError(f"advisory id {record_id!r} is not safe as a file name")
+        record_id = checked(record)
         current = out.get(record_id)
         if current is None or _modified_key(record) > _modified_key(current):
             out[record_id] = record
     return out
+
+
+def checked(record: Mapping[str, Any]) -> str:
+    """Validate one record for export; its id, safe as a file name (else ValueError)."""
+    validate(record)
+    record_id = str(record["id"])
+    if not _SAFE_ID.match(record_id) or ".." in record_id:
+        raise ValueError(f"advisory id {record_id!r} is not safe as a file name")
+    return record_id
+
+
+def zip_info(record: Mapping[str, Any]) -> zipfile.ZipInfo:
+    """The ``all.zip`` entry of one record: ``<id>.json``, dated by its ``modified``, deflated."""
+    stamp = _modified_key(record)
+    date_time = (max(stamp.year, 1980), stamp.month, stamp.day, stamp.hour, stamp.minute, stamp.second)
+    info = zipfile.ZipInfo(f"{record['id']}.json", date_time=date_time)
+    info.compress_type = zipfile.ZIP_DEFLATED
+    info.external_attr = 0o644 << 16
+    return info
 
 
 def export_files(records: Iterable[Mapping[str, Any]]) -> dict[str, bytes]:
@@ -72,10 +88,5 @@ def build_all_zip(records: Iterable[Mapping[str, Any]]) -> bytes:
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for rid in sorted(latest):
             record = latest[rid]
-            stamp = _modified_key(record)
-            date_time = (max(stamp.year, 1980), stamp.month, stamp.day, stamp.hour, stamp.minute, stamp.second)
-            info = zipfile.ZipInfo(f"{rid}.json", date_time=date_time)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            info.external_attr = 0o644 << 16
-            archive.writestr(info, record_bytes(record))
+            archive.writestr(zip_info(record), record_bytes(record))
     return buffer.getvalue()

@@ -83,18 +83,31 @@ def export() -> None:
 @click.pass_obj
 @fail_cleanly
 def export_osv(obj: Context, directory: str) -> None:
-    """Write one <id>.json per advisory and an all.zip, as OSV offline databases are laid out."""
+    """Write one <id>.json per advisory and an all.zip, as OSV offline databases are laid out.
+
+    Streams: records are read a batch at a time, in id order, and each is written to its file and
+    to the zip before the next batch is read, so memory stays bounded whatever the history.
+    all.zip is written under a temporary name and renamed once complete.
+    """
+    import os
+    import zipfile
     from pathlib import Path
 
-    from tracker.advisory import build_all_zip, export_files
+    from tracker.advisory.export import ALL_ZIP, checked, record_bytes, zip_info
 
-    records = [r.record for r in obj.tracker().store.advisories_for()]
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    for name, data in export_files(records).items():
-        (out / name).write_bytes(data)
-    (out / "all.zip").write_bytes(build_all_zip(records))
-    click.echo(f"wrote {len(records)} advisories and all.zip to {out}")
+    partial = out / (ALL_ZIP + ".partial")
+    count = 0
+    with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for row in obj.tracker().store.iter_advisories():
+            record_id = checked(row.record)
+            data = record_bytes(row.record)
+            (out / f"{record_id}.json").write_bytes(data)
+            archive.writestr(zip_info(row.record), data)
+            count += 1
+    os.replace(partial, out / ALL_ZIP)
+    click.echo(f"wrote {count} advisories and all.zip to {out}")
 
 
 @main.command()

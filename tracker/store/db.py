@@ -125,8 +125,10 @@ def schema_status(engine: Engine) -> tuple[str | None, str]:
 
 
 def upgrade_schema(engine: Engine) -> None:
+    """Migrate to the newest schema: each migration in a transaction of its own (a data migration that
+    converts in batches commits as it goes, and resumes where it stopped when run again)."""
     cfg = _alembic_config()
-    with engine.begin() as conn:
+    with engine.connect() as conn:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "head")
 

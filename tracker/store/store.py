@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, overload
 
 from sqlalchemy import Connection, Engine, Text, and_, cast, func, insert, literal, or_, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
+from tracker.advisory.reach import ReachIndex, events_of
 from tracker.errors import RevisionUnresolved, StoreConflict
 from tracker.model import (
     AdvisoryEvent,
     AdvisoryEventType,
+    AdvisoryKind,
     AdvisoryRow,
     Commit,
     CommitSha,
@@ -33,9 +36,9 @@ from tracker.store.db import database_error, describe_url
 from tracker.store.delivery import DeliveryStoreMixin
 
 __all__ = ["AdvisoryRow", "EventRow", "RepoRow", "RevisionRow", "SqlStore"]
+from tracker.store import index as reach_index
 from tracker.store.tables import (
     advisories,
-    advisory_commits,
     blobs,
     commits,
     events,
@@ -45,16 +48,21 @@ from tracker.store.tables import (
 
 
 def _insert_edges(conn: Connection, repo_pk: int, edges: Iterable[tuple[str, str | None]], now: datetime) -> int:
-    """Add (sha, parent) edges to a repo's commit graph; commits already known are left as they are."""
+    """Add (sha, parent) edges to a repo's commit graph, oldest first, and label them in the reachability
+    index; commits already known are left as they are."""
     by_sha = dict(edges)
     if not by_sha:
         return 0
-    known = set(conn.execute(select(commits.c.sha).where(and_(
-        commits.c.repo_pk == repo_pk, commits.c.sha.in_(list(by_sha))))).scalars())
+    known: set[str] = set()
+    shas = list(by_sha)
+    for i in range(0, len(shas), reach_index.CHUNK):
+        known |= set(conn.execute(select(commits.c.sha).where(and_(
+            commits.c.repo_pk == repo_pk, commits.c.sha.in_(shas[i:i + reach_index.CHUNK])))).scalars())
     rows = [{"repo_pk": repo_pk, "sha": s, "parent_sha": p, "created_at": now}
             for s, p in by_sha.items() if s not in known]
     if rows:
         conn.execute(insert(commits), rows)
+        reach_index.index_commits(conn, repo_pk, [(s, [p] if p else []) for s, p in by_sha.items() if s not in known])
     return len(rows)
 
 
@@ -95,11 +103,6 @@ class AdvisoryStoreMixin:
         with self._tx() as conn:
             return _insert_edges(conn, repo_pk, edges, now)
 
-    def set_commit_parent(self, repo_pk: int, sha: str, parent: str) -> None:
-        with self._tx() as conn:
-            conn.execute(update(commits).where(and_(commits.c.repo_pk == repo_pk, commits.c.sha == sha))
-                         .values(parent_sha=parent))
-
     def commit_graph(self, repo_pk: int) -> dict[str, list[str]]:
         """sha -> parents, as far as known."""
         with self._tx() as conn:
@@ -122,7 +125,14 @@ class AdvisoryStoreMixin:
                 query = query.where(commits.c.repo_pk == repo_pk)
             return [(r.repo_pk, r.sha) for r in conn.execute(query.limit(50))]
 
+    def reach(self, repo_pk: int, shas: Iterable[str]) -> ReachIndex:
+        """The repo's chains and the labels of ``shas``: what a revision's report asks of the graph."""
+        with self._tx() as conn:
+            return reach_index.load_index(conn, repo_pk, shas)
+
     # -- advisories -------------------------------------------------------------------------
+
+    max_versions: int = 1000  # [advisories] max_versions: the newest affected commits a record lists
 
     @staticmethod
     def _advisory(row: Any) -> AdvisoryRow:
@@ -133,26 +143,38 @@ class AdvisoryStoreMixin:
     def _advisory_query(self):
         return select(advisories, repos.c.repo_id).join(repos, repos.c.id == advisories.c.repo_pk)
 
+    def _served(self, conn: Connection, rows: Sequence[Any]) -> list[AdvisoryRow]:
+        """Rows as read: each record with its ``versions`` computed from the index (bounded)."""
+        found = reach_index.versions_of(conn, [(r.id, r.repo_pk, r.kind) for r in rows], self.max_versions)
+        out = []
+        for r in rows:
+            row = self._advisory(r)
+            versions, total = found.get(r.id, ([], 0))
+            out.append(replace(row, record=reach_index.with_versions(row.record, versions, total)))
+        return out
+
     def get_advisory(self, advisory_id: str) -> AdvisoryRow | None:
         with self._tx() as conn:
             row = conn.execute(self._advisory_query().where(advisories.c.id == advisory_id)).first()
-            return self._advisory(row) if row else None
+            return self._served(conn, [row])[0] if row else None
 
     def save_advisory(self, repo_pk: int, record: dict[str, Any], *, revision_sha: str | None, kind: str,
-                      severity: str, fixed_sha: str | None, affected: Iterable[str] | None) -> bool:
-        """Insert or update one advisory and (when given) its affected commits, alone (tests, benchmarks)."""
+                      severity: str, fixed_sha: str | None, affected: Iterable[str] | None = None) -> bool:
+        """Insert or update one advisory alone (tests, benchmarks); ``affected``: the commits a repo-event
+        advisory lists (those with a GIT range are indexed from it)."""
         write = AdvisoryWrite(record=record, revision_sha=revision_sha, kind=kind, severity=severity,
-                              fixed_sha=fixed_sha, index=frozenset(affected) if affected is not None else None)
+                              fixed_sha=fixed_sha, listed=frozenset(affected) if affected is not None else None)
         with self._tx() as conn:
             return self._apply_advisories(conn, repo_pk, [write])
 
     def _apply_advisories(self, conn: Connection, repo_pk: int, writes: Iterable[AdvisoryWrite]) -> bool:
-        """Write advisories and their index rows on ``conn``, and queue what they announce; True if any changed."""
+        """Write advisories and their index (spans, or listed commits) on ``conn``, and queue what they
+        announce; True if any changed."""
         announced: list[AdvisoryEvent] = []
         changed_any = False
         for write in writes:
             pk = write.repo_pk if write.repo_pk is not None else repo_pk  # another repo's: an inherited advisory
-            record = write.record
+            record = reach_index.stored_record(write.record)
             withdrawn = "withdrawn" in record
             old = conn.execute(select(advisories.c.record).where(advisories.c.id == write.id)).scalar()
             changed = old != record
@@ -166,34 +188,28 @@ class AdvisoryStoreMixin:
                 conn.execute(update(advisories).where(advisories.c.id == write.id).values(
                     record=record, severity=write.severity, modified=_parse_ts(record["modified"]),
                     withdrawn=withdrawn, fixed_sha=write.fixed_sha))
-            index = frozenset() if withdrawn else write.index
-            if index is not None:
-                have = set(conn.execute(select(advisory_commits.c.sha).where(
-                    advisory_commits.c.advisory_id == write.id)).scalars())
-                if have - index:
-                    conn.execute(advisory_commits.delete().where(and_(
-                        advisory_commits.c.advisory_id == write.id,
-                        advisory_commits.c.sha.in_(sorted(have - index)))))
-                add: set[str] = set(index - have)
-                changed = changed or have != index
-            else:
-                add = set(write.index_add) - set(conn.execute(select(advisory_commits.c.sha).where(and_(
-                    advisory_commits.c.advisory_id == write.id,
-                    advisory_commits.c.sha.in_(sorted(write.index_add))))).scalars()) if write.index_add else set()
-                changed = changed or bool(add)
-            if add:
-                conn.execute(insert(advisory_commits), [
-                    {"advisory_id": write.id, "sha": sha, "repo_pk": pk} for sha in sorted(add)])
+            if withdrawn:
+                reach_index.drop_index(conn, write.id)
+                reach_index.set_listed(conn, pk, write.id, ())
+            elif not reach_index.ranged(write.kind):
+                if write.listed is not None:
+                    reach_index.set_listed(conn, pk, write.id, write.listed)
+            elif old is None or "withdrawn" in old or events_of(old) != events_of(record):
+                reach_index.set_spans(conn, pk, write.id, events_of(record))
             event = advisory_event(old, record)
             if event is not None:
                 announced.append(event)
             changed_any = changed_any or changed
         if announced:
-            self._enqueue_deliveries(conn, announced)
+            # Subscribers get the record as served: its versions computed now, in this transaction.
+            served = {r.id: r.record for r in self._served(conn, conn.execute(self._advisory_query().where(
+                advisories.c.id.in_([e.advisory_id for e in announced]))).all())}
+            self._enqueue_deliveries(conn, [replace(e, record=served.get(e.advisory_id, e.record))
+                                            for e in announced])
         return changed_any
 
     def save_revision_report(self, report: RevisionReport) -> bool:
-        """Store a revision's results, its advisories and index rows, and mark it done: one transaction.
+        """Store a revision's results and its advisories (with their index), and mark it done: one transaction.
 
         Only a revision that is still pending is written (exactly once in effect): when another
         process finished it first, nothing at all is written and False comes back.
@@ -253,7 +269,8 @@ class AdvisoryStoreMixin:
             return False
 
     def advisories_for(self, *, repo_pk: int | None = None, since: datetime | None = None,
-                       include_withdrawn: bool = True) -> list[AdvisoryRow]:
+                       include_withdrawn: bool = True, versions: bool = True) -> list[AdvisoryRow]:
+        """Advisories, oldest first; ``versions=False``: records as stored, without computing their versions."""
         with self._tx() as conn:
             query = self._advisory_query()
             if repo_pk is not None:
@@ -262,14 +279,43 @@ class AdvisoryStoreMixin:
                 query = query.where(advisories.c.modified >= since)
             if not include_withdrawn:
                 query = query.where(advisories.c.withdrawn.is_(False))
+            rows = conn.execute(query.order_by(advisories.c.published, advisories.c.id)).all()
+            return self._served(conn, rows) if versions else [self._advisory(r) for r in rows]
+
+    def iter_advisories(self, *, batch: int = 500) -> Iterator[AdvisoryRow]:
+        """Every advisory with its versions, in id order, read ``batch`` at a time (memory bounded: the export)."""
+        after = ""
+        while True:
+            with self._tx() as conn:
+                rows = conn.execute(self._advisory_query().where(advisories.c.id > after)
+                                    .order_by(advisories.c.id).limit(batch)).all()
+                if not rows:
+                    return
+                served = self._served(conn, rows)
+            yield from served
+            after = rows[-1].id
+
+    def advisories_of_revision(self, repo_pk: int, sha: str) -> list[AdvisoryRow]:
+        """What processing a revision compares with: its own advisories, and the repo's open risks and
+        inherited advisories (records as stored). Never the whole history of update advisories."""
+        with self._tx() as conn:
+            query = self._advisory_query().where(advisories.c.repo_pk == repo_pk, or_(
+                advisories.c.revision_sha == sha,
+                and_(advisories.c.kind.in_([AdvisoryKind.RISK.value, AdvisoryKind.INHERITED.value]),
+                     advisories.c.withdrawn.is_(False), advisories.c.fixed_sha.is_(None))))
             return [self._advisory(r) for r in conn.execute(query.order_by(advisories.c.published, advisories.c.id))]
 
-    def advisory_ids_for_commit(self, sha: str, repo_pk: int | None = None) -> list[str]:
-        """The one lookup a query needs: which advisories affect this commit."""
+    def advisory_ids_of_kind(self, repo_pk: int, kind: str) -> frozenset[str]:
         with self._tx() as conn:
-            query = select(advisory_commits.c.advisory_id).where(advisory_commits.c.sha == sha)
-            if repo_pk is not None:
-                query = query.where(advisory_commits.c.repo_pk == repo_pk)
+            return frozenset(conn.execute(select(advisories.c.id).where(and_(
+                advisories.c.repo_pk == repo_pk, advisories.c.kind == kind))).scalars())
+
+    def advisory_ids_for_commit(self, sha: str, repo_pk: int | None = None) -> list[str]:
+        """The one lookup a query needs: which live advisories affect this commit."""
+        with self._tx() as conn:
+            matched = reach_index.live_ids_for_commit(conn, sha, repo_pk).subquery()
+            query = (select(advisories.c.id).join(matched, matched.c.advisory_id == advisories.c.id)
+                     .where(advisories.c.withdrawn.is_(False)))
             return sorted(conn.execute(query).scalars())
 
     def advisory_ids_for_commits(self, shas: Sequence[str], repo_pk: int) -> dict[str, list[str]]:
@@ -278,40 +324,46 @@ class AdvisoryStoreMixin:
         with self._tx() as conn:
             for start in range(0, len(shas), 500):  # bound the statement's parameters
                 chunk = list(shas[start:start + 500])
-                query = select(advisory_commits.c.sha, advisory_commits.c.advisory_id).where(
-                    advisory_commits.c.sha.in_(chunk), advisory_commits.c.repo_pk == repo_pk)
-                for sha, advisory_id in conn.execute(query):
+                for sha, advisory_id in conn.execute(reach_index.live_ids_for_commits(chunk, repo_pk)):
                     found[sha].append(advisory_id)
-        return {sha: sorted(ids) for sha, ids in found.items()}
+        return {sha: sorted(set(ids)) for sha, ids in found.items()}
 
-    def live_records_for_commit(self, sha: str, repo_pk: int | None = None, *, limit: int,
-                                offset: int = 0) -> list[tuple[str, str, str]]:
-        """(id, modified, record as JSON text) of the live advisories affecting a commit, one statement.
+    def live_records_for_commit(self, sha: str, repo_pk: int | None = None, *, limit: int, offset: int = 0,
+                                versions: bool = True) -> list[tuple[str, str, str, int]]:
+        """(id, modified, record as JSON text, how many versions it lists) of the live advisories affecting
+        a commit, by id.
 
-        The API's hot path: the record is served as stored, without decoding and re-encoding it.
+        The API's hot path: the stored text is served with its ``versions`` spliced in, never decoded
+        (``versions=False``: as stored, for answers that give ids only).
         """
         with self._tx() as conn:
+            matched = reach_index.live_ids_for_commit(conn, sha, repo_pk).subquery()
             query = (
                 select(advisories.c.id, advisories.c.record["modified"].as_string(),
-                       cast(advisories.c.record, Text))
-                .join(advisory_commits, advisory_commits.c.advisory_id == advisories.c.id)
-                .where(advisory_commits.c.sha == sha, advisories.c.withdrawn.is_(False))
+                       cast(advisories.c.record, Text), advisories.c.repo_pk, advisories.c.kind)
+                .join(matched, matched.c.advisory_id == advisories.c.id)
+                .where(advisories.c.withdrawn.is_(False))
             )
-            if repo_pk is not None:
-                query = query.where(advisory_commits.c.repo_pk == repo_pk)
             rows = conn.execute(query.order_by(advisories.c.id).limit(limit).offset(offset)).all()
-            return [(r[0], r[1], r[2]) for r in rows]
+            if not versions:
+                return [(r[0], r[1], r[2], 0) for r in rows]
+            found = reach_index.versions_of(conn, [(r[0], r[3], r[4]) for r in rows], self.max_versions)
+            out = []
+            for r in rows:
+                listed, total = found.get(r[0], ([], 0))
+                out.append((r[0], r[1], reach_index.with_versions_text(r[2], listed, total), len(listed)))
+            return out
 
     def ping(self) -> None:
         with self._tx() as conn:
             conn.execute(select(literal(1)))
 
-    def advisories_by_ids(self, ids: Sequence[str]) -> list[AdvisoryRow]:
+    def advisories_by_ids(self, ids: Sequence[str], *, versions: bool = True) -> list[AdvisoryRow]:
         if not ids:
             return []
         with self._tx() as conn:
-            rows = conn.execute(self._advisory_query().where(advisories.c.id.in_(list(ids))))
-            by_id = {r.id: self._advisory(r) for r in rows}
+            rows = conn.execute(self._advisory_query().where(advisories.c.id.in_(list(ids)))).all()
+            by_id = {r.id: r for r in (self._served(conn, rows) if versions else [self._advisory(r) for r in rows])}
             return [by_id[i] for i in ids if i in by_id]
 
 
@@ -568,11 +620,14 @@ class SqlStore(DeliveryStoreMixin, AdvisoryStoreMixin):
         with self._tx() as conn:
             conn.execute(update(revisions).where(revisions.c.id == pk).values(status=status))
 
-    def revisions(self, repo_pk: int, *, status: str | None = None) -> list[RevisionRow]:
+    def revisions(self, repo_pk: int, *, status: str | None = None,
+                  dependencies_pending: bool | None = None) -> list[RevisionRow]:
         with self._tx() as conn:
             query = select(revisions).where(revisions.c.repo_pk == repo_pk)
             if status:
                 query = query.where(revisions.c.status == status)
+            if dependencies_pending is not None:
+                query = query.where(revisions.c.dependencies_pending.is_(dependencies_pending))
             return [self._revision(r) for r in conn.execute(query.order_by(revisions.c.seq))]
 
     def get_revision(self, repo_pk: int, sha_or_prefix: str) -> RevisionRow | None:

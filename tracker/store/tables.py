@@ -195,8 +195,12 @@ advisories = Table(
     Column("fixed_sha", String(40), nullable=True),
 )
 Index("ix_advisories_repo_modified", advisories.c.repo_pk, advisories.c.modified)
+# What processing a revision reads: its own advisories, and the open ones of a kind (migration 0011).
+Index("ix_advisories_repo_revision", advisories.c.repo_pk, advisories.c.revision_sha)
+Index("ix_advisories_repo_kind", advisories.c.repo_pk, advisories.c.kind, advisories.c.withdrawn)
 
-# The index OSV.dev keeps too: commit -> advisories affecting it, so a query is one lookup.
+# Commits a repo-event advisory names one by one (renamed, deleted, gated, history rewritten): the
+# revisions read when it happened. Advisories with GIT ranges are indexed by their spans instead.
 advisory_commits = Table(
     "advisory_commits",
     metadata,
@@ -205,6 +209,50 @@ advisory_commits = Table(
     Column("repo_pk", Integer, ForeignKey("repos.id", ondelete="CASCADE"), nullable=False),
 )
 Index("ix_advisory_commits_sha", advisory_commits.c.sha)
+
+
+# -- the reachability index (migration 0011, tracker/advisory/reach.py) ---------------------------
+
+# One row per commit of the graph (a parent never listed included): its first-parent chain and
+# position. ``id`` is the order commits were indexed in: "newest" when ``versions`` are bounded.
+commit_labels = Table(
+    "commit_labels",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("repo_pk", Integer, ForeignKey("repos.id", ondelete="CASCADE"), nullable=False),
+    Column("sha", String(40), nullable=False),
+    Column("chain", Integer, nullable=False),
+    Column("pos", Integer, nullable=False),
+    UniqueConstraint("repo_pk", "sha", name="uq_commit_labels_repo_sha"),
+    UniqueConstraint("repo_pk", "chain", "pos", name="uq_commit_labels_repo_chain_pos"),
+)
+Index("ix_commit_labels_sha", commit_labels.c.sha)
+
+# One row per chain: its tip, the root chain of its tree, and the reach of its first commit
+# (plus merges), ``{"reach": {chain: pos}, "merges": [[pos, {chain: pos}]]}``.
+commit_chains = Table(
+    "commit_chains",
+    metadata,
+    Column("repo_pk", Integer, ForeignKey("repos.id", ondelete="CASCADE"), primary_key=True),
+    Column("chain", Integer, primary_key=True),
+    Column("root", Integer, nullable=False),
+    Column("tip", Integer, nullable=False),
+    Column("starts_at_root", Boolean, nullable=False),
+    Column("reach", JSON, nullable=True),
+)
+
+# What an advisory with GIT ranges affects: positions ``lo..hi`` of one chain (``hi`` 2**31-1 while
+# open). A query is one look-up: the commit's label, then the spans that hold it.
+advisory_spans = Table(
+    "advisory_spans",
+    metadata,
+    Column("advisory_id", String(64), ForeignKey("advisories.id", ondelete="CASCADE"), primary_key=True),
+    Column("chain", Integer, primary_key=True),
+    Column("repo_pk", Integer, ForeignKey("repos.id", ondelete="CASCADE"), nullable=False),
+    Column("lo", Integer, nullable=False),
+    Column("hi", Integer, nullable=False),
+)
+Index("ix_advisory_spans_repo_chain_hi", advisory_spans.c.repo_pk, advisory_spans.c.chain, advisory_spans.c.hi)
 
 
 # -- delivery: subscriptions and the outbox (migration 0003) --------------------------------------

@@ -1,0 +1,291 @@
+"""The reachability index in the database: commit labels, chains and advisory spans, kept in step.
+
+The pure rules are ``tracker.advisory.reach``; this module reads the few rows a question needs
+and writes what changed, on the caller's connection (inside its transaction):
+
+* listing commits labels them (one row each) and moves their chains' tips; only a new chain (a
+  fork, a new root) or a merge makes the live advisories of the repo get a span on that chain;
+* writing an advisory whose range events changed replaces its spans, one row per chain it touches;
+* reading a record computes its ``versions`` from its spans (or its listed commits), the newest
+  ``max_versions`` of them, and says in ``database_specific.versions`` when more are affected.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import Connection, and_, delete, insert, or_, select, update
+
+from tracker.advisory.reach import (
+    LISTED_KINDS,
+    OPEN,
+    Chain,
+    Label,
+    ReachIndex,
+    Span,
+    events_of,
+    ranged,
+    span_for_chain,
+    spans_for,
+)
+from tracker.store.tables import advisories, advisory_commits, advisory_spans, commit_chains, commit_labels
+
+CHUNK = 500  # shas per IN (...) list
+
+
+def _chunks(items: Sequence[Any], size: int = CHUNK) -> Iterable[Sequence[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
+# -- reading the index --------------------------------------------------------------------------
+
+
+def load_index(conn: Connection, repo_pk: int, shas: Iterable[str] = ()) -> ReachIndex:
+    """Every chain of a repo, and the labels of ``shas`` (those indexed)."""
+    chains = [Chain.from_json(r.chain, r.root, r.tip, bool(r.starts_at_root), r.reach)
+              for r in conn.execute(select(commit_chains).where(commit_chains.c.repo_pk == repo_pk))]
+    labels: dict[str, Label] = {}
+    wanted = sorted({s for s in shas if s})
+    for chunk in _chunks(wanted):
+        for r in conn.execute(select(commit_labels.c.sha, commit_labels.c.chain, commit_labels.c.pos).where(
+                and_(commit_labels.c.repo_pk == repo_pk, commit_labels.c.sha.in_(chunk)))):
+            labels[r.sha] = Label(r.chain, r.pos)
+    return ReachIndex(chains, labels, next_chain=max((c.id for c in chains), default=0) + 1)
+
+
+def label_of(conn: Connection, repo_pk: int, sha: str) -> Label | None:
+    row = conn.execute(select(commit_labels.c.chain, commit_labels.c.pos).where(and_(
+        commit_labels.c.repo_pk == repo_pk, commit_labels.c.sha == sha))).first()
+    return Label(row.chain, row.pos) if row else None
+
+
+def _event_shas(events: Iterable[Mapping[str, str]]) -> set[str]:
+    return {str(v).lower() for e in events for v in e.values() if str(v) != "0"}
+
+
+# -- growing the graph --------------------------------------------------------------------------
+
+
+def index_commits(conn: Connection, repo_pk: int, commits: Sequence[tuple[str, Sequence[str]]]) -> None:
+    """Label newly listed commits (oldest first); a new chain or a merge gets the live advisories' spans."""
+    if not commits:
+        return
+    index = load_index(conn, repo_pk, {s for s, _ in commits} | {p for _, ps in commits for p in ps})
+    before = {c.id: (c.tip, json.dumps(c.to_json(), sort_keys=True)) for c in index.chains.values()}
+    change = index.add(commits)
+    if not change.labels:
+        return
+    for chunk in _chunks(list(change.labels.items())):
+        conn.execute(insert(commit_labels), [{"repo_pk": repo_pk, "sha": s, "chain": lab.chain, "pos": lab.pos}
+                                             for s, lab in chunk])
+    write_chains(conn, repo_pk, index, before)
+    if change.touched:
+        live = conn.execute(select(advisories.c.id, advisories.c.kind, advisories.c.record).where(and_(
+            advisories.c.repo_pk == repo_pk, advisories.c.withdrawn.is_(False)))).all()
+        ranged_rows = [(r.id, events_of(r.record)) for r in live if ranged(r.kind)]
+        extra = load_index(conn, repo_pk, set().union(*(_event_shas(ev) for _, ev in ranged_rows)) if ranged_rows
+                           else set())
+        for sha, lab in extra.labels.items():
+            index.labels.setdefault(sha, lab)
+        for advisory_id, events in ranged_rows:
+            for chain in sorted(change.touched):
+                _put_span(conn, repo_pk, advisory_id, chain, span_for_chain(index, events, chain))
+
+
+def write_chains(conn: Connection, repo_pk: int, index: ReachIndex,
+                 before: Mapping[int, tuple[int, str]]) -> None:
+    """Insert new chains and update those whose tip, reach or merges moved."""
+    for chain in index.chains.values():
+        data = chain.to_json()
+        state = (chain.tip, json.dumps(data, sort_keys=True))
+        if chain.id not in before:
+            conn.execute(insert(commit_chains).values(repo_pk=repo_pk, chain=chain.id, root=chain.root, tip=chain.tip,
+                                                      starts_at_root=chain.starts_at_root, reach=data))
+        elif before[chain.id] != state:
+            conn.execute(update(commit_chains).where(and_(commit_chains.c.repo_pk == repo_pk,
+                                                          commit_chains.c.chain == chain.id))
+                         .values(tip=chain.tip, reach=data))
+
+
+def _put_span(conn: Connection, repo_pk: int, advisory_id: str, chain: int, span: Span | None) -> None:
+    conn.execute(delete(advisory_spans).where(and_(advisory_spans.c.advisory_id == advisory_id,
+                                                   advisory_spans.c.chain == chain)))
+    if span is not None:
+        conn.execute(insert(advisory_spans).values(advisory_id=advisory_id, chain=chain, repo_pk=repo_pk,
+                                                   lo=span.lo, hi=span.hi))
+
+
+# -- advisories ---------------------------------------------------------------------------------
+
+
+def set_spans(conn: Connection, repo_pk: int, advisory_id: str, events: Sequence[Mapping[str, str]]) -> None:
+    """Replace an advisory's spans with those its range events give over the repo's whole graph."""
+    index = load_index(conn, repo_pk, _event_shas(events))
+    drop_index(conn, advisory_id)
+    spans = spans_for(index, events)
+    if spans:
+        conn.execute(insert(advisory_spans), [{"advisory_id": advisory_id, "chain": s.chain, "repo_pk": repo_pk,
+                                               "lo": s.lo, "hi": s.hi} for s in spans])
+
+
+def set_listed(conn: Connection, repo_pk: int, advisory_id: str, shas: Iterable[str]) -> None:
+    conn.execute(delete(advisory_commits).where(advisory_commits.c.advisory_id == advisory_id))
+    rows = [{"advisory_id": advisory_id, "sha": s, "repo_pk": repo_pk} for s in sorted(set(shas))]
+    for chunk in _chunks(rows):
+        conn.execute(insert(advisory_commits), list(chunk))
+
+
+def drop_index(conn: Connection, advisory_id: str) -> None:
+    conn.execute(delete(advisory_spans).where(advisory_spans.c.advisory_id == advisory_id))
+
+
+def stored_record(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A record as stored: ``versions`` empty (computed when read) and no bounded-versions note."""
+    out = dict(record)
+    out["affected"] = [{**a, "versions": []} for a in record.get("affected") or []]
+    ds = record.get("database_specific")
+    if isinstance(ds, Mapping) and "versions" in ds:
+        out["database_specific"] = {k: v for k, v in ds.items() if k != "versions"}
+    return out
+
+
+def live_ids_for_commit(conn: Connection, sha: str, repo_pk: int | None = None) -> Any:
+    """A selectable of the ids of advisories (withdrawn ones too) that affect a commit."""
+    spans = (select(advisory_spans.c.advisory_id.label("advisory_id"))
+             .join(commit_labels, and_(commit_labels.c.repo_pk == advisory_spans.c.repo_pk,
+                                       commit_labels.c.chain == advisory_spans.c.chain,
+                                       advisory_spans.c.lo <= commit_labels.c.pos,
+                                       advisory_spans.c.hi >= commit_labels.c.pos))
+             .where(commit_labels.c.sha == sha))
+    listed = select(advisory_commits.c.advisory_id.label("advisory_id")).where(advisory_commits.c.sha == sha)
+    if repo_pk is not None:
+        spans = spans.where(commit_labels.c.repo_pk == repo_pk)
+        listed = listed.where(advisory_commits.c.repo_pk == repo_pk)
+    return spans.union(listed)
+
+
+def live_ids_for_commits(shas: Sequence[str], repo_pk: int) -> Any:
+    """(sha, advisory id) of the live advisories affecting each of some commits of one repo."""
+    spans = (select(commit_labels.c.sha, advisory_spans.c.advisory_id)
+             .join(advisory_spans, and_(advisory_spans.c.repo_pk == commit_labels.c.repo_pk,
+                                        advisory_spans.c.chain == commit_labels.c.chain,
+                                        advisory_spans.c.lo <= commit_labels.c.pos,
+                                        advisory_spans.c.hi >= commit_labels.c.pos))
+             .join(advisories, advisories.c.id == advisory_spans.c.advisory_id)
+             .where(commit_labels.c.repo_pk == repo_pk, commit_labels.c.sha.in_(list(shas)),
+                    advisories.c.withdrawn.is_(False)))
+    listed = (select(advisory_commits.c.sha, advisory_commits.c.advisory_id)
+              .join(advisories, advisories.c.id == advisory_commits.c.advisory_id)
+              .where(advisory_commits.c.repo_pk == repo_pk, advisory_commits.c.sha.in_(list(shas)),
+                     advisories.c.withdrawn.is_(False)))
+    return spans.union(listed)
+
+
+# -- versions on read ---------------------------------------------------------------------------
+
+
+def versions_of(conn: Connection, items: Sequence[tuple[str, int, str]], max_versions: int
+                ) -> dict[str, tuple[list[str], int]]:
+    """(versions, how many commits are affected) per advisory ``(id, repo_pk, kind)``: the newest
+    ``max_versions`` affected commits (in the order they were indexed), sorted by sha."""
+    out: dict[str, tuple[list[str], int]] = {}
+    ranged_ids = [i for i, _, kind in items if ranged(kind)]
+    listed_ids = [i for i, _, kind in items if not ranged(kind)]
+    spans: dict[str, list[Any]] = {}
+    for chunk in _chunks(ranged_ids):
+        for r in conn.execute(select(advisory_spans.c.advisory_id, advisory_spans.c.repo_pk, advisory_spans.c.chain,
+                                     advisory_spans.c.lo, advisory_spans.c.hi, commit_chains.c.tip)
+                              .join(commit_chains, and_(commit_chains.c.repo_pk == advisory_spans.c.repo_pk,
+                                                        commit_chains.c.chain == advisory_spans.c.chain))
+                              .where(advisory_spans.c.advisory_id.in_(chunk))):
+            spans.setdefault(r.advisory_id, []).append(r)
+    # The windows each advisory needs (its newest positions per chain), merged per chain, read once.
+    windows: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for rows in spans.values():
+        for r in rows:
+            top = min(r.hi, r.tip)
+            if top >= r.lo:
+                windows.setdefault((r.repo_pk, r.chain), []).append((max(r.lo, top - max_versions + 1), top))
+    at: dict[tuple[int, int], dict[int, tuple[int, str]]] = {}
+    for (repo_pk, chain), ranges in windows.items():
+        merged: list[list[int]] = []
+        for lo, hi in sorted(ranges):
+            if merged and lo <= merged[-1][1] + 1:
+                merged[-1][1] = max(merged[-1][1], hi)
+            else:
+                merged.append([lo, hi])
+        cond = or_(*(commit_labels.c.pos.between(lo, hi) for lo, hi in merged))
+        found = at.setdefault((repo_pk, chain), {})
+        for label in conn.execute(select(commit_labels.c.pos, commit_labels.c.id, commit_labels.c.sha).where(and_(
+                commit_labels.c.repo_pk == repo_pk, commit_labels.c.chain == chain, cond))):
+            found[label.pos] = (label.id, label.sha)
+    for advisory_id in ranged_ids:
+        picked: list[tuple[int, str]] = []
+        total = 0
+        for r in spans.get(advisory_id, []):
+            top = min(r.hi, r.tip)
+            if top < r.lo:
+                continue
+            total += top - r.lo + 1
+            found = at.get((r.repo_pk, r.chain), {})
+            picked += [found[p] for p in range(max(r.lo, top - max_versions + 1), top + 1) if p in found]
+        picked.sort(reverse=True)
+        out[advisory_id] = (sorted(sha for _, sha in picked[:max_versions]), total)
+    for chunk in _chunks(listed_ids):
+        listed_rows = conn.execute(select(advisory_commits.c.advisory_id, advisory_commits.c.sha, commit_labels.c.id)
+                            .outerjoin(commit_labels, and_(commit_labels.c.repo_pk == advisory_commits.c.repo_pk,
+                                                           commit_labels.c.sha == advisory_commits.c.sha))
+                            .where(advisory_commits.c.advisory_id.in_(chunk))).all()
+        grouped: dict[str, list[tuple[int, str]]] = {}
+        for row in listed_rows:
+            grouped.setdefault(row.advisory_id, []).append((row.id or 0, row.sha))
+        for advisory_id in chunk:
+            listed = sorted(grouped.get(advisory_id, []), reverse=True)
+            out[advisory_id] = (sorted(sha for _, sha in listed[:max_versions]), len(listed))
+    return out
+
+
+def _note(listed: int, total: int) -> dict[str, Any]:
+    return {"listed": listed, "affected": total,
+            "note": f"the newest {listed} of {total} affected commits are listed; the GIT range covers them all"}
+
+
+def with_versions(record: Mapping[str, Any], versions: list[str], total: int) -> dict[str, Any]:
+    """A stored record as served: its ``versions`` filled in, and the note when they were bounded."""
+    out = dict(record)
+    affected = [dict(a) for a in record.get("affected") or []]
+    if affected:
+        affected[0]["versions"] = versions
+    out["affected"] = affected
+    if total > len(versions):
+        out["database_specific"] = {**(record.get("database_specific") or {}), "versions": _note(len(versions), total)}
+    return out
+
+
+_EMPTY = '"versions": []'
+_DS = '"database_specific": {'
+
+
+def with_versions_text(text: str, versions: list[str], total: int) -> str:
+    """:func:`with_versions` on a record's stored JSON text, without decoding it (the API's hot path).
+
+    The stored text is ``json.dumps`` output: the first ``"versions": []`` is ``affected[0]``'s (no key
+    before ``affected`` holds one, and strings escape their quotes), and the first ``"database_specific":
+    {`` is the record's own (it comes after ``affected``).
+    """
+    if _EMPTY not in text:
+        return json.dumps(with_versions(json.loads(text), versions, total), allow_nan=False)
+    text = text.replace(_EMPTY, '"versions": ' + json.dumps(versions), 1)
+    at = text.find(_DS)
+    if total > len(versions) and at >= 0:
+        at += len(_DS)
+        note = '"versions": ' + json.dumps(_note(len(versions), total)) + ("" if text[at:at + 1] == "}" else ", ")
+        text = text[:at] + note + text[at:]
+    return text
+
+
+__all__ = ["LISTED_KINDS", "OPEN", "index_commits", "label_of", "live_ids_for_commit", "load_index", "ranged",
+           "set_listed", "set_spans", "stored_record", "versions_of", "with_versions", "with_versions_text"]
