@@ -10,9 +10,10 @@ is measured) with realistic OSV records: a few records made by
 ``tracker.advisory.build_revision_advisory`` (an eos fix, a chat-template change
 with a rendered-prompt diff, a pickle added, the same pickle later undone, an
 auto_map change) are used as templates, re-targeted at each repo, revision and
-id, with ``versions`` listing exactly the commits each one affects, and the
-commit -> advisory index (``advisory_commits``) and commit graph (``commits``)
-rows that the Advisor would have written.
+id, stored as the tracker stores them (``versions`` empty: computed when read), with
+the commit graph (``commits``), its reachability index (``commit_labels``, one
+``commit_chains`` row per repo) and each advisory's span (``advisory_spans``: an
+update ``0..i-1``, a risk ``i..j-1`` or ``i..``) that the store would have written.
 
 Then it times, in-process through ``fastapi.testclient.TestClient``:
 
@@ -54,11 +55,12 @@ from tracker.advisory import (
     validate,
     withdraw,
 )
+from tracker.advisory.reach import OPEN
 from tracker.api import create_app
 from tracker.app import make_tracker
 from tracker.model import Finding, Severity
 from tracker.settings import Settings
-from tracker.store.tables import commits, repos
+from tracker.store.tables import commit_chains, commits, repos
 
 GOAL_P99_MS = 20.0
 ENDPOINT = "https://huggingface.co"
@@ -134,13 +136,14 @@ def build_store(url: str, *, n_repos: int, n_advisories: int, seed: int = 7) -> 
     rng = random.Random(seed)
     per_repo = n_advisories // n_repos
     n_commits = per_repo + per_repo // 5  # not every revision makes an advisory (cosmetic edits)
-    repo_rows, commit_rows, adv_rows, index_rows = [], [], [], []
+    repo_rows, commit_rows, adv_rows, label_rows, chain_rows, span_rows = [], [], [], [], [], []
     tracked: list[tuple[str, str, int]] = []  # (repo_id, sha, advisories affecting it)
     sampled: list[str] = []
     dialect = store.engine.dialect
     postgres = dialect.name == "postgresql"
     bind = commits.c.created_at.type.dialect_impl(dialect).bind_processor(dialect)
     stamp = NOW if postgres or bind is None else bind(NOW)  # as SQLAlchemy stores it
+    reach = json.dumps({"reach": {}, "merges": []})
     for pk in range(1, n_repos + 1):
         repo_id = f"org{pk % 97}/model-{pk:05d}"
         chain = [_sha(rng) for _ in range(n_commits)]
@@ -148,86 +151,103 @@ def build_store(url: str, *, n_repos: int, n_advisories: int, seed: int = 7) -> 
                           "state": "active", "hub_uid": f"{pk:024x}", "last_seen_sha": chain[-1],
                           "created_at": NOW})
         commit_rows += [(pk, s, chain[i - 1] if i else None, stamp) for i, s in enumerate(chain)]
+        label_rows += [(pk, s, 1, i) for i, s in enumerate(chain)]  # one first-parent chain per repo
+        chain_rows.append((pk, 1, 1, n_commits - 1, True, reach))
         hits = [0] * n_commits
         for i in sorted(rng.sample(range(1, n_commits), per_repo)):
             rev, parent = chain[i], chain[i - 1]
             fix = None
             if rng.random() < 0.6:  # an update: affects every tracked revision that lacks it
                 name = rng.choice(["update-eos", "update-template"])
-                affected = range(i)
+                span = (0, i - 1)
             else:  # a risk: affects its revision and descendants, until undone (70 %) a few commits later
                 base = rng.choice(["risk-pickle", "risk-automap"])
                 j = i + rng.randint(1, 8)
                 if j < n_commits and rng.random() < 0.7:
-                    name, fix, affected = base + "-fixed", chain[j], range(i, j)
+                    name, fix, span = base + "-fixed", chain[j], (i, j - 1)
                 else:
-                    name, affected = base, range(i, n_commits)
+                    name, span = base, (i, OPEN)
             kind, severity, text = templates[name]
             new_id = advisory_id(repo_id, rev, kind)
-            versions = [chain[k] for k in affected]
             text = _retarget(text, repo=repo_id, rev=rev, parent=parent, fix=fix, new_id=new_id,
                              template_id=template_ids[name])
-            text = text.replace('"versions": []', '"versions": ' + json.dumps(sorted(versions)), 1)
-            withdrawn = rng.random() < 0.01  # re-analysis withdrew it: no index rows
+            withdrawn = rng.random() < 0.01  # re-analysis withdrew it: no spans
             if withdrawn:
                 text = json.dumps(withdraw(json.loads(text), NOW + timedelta(days=2)))
             if len(sampled) < 200 and rng.random() < 0.01:
                 sampled.append(text)
             adv_rows.append((new_id, pk, rev, kind, severity, text, stamp, stamp, int(withdrawn), fix))
             if not withdrawn:
-                index_rows += [(new_id, s, pk) for s in versions]
-                for k in affected:
+                span_rows.append((new_id, 1, pk, span[0], span[1]))
+                for k in range(span[0], min(span[1], n_commits - 1) + 1):
                     hits[k] += 1
         tracked += [(repo_id, chain[k], hits[k]) for k in range(n_commits)]
     for text in sampled:
-        record = json.loads(text)
-        validate(record)
-        assert len(record["affected"][0]["versions"]) > 0
+        validate(json.loads(text))
     # Bulk load through the engine's own DBAPI connection: rows as SQLAlchemy would bind them
-    # (JSON as text, datetimes as SQLite's text format), the sha index built once at the end.
+    # (JSON as text, datetimes as SQLite's text format), the secondary indexes built once at the end.
     with store.engine.begin() as conn:
         conn.execute(insert(repos), repo_rows)
+        conn.execute(insert(commit_chains), [
+            {"repo_pk": r[0], "chain": r[1], "root": r[2], "tip": r[3], "starts_at_root": r[4],
+             "reach": json.loads(r[5])} for r in chain_rows])
+    built = {"tracker": tracker, "tracked": tracked, "advisories": len(adv_rows), "spans": len(span_rows),
+             "commits": len(commit_rows), "repos": len(repo_rows)}
     if postgres:
-        _copy_postgres(store.engine, commit_rows, adv_rows, index_rows)
-        return {"tracker": tracker, "tracked": tracked, "advisories": len(adv_rows), "index_rows": len(index_rows),
-                "commits": len(commit_rows), "repos": len(repo_rows)}
+        _copy_postgres(store.engine, commit_rows, adv_rows, label_rows, span_rows)
+        return built
     raw = store.engine.raw_connection()
     try:
         cur = raw.cursor()
         cur.execute("PRAGMA synchronous=OFF")
-        cur.execute("DROP INDEX ix_advisory_commits_sha")
+        for index in SECONDARY:
+            cur.execute(f"DROP INDEX {index[0]}")
         cur.executemany("INSERT INTO commits (repo_pk, sha, parent_sha, created_at) VALUES (?, ?, ?, ?)",
                         commit_rows)
+        cur.executemany("INSERT INTO commit_labels (repo_pk, sha, chain, pos) VALUES (?, ?, ?, ?)", label_rows)
         cur.executemany("INSERT INTO advisories (id, repo_pk, revision_sha, kind, severity, record, published,"
                         " modified, withdrawn, fixed_sha) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", adv_rows)
-        cur.executemany("INSERT INTO advisory_commits (advisory_id, sha, repo_pk) VALUES (?, ?, ?)", index_rows)
-        cur.execute("CREATE INDEX ix_advisory_commits_sha ON advisory_commits (sha)")
+        cur.executemany("INSERT INTO advisory_spans (advisory_id, chain, repo_pk, lo, hi) VALUES (?, ?, ?, ?, ?)",
+                        span_rows)
+        for index in SECONDARY:
+            cur.execute(f"CREATE INDEX {index[0]} ON {index[1]}")
         raw.commit()
         cur.execute("ANALYZE")
         raw.commit()
         cur.execute("PRAGMA synchronous=FULL")
     finally:
         raw.close()
-    return {"tracker": tracker, "tracked": tracked, "advisories": len(adv_rows), "index_rows": len(index_rows),
-            "commits": len(commit_rows), "repos": len(repo_rows)}
+    return built
 
 
-def _copy_postgres(engine, commit_rows: list, adv_rows: list, index_rows: list) -> None:
-    """The same bulk load on PostgreSQL, with COPY; the sha index built once at the end, then ANALYZE."""
+# Built once after the bulk load, as a migration would: (name, table (columns)).
+SECONDARY = (
+    ("ix_commit_labels_sha", "commit_labels (sha)"),
+    ("ix_advisory_spans_repo_chain_hi", "advisory_spans (repo_pk, chain, hi)"),
+    ("ix_advisories_repo_revision", "advisories (repo_pk, revision_sha)"),
+    ("ix_advisories_repo_kind", "advisories (repo_pk, kind, withdrawn)"),
+)
+
+
+def _copy_postgres(engine, commit_rows: list, adv_rows: list, label_rows: list, span_rows: list) -> None:
+    """The same bulk load on PostgreSQL, with COPY; the secondary indexes built once at the end, then ANALYZE."""
     raw = engine.raw_connection()
     try:
         cur = raw.cursor()
-        cur.execute("DROP INDEX ix_advisory_commits_sha")
+        for index in SECONDARY:
+            cur.execute(f"DROP INDEX {index[0]}")
         for table, columns, rows in (
             ("commits", "repo_pk, sha, parent_sha, created_at", commit_rows),
+            ("commit_labels", "repo_pk, sha, chain, pos", label_rows),
             ("advisories", "id, repo_pk, revision_sha, kind, severity, record, published, modified, withdrawn, "
                            "fixed_sha", [(*r[:8], bool(r[8]), r[9]) for r in adv_rows]),
-            ("advisory_commits", "advisory_id, sha, repo_pk", index_rows),
+            ("advisory_spans", "advisory_id, chain, repo_pk, lo, hi", span_rows),
         ):
             with cur.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
                 for row in rows:
                     copy.write_row(row)
-        cur.execute("CREATE INDEX ix_advisory_commits_sha ON advisory_commits (sha)")
+        for index in SECONDARY:
+            cur.execute(f"CREATE INDEX {index[0]} ON {index[1]}")
         raw.commit()
         cur.execute("ANALYZE")
         raw.commit()
@@ -311,7 +331,7 @@ def main() -> int:
         built = build_store(url, n_repos=args.repos, n_advisories=args.advisories)
         size = _database_size(built["tracker"], Path(tmp, "tracker.sqlite3"))
         print(f"store ({database}): {built['advisories']:,} advisories, {built['repos']:,} repos, "
-              f"{built['commits']:,} commits, {built['index_rows']:,} advisory_commits rows, {size / 1e6:.0f} MB "
+              f"{built['commits']:,} commits, {built['spans']:,} advisory_spans rows, {size / 1e6:.0f} MB "
               f"({size / built['advisories'] / 1024:.1f} KiB per advisory, indexes included); built in "
               f"{time.perf_counter() - t0:.1f} s")
 

@@ -227,19 +227,16 @@ def create_app(tracker: Tracker, *, page_size: int = PAGE_SIZE, webhook_secret: 
             return [], None
         sha, repo_pk, ids = found
         if ids is None:
-            rows = store.live_records_for_commit(sha, repo_pk, limit=page_size + 1, offset=offset,
-                                                 versions=records)
-        else:
-            live = [r for r in store.advisories_by_ids(ids, versions=records) if not r.withdrawn]
-            rows = [(r.id, r.record["modified"], json.dumps(r.record, allow_nan=False),
-                     len(r.record["affected"][0].get("versions") or []))
-                    for r in live[offset:offset + page_size + 1]]
+            rows, more = store.live_records_for_commit(sha, repo_pk, limit=page_size, offset=offset,
+                                                       versions=records, versions_budget=PAGE_VERSIONS)
+            return rows, (str(offset + len(rows)) if more else None)
+        live = [r for r in store.advisories_by_ids(ids, versions=records) if not r.withdrawn][offset:]
         shown, listed = 0, 0
-        while shown < min(len(rows), page_size) and (shown == 0 or listed < PAGE_VERSIONS):
-            listed += rows[shown][3]
+        while shown < min(len(live), page_size) and (shown == 0 or listed < PAGE_VERSIONS):
+            listed += len(live[shown].record["affected"][0].get("versions") or [])
             shown += 1
-        more = len(rows) > shown
-        return [r[:3] for r in rows[:shown]], (str(offset + shown) if more else None)
+        page = [(r.id, r.record["modified"], json.dumps(r.record, allow_nan=False)) for r in live[:shown]]
+        return page, (str(offset + shown) if len(live) > shown else None)
 
     @app.exception_handler(TrackerError)
     async def _tracker_error(_request: Request, exc: TrackerError) -> JSONResponse:

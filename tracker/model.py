@@ -67,6 +67,7 @@ class AdvisoryKind(enum.StrEnum):
     RECREATED = "recreated"
     GATED = "gated"
     INHERITED = "inherited"  # a base model's update that a derivative has not taken (tracker/inherit.py)
+    COMMIT_FLOOD = "commit_flood"  # more new commits at once than [poll] max_new_commits: the rest read later
 
 
 def validate_repo_id(value: str) -> RepoId:
@@ -341,6 +342,7 @@ class RevisionRow:
     attempts: int = 0  # transient Hub failures while reading it
     last_error: str | None = None
     libraries: tuple[str, ...] = ()  # what it is loaded with (tracker/findings/libraries.py, migration 0010)
+    backlog: bool = False  # one of a commit flood's intermediate revisions: read after the others
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from tracker.errors import (
     TrackerError,
     first_line,
 )
+from tracker.hub import CommitListing
 from tracker.model import Commit, CommitSha, PollOutcome, RepoId, RepoRow, RepoState, RevisionStatus, Severity
 from tracker.ports import Clock, HubReader, Store
 from tracker.processing import Processor
@@ -272,13 +273,17 @@ class Poller:
                 result.new_revisions = self.store.record_listing(repo, commits, parent=None, baseline=True)
                 result.status = PollOutcome.BASELINE
             else:
-                listing = self.hub.commits_since(repo.repo_id, repo.branch, repo.last_seen_sha)
+                limit = self.settings.poll_max_new_commits
+                listing = self.hub.commits_since(repo.repo_id, repo.branch, repo.last_seen_sha, limit=limit + 1)
                 parent: CommitSha | None
-                if listing.reached_since:
-                    commits, parent = list(listing.commits), repo.last_seen_sha
+                if listing.truncated or (listing.reached_since and len(listing.commits) > limit):
+                    result.new_revisions = self._flood(repo, listing, result)
                 else:
-                    commits, parent = self._history_rewritten(repo, listing.commits, head.sha, result)
-                result.new_revisions = self.store.record_listing(repo, commits, parent=parent, baseline=False)
+                    if listing.reached_since:
+                        commits, parent = list(listing.commits), repo.last_seen_sha
+                    else:
+                        commits, parent = self._history_rewritten(repo, listing.commits, head.sha, result)
+                    result.new_revisions = self.store.record_listing(repo, commits, parent=parent, baseline=False)
                 result.status = PollOutcome.NEW if result.new_revisions else PollOutcome.UNCHANGED
             repo = self._reload(repo)
         result.processed = self.processor.process_pending(repo, progress=progress,
@@ -290,6 +295,35 @@ class Poller:
         if fresh is None:
             raise NotWatched(repo.repo_id)
         return fresh
+
+    def _flood(self, repo: RepoRow, listing: CommitListing, result: PollResult) -> int:
+        """More new commits than ``[poll] max_new_commits``: the head now, the ones in between later.
+
+        The head is stored as the next revision, diffed against the last one read, so the next
+        cycle's users hear about the current state; the commits in between (the newest
+        ``max_new_commits`` of them: the listing stops there) are stored as backlog revisions,
+        read after everything else, ``[poll] backlog_per_poll`` per poll. A repo event
+        ``upstream.commit_flood`` and its advisory cover them until then. When the listing stopped
+        before meeting the last revision read, the oldest commit listed is taken to descend from
+        it (a rewrite longer than ``max_new_commits`` reads as a flood).
+        """
+        assert repo.last_seen_sha is not None
+        last = CommitSha(repo.last_seen_sha)
+        commits = list(listing.commits)
+        head, between = commits[-1], commits[:-1]
+        if not listing.reached_since:
+            first = between[0]
+            between[0] = Commit(first.sha, first.date, first.title, first.message, first.authors, (last,))
+        new = self.store.record_listing(repo, between, parent=last, baseline=False, backlog=True)
+        new += self.store.record_listing(repo, [head], parent=last, baseline=False)
+        limit = self.settings.poll_max_new_commits
+        log.warning("%s: %s%d new commits (more than [poll] max_new_commits = %d): reading the head %s now, "
+                    "the rest in the background", repo.repo_id, "" if listing.reached_since else "over ",
+                    len(commits), limit, head.sha[:12])
+        self._event(repo, "upstream.commit_flood", f"flood:{last}->{head.sha}",
+                    {"last_read": last, "head": head.sha, "first": between[0].sha, "new_commits": len(commits),
+                     "all_listed": listing.reached_since, "max_new_commits": limit}, result, sha=head.sha)
+        return new
 
     def _history_rewritten(self, repo: RepoRow, listed: tuple[Commit, ...], head_sha: str,
                            result: PollResult) -> tuple[list[Commit], CommitSha | None]:

@@ -304,12 +304,22 @@ class Processor:
     # -- process ----------------------------------------------------------------------------
 
     def process_pending(self, repo: RepoRow, *, progress: Callable[[int], Any] | None = None,
-                        should_stop: Callable[[], bool] = lambda: False) -> int:
-        """Process the repo's pending revisions, oldest first; returns how many were completed."""
+                        should_stop: Callable[[], bool] = lambda: False, backlog: int | None = None) -> int:
+        """Process the repo's pending revisions, oldest first; returns how many were completed.
+
+        A commit flood's intermediate revisions come after every other one, and at most
+        ``backlog`` of them per call (default ``[poll] backlog_per_poll``): the head and any
+        newer commit are read first, and the rest a few at a time, poll after poll.
+        """
         done = 0
+        allowance = self.settings.poll_backlog_per_poll if backlog is None else backlog
         for revision in self.store.pending_revisions(repo.pk):
             if should_stop():
                 break
+            if revision.backlog:
+                if allowance <= 0:
+                    break
+                allowance -= 1
             try:
                 if self.process(repo, revision):
                     done += 1

@@ -49,6 +49,7 @@ EVENT_ADVISORIES: Mapping[str, AdvisoryKind] = {
     "deleted": AdvisoryKind.DELETED,
     "recreated": AdvisoryKind.RECREATED,
     "gated": AdvisoryKind.GATED,
+    "upstream.commit_flood": AdvisoryKind.COMMIT_FLOOD,
 }
 
 # A risk is undone when its file goes away or changes back to what it was before. For these
@@ -257,6 +258,8 @@ def event_advisory(ctx: AdvisoryContext, *, kind: str, detail: Mapping[str, Any]
         return None
     if advisory_kind == AdvisoryKind.HISTORY_REWRITTEN:
         revisions = list(detail.get("unreachable_revisions") or [])  # nothing pinned is gone: no advisory
+    elif advisory_kind == AdvisoryKind.COMMIT_FLOOD:
+        revisions = [str(detail.get("first") or ""), str(detail.get("head") or "")]
     elif advisory_kind == AdvisoryKind.RECREATED:
         revisions = sorted(ctx.commits) if done_revisions else []  # every commit under that name is suspect
     else:

@@ -5,7 +5,8 @@ Adds ``commit_labels`` (each commit's first-parent chain and position), ``commit
 for every repo, its commits are labelled, the spans of its advisories computed from their range
 events, and the ``versions`` lists dropped from the stored records (they are computed when a
 record is read). ``advisory_commits`` keeps only the commits that repo-event advisories list by
-name (renamed, deleted, gated, history rewritten).
+name (renamed, deleted, gated, history rewritten). ``revisions.backlog`` marks a commit flood's
+intermediate revisions, read after the others.
 
 The conversion runs repo by repo, each repo in transactions of at most BATCH advisories, and
 records the repos it finished in ``reach_backfill``: after a crash, running the upgrade again
@@ -80,6 +81,9 @@ def _create_tables(bind: sa.engine.Connection) -> None:
         )
         op.create_index("ix_advisory_spans_repo_chain_hi", "advisory_spans", ["repo_pk", "chain", "hi"],
                         unique=False)
+    if "backlog" not in {c["name"] for c in sa.inspect(bind).get_columns("revisions")}:
+        with op.batch_alter_table("revisions", schema=None) as batch_op:
+            batch_op.add_column(sa.Column("backlog", sa.Boolean(), nullable=False, server_default=sa.false()))
     indexes = {i["name"] for i in sa.inspect(bind).get_indexes("advisories")}
     if "ix_advisories_repo_revision" not in indexes:
         op.create_index("ix_advisories_repo_revision", "advisories", ["repo_pk", "revision_sha"], unique=False)
@@ -213,3 +217,5 @@ def downgrade() -> None:
     op.drop_table("advisory_spans")
     op.drop_table("commit_chains")
     op.drop_table("commit_labels")
+    with op.batch_alter_table("revisions", schema=None) as batch_op:
+        batch_op.drop_column("backlog")

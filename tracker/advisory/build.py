@@ -72,7 +72,7 @@ SUMMARY_MAX = 120
 
 AdvisoryKind = Literal["update", "risk"]
 Classification = Literal["update", "risk", "ignore"]
-RepoEventKind = Literal["history_rewritten", "renamed", "deleted", "recreated", "gated", "private"]
+RepoEventKind = Literal["history_rewritten", "renamed", "deleted", "recreated", "gated", "private", "commit_flood"]
 
 # Finding code -> meaning. fnmatch patterns over the finding code, FIRST MATCH
 # WINS, so specific patterns come before general ones. "ignore" findings never
@@ -129,6 +129,7 @@ _REPO_EVENT_TEXT: Mapping[str, str] = {
     "recreated": "repo deleted and created again under the same id: possible takeover",
     "gated": "repo is now gated",
     "private": "repo made private",
+    "commit_flood": "a flood of new commits: the revisions between the last one read and the head are not analysed yet",
 }
 REPO_EVENTS: Mapping[str, tuple[Severity, str]] = {
     kind: (SeverityRules.default().severity(f"repo.{kind}"), text) for kind, text in _REPO_EVENT_TEXT.items()
@@ -636,8 +637,13 @@ def repo_event_advisory(
     record_id = repo_event_id(repo_id, kind, revisions)
     repo_url = _repo_url(endpoint, repo_id)
     now_ts = format_timestamp(now)
-    fixes = _fixes(previous) if kind != "history_rewritten" else []
-    events = None if kind == "history_rewritten" else [{"introduced": "0"}] + [{"fixed": f} for f in fixes]
+    fixes = _fixes(previous) if kind not in ("history_rewritten", "commit_flood") else []
+    if kind == "history_rewritten":
+        events = None
+    elif kind == "commit_flood":  # the intermediate revisions: from the first new one up to the head
+        events = [{"introduced": revisions[0]}, {"fixed": revisions[-1]}]
+    else:
+        events = [{"introduced": "0"}] + [{"fixed": f} for f in fixes]
     new_name = detail.get("new_repo_id") if isinstance(detail, Mapping) else None
     summary = f"{repo_id}: {description}" + (f" (now {new_name})" if new_name else "")
     shown = sorted(set(revisions))
@@ -654,6 +660,9 @@ def repo_event_advisory(
         "recreated": "The repo was deleted and a repo with the same id was created again. Its content may come "
         "from a different owner: treat every revision as untrusted until reviewed.",
         "gated": "The repo now requires accepting conditions before download; unattended downloads will fail.",
+        "commit_flood": "More new commits arrived at once than the tracker reads in one poll. The head was "
+        "analysed at once, against the last revision read; the revisions in between are read in the background "
+        "and, until then, are affected by this advisory: pin the head or a revision the tracker has read.",
         "private": "The repo was made private (or is no longer visible); downloads will fail.",
     }[kind]
     details = (

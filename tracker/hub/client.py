@@ -115,6 +115,7 @@ class CommitListing:
     commits: tuple[Commit, ...]
     reached_since: bool
     pages: int
+    truncated: bool = False  # stopped at ``limit`` commits before meeting ``since``
 
 
 @dataclass(frozen=True)
@@ -397,11 +398,13 @@ class HubClient(HubTransport):
         Stops paging as soon as ``since`` (a sha, or any of a set of shas) is met
         (the client's ``list_repo_commits`` would walk the whole history). With ``since=None`` it returns the newest
         ``limit`` commits. ``reached_since`` is False when ``since`` was given but is
-        not in the branch history any more: history was rewritten.
+        not in the branch history any more: history was rewritten. With ``since`` and
+        ``limit`` both given, it stops after ``limit`` commits that did not meet ``since``
+        (``truncated``: a flood of new commits, or a long rewrite).
         """
         newest_first: list[Commit] = []
         pages = 0
-        reached = False
+        reached = truncated = False
         stops = {since} if isinstance(since, str) else set(since) if since is not None else None
         met: str | None = None
         for page in self._pages(self._api(repo, "commits", branch), f"{repo} commits"):
@@ -426,10 +429,11 @@ class HubClient(HubTransport):
                     reached, met = True, sha
                     break
                 newest_first.append(commit)
-                if since is None and limit is not None and len(newest_first) >= limit:
-                    reached = True
+                if limit is not None and len(newest_first) >= limit:
+                    reached = since is None
+                    truncated = since is not None
                     break
-            if reached:
+            if reached or truncated:
                 break
         commits = tuple(reversed(newest_first))
         # Each commit's parent is the one listed after it (the Hub lists first-parent history).
@@ -437,7 +441,8 @@ class HubClient(HubTransport):
         for i, c in enumerate(commits):
             parent = commits[i - 1].sha if i > 0 else (CommitSha(met) if met else None)
             linked.append(Commit(c.sha, c.date, c.title, c.message, c.authors, (parent,) if parent else ()))
-        return CommitListing(commits=tuple(linked), reached_since=reached or since is None, pages=pages)
+        return CommitListing(commits=tuple(linked), reached_since=reached or since is None, pages=pages,
+                             truncated=truncated)
 
     def snapshot(self, repo: RepoId, sha: str) -> Snapshot:
         """The file list of a revision, with blob ids, sizes, LFS sha256 and Xet hashes.

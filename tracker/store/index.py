@@ -12,11 +12,14 @@ and writes what changed, on the caller's connection (inside its transaction):
 
 from __future__ import annotations
 
+import bisect
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, and_, delete, insert, or_, select, update
+from sqlalchemy import Connection, and_, delete, func, insert, or_, select, update
 
 from tracker.advisory.reach import (
     LISTED_KINDS,
@@ -187,29 +190,99 @@ def live_ids_for_commits(shas: Sequence[str], repo_pk: int) -> Any:
 # -- versions on read ---------------------------------------------------------------------------
 
 
-def versions_of(conn: Connection, items: Sequence[tuple[str, int, str]], max_versions: int
-                ) -> dict[str, tuple[list[str], int]]:
-    """(versions, how many commits are affected) per advisory ``(id, repo_pk, kind)``: the newest
-    ``max_versions`` affected commits (in the order they were indexed), sorted by sha."""
-    out: dict[str, tuple[list[str], int]] = {}
-    ranged_ids = [i for i, _, kind in items if ranged(kind)]
-    listed_ids = [i for i, _, kind in items if not ranged(kind)]
+def spans_of(conn: Connection, ids: Sequence[str]) -> dict[str, list[Any]]:
+    """Each advisory's spans, with its chain's tip."""
     spans: dict[str, list[Any]] = {}
-    for chunk in _chunks(ranged_ids):
+    for chunk in _chunks(ids):
         for r in conn.execute(select(advisory_spans.c.advisory_id, advisory_spans.c.repo_pk, advisory_spans.c.chain,
                                      advisory_spans.c.lo, advisory_spans.c.hi, commit_chains.c.tip)
                               .join(commit_chains, and_(commit_chains.c.repo_pk == advisory_spans.c.repo_pk,
                                                         commit_chains.c.chain == advisory_spans.c.chain))
                               .where(advisory_spans.c.advisory_id.in_(chunk))):
             spans.setdefault(r.advisory_id, []).append(r)
-    # The windows each advisory needs (its newest positions per chain), merged per chain, read once.
+    return spans
+
+
+class VersionsCache:
+    """Computed ``versions`` by (advisory, its spans, their chains' tips), least recently used out.
+
+    Commits are only ever appended to a chain, so the same spans over the same tips always list
+    the same commits: an entry never goes stale, it just stops being asked for. Bounded by the
+    number of commit ids held.
+    """
+
+    def __init__(self, max_ids: int = 200_000) -> None:
+        self.max_ids = max_ids
+        self._entries: OrderedDict[tuple[Any, ...], tuple[list[str], int]] = OrderedDict()
+        self._held = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[Any, ...]) -> tuple[list[str], int] | None:
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+            return found
+
+    def put(self, key: tuple[Any, ...], value: tuple[list[str], int]) -> None:
+        with self._lock:
+            if key in self._entries:
+                return
+            self._entries[key] = value
+            self._held += len(value[0])
+            while self._held > self.max_ids and self._entries:
+                _, dropped = self._entries.popitem(last=False)
+                self._held -= len(dropped[0])
+
+
+def affected_counts(conn: Connection, items: Sequence[tuple[str, int, str]],
+                    spans: Mapping[str, list[Any]] | None = None) -> dict[str, int]:
+    """How many commits each advisory ``(id, repo_pk, kind)`` affects, from its spans and its chains'
+    tips (or its listed commits) alone: no commit is read."""
+    out = {i: 0 for i, _, _ in items}
+    if spans is None:
+        spans = spans_of(conn, [i for i, _, kind in items if ranged(kind)])
+    for advisory_id, rows in spans.items():
+        out[advisory_id] = sum(max(0, min(r.hi, r.tip) - r.lo + 1) for r in rows)
+    listed_ids = [i for i, _, kind in items if not ranged(kind)]
+    for chunk in _chunks(listed_ids):
+        for advisory_id, count in conn.execute(
+                select(advisory_commits.c.advisory_id, func.count()).where(advisory_commits.c.advisory_id.in_(chunk))
+                .group_by(advisory_commits.c.advisory_id)):
+            out[advisory_id] = int(count)
+    return out
+
+
+def versions_of(conn: Connection, items: Sequence[tuple[str, int, str]], max_versions: int, *,
+                spans: Mapping[str, list[Any]] | None = None, cache: VersionsCache | None = None
+                ) -> dict[str, tuple[list[str], int]]:
+    """(versions, how many commits are affected) per advisory ``(id, repo_pk, kind)``: the newest
+    ``max_versions`` affected commits (in the order they were indexed), sorted by sha.
+
+    The commits are read once per chain for all the advisories asked about: the union of the
+    windows each needs (its newest ``max_versions`` positions on that chain).
+    """
+    out: dict[str, tuple[list[str], int]] = {}
+    ranged_ids = [i for i, _, kind in items if ranged(kind)]
+    listed_ids = [i for i, _, kind in items if not ranged(kind)]
+    if spans is None:
+        spans = spans_of(conn, ranged_ids)
+    keys = {i: (i, max_versions, tuple((r.repo_pk, r.chain, r.lo, r.hi, r.tip) for r in spans.get(i, [])))
+            for i in ranged_ids}
+    if cache is not None:
+        for advisory_id in ranged_ids:
+            hit = cache.get(keys[advisory_id])
+            if hit is not None:
+                out[advisory_id] = hit
+        ranged_ids = [i for i in ranged_ids if i not in out]
     windows: dict[tuple[int, int], list[tuple[int, int]]] = {}
-    for rows in spans.values():
-        for r in rows:
+    for advisory_id in ranged_ids:
+        for r in spans.get(advisory_id, []):
             top = min(r.hi, r.tip)
             if top >= r.lo:
                 windows.setdefault((r.repo_pk, r.chain), []).append((max(r.lo, top - max_versions + 1), top))
-    at: dict[tuple[int, int], dict[int, tuple[int, str]]] = {}
+    # Per chain: the positions read (sorted) and their (label id, sha), for slicing by bisection.
+    at: dict[tuple[int, int], tuple[list[int], list[tuple[int, str]]]] = {}
     for (repo_pk, chain), ranges in windows.items():
         merged: list[list[int]] = []
         for lo, hi in sorted(ranges):
@@ -218,27 +291,34 @@ def versions_of(conn: Connection, items: Sequence[tuple[str, int, str]], max_ver
             else:
                 merged.append([lo, hi])
         cond = or_(*(commit_labels.c.pos.between(lo, hi) for lo, hi in merged))
-        found = at.setdefault((repo_pk, chain), {})
-        for label in conn.execute(select(commit_labels.c.pos, commit_labels.c.id, commit_labels.c.sha).where(and_(
-                commit_labels.c.repo_pk == repo_pk, commit_labels.c.chain == chain, cond))):
-            found[label.pos] = (label.id, label.sha)
+        read = conn.execute(select(commit_labels.c.pos, commit_labels.c.id, commit_labels.c.sha).where(and_(
+            commit_labels.c.repo_pk == repo_pk, commit_labels.c.chain == chain, cond))
+            .order_by(commit_labels.c.pos)).all()
+        at[(repo_pk, chain)] = ([r[0] for r in read], [(r[1], r[2]) for r in read])
     for advisory_id in ranged_ids:
         picked: list[tuple[int, str]] = []
         total = 0
+        chains = 0
         for r in spans.get(advisory_id, []):
             top = min(r.hi, r.tip)
             if top < r.lo:
                 continue
             total += top - r.lo + 1
-            found = at.get((r.repo_pk, r.chain), {})
-            picked += [found[p] for p in range(max(r.lo, top - max_versions + 1), top + 1) if p in found]
-        picked.sort(reverse=True)
-        out[advisory_id] = (sorted(sha for _, sha in picked[:max_versions]), total)
+            chains += 1
+            positions, labels = at.get((r.repo_pk, r.chain), ([], []))
+            picked += labels[bisect.bisect_left(positions, max(r.lo, top - max_versions + 1)):
+                             bisect.bisect_right(positions, top)]
+        if chains > 1:  # the newest across chains, by the order they were indexed
+            picked.sort(reverse=True)
+            picked = picked[:max_versions]
+        out[advisory_id] = (sorted(sha for _, sha in picked), total)
+        if cache is not None:
+            cache.put(keys[advisory_id], out[advisory_id])
     for chunk in _chunks(listed_ids):
         listed_rows = conn.execute(select(advisory_commits.c.advisory_id, advisory_commits.c.sha, commit_labels.c.id)
-                            .outerjoin(commit_labels, and_(commit_labels.c.repo_pk == advisory_commits.c.repo_pk,
-                                                           commit_labels.c.sha == advisory_commits.c.sha))
-                            .where(advisory_commits.c.advisory_id.in_(chunk))).all()
+                                   .outerjoin(commit_labels, and_(commit_labels.c.repo_pk == advisory_commits.c.repo_pk,
+                                                                  commit_labels.c.sha == advisory_commits.c.sha))
+                                   .where(advisory_commits.c.advisory_id.in_(chunk))).all()
         grouped: dict[str, list[tuple[int, str]]] = {}
         for row in listed_rows:
             grouped.setdefault(row.advisory_id, []).append((row.id or 0, row.sha))
@@ -258,7 +338,7 @@ def with_versions(record: Mapping[str, Any], versions: list[str], total: int) ->
     out = dict(record)
     affected = [dict(a) for a in record.get("affected") or []]
     if affected:
-        affected[0]["versions"] = versions
+        affected[0]["versions"] = list(versions)
     out["affected"] = affected
     if total > len(versions):
         out["database_specific"] = {**(record.get("database_specific") or {}), "versions": _note(len(versions), total)}
@@ -278,7 +358,9 @@ def with_versions_text(text: str, versions: list[str], total: int) -> str:
     """
     if _EMPTY not in text:
         return json.dumps(with_versions(json.loads(text), versions, total), allow_nan=False)
-    text = text.replace(_EMPTY, '"versions": ' + json.dumps(versions), 1)
+    # Commit ids are 40 hex digits (checked when written): joined as they are, not encoded one by one.
+    listed = '["' + '", "'.join(versions) + '"]' if versions else "[]"
+    text = text.replace(_EMPTY, '"versions": ' + listed, 1)
     at = text.find(_DS)
     if total > len(versions) and at >= 0:
         at += len(_DS)

@@ -133,6 +133,7 @@ class AdvisoryStoreMixin:
     # -- advisories -------------------------------------------------------------------------
 
     max_versions: int = 1000  # [advisories] max_versions: the newest affected commits a record lists
+    _versions_cache: reach_index.VersionsCache
 
     @staticmethod
     def _advisory(row: Any) -> AdvisoryRow:
@@ -145,7 +146,8 @@ class AdvisoryStoreMixin:
 
     def _served(self, conn: Connection, rows: Sequence[Any]) -> list[AdvisoryRow]:
         """Rows as read: each record with its ``versions`` computed from the index (bounded)."""
-        found = reach_index.versions_of(conn, [(r.id, r.repo_pk, r.kind) for r in rows], self.max_versions)
+        found = reach_index.versions_of(conn, [(r.id, r.repo_pk, r.kind) for r in rows], self.max_versions,
+                                        cache=self._versions_cache)
         out = []
         for r in rows:
             row = self._advisory(r)
@@ -329,30 +331,50 @@ class AdvisoryStoreMixin:
         return {sha: sorted(set(ids)) for sha, ids in found.items()}
 
     def live_records_for_commit(self, sha: str, repo_pk: int | None = None, *, limit: int, offset: int = 0,
-                                versions: bool = True) -> list[tuple[str, str, str, int]]:
-        """(id, modified, record as JSON text, how many versions it lists) of the live advisories affecting
-        a commit, by id.
+                                versions: bool = True, versions_budget: int | None = None
+                                ) -> tuple[list[tuple[str, str, str]], bool]:
+        """One page of (id, modified, record as JSON text) of the live advisories affecting a commit, by id,
+        and whether more follow.
 
         The API's hot path: the stored text is served with its ``versions`` spliced in, never decoded
-        (``versions=False``: as stored, for answers that give ids only).
+        (``versions=False``: as stored, for answers that give ids only). ``versions_budget``: the page
+        ends (after one record at least) once the versions it lists reach it; the count comes from
+        the spans alone, so only the records served are read and only their versions computed.
         """
         with self._tx() as conn:
             matched = reach_index.live_ids_for_commit(conn, sha, repo_pk).subquery()
-            query = (
-                select(advisories.c.id, advisories.c.record["modified"].as_string(),
-                       cast(advisories.c.record, Text), advisories.c.repo_pk, advisories.c.kind)
+            ids = conn.execute(
+                select(advisories.c.id, advisories.c.repo_pk, advisories.c.kind)
                 .join(matched, matched.c.advisory_id == advisories.c.id)
                 .where(advisories.c.withdrawn.is_(False))
-            )
-            rows = conn.execute(query.order_by(advisories.c.id).limit(limit).offset(offset)).all()
+                .order_by(advisories.c.id).limit(limit + 1).offset(offset)).all()
+            more = len(ids) > limit
+            ids = ids[:limit]
+            items = [(r[0], r[1], r[2]) for r in ids]
+            spans = reach_index.spans_of(conn, [r[0] for r in ids if reach_index.ranged(r[2])]) if versions else {}
+            if versions and versions_budget is not None and ids:
+                counts = reach_index.affected_counts(conn, items, spans)
+                listed, shown = 0, 0
+                while shown < len(ids) and (shown == 0 or listed < versions_budget):
+                    listed += min(counts.get(ids[shown][0], 0), self.max_versions)
+                    shown += 1
+                more = more or shown < len(ids)
+                ids = ids[:shown]
+            if not ids:
+                return [], more
+            texts = {r[0]: (r[1], r[2]) for r in conn.execute(
+                select(advisories.c.id, advisories.c.record["modified"].as_string(), cast(advisories.c.record, Text))
+                .where(advisories.c.id.in_([r[0] for r in ids])))}
             if not versions:
-                return [(r[0], r[1], r[2], 0) for r in rows]
-            found = reach_index.versions_of(conn, [(r[0], r[3], r[4]) for r in rows], self.max_versions)
+                return [(r[0], *texts[r[0]]) for r in ids], more
+            found = reach_index.versions_of(conn, [i for i in items if i[0] in texts], self.max_versions,
+                                            spans=spans, cache=self._versions_cache)
             out = []
-            for r in rows:
-                listed, total = found.get(r[0], ([], 0))
-                out.append((r[0], r[1], reach_index.with_versions_text(r[2], listed, total), len(listed)))
-            return out
+            for r in ids:
+                modified, text = texts[r[0]]
+                shas, total = found.get(r[0], ([], 0))
+                out.append((r[0], modified, reach_index.with_versions_text(text, shas, total)))
+            return out, more
 
     def ping(self) -> None:
         with self._tx() as conn:
@@ -400,6 +422,7 @@ class SqlStore(DeliveryStoreMixin, AdvisoryStoreMixin):
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._versions_cache = reach_index.VersionsCache()
 
     @contextmanager
     def _tx(self) -> Iterator[Connection]:
@@ -502,15 +525,16 @@ class SqlStore(DeliveryStoreMixin, AdvisoryStoreMixin):
             attempts=row.attempts or 0,
             last_error=row.last_error,
             libraries=tuple(row.libraries or ()),
+            backlog=bool(row.backlog),
         )
 
     def record_listing(self, repo: RepoRow, listed: Sequence[Commit], *, parent: CommitSha | None,
-                       baseline: bool) -> int:
+                       baseline: bool, backlog: bool = False) -> int:
         """Insert newly listed commits as pending revisions and move ``last_seen_sha``, atomically.
 
         ``parent`` is the revision the first commit is diffed against. Commits
         already stored are skipped, so listing twice never duplicates. Returns
-        how many were inserted.
+        how many were inserted. ``backlog``: a flood's intermediate revisions, read after the others.
         """
         if not listed:
             return 0
@@ -534,6 +558,7 @@ class SqlStore(DeliveryStoreMixin, AdvisoryStoreMixin):
                             repo_pk=repo.pk, sha=commit.sha, seq=seq, parent_sha=previous, date=commit.date,
                             title=commit.title, message=commit.message, authors=list(commit.authors),
                             status="pending", baseline=baseline and i == 0 and previous is None,
+                            backlog=backlog,
                         )
                     )
                     inserted += 1
@@ -551,7 +576,7 @@ class SqlStore(DeliveryStoreMixin, AdvisoryStoreMixin):
             rows = conn.execute(
                 select(revisions)
                 .where(and_(revisions.c.repo_pk == repo_pk, revisions.c.status == "pending"))
-                .order_by(revisions.c.seq)
+                .order_by(revisions.c.backlog, revisions.c.seq)
             )
             return [self._revision(r) for r in rows]
 

@@ -136,6 +136,8 @@ revisions = Table(
     Column("attempts", Integer, nullable=False, default=0, server_default="0"),
     Column("last_error", Text, nullable=True),
     Column("libraries", JSON, nullable=True),  # what it is loaded with (migration 0010)
+    # One of a flood's intermediate revisions (migration 0011): read after the others, a few per poll.
+    Column("backlog", Boolean, nullable=False, default=False, server_default=false()),
     UniqueConstraint("repo_pk", "sha", name="uq_revisions_repo_sha"),
     UniqueConstraint("repo_pk", "seq", name="uq_revisions_repo_seq"),
 )

@@ -1,0 +1,67 @@
+"""``versions`` are computed when a record is read, and bounded by ``[advisories] max_versions``.
+
+The one way records may differ from those the tracker stored with their versions before: past
+``max_versions`` affected commits a record lists the newest ones and says so in
+``database_specific.versions``. Every read (the query API's hot path, ``/v1/vulns``, the CLI, the
+export) gives the same record.
+"""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+from fastapi.testclient import TestClient
+
+from tests.core.conftest import config_json
+from tracker.advisory import advisory_id, validate
+from tracker.api import create_app
+from tracker.cli import main
+from tracker.model import RepoId
+
+REPO = RepoId("acme/many-fixes")
+
+
+def test_versions_past_max_versions_list_the_newest_and_say_so(hub_standin, settings, make, tmp_path):
+    hub_standin.create_repo(REPO)
+    shas = [hub_standin.commit(REPO, {"config.json": config_json(), "generation_config.json": b'{"eos_token_id": 0}'})]
+    tracker = make(settings, max_versions=3)
+    tracker.store.add_watch(REPO, now=tracker.clock())
+    tracker.poll()
+    for k in range(1, 6):
+        shas.append(hub_standin.commit(REPO, {"generation_config.json": json.dumps({"eos_token_id": k}).encode()},
+                                       message=f"fix {k}"))
+    tracker.poll()
+    last = advisory_id(REPO, shas[5], "update")  # affects shas[0..4]: five commits, three listed
+    second = advisory_id(REPO, shas[2], "update")  # affects shas[0..1]: all listed
+    row = tracker.store.get_advisory(last)
+    assert row is not None
+    validate(row.record)
+    assert row.record["affected"][0]["versions"] == sorted(shas[2:5])  # the newest three
+    assert row.record["database_specific"]["versions"] == {
+        "listed": 3, "affected": 5,
+        "note": "the newest 3 of 5 affected commits are listed; the GIT range covers them all"}
+    assert row.record["affected"][0]["ranges"][0]["events"] == [{"introduced": "0"}, {"fixed": shas[5]}]
+    small = tracker.store.get_advisory(second)
+    assert small is not None
+    assert small.record["affected"][0]["versions"] == sorted(shas[:2])
+    assert "versions" not in small.record["database_specific"]
+
+    # Every read serves the same record: the API's text splice, /v1/vulns, the CLI, the export.
+    client = TestClient(create_app(tracker))
+    page = client.post("/v1/query", json={"commit": shas[0]}).json()
+    assert [v["id"] for v in page["vulns"]] == sorted(advisory_id(REPO, s, "update") for s in shas[1:])
+    served = {v["id"]: v for v in page["vulns"]}
+    assert served[last] == row.record and served[second] == small.record
+    assert client.get(f"/v1/vulns/{last}").json() == row.record
+    assert tracker.query(REPO, shas[0]).vulns[0]["affected"][0]["versions"] in (
+        sorted(shas[:k]) if k <= 3 else sorted(shas[k - 3:k]) for k in range(1, 6))
+    out = tmp_path / "export"
+    env = {"HF_ENDPOINT": hub_standin.url, "TRACKER_DATABASE_URL": settings.database_url,
+           "TRACKER_CONFIG": str(tmp_path / "tracker.toml")}
+    (tmp_path / "tracker.toml").write_text("[advisories]\nmax_versions = 3\n")
+    result = CliRunner().invoke(main, ["export", "osv", str(out)], env=env, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == f"wrote 5 advisories and all.zip to {out}"
+    assert json.loads((out / f"{last}.json").read_text()) == row.record
+    assert not (out / "all.zip.partial").exists()

@@ -1,0 +1,119 @@
+"""A flood of 100,000 new commits cannot jam a repo: the head is read at once, the next real commit too.
+
+The flood is written straight into the stand-in's git repository (``git fast-import``: 100,000
+commits in seconds, where the stand-in's one-commit API takes a fraction of a second each), on top of
+the last revision read, with the head fixing ``eos_token_id``. The tracker lists at most ``[poll]
+max_new_commits`` + 1 of them (the default 1,000), reads the head in the same poll, diffed against the
+last revision read, reports ``upstream.commit_flood`` with its advisory, and reads the revisions in
+between ``[poll] backlog_per_poll`` at a time (5 here, to keep the test short), after everything
+else: a repo beside it and a real commit pushed after the flood are read in the next poll.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.core.conftest import config_json
+from tracker.advisory import advisory_id
+from tracker.api import create_app
+from tracker.app import make_tracker
+from tracker.hub import HubClient
+from tracker.model import RevisionStatus
+from tracker.settings import Settings
+
+FLOODED, FINE = "acme/flooded", "acme/fine"
+FLOOD = 100_000
+
+
+def _flood(hub_standin, repo: str, count: int) -> str:
+    """``count`` commits on main, each changing ``notes.txt``; the last also fixes eos. Returns the head."""
+    store = hub_standin.store
+    parent = store.resolve(repo, "main")
+    chunks = []
+    for k in range(count):
+        last = k == count - 1
+        message = b"fix eos\n" if last else f"flood {k}\n".encode()
+        body = f"{k}\n".encode()
+        chunks.append(b"commit refs/heads/main\n" + f"mark :{k + 1}\n".encode()
+                      + f"committer flood <flood@example.org> {1_800_000_000 + k} +0000\n".encode()
+                      + f"data {len(message)}\n".encode() + message
+                      + (f"from {parent}\n" if k == 0 else f"from :{k}\n").encode()
+                      + f"M 100644 inline notes.txt\ndata {len(body)}\n".encode() + body)
+        if last:
+            eos = b'{"eos_token_id": [1, 2]}'
+            chunks.append(f"M 100644 inline generation_config.json\ndata {len(eos)}\n".encode() + eos)
+    subprocess.run(["git", "--git-dir", str(store.git_dir(repo)), "fast-import", "--quiet", "--force"],
+                   input=b"\n".join(chunks) + b"\n", check=True)
+    head = subprocess.run(["git", "--git-dir", str(store.git_dir(repo)), "rev-parse", "refs/heads/main"],
+                          capture_output=True, check=True).stdout.decode().strip()
+    store.set_ref(repo, "refs/heads/main", head)  # the stand-in's caches follow the new head
+    return head
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)  # writing and listing 100,000 commits in the stand-in's git takes a while
+def test_a_flood_reads_the_head_at_once_and_the_next_real_commit(hub_standin, tmp_path):
+    for repo in (FLOODED, FINE):
+        hub_standin.create_repo(repo)
+        hub_standin.commit(repo, {"config.json": config_json(), "generation_config.json": b'{"eos_token_id": 1}'})
+    settings = Settings(database_url=f"sqlite:///{tmp_path}/t.sqlite3", hub_endpoint=hub_standin.url,
+                        hub_timeout=10.0, poll_backlog_per_poll=5)
+    assert settings.poll_max_new_commits == 1000  # the default
+    tracker = make_tracker(settings, hub=HubClient.from_settings(settings, token=False, sleep=lambda _s: None))
+    for repo in (FLOODED, FINE):
+        tracker.store.add_watch(repo, now=tracker.clock())
+    tracker.poll()
+    pk = tracker.store.get_repo(FLOODED).pk
+    (last_read,) = [r.sha for r in tracker.store.revisions(pk)]
+
+    head = _flood(hub_standin, FLOODED, FLOOD)
+    fine_next = hub_standin.commit(FINE, {"README.md": "# fine\n"}, message="docs")
+    fine, flooded = tracker.poll()  # in repo id order
+    assert flooded.events == ["upstream.commit_flood"], flooded.line()
+    assert (flooded.new_revisions, flooded.processed) == (1001, 6)  # the head, then 5 in between
+    assert fine.processed == 1 and tracker.store.get_revision(tracker.store.get_repo(FINE).pk, fine_next).status \
+        == RevisionStatus.DONE
+
+    # The head, diffed against the last revision read: its eos fix is an update advisory already.
+    row = tracker.store.get_revision(pk, head)
+    assert (row.status, row.parent_sha, row.backlog) == (RevisionStatus.DONE, last_read, False)
+    assert "generation.eos_token_id_changed" in [f["code"] for f in row.findings]
+    fix = tracker.store.get_advisory(advisory_id(FLOODED, head, "update"))
+    assert fix is not None
+
+    # The flood's advisory covers the 1,000 revisions listed in between, until they are read.
+    (event,) = [e for e in tracker.store.events(pk) if e.kind == "upstream.commit_flood"]
+    between = [r.sha for r in tracker.store.revisions(pk) if r.backlog]
+    assert len(between) == 1000 and event.detail["head"] == head and event.detail["first"] == between[0]
+    assert (event.detail["new_commits"], event.detail["all_listed"], event.detail["max_new_commits"]) == \
+        (1001, False, 1000)
+    (flood_adv,) = [a for a in tracker.store.advisories_for(repo_pk=pk) if a.kind == "commit_flood"]
+    assert flood_adv.severity == "moderate"
+    assert flood_adv.record["affected"][0]["ranges"][0]["events"] == [{"introduced": between[0]}, {"fixed": head}]
+    assert flood_adv.record["affected"][0]["versions"] == sorted(between)
+    # The fix affects the last revision read and the 1,000 in between: versions bounded to the newest 1,000.
+    assert fix.record["affected"][0]["versions"] == sorted(between)
+    assert fix.record["database_specific"]["versions"]["affected"] == 1001
+    client = TestClient(create_app(tracker))
+    assert fix.id in {v["id"] for v in client.post("/v1/query", json={"commit": last_read}).json()["vulns"]}
+    ids = {v["id"] for v in client.post("/v1/query", json={"commit": between[500]}).json().get("vulns", [])}
+    assert flood_adv.id in ids
+    assert flood_adv.id not in {v["id"] for v in client.post("/v1/query", json={"commit": head}).json().get(
+        "vulns", [])}
+    pending = [r for r in tracker.store.pending_revisions(pk)]
+    assert len(pending) == 995 and all(r.backlog for r in pending)
+
+    # The next real commit is read in the next poll, ahead of the backlog; 5 more of it are read.
+    real = hub_standin.commit(FLOODED, {"README.md": "# after the flood\n"}, message="docs")
+    (again,) = tracker.poll([FLOODED])
+    assert again.events == [] and (again.new_revisions, again.processed) == (1, 6), again.line()
+    assert tracker.store.get_revision(pk, real).status == RevisionStatus.DONE
+    assert tracker.store.get_revision(pk, real).parent_sha == head
+    assert len(tracker.store.pending_revisions(pk)) == 990
+    # Backlog revisions are diffed one against the other, oldest first.
+    done_between = [r for r in tracker.store.revisions(pk) if r.backlog and r.status == RevisionStatus.DONE]
+    assert [r.sha for r in done_between] == between[:10]
+    assert done_between[1].parent_sha == between[0]
