@@ -27,7 +27,7 @@ from fastapi import Body, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 
-from tracker.bounded import json_safe
+from tracker.bounded import UntrustedInput, json_safe, loads_json
 from tracker.errors import (
     ConfigError,
     EntryGone,
@@ -44,7 +44,7 @@ from tracker.errors import (
 from tracker.feeds import feeds_router
 from tracker.model import SHA_RE, validate_repo_id
 from tracker.querying import LookupBudget
-from tracker.web import pages_router
+from tracker.web import install_site, pages_router
 
 if TYPE_CHECKING:
     from tracker.app import Tracker
@@ -59,6 +59,22 @@ PAGE_VERSIONS = 20_000
 
 class QueryError(ValueError):
     pass
+
+
+def json_payload(payload: Any) -> Any:
+    """A POST body as JSON whatever its content type, as OSV.dev reads it.
+
+    FastAPI parses only ``application/json`` bodies; any other type (curl's ``-d`` sends a form
+    type) arrives as the raw bytes, which are parsed here. A body that is not JSON is a 400.
+    """
+    if not isinstance(payload, bytes | bytearray):
+        return payload
+    try:
+        return loads_json(bytes(payload))
+    except UntrustedInput as exc:
+        raise QueryError(f"the request body is refused: {exc}") from None
+    except ValueError:  # UnicodeDecodeError and JSONDecodeError included
+        raise QueryError("the request body is not JSON") from None
 
 
 def _error(status: int, code: int, message: str) -> JSONResponse:
@@ -167,10 +183,12 @@ def create_app(tracker: Tracker, *, page_size: int = PAGE_SIZE, webhook_secret: 
     ``bind_host`` is the address the server listens on: the Hosts answered by default are it and
     localhost (see :func:`tracker.api_repos.served_hosts`).
     """
-    app = FastAPI(title="upstream-tracker", version="1", docs_url="/docs", redoc_url=None)
+    # /docs is a static page (tracker/web): Swagger UI would load its script from a CDN.
+    app = FastAPI(title="upstream-tracker", version="1", docs_url=None, redoc_url=None)
     store = tracker.store
     app.include_router(feeds_router(store, tracker_url=getattr(tracker.settings, "public_url", None)))
     app.include_router(pages_router(tracker))  # the pages: /, /repos/..., /advisories/{id} (tracker/web/)
+    install_site(app)  # HEAD, the favicon, /docs, HTML 404s for browsers
     querier = tracker.querier
     poll_soon = poll_soon or PollCoalescer(tracker.poll_repo)
 
@@ -256,6 +274,7 @@ def create_app(tracker: Tracker, *, page_size: int = PAGE_SIZE, webhook_secret: 
     # lookup never blocks the event loop.
     @app.post("/v1/query")
     def query(payload: Any = Body(...)) -> Response:
+        payload = json_payload(payload)
         if not isinstance(payload, dict):
             raise QueryError("a query must be an object")
         rows, token = matches(payload, querier.budget())
@@ -269,6 +288,7 @@ def create_app(tracker: Tracker, *, page_size: int = PAGE_SIZE, webhook_secret: 
 
     @app.post("/v1/querybatch")
     def querybatch(payload: Any = Body(...)) -> JSONResponse:
+        payload = json_payload(payload)
         queries = payload.get("queries") if isinstance(payload, dict) else None
         if not isinstance(queries, list):
             raise QueryError("queries must be a list")
@@ -312,6 +332,7 @@ def create_app(tracker: Tracker, *, page_size: int = PAGE_SIZE, webhook_secret: 
         given = request.headers.get("x-webhook-secret", "")
         if not hmac.compare_digest(given.encode(), webhook_secret.encode()):
             return _error(401, 16, "invalid webhook secret")
+        payload = json_payload(payload)
         repo = payload.get("repo") if isinstance(payload, dict) else None
         event = payload.get("event") if isinstance(payload, dict) else None
         if not isinstance(repo, dict) or not isinstance(event, dict):
