@@ -20,7 +20,7 @@ from typing import Any
 from tracker.advisory import ancestors, commit_affected, range_events
 from tracker.advisory.affected import _all_commits
 from tracker.advisory.reach import ranged
-from tracker.errors import HubError, NotWatched, RevisionGone, RevisionUnresolved
+from tracker.errors import HubError, NotWatched, RepoGone, RevisionGone, RevisionUnresolved, first_line
 from tracker.model import SHA_RE, AdvisoryKind, AdvisoryRow, RepoId, RepoRow, Severity
 from tracker.ports import HubReader, Store
 
@@ -136,9 +136,11 @@ class Querier:
             placement = self._look_up(repo, revision, budget)
         except RevisionGone as exc:
             raise RevisionUnresolved(f"{repo.repo_id}: no revision {revision!r} on the Hub") from exc
+        except RepoGone as exc:  # the Hub answered: the repo is gone (or private), not an outage
+            raise RevisionUnresolved(f"{repo.repo_id}: the repo is not on the Hub ({first_line(exc)})") from exc
         except HubError as exc:
-            raise RevisionUnresolved(f"{repo.repo_id}@{revision}: cannot ask the Hub now ({exc}); retry later",
-                                     temporary=True) from exc
+            raise RevisionUnresolved(f"{repo.repo_id}@{revision}: cannot ask the Hub now ({first_line(exc)}); "
+                                     "retry later", temporary=True) from exc
         return self._remember(key, placement)
 
     def _look_up(self, repo: RepoRow, revision: str, budget: LookupBudget) -> Placement:

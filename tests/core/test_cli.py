@@ -13,7 +13,7 @@ REPO = "acme/tiny-model"
 
 def test_watch_add_list_remove(cli, tmp_path):
     (tmp_path / "repos.txt").write_text("# my models\nacme/a\n\nacme/b  # the big one\n")
-    result = cli("watch", "add", "acme/c", "--from", str(tmp_path / "repos.txt"), "--every", "15m")
+    result = cli("watch", "add", "acme/c", "--from", str(tmp_path / "repos.txt"), "--every", "15m", "--no-check")
     assert result.exit_code == 0
     assert result.output.splitlines() == [
         "watching acme/c (main, every 15m)", "watching acme/a (main, every 15m)", "watching acme/b (main, every 15m)"

@@ -6,12 +6,9 @@ import logging
 import os
 import sys
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 import click
 
-if TYPE_CHECKING:
-    pass
 from tracker.cli import (  # the group and the helpers every command shares
     Context,
     _emit_json,
@@ -20,6 +17,7 @@ from tracker.cli import (  # the group and the helpers every command shares
     fail_cleanly,
     main,
 )
+from tracker.cli.hubchecks import naming
 
 # -- advisories ---------------------------------------------------------------------------------
 
@@ -32,7 +30,10 @@ from tracker.cli import (  # the group and the helpers every command shares
 @fail_cleanly
 def query(obj: Context, repo_id: str, revision: str, as_json: bool) -> None:
     """Which advisories affect REVISION of a repo, and how far it is behind the branch head."""
-    result = obj.tracker().query(_repo_id(repo_id), revision)
+    tracker = obj.tracker()
+    repo = _repo_id(repo_id)
+    with naming(tracker.hub, repo, "--revision", revision):
+        result = tracker.query(repo, revision)
     if as_json:
         _emit_json(result.to_json())
         return
@@ -112,7 +113,7 @@ def export_osv(obj: Context, directory: str) -> None:
 
 @main.command()
 @click.option("--host", default=None, help="Address to listen on (default from config: 127.0.0.1).")
-@click.option("--port", default=None, type=int, help="Port (default from config: 8080).")
+@click.option("--port", default=None, type=click.IntRange(1, 65535), help="Port (default from config: 8080).")
 @click.pass_obj
 @fail_cleanly
 def serve(obj: Context, host: str | None, port: int | None) -> None:
@@ -120,10 +121,12 @@ def serve(obj: Context, host: str | None, port: int | None) -> None:
     import uvicorn
 
     from tracker.api import create_app
+    from tracker.cli.listen import check_listen
     from tracker.logs import start_line
 
-    tracker = obj.tracker()
     host, port = host or obj.settings.api_host, port or obj.settings.api_port
+    check_listen(host, port)  # a busy port: one line and exit 1, before anything starts
+    tracker = obj.tracker()
     app = create_app(tracker, webhook_secret=os.environ.get("TRACKER_WEBHOOK_SECRET"), bind_host=host)
     logging.getLogger("tracker.serve").info("%s", start_line(tracker, api=(host, port), polling=False))
     uvicorn.run(app, host=host, port=port, log_config=None, log_level=None)  # logging is ours (tracker/logs.py)

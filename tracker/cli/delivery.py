@@ -7,8 +7,6 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-if TYPE_CHECKING:
-    pass
 from tracker.cli import (  # the group and the helpers every command shares
     Context,
     _emit_json,
@@ -16,6 +14,9 @@ from tracker.cli import (  # the group and the helpers every command shares
     fail_cleanly,
     main,
 )
+
+if TYPE_CHECKING:
+    from tracker.app import Tracker
 
 # -- subscriptions and deliveries ---------------------------------------------------------------
 
@@ -72,6 +73,21 @@ def subscribe(obj: Context, target: str, slack_url: str | None, webhook_url: str
     click.echo(f"subscription {sub.id}: {kind} alerts for {target} ({min_severity} and above{scope})")
     if secret:
         click.echo(f"signing secret (shown once, keep it safe): {secret}")
+    _warn_unwatched(tracker, target)
+
+
+def _warn_unwatched(tracker: Tracker, target: str) -> None:
+    """A subscription to what nothing watched matches is kept (the watch may come later), with a warning."""
+    if target == "*":
+        return
+    watched = [r.repo_id.lower() for r in tracker.store.list_watches()]
+    if "/" in target:
+        if target.lower() not in watched:
+            click.echo(f"warning: {target} is not watched, so no alert comes until you "
+                       f"`tracker watch add {target}`", err=True)
+    elif not any(r.startswith(target.lower() + "/") for r in watched):
+        click.echo(f"warning: no repo of {target} is watched, so no alert comes until you "
+                   f"`tracker watch add {target}/NAME`", err=True)
 
 
 @main.command()

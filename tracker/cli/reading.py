@@ -16,6 +16,7 @@ from tracker.cli import (  # the group and the helpers every command shares
     fail_cleanly,
     main,
 )
+from tracker.cli.hubchecks import naming
 from tracker.errors import TrackerError
 from tracker.escaping import escape_controls
 from tracker.model import Finding, RepoId, sort_findings
@@ -138,8 +139,10 @@ def diff(obj: Context, repo_id: str, old: str, new: str, as_json: bool) -> None:
     """Show what changed between two revisions of any repo (stored when watched, else read from the Hub)."""
     tracker = obj.tracker()
     repo_id = _repo_id(repo_id)
-    old_side = tracker.snapshot_of(repo_id, old)
-    new_side = tracker.snapshot_of(repo_id, new)
+    with naming(tracker.hub, repo_id, "OLD", old):
+        old_side = tracker.snapshot_of(repo_id, old)
+    with naming(tracker.hub, repo_id, "NEW", new):
+        new_side = tracker.snapshot_of(repo_id, new)
     repo = tracker.store.get_repo(repo_id)
     stored_old = tracker.store.get_revision(repo.pk, old_side[0]) if repo is not None else None
     analysis = tracker.analyse(repo_id, old_side, new_side,

@@ -61,10 +61,12 @@ def watch() -> None:
               help="With --rule: the most repos the rule watches (default 1000).")
 @click.option("--with-base", is_flag=True,
               help="Also watch the base model chain the cards declare (base_model; at most 4 levels, from the Hub).")
+@click.option("--no-check", is_flag=True, help="Add without asking the Hub whether each repo exists (offline).")
 @click.pass_obj
 @fail_cleanly
 def watch_add(obj: Context, repo_ids: tuple[str, ...], branch: str, every: str | None, from_file: Any,
-              with_base: bool = False, rule_text: str | None = None, max_repos: int | None = None) -> None:
+              with_base: bool = False, no_check: bool = False, rule_text: str | None = None,
+              max_repos: int | None = None) -> None:
     """Watch one or more repos (owner/name), or every model a rule matches (--rule)."""
     if rule_text is not None:
         if repo_ids or from_file is not None or with_base:
@@ -95,6 +97,9 @@ def watch_add(obj: Context, repo_ids: tuple[str, ...], branch: str, every: str |
         sys.exit(2)
     seconds = parse_interval(every) if every else None
     tracker = obj.tracker()
+    if not no_check and not _on_hub(tracker, list(dict.fromkeys(valid))):
+        click.echo("nothing added: fix the ids above (or pass --no-check to add them anyway)", err=True)
+        sys.exit(1)
     for repo_id in dict.fromkeys(valid):
         _, created = tracker.store.add_watch(repo_id, branch=branch, every=seconds, now=tracker.clock())
         click.echo(f"{'watching' if created else 'updated'} {repo_id} ({branch}, every "
@@ -112,6 +117,22 @@ def _add_rule(obj: Context, text: str, max_repos: int | None) -> None:
     row, created = RuleStore(tracker.store).add(rule, max_repos=max_repos or DEFAULT_MAX, now=tracker.clock())
     click.echo(f"{'rule' if created else 'updated rule'} {row.id}: {row.text} (at most {row.max_repos} repos); "
                "the next poll cycle watches what it matches")
+
+
+def _on_hub(tracker: Tracker, repo_ids: list[RepoId]) -> bool:
+    """Each id exists on the Hub (False and an error per missing one); an unreachable Hub only warns."""
+    from tracker.cli.hubchecks import existence, missing_message
+
+    ok = True
+    for repo_id in repo_ids:
+        there = existence(tracker.hub, repo_id)
+        if there.missing:
+            click.echo(f"error: {missing_message(repo_id, tracker.hub.endpoint, there.close)}", err=True)
+            ok = False
+        elif not there.found:
+            click.echo(f"warning: could not ask the Hub whether {repo_id} exists ({there.reason}); "
+                       "adding it anyway", err=True)
+    return ok
 
 
 def _watch_bases(tracker: Tracker, repo_ids: list[RepoId], *, branch: str, every: float | None) -> bool:
@@ -246,7 +267,7 @@ def poll(obj: Context, repo_ids: tuple[str, ...], backfill: int) -> None:
 
 @main.command()
 @click.option("--host", default=None, help="Address for the HTTP API (default from config: 127.0.0.1).")
-@click.option("--port", default=None, type=int, help="Port for the HTTP API (default from config: 8080).")
+@click.option("--port", default=None, type=click.IntRange(1, 65535), help="Port for the HTTP API (default from config: 8080).")
 @click.option("--no-api", is_flag=True, help="Poll only; do not serve the HTTP API.")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default=None,
               help="Log lines as text or JSON (the same as `tracker --log-format`).")
@@ -260,5 +281,10 @@ def run(obj: Context, host: str | None, port: int | None, no_api: bool, log_form
         from tracker.logs import setup_logging
 
         setup_logging(obj.verbose, log_format, talkative=True)
+    host, port = host or obj.settings.api_host, port or obj.settings.api_port
+    if not no_api:
+        from tracker.cli.listen import check_listen
+
+        check_listen(host, port)  # a busy port: one line and exit 1, before anything starts
     tracker = obj.tracker(auto_upgrade=obj.settings.is_sqlite)
-    run_daemon(tracker, host=host or obj.settings.api_host, port=port or obj.settings.api_port, api=not no_api)
+    run_daemon(tracker, host=host, port=port, api=not no_api)

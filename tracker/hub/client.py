@@ -390,6 +390,26 @@ class HubClient(HubTransport):
                     return MatchListing(repo_ids=tuple(found), pages=pages, complete=next_url is None)
         return MatchListing(repo_ids=tuple(found), pages=pages, complete=complete)
 
+    def search_models(self, search: str, *, author: str | None = None, limit: int = 50) -> list[RepoId]:
+        """Model ids the Hub's search finds (``GET /api/models?search=…``): one page, at most ``limit``.
+
+        For suggestions only (``watch add`` offers close matches to an id the Hub does not have);
+        malformed ids in the answer are skipped.
+        """
+        params = [("search", search[:96]), ("limit", str(limit))]
+        if author:
+            params.append(("author", author))
+        data, _ = self._get_json(f"{self.endpoint}/api/models?" + urlencode(params), f"search for {search!r:.100}")
+        if not isinstance(data, list):
+            raise HubUnavailable("model search: expected a JSON list")
+        found: list[RepoId] = []
+        for item in data[:limit]:
+            try:
+                found.append(validate_repo_id(str(item.get("id") if isinstance(item, dict) else "")))
+            except ValueError:
+                continue
+        return found
+
     def commits_since(
         self, repo: RepoId, branch: str, since: str | Collection[str] | None, *, limit: int | None = None
     ) -> CommitListing:
