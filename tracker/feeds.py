@@ -93,20 +93,25 @@ def _rfc3339(value: datetime) -> str:
     return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
+def entry_title(item: FeedItem) -> str:
+    """An entry's title leads with its severity, so a feed reader's list shows what matters: "[HIGH] ..."."""
+    return escape_controls(f"[{str(item.severity).upper()}] {item.record.get('summary') or item.id}")
+
+
 def _atom(items: Sequence[FeedItem], *, feed_id: str, title: str, self_url: str, home: str,
-          updated: datetime) -> bytes:
+          updated: datetime, page: str) -> bytes:
     fg = FeedGenerator()
     fg.id(feed_id)
     fg.title(title)
     fg.author({"name": "upstream-tracker"})
     fg.link(href=self_url, rel="self")
-    fg.link(href=home, rel="alternate")
+    fg.link(href=page, rel="alternate")
     fg.updated(updated)
     fg.generator("upstream-tracker")
     for item in items:
         fe = fg.add_entry(order="append")
         fe.id(entry_id(item.id))
-        fe.title(escape_controls(str(item.record.get("summary") or item.id)))
+        fe.title(entry_title(item))
         fe.updated(item.modified)
         fe.published(item.published)
         fe.link(href=f"{home}/advisories/{item.id}", rel="alternate")
@@ -116,18 +121,18 @@ def _atom(items: Sequence[FeedItem], *, feed_id: str, title: str, self_url: str,
     return fg.atom_str(pretty=False)
 
 
-def _json_feed(items: Sequence[FeedItem], *, title: str, self_url: str, home: str) -> bytes:
+def _json_feed(items: Sequence[FeedItem], *, title: str, self_url: str, home: str, page: str) -> bytes:
     feed = {
         "version": "https://jsonfeed.org/version/1.1",
         "title": title,
-        "home_page_url": home,
+        "home_page_url": page,
         "feed_url": self_url,
         "authors": [{"name": "upstream-tracker"}],
         "items": [
             {
                 "id": entry_id(item.id),
                 "url": f"{home}/advisories/{item.id}",
-                "title": escape_controls(str(item.record.get("summary") or item.id)),
+                "title": entry_title(item),
                 "content_html": entry_html(item.record),
                 "date_published": _rfc3339(item.published),
                 "date_modified": _rfc3339(item.modified),
@@ -204,13 +209,15 @@ def feeds_router(store: FeedStore, *, tracker_url: str | None = None, limit: int
         if _not_modified(request, etag, last_modified):
             return Response(status_code=304, headers=headers)
         title = f"upstream-tracker: {scope}" + (f" ({min_severity} and above)" if threshold else "")
+        # The page a feed mirrors: the repo's, the owner's, or the site's.
+        page = f"{base}/repos/{repo_id}" if repo_id else f"{base}/repos/{owner}" if owner else base
         if fmt == "atom":
             body = _atom(items, feed_id=f"{ID_PREFIX}feed:{request.url.path}" + (f"?{query}" if query else ""),
                          title=title, self_url=self_url, home=base,
-                         updated=last_modified or datetime(1970, 1, 1, tzinfo=UTC))
+                         updated=last_modified or datetime(1970, 1, 1, tzinfo=UTC), page=page)
             return Response(body, media_type=ATOM_TYPE, headers=headers)
-        return Response(_json_feed(items, title=title, self_url=self_url, home=base), media_type=JSON_FEED_TYPE,
-                        headers=headers)
+        return Response(_json_feed(items, title=title, self_url=self_url, home=base, page=page),
+                        media_type=JSON_FEED_TYPE, headers=headers)
 
     # Plain `def` handlers: FastAPI runs them in its threadpool, off the event loop.
     @router.get("/feeds/{owner}/{filename}")

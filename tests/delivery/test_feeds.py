@@ -72,7 +72,8 @@ def parse(answer) -> feedparser.FeedParserDict:
         updated_parsed=_parse_date(item["date_modified"]),
         content=[feedparser.FeedParserDict(value=item["content_html"])],
         tags=[{"term": t} for t in item.get("tags", [])]) for item in doc["items"]]
-    return feedparser.FeedParserDict(bozo=False, version="json11", entries=entries, feed=doc)
+    return feedparser.FeedParserDict(bozo=False, version="json11", entries=entries,
+                                     feed=feedparser.FeedParserDict(doc, link=doc.get("home_page_url")))
 
 
 def read(client: TestClient, path: str) -> feedparser.FeedParserDict:
@@ -120,8 +121,9 @@ def test_an_entry_carries_summary_findings_estimate_link_and_modified(feeds, fmt
     by_id = {e.id: e for e in parsed.entries}
     record = tracker.store.get_advisory(ids["fix"]).record
     entry = by_id[entry_id(ids["fix"])]
-    assert entry.title == record["summary"]
+    assert entry.title == f"[HIGH] {record['summary']}"  # the severity first, as a reader's list shows it
     assert entry.link == f"http://testserver/advisories/{ids['fix']}"
+    assert parsed.feed.link == "http://testserver/repos/acme/chat-model"  # the repo's page, not the site root
     assert entry.updated_parsed[:6] == _parse_date(record["modified"])[:6]
     html = entry.content[0].value
     assert "eos_token_id: 128001 → [128001, 128009]" in html
@@ -159,7 +161,7 @@ def test_a_withdrawn_advisory_updates_its_entry(feeds, tracker_settings, make):
     after_feed = read(TestClient(create_app(newer)), "/feeds/all.atom")
     assert entry_ids(after_feed) == ids_of(ids, "fix", "risk", "removal", "other")  # same id, no new entry
     after = {e.id: e for e in after_feed.entries}[entry_id(ids["fix"])]
-    assert after.title.startswith("Withdrawn")
+    assert after.title.startswith("[HIGH] Withdrawn")
     # Microseconds count (struct_time would drop them): the withdrawal may come within the same second.
     assert datetime.fromisoformat(after.updated) > datetime.fromisoformat(before.updated)
     assert datetime.fromisoformat(after.updated) == datetime.fromisoformat(
