@@ -210,6 +210,21 @@ class Finding:
         )
 
 
+def clip_words(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters at a word boundary, with an ellipsis when cut.
+
+    A cut falls back to the middle of a word only when the last space is in the first half.
+    """
+    if len(text) <= limit:
+        return text
+    cut = text[: max(limit - 1, 0)]
+    if not text[len(cut)].isspace():
+        space = cut.rfind(" ")
+        if space >= limit // 2:
+            cut = cut[:space]
+    return cut.rstrip() + "…"
+
+
 def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
     """Most severe first, then by category, code and path, so output is stable."""
     return sorted(findings, key=lambda f: (f.severity.rank, f.category, f.code, f.path or ""))

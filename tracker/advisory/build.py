@@ -45,7 +45,7 @@ from tracker.advisory.affected import affected_commits as compute_affected_commi
 from tracker.advisory.ids import advisory_id, repo_event_id
 from tracker.escaping import escape_controls
 from tracker.findings.rules import SeverityRules
-from tracker.model import Finding, Severity, sort_findings, validate_repo_id
+from tracker.model import Finding, Severity, clip_words, sort_findings, validate_repo_id
 
 __all__ = [
     "CLASSIFICATION",
@@ -186,7 +186,7 @@ def _plain(value: Any) -> Any:
 
 def _one_line(text: str, limit: int = SUMMARY_MAX) -> str:
     text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+    return clip_words(text, limit)
 
 
 def _repo_url(endpoint: str, repo_id: str) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from tracker.model import clip_words
+
 # The estimator's per-card keys (tracker.service.estimate_delta: "<card>.<mode>_batch") and how to say them.
 _MODES = {"full_batch": "full fine-tune", "lora_batch": "LoRA", "serve_batch": "serving"}
 _NAMES = {"params": "parameters", "active_params": "active parameters", "checkpoint_params": "checkpoint parameters",
@@ -71,5 +73,5 @@ def advisory_url(record: Mapping[str, Any], tracker_url: str | None) -> str | No
 
 
 def clip(text: str, limit: int) -> str:
-    """``text`` cut to at most ``limit`` characters, with an ellipsis when cut."""
-    return text if len(text) <= limit else text[: max(limit - 1, 0)] + "…"
+    """``text`` cut to at most ``limit`` characters (at a word boundary), with an ellipsis when cut."""
+    return clip_words(text, limit)
