@@ -75,7 +75,7 @@ def test_index_lists_the_repo_with_its_last_change_worst_open_severity_and_last_
     assert repo == f"{REPO}\n4 revisions read"
     assert change.splitlines()[0] == (f"{history.context[:12]} HIGH Longer context: 8194 positions, "
                                       "weights re-uploaded, PyTorch checkpoint added")
-    assert change.splitlines()[-1] == "parameters 559,890,432 -> 567,754,752 (+17 more)"
+    assert change.splitlines()[-1] == "parameters 559,890,432 → 567,754,752 (+17 more)"
     assert open_ == "MODERATE 1 open"  # the pickle: a risk nothing has fixed
     assert poll.splitlines()[-1] == "ok"
     page.get_by_role("link", name=REPO).click()
@@ -96,11 +96,13 @@ def test_repo_page_shows_the_timeline_the_chart_and_the_feeds(page, history, art
     assert template.locator("dt").all_inner_texts() == ["Config", "Generation config", "Chat template", "Files"]
     assert template.locator("dd").nth(2).inner_text() == (
         "HIGH rendered prompt changed for 8 of 8 conversations; one user turn, no generation prompt: "
-        "adds '</s>' after 'query: Hello, who are you?'")
+        "adds '</s>' after 'query: Hello, who are you?' chat_template.rendered_prompt_changed")
+    code = template.locator("dd").nth(2).get_by_role("link", name="chat_template.rendered_prompt_changed")
+    assert code.get_attribute("href") == "/findings/chat_template.rendered_prompt_changed"
     context = revisions.nth(0)
     assert context.locator("dt").all_inner_texts() == ["Config", "Weights", "Estimator", "Files"]
     assert "HIGH model.safetensors: 1 tensors reshaped, e.g. embeddings.position_embeddings.weight " \
-           "[514, 1024] → [8194, 1024]" in context.locator("dd").nth(1).inner_text().splitlines()
+           "[514, 1024] → [8194, 1024] weights.tensors_reshaped" in context.locator("dd").nth(1).inner_text().splitlines()
     advisories = context.locator("ul.advisories li")
     assert [a.split(" ", 3)[:3] for a in advisories.all_inner_texts()] == [
         ["HIGH", history.advisory(history.context, "update"), "update"],
@@ -140,8 +142,9 @@ def test_revision_page_shows_the_rendered_prompt_diff_side_by_side(page, history
     assert text.locator("thead th").all_inner_texts() == ["old/tokenizer_config.json", "new/tokenizer_config.json"]
     assert text.locator("td.added").all_inner_texts() == ["+{{ eos_token }}", "+{{ eos_token }}"]
     keys = page.locator("section", has=page.locator("h2", has_text="Config keys")).locator("tbody tr")
-    assert [cells(r) for r in keys.all()] == [["config.json", "eos_token_id", "2", "250001", "HIGH"],
-                                              ["config.json", "eos_token_id", "2", "250001", "MODERATE"]]
+    # two findings about the one change (config and generation rules) are one row, at the worse severity
+    assert [cells(r) for r in keys.all()] == [
+        ["config.json", "eos_token_id", "2", "250001", "HIGH generation.eos_token_id_changed"]]
     cards = page.locator("table.cards tbody tr")
     assert cells(cards.first) == ["T4 16 GB", "batch 7, borderline", "batch 29", "batch 253", "$2.18 full"]
     advisory = history.advisory(history.template, "update")

@@ -4,6 +4,7 @@ fixed number of SQL statements per page whatever the history's length (SQLite an
 from __future__ import annotations
 
 import json
+import re
 
 import httpx
 import pytest
@@ -17,7 +18,7 @@ from tracker.app import make_tracker
 from tracker.settings import Settings
 from tracker.web.demo import REPO
 
-CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; "
+CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; form-action 'self'; "
        "frame-ancestors 'none'")
 
 
@@ -149,13 +150,183 @@ def test_each_page_runs_the_same_number_of_statements_for_5_and_60_revisions(app
         return len(statements)
 
     for name, shas in (("acme/short", short), ("acme/long", long)):
-        assert count(f"/repos/{name}") == 3
-        assert count(f"/repos/{name}/revisions/{shas[-1]}") == 4
+        assert count(f"/repos/{name}") == 5
+        assert count(f"/repos/{name}?page=2") == 5
+        assert count(f"/repos/{name}/revisions/{shas[-1]}") == 6
         # The record, then its spans: its versions are computed on read (the commits themselves
         # come from the versions cache, warmed by advisories_for above), whatever the history.
         assert count(f"/advisories/{advisory[name]}") == 2
     assert count("/") == 4
-    # and the long timeline is all there, newest first
-    page = client.get("/repos/acme/long").text
-    assert page.count('<li class="revision"') == 60
-    assert page.index(f'id="rev-{sha_of("acme/long", 59)}"') < page.index(f'id="rev-{sha_of("acme/long", 0)}"')
+    assert count("/repos/acme") == 4
+    assert count("/advisories") == 1
+    # and the long timeline is all there, newest first, 50 revisions a page
+    first, second = client.get("/repos/acme/long").text, client.get("/repos/acme/long?page=2").text
+    assert first.count('<li class="revision"') == 50 and second.count('<li class="revision"') == 10
+    assert first.index(f'id="rev-{sha_of("acme/long", 59)}"') < first.index(f'id="rev-{sha_of("acme/long", 10)}"')
+    assert f'id="rev-{sha_of("acme/long", 9)}"' in second and f'id="rev-{sha_of("acme/long", 0)}"' in second
+    assert '<a rel="next" href="/repos/acme/long?page=2">Older →</a>' in first
+    assert '<a rel="prev" href="/repos/acme/long?page=1">← Newer</a>' in second
+
+
+# -- what every site answers, and the pages that find things ----------------------------------------
+
+BROWSER = {"accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
+
+
+@pytest.mark.parametrize("path", ["/nowhere", "/repos/intfloat/multilingual-e5-large/nothing", "/v1/nothing"])
+def test_an_unknown_path_is_an_html_page_for_browsers_and_json_for_api_clients(client, path):
+    page = client.get(path, headers=BROWSER)
+    assert page.status_code == 404
+    assert page.headers["content-type"] == "text/html; charset=utf-8"
+    assert f'<p class="message">There is no page at {path}.</p>' in page.text
+    assert page.headers["content-security-policy"] == CSP
+    api = client.get(path, headers={"accept": "application/json"})
+    assert (api.status_code, api.json()) == (404, {"detail": "Not Found"})
+
+
+def test_a_wrong_method_is_an_html_405_for_browsers(client):
+    page = client.post("/", headers=BROWSER)
+    assert page.status_code == 405
+    assert '<p class="message">POST is not allowed at /.</p>' in page.text
+    assert client.post("/").json() == {"detail": "Method Not Allowed"}
+
+
+@pytest.mark.parametrize("path", ["/", f"/repos/{REPO}", "/advisories", "/findings", "/docs", "/assets/pages.css",
+                                  "/favicon.ico", "/healthz", f"/feeds/{REPO}.atom"])
+def test_head_answers_as_get_without_a_body(client, path):
+    got, head = client.get(path), client.head(path)
+    assert (head.status_code, got.status_code) == (200, 200)
+    assert head.content == b""
+    assert head.headers["content-type"] == got.headers["content-type"]
+    assert head.headers["content-length"] == str(len(got.content))
+
+
+def test_the_favicon_is_served_and_linked(client):
+    for path in ("/favicon.ico", "/favicon.svg"):
+        icon = client.get(path)
+        assert icon.status_code == 200
+        assert icon.headers["content-type"] == "image/svg+xml"
+        assert icon.text.startswith('<svg xmlns="http://www.w3.org/2000/svg"')
+    assert '<link rel="icon" href="/favicon.svg" type="image/svg+xml">' in client.get("/").text
+
+
+def test_the_api_docs_page_lists_every_operation_and_loads_nothing_from_elsewhere(client):
+    page = client.get("/docs")
+    assert page.status_code == 200 and page.headers["content-security-policy"] == CSP
+    spec = client.get("/openapi.json").json()
+    for path, item in spec["paths"].items():
+        for method in item:
+            assert f"<td><code>{method.upper()}</code></td><td><code class=\"path\">{path}</code>" in page.text, path
+    assert "cdn" not in page.text.lower() and "<script" not in page.text
+    for url in ("https://", "http://", "//"):
+        assert f'src="{url}' not in page.text and f'href="{url}' not in page.text
+
+
+def test_every_page_refers_to_no_outside_host(client, history):
+    advisory = history.advisory(history.context, "risk")
+    for path in ("/", "/repos/intfloat", f"/repos/{REPO}", f"/repos/{REPO}/revisions/{history.template}",
+                 f"/advisories/{advisory}", "/advisories", "/findings", "/findings/weights.pickle_added",
+                 "/search?q=e5", "/docs", "/nowhere"):
+        text = client.get(path, headers=BROWSER).text
+        # links out (a reference, the Hub's commit page) are plain anchors; nothing is loaded from elsewhere
+        assert not re.search(r'<(?:link|img|script|iframe|source)[^>]+(?:src|href)="(?:https?:)?//', text), path
+
+
+def test_the_owner_page_lists_the_owners_watched_repos(client):
+    page = client.get("/repos/intfloat")
+    assert page.status_code == 200
+    assert f'<a class="repo" href="/repos/{REPO}">{REPO}</a>' in page.text
+    assert '<link rel="alternate" type="application/atom+xml" title="intfloat (Atom)" href="/feeds/intfloat.atom">' \
+        in page.text
+    missing = client.get("/repos/nobody")
+    assert missing.status_code == 404 and "No repo of nobody is watched here." in missing.text
+    assert '<a href="/repos/intfloat">intfloat</a>' in client.get(f"/repos/{REPO}").text
+
+
+def listed_ids(html: str) -> list[str]:
+    return re.findall(r'<li><span class="sev sev-\w+">\w+</span> <a href="/advisories/([^"]+)">', html)
+
+
+def test_the_advisories_page_filters_by_severity_category_library_and_date(client, history):
+    store = history.tracker.store
+    every = sorted(a.id for a in store.advisories_for(repo_pk=store.get_repo(REPO).pk))
+    assert sorted(listed_ids(client.get("/advisories").text)) == every
+    high = sorted(a.id for a in store.advisories_for(repo_pk=store.get_repo(REPO).pk) if a.severity == "high")
+    assert high and sorted(listed_ids(client.get("/advisories?severity=high").text)) == high
+    moderate_up = sorted(listed_ids(client.get("/advisories?severity=moderate").text))
+    assert set(high) < set(moderate_up)
+    weights = sorted(listed_ids(client.get("/advisories?category=weights").text))
+    assert history.advisory(history.context, "risk") in weights
+    assert history.advisory(history.template, "update") not in weights
+    assert listed_ids(client.get("/advisories?library=transformers").text) == []
+    assert listed_ids(client.get("/advisories?since=2999-01-01").text) == []
+    assert sorted(listed_ids(client.get("/advisories?since=2000-01-01").text)) == every
+    for query, message in (("severity=urgent", "Unknown severity &#39;urgent&#39;"),
+                           ("category=nope", "Unknown category &#39;nope&#39;"),
+                           ("since=yesterday", "Invalid date &#39;yesterday&#39;: give YYYY-MM-DD.")):
+        bad = client.get(f"/advisories?{query}")
+        assert bad.status_code == 400 and message in bad.text, query
+
+
+def test_the_advisories_page_is_paged_with_its_filters_kept(app_on):
+    tracker, client = app_on()
+    build(tracker.store, "acme/long", 600)  # an advisory every tenth revision: 60
+    first = client.get("/advisories?severity=info").text
+    second = client.get("/advisories?severity=info&page=2").text
+    assert len(listed_ids(first)) == 50 and len(listed_ids(second)) == 10
+    assert not set(listed_ids(first)) & set(listed_ids(second))
+    assert '<a rel="next" href="/advisories?severity=info&amp;page=2">Older →</a>' in first
+    assert "<span>Page 2 of 2</span>" in second
+    assert "<span>Page 2 of 2</span>" in client.get("/advisories?page=999").text  # clamped, never an empty page
+
+
+def test_search_finds_repos_advisories_and_finding_codes(client, history):
+    advisory = history.advisory(history.context, "risk")
+    page = client.get("/search?q=e5-large").text
+    assert f'<li><a href="/repos/{REPO}">{REPO}</a></li>' in page
+    page = client.get("/search?q=pickle").text
+    assert '<li><a href="/findings/weights.pickle_added">weights.pickle_added</a></li>' in page
+    page = client.get(f"/search?q={advisory[:10]}").text
+    assert f'<li><a href="/advisories/{advisory}">{advisory}</a></li>' in page
+    nothing = client.get("/search?q=zzzz-nothing").text
+    assert "Nothing matches zzzz-nothing" in nothing
+    # an exact id goes straight to its page
+    for q, target in ((REPO, f"/repos/{REPO}"), (advisory, f"/advisories/{advisory}"),
+                      ("weights.pickle_added", "/findings/weights.pickle_added")):
+        jump = client.get(f"/search?q={q}", follow_redirects=False)
+        assert (jump.status_code, jump.headers["location"]) == (303, target)
+
+
+def test_every_finding_code_has_a_page_and_the_findings_link_to_it(client, history):
+    index = client.get("/findings").text
+    from tracker.findings.rules import SeverityRules
+
+    for code, severity in SeverityRules.default().table.items():
+        assert f'<span class="sev sev-{severity.value}">{severity.value}</span> <a href="/findings/{code}">' \
+               f'{code}</a>' in index
+    page = client.get("/findings/weights.pickle_added")
+    assert page.status_code == 200
+    assert "<h1><code>weights.pickle_added</code></h1>" in page.text
+    assert "never load a pickle you have not scanned" in page.text
+    assert client.get("/findings/nope.nothing").status_code == 404
+    revision = client.get(f"/repos/{REPO}/revisions/{history.context}").text
+    assert '<a class="code" href="/findings/weights.pickle_added">weights.pickle_added</a>' in revision
+    advisory = client.get(f"/advisories/{history.advisory(history.context, 'risk')}").text
+    assert '<a class="code" href="/findings/weights.pickle_added">weights.pickle_added</a>' in advisory
+
+
+def test_revision_pages_link_the_previous_and_next_revision(client, history):
+    middle = client.get(f"/repos/{REPO}/revisions/{history.template}").text
+    assert (f'<a rel="prev" href="/repos/{REPO}/revisions/{history.readme}">← Previous '
+            f'<code>{history.readme[:12]}</code></a>') in middle
+    assert (f'<a rel="next" href="/repos/{REPO}/revisions/{history.context}">Next '
+            f'<code>{history.context[:12]}</code> →</a>') in middle
+    first = client.get(f"/repos/{REPO}/revisions/{history.baseline}").text
+    last = client.get(f"/repos/{REPO}/revisions/{history.context}").text
+    assert 'rel="prev"' not in first and 'rel="next"' in first
+    assert 'rel="next"' not in last and 'rel="prev"' in last
+
+
+def test_pages_write_one_arrow(client, history):
+    for path in (f"/repos/{REPO}", f"/repos/{REPO}/revisions/{history.context}", "/advisories", "/"):
+        assert " -&gt; " not in client.get(path).text, path

@@ -87,6 +87,33 @@ class AdvisoryLine:
     published: datetime | None
 
 
+@dataclass(frozen=True)
+class ListedAdvisory:
+    """An advisory on the list of all: its line, its repo, when it last changed, what it is about."""
+
+    line: AdvisoryLine
+    repo_id: str
+    modified: datetime | None
+    categories: tuple[str, ...]
+    codes: tuple[str, ...]  # the finding codes it carries
+    libraries: tuple[str, ...]  # the Python packages its findings name (dependencies), lower case
+
+
+def _libraries(findings: Any) -> tuple[str, ...]:
+    """The libraries an advisory's findings are about: a finding's ``library``, or the package a
+    dependencies finding names."""
+    found: set[str] = set()
+    for f in findings if isinstance(findings, list) else []:
+        if not isinstance(f, dict):
+            continue
+        if isinstance(f.get("library"), str):
+            found.add(f["library"].lower())
+        after = f.get("after")
+        if f.get("category") == "dependencies" and isinstance(after, dict) and isinstance(after.get("name"), str):
+            found.add(after["name"].lower())
+    return tuple(sorted(found))
+
+
 def _open_advisory() -> Any:
     # Live and unfixed: not withdrawn, no fix recorded, and not an "update" (an update's range is
     # fixed at its own revision by definition: it affects only the revisions before it).
@@ -143,15 +170,42 @@ class PageReads:
             row = conn.execute(select(repos).where(repos.c.repo_id == repo_id)).first()
             return SqlStore._repo(row) if row else None
 
-    def timeline(self, repo_pk: int) -> list[TimelineRevision]:
-        """Every revision of a repo, newest first, with findings and the charted estimator figures."""
+    def revision_count(self, repo_pk: int) -> int:
+        with self._tx() as conn:
+            return int(conn.execute(select(func.count()).where(revisions.c.repo_pk == repo_pk)).scalar_one())
+
+    def chart_figures(self, repo_pk: int) -> list[tuple[str, dict[str, Any] | None]]:
+        """(sha, charted estimator figures or None) for every revision, oldest first: the chart's points."""
         picked = [revisions.c.estimate[key].label(f"est_{key}") for key in CHART_KEYS]
         with self._tx() as conn:
-            rows = conn.execute(
-                select(revisions.c.sha, revisions.c.seq, revisions.c.date, revisions.c.title, revisions.c.status,
-                       revisions.c.baseline, revisions.c.findings, revisions.c.worst_severity, revisions.c.summary,
-                       *picked)
-                .where(revisions.c.repo_pk == repo_pk).order_by(revisions.c.seq.desc())).all()
+            rows = conn.execute(select(revisions.c.sha, *picked).where(revisions.c.repo_pk == repo_pk)
+                                .order_by(revisions.c.seq)).all()
+        out: list[tuple[str, dict[str, Any] | None]] = []
+        for r in rows:
+            figures = {key: getattr(r, f"est_{key}") for key in CHART_KEYS}
+            out.append((r.sha, figures if any(v is not None for v in figures.values()) else None))
+        return out
+
+    def neighbours(self, repo_pk: int, seq: int) -> tuple[str | None, str | None]:
+        """The shas of the revisions read just before and just after ``seq`` (None at either end)."""
+        with self._tx() as conn:
+            older = conn.execute(select(revisions.c.sha).where(revisions.c.repo_pk == repo_pk, revisions.c.seq < seq)
+                                 .order_by(revisions.c.seq.desc()).limit(1)).scalar()
+            newer = conn.execute(select(revisions.c.sha).where(revisions.c.repo_pk == repo_pk, revisions.c.seq > seq)
+                                 .order_by(revisions.c.seq).limit(1)).scalar()
+        return older, newer
+
+    def timeline(self, repo_pk: int, *, limit: int | None = None, offset: int = 0) -> list[TimelineRevision]:
+        """A repo's revisions, newest first (one page of them with ``limit``), with findings and chart figures."""
+        picked = [revisions.c.estimate[key].label(f"est_{key}") for key in CHART_KEYS]
+        query = (select(revisions.c.sha, revisions.c.seq, revisions.c.date, revisions.c.title, revisions.c.status,
+                        revisions.c.baseline, revisions.c.findings, revisions.c.worst_severity, revisions.c.summary,
+                        *picked)
+                 .where(revisions.c.repo_pk == repo_pk).order_by(revisions.c.seq.desc()))
+        if limit is not None:
+            query = query.limit(limit).offset(offset)
+        with self._tx() as conn:
+            rows = conn.execute(query).all()
         out = []
         for r in rows:
             figures = {key: getattr(r, f"est_{key}") for key in CHART_KEYS}
@@ -185,3 +239,49 @@ class PageReads:
                 .where(revisions.c.repo_pk == repo_pk, revisions.c.seq <= seq, ran)
                 .order_by(revisions.c.seq.desc()).limit(1)).first()
         return (row.sha, row.estimate) if row is not None and isinstance(row.estimate, dict) else None
+
+    # -- every advisory ---------------------------------------------------------------------
+
+    def advisory_list(self, *, severities: tuple[str, ...] = (), since: datetime | None = None,
+                      repo_ids: tuple[str, ...] | None = None) -> list[ListedAdvisory]:
+        """Every advisory (newest modified first) with its repo and categories, filtered by severity and date.
+
+        Categories and libraries live inside the record, so those filters are the caller's (one
+        statement, the JSON fields picked by the database).
+        """
+        ds = advisories.c.record["database_specific"]
+        query = (select(advisories.c.id, repos.c.repo_id, advisories.c.revision_sha, advisories.c.kind,
+                        advisories.c.severity, advisories.c.record["summary"].label("summary"),
+                        advisories.c.withdrawn, advisories.c.fixed_sha, advisories.c.published,
+                        advisories.c.modified, ds["categories"].label("categories"),
+                        ds["findings"].label("findings"))
+                 .join(repos, repos.c.id == advisories.c.repo_pk))
+        if severities:
+            query = query.where(advisories.c.severity.in_(severities))
+        if since is not None:
+            query = query.where(advisories.c.modified >= since)
+        if repo_ids is not None:
+            query = query.where(repos.c.repo_id.in_(repo_ids))
+        with self._tx() as conn:
+            rows = conn.execute(query.order_by(advisories.c.modified.desc(), advisories.c.id)).all()
+        return [ListedAdvisory(
+            line=AdvisoryLine(id=r.id, revision_sha=r.revision_sha, kind=r.kind, severity=r.severity,
+                              summary=str(r.summary or ""), withdrawn=bool(r.withdrawn), fixed_sha=r.fixed_sha,
+                              published=_utc(r.published)),
+            repo_id=r.repo_id, modified=_utc(r.modified),
+            categories=tuple(str(c) for c in r.categories or [] if isinstance(c, str)),
+            codes=tuple(str(f.get("code")) for f in r.findings or [] if isinstance(f, dict) and f.get("code")),
+            libraries=_libraries(r.findings))
+            for r in rows]
+
+    def search_ids(self, text: str, *, limit: int = 20) -> tuple[list[str], list[str]]:
+        """Watched repo ids and advisory ids containing ``text`` (case-insensitive): two statements."""
+        needle = text.lower()
+        with self._tx() as conn:
+            found_repos = conn.execute(select(repos.c.repo_id).where(
+                func.lower(repos.c.repo_id).contains(needle, autoescape=True)).order_by(repos.c.repo_id)
+                .limit(limit)).scalars().all()
+            found_ids = conn.execute(select(advisories.c.id).where(
+                func.lower(advisories.c.id).contains(needle, autoescape=True)).order_by(advisories.c.id)
+                .limit(limit)).scalars().all()
+        return list(found_repos), list(found_ids)

@@ -4,6 +4,6 @@
 (:mod:`tracker.web.demo`) serves them over a scripted history on the Hub stand-in.
 """
 
-from tracker.web.routes import pages_router
+from tracker.web.routes import install_site, pages_router
 
-__all__ = ["pages_router"]
+__all__ = ["install_site", "pages_router"]

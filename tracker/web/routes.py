@@ -21,24 +21,39 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import HTMLResponse, Response
 from jinja2 import ChainableUndefined, Environment, FileSystemLoader
 from markdown_it import MarkdownIt
 from markupsafe import Markup
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tracker.advisory.ids import ID_RE
 from tracker.bounded import json_safe
 from tracker.errors import RevisionUnresolved, StoreError
 from tracker.escaping import escape_controls
+from tracker.findings.rules import SeverityRules
 from tracker.model import RepoId, validate_repo_id
 from tracker.store.pages import PageReads
 from tracker.web import charts
 from tracker.web.views import (
+    ADVISORY_PAGE,
+    CATEGORY_LABELS,
+    SEARCH_SHOWN,
+    SEVERITIES,
+    TIMELINE_PAGE,
+    advisory_filters,
+    category_label,
     estimate_view,
+    explain_code,
+    filter_query,
     group_findings,
+    paging,
     revision_sections,
     show_value,
+    shown_text,
     when,
     worst,
 )
@@ -51,7 +66,7 @@ SHA_PREFIX_RE = re.compile(r"^[0-9a-f]{7,40}\Z")
 # No script, no inline style, nothing from elsewhere; inline SVG is markup, not an image.
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; "
-                               "form-action 'none'; frame-ancestors 'none'",
+                               "form-action 'self'; frame-ancestors 'none'",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
 }
@@ -78,6 +93,7 @@ def environment() -> Environment:
     env.filters["when"] = when
     env.filters["short"] = lambda sha: (sha or "")[:12]
     env.filters["value"] = show_value
+    env.filters["text"] = shown_text
     env.filters["thousands"] = lambda n: f"{n:,}"
     return env
 
@@ -131,6 +147,11 @@ def pages_router(tracker: Tracker) -> APIRouter:
     router = APIRouter(include_in_schema=False)
     reads = PageReads(tracker.store)
     store = tracker.store
+    processor_rules = getattr(getattr(tracker, "processor", None), "rules", None)
+
+    def finding_rules() -> SeverityRules:
+        # The rules in force here (the config's [severity] overrides included).
+        return processor_rules if isinstance(processor_rules, SeverityRules) else SeverityRules.default()
 
     @router.get("/assets/pages.css")
     def stylesheet() -> Response:
@@ -138,36 +159,49 @@ def pages_router(tracker: Tracker) -> APIRouter:
                         headers={"Cache-Control": "public, max-age=3600", "X-Content-Type-Options": "nosniff"})
 
     # Plain `def` handlers: FastAPI runs them in its threadpool, off the event loop.
+    def index_rows() -> list[dict[str, Any]]:
+        rows = []
+        for s in reads.repo_summaries():
+            status, status_class = _repo_status(s.repo)
+            rows.append({"summary": s, "status": status, "status_class": status_class,
+                         "open_worst": worst(s.open_by_severity), "open_count": sum(s.open_by_severity.values())})
+        return rows
+
     @router.get("/", response_class=HTMLResponse)
     def index() -> HTMLResponse:
+        return _guard(lambda: _page("index.html.jinja", title="Watched repos", rows=index_rows()))
+
+    @router.get("/repos/{owner}", response_class=HTMLResponse)
+    def owner_page(owner: str) -> HTMLResponse:
         def render() -> HTMLResponse:
-            rows = []
-            for s in reads.repo_summaries():
-                status, status_class = _repo_status(s.repo)
-                open_worst = worst(s.open_by_severity)
-                rows.append({"summary": s, "status": status, "status_class": status_class,
-                             "open_worst": open_worst, "open_count": sum(s.open_by_severity.values())})
-            return _page("index.html.jinja", title="Watched repos", rows=rows)
+            _repo_id(owner, "x")  # the owner part must be a valid id part
+            prefix = owner.lower() + "/"
+            rows = [r for r in index_rows() if r["summary"].repo.repo_id.lower().startswith(prefix)]
+            if not rows:
+                raise _NotFound(f"No repo of {owner} is watched here.")
+            return _page("owner.html.jinja", title=owner, owner=owner, rows=rows)
         return _guard(render)
 
     @router.get("/repos/{owner}/{name}", response_class=HTMLResponse)
-    def repo_page(owner: str, name: str) -> HTMLResponse:
+    def repo_page(owner: str, name: str, page: str = "1") -> HTMLResponse:
         def render() -> HTMLResponse:
             repo_id = _repo_id(owner, name)
             repo = reads.repo(repo_id)
             if repo is None:
                 raise _NotFound(f"{repo_id} is not watched here.")
-            timeline = reads.timeline(repo.pk)
+            total = reads.revision_count(repo.pk)
+            pages = paging(page, total, TIMELINE_PAGE)
+            timeline = reads.timeline(repo.pk, limit=TIMELINE_PAGE, offset=(pages.number - 1) * TIMELINE_PAGE)
             lines = reads.advisory_lines(repo.pk)
             by_revision: dict[str | None, list[Any]] = {}
             for line in lines:
                 by_revision.setdefault(line.revision_sha, []).append(line)
             entries = [{"rev": r, "groups": group_findings(r.findings), "advisories": by_revision.get(r.sha, [])}
                        for r in timeline]
-            chart = charts.estimate_chart(charts.points([(r.sha[:12], r.estimate) for r in reversed(timeline)]))
+            chart = charts.estimate_chart(charts.points([(sha[:12], est) for sha, est in reads.chart_figures(repo.pk)]))
             status, status_class = _repo_status(repo)
             return _page("repo.html.jinja", title=repo_id, repo=repo, entries=entries, chart=chart,
-                         status=status, status_class=status_class,
+                         status=status, status_class=status_class, total=total, pages=pages,
                          repo_advisories=by_revision.get(None, []), advisory_count=len(lines))
         return _guard(render)
 
@@ -187,6 +221,7 @@ def pages_router(tracker: Tracker) -> APIRouter:
             if row is None:
                 raise _NotFound(f"The tracker has not read revision {sha} of {repo_id}.")
             findings = list(row.findings or [])
+            older, newer = reads.neighbours(repo.pk, row.seq)
             in_force = reads.estimate_in_force(repo.pk, row.seq)
             estimate = None
             if in_force is not None:
@@ -194,7 +229,7 @@ def pages_router(tracker: Tracker) -> APIRouter:
             return _page("revision.html.jinja", title=f"{repo_id} @ {row.sha[:12]}", repo=repo, row=row,
                          sections=revision_sections(findings, row.diff), estimate=estimate,
                          advisories=reads.advisory_lines(repo.pk, revision_sha=row.sha),
-                         finding_count=len(findings))
+                         finding_count=len(findings), older=older, newer=newer)
         return _guard(render)
 
     def advisory_row(vuln_id: str) -> Any:
@@ -204,6 +239,60 @@ def pages_router(tracker: Tracker) -> APIRouter:
         if row is None:
             raise _NotFound(f"There is no advisory {vuln_id}.")
         return row
+
+    @router.get("/advisories", response_class=HTMLResponse)
+    def advisories_page(request: Request, severity: str = "", category: str = "", library: str = "",
+                        since: str = "", page: str = "1") -> HTMLResponse:
+        def render() -> HTMLResponse:
+            try:
+                wanted = advisory_filters(severity=severity, category=category, library=library, since=since)
+            except ValueError as exc:
+                return _page("not_found.html.jinja", 400, title="Bad filter", message=str(exc))
+            listed = [a for a in reads.advisory_list(severities=wanted.severities, since=wanted.since)
+                      if wanted.matches(a.categories, a.libraries)]
+            pages = paging(page, len(listed), ADVISORY_PAGE)
+            start = (pages.number - 1) * ADVISORY_PAGE
+            return _page("advisories.html.jinja", title="Advisories", listed=listed[start:start + ADVISORY_PAGE],
+                         total=len(listed), pages=pages, filters=wanted, categories=sorted(CATEGORY_LABELS),
+                         severities=SEVERITIES, query=filter_query(request.query_params))
+        return _guard(render)
+
+    @router.get("/search", response_class=HTMLResponse)
+    def search_page(q: str = "") -> HTMLResponse:
+        def render() -> HTMLResponse:
+            text = " ".join(q.split())[:200]
+            if not text:
+                return _page("search.html.jinja", title="Search", q="", repos=[], advisories=[], codes=[])
+            found_repos, found_ids = reads.search_ids(text)
+            codes = [c for c in sorted(finding_rules().table) if text.lower() in c.lower()][:SEARCH_SHOWN]
+            exact = [*(f"/repos/{r}" for r in found_repos if r.lower() == text.lower()),
+                     *(f"/advisories/{i}" for i in found_ids if i.lower() == text.lower()),
+                     *(f"/findings/{c}" for c in codes if c.lower() == text.lower())]
+            if len(exact) == 1:
+                return HTMLResponse("", status_code=303, headers={**SECURITY_HEADERS, "Location": exact[0]})
+            return _page("search.html.jinja", title=f"Search: {text}", q=text, repos=found_repos,
+                         advisories=found_ids, codes=codes)
+        return _guard(render)
+
+    @router.get("/findings", response_class=HTMLResponse)
+    def findings_index() -> HTMLResponse:
+        def render() -> HTMLResponse:
+            rules = finding_rules()
+            groups: dict[str, list[tuple[str, str]]] = {}
+            for code in sorted(rules.table):
+                groups.setdefault(code.split(".", 1)[0], []).append((code, rules.severity(code).value))
+            return _page("findings.html.jinja", title="Finding codes",
+                         groups=[(category_label(c), c, groups[c]) for c in sorted(groups)])
+        return _guard(render)
+
+    @router.get("/findings/{code}", response_class=HTMLResponse)
+    def finding_page(code: str) -> HTMLResponse:
+        def render() -> HTMLResponse:
+            rules = finding_rules()
+            if code not in rules.table:
+                raise _NotFound(f"{code[:80]!r} is not a finding code here; the list is at /findings.")
+            return _page("finding.html.jinja", title=code, explained=explain_code(code, rules.severity(code).value, ""))
+        return _guard(render)
 
     @router.get("/advisories/{vuln_id}", response_class=HTMLResponse)
     def advisory_page(vuln_id: str) -> HTMLResponse:
@@ -232,3 +321,72 @@ def pages_router(tracker: Tracker) -> APIRouter:
                                  "X-Content-Type-Options": "nosniff"})
 
     return router
+
+
+# -- what every site answers: HEAD, a favicon, 404 pages for browsers, the API's own docs page ----
+
+
+class HeadAsGet:
+    """``HEAD`` answered as ``GET`` without the body (FastAPI routes declare GET only: HEAD was a 405)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def headers_only(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                if message.get("more_body"):
+                    return
+                message = {"type": "http.response.body", "body": b"", "more_body": False}
+            await send(message)
+
+        await self.app({**scope, "method": "GET"}, receive, headers_only)
+
+
+def wants_html(request: Request) -> bool:
+    """A browser (it asks for text/html), not an API client, which gets JSON errors."""
+    return "text/html" in request.headers.get("accept", "")
+
+
+def api_reference(app: FastAPI) -> list[dict[str, Any]]:
+    """The OpenAPI document's operations as the /docs page lists them: method, path, summary, details."""
+    out = []
+    for path, item in (app.openapi().get("paths") or {}).items():
+        for method, op in item.items():
+            if not isinstance(op, dict):
+                continue
+            text = str(op.get("description") or "").strip()
+            out.append({"method": method.upper(), "path": path, "summary": str(op.get("summary") or ""),
+                        "details": text.split("\n\n", 1)[0].replace("\n", " "),
+                        "parameters": [(str(p.get("name")), str(p.get("in"))) for p in op.get("parameters") or []
+                                       if isinstance(p, dict)]})
+    return out
+
+
+def install_site(app: FastAPI) -> None:
+    """HEAD support, the favicon, the /docs page and HTML 404/405 pages for browsers (JSON for the rest)."""
+    app.add_middleware(HeadAsGet)
+    icon = (HERE / "static" / "favicon.svg").read_bytes()
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    @app.get("/favicon.svg", include_in_schema=False)
+    def favicon() -> Response:
+        return Response(icon, media_type="image/svg+xml",
+                        headers={"Cache-Control": "public, max-age=86400", "X-Content-Type-Options": "nosniff"})
+
+    @app.get("/docs", include_in_schema=False, response_class=HTMLResponse)
+    def docs() -> HTMLResponse:
+        return _page("docs.html.jinja", title="HTTP API", operations=api_reference(app))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _not_here(request: Request, exc: StarletteHTTPException) -> Response:
+        if not wants_html(request) or exc.status_code not in (404, 405):
+            return await http_exception_handler(request, exc)
+        message = (f"There is no page at {request.url.path[:200]}." if exc.status_code == 404
+                   else f"{request.method} is not allowed at {request.url.path[:200]}.")
+        return _page("not_found.html.jinja", exc.status_code, title="Not found" if exc.status_code == 404
+                     else "Not allowed", message=message)

@@ -14,7 +14,7 @@ from typing import Any
 
 from tracker.delivery.text import estimate_lines
 from tracker.estimate.cards import CARDS_BY_NAME
-from tracker.model import Severity
+from tracker.model import Severity, clip_words
 from tracker.web.diffs import SideBySide, side_by_side
 
 # The categories a reader looks for first (the reference page's "config, tokenizer, chat template
@@ -35,6 +35,121 @@ CATEGORY_LABELS: dict[str, str] = {
 }
 SEVERITIES = tuple(s.value for s in Severity)  # critical .. info
 VALUE_SHOWN = 400  # characters of a before/after value shown inline
+TIMELINE_PAGE = 50  # revisions per page of a repo's timeline
+ADVISORY_PAGE = 50  # advisories per page of the list of all
+SEARCH_SHOWN = 20  # matches shown per kind on the search page
+
+# What to do about a finding, by category: the next step a reader takes before moving a pin.
+ADVICE: dict[str, str] = {
+    "config": "Load the new revision in a test and compare outputs before you move your pin; "
+              "keep the old sha pinned if you depend on the old behaviour.",
+    "generation": "Check that generation stops and samples as you expect at the new revision (eos ids, "
+                  "lengths, sampling defaults), or pass the values you rely on explicitly.",
+    "tokenizer": "Re-tokenize a sample of your own inputs with both revisions and compare ids; "
+                 "cached token ids and fine-tunes depend on them.",
+    "chat_template": "Render your own conversations with both templates and compare the prompts; "
+                     "fine-tuned adapters and evaluations assume the old prompt format.",
+    "weights": "Treat re-uploaded or new weight files as a new model: verify hashes, and never load a "
+               "pickle you have not scanned (prefer safetensors, or torch.load(weights_only=True)).",
+    "code": "Read the remote code diff before running with trust_remote_code; pin the revision you reviewed.",
+    "licence": "Check the new licence and gating terms against your use before you move your pin.",
+    "dependencies": "Upgrade or pin the named Python packages to a version without the listed vulnerabilities.",
+    "consistency": "The files of this revision disagree with each other; test loading it before you rely on it.",
+    "estimate": "Re-check your hardware plan: memory and batch sizes moved with the config or the weights.",
+    "repo": "The repo itself changed (renamed, rewritten, gated, deleted): check the id and revisions you pin.",
+    "files": "Review the files added or removed; nothing the tracker analyses changed meaning.",
+}
+GENERIC_ADVICE = "Read the finding's evidence on the revision page, and test the new revision before you move your pin."
+
+
+def shown_text(text: Any) -> str:
+    """Text as the pages write it: one arrow (→) for every change, whatever wrote the summary."""
+    return str(text if text is not None else "").replace(" -> ", " → ")
+
+
+@dataclass(frozen=True)
+class Pages:
+    """Where a paged list is: page ``number`` of ``count`` (1-based; count is at least 1)."""
+
+    number: int
+    count: int
+
+    @property
+    def older(self) -> int | None:
+        return self.number + 1 if self.number < self.count else None
+
+    @property
+    def newer(self) -> int | None:
+        return self.number - 1 if self.number > 1 else None
+
+
+def paging(page: str, total: int, size: int) -> Pages:
+    """The page asked for (``?page=``), clamped to the pages there are; anything not a number is page 1."""
+    count = max(1, -(-total // size))
+    number = int(page) if page.isdigit() and len(page) <= 6 else 1
+    return Pages(number=min(max(number, 1), count), count=count)
+
+
+@dataclass(frozen=True)
+class AdvisoryFilters:
+    severities: tuple[str, ...]  # empty: any
+    severity: str
+    category: str
+    library: str
+    since: datetime | None
+    since_text: str
+
+    def matches(self, categories: Sequence[str], libraries: Sequence[str]) -> bool:
+        return ((not self.category or self.category in categories)
+                and (not self.library or self.library in libraries))
+
+
+def advisory_filters(*, severity: str, category: str, library: str, since: str) -> AdvisoryFilters:
+    """The advisories page's filters, checked: ``severity`` is a minimum; a bad value is a ValueError saying why."""
+    severity, category, library, since = (v.strip().lower() for v in (severity, category, library, since))
+    severities: tuple[str, ...] = ()
+    if severity:
+        if severity not in SEVERITIES:
+            raise ValueError(f"Unknown severity {severity[:40]!r}: give one of {', '.join(SEVERITIES)}.")
+        severities = SEVERITIES[: SEVERITIES.index(severity) + 1]
+    if category and category not in CATEGORY_LABELS:
+        raise ValueError(f"Unknown category {category[:40]!r}: give one of {', '.join(sorted(CATEGORY_LABELS))}.")
+    since_at = None
+    if since:
+        try:
+            since_at = datetime.fromisoformat(since.upper().replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"Invalid date {since[:40]!r}: give YYYY-MM-DD.") from None
+        if since_at.tzinfo is None:
+            since_at = since_at.replace(tzinfo=UTC)
+    return AdvisoryFilters(severities=severities, severity=severity, category=category, library=library[:100],
+                           since=since_at, since_text=since[:40])
+
+
+def filter_query(params: Mapping[str, str]) -> str:
+    """The filters of a request as a query string prefix for page links ("severity=high&"), page left out."""
+    from urllib.parse import urlencode
+
+    kept = [(k, params[k]) for k in ("severity", "category", "library", "since") if params.get(k)]
+    return urlencode(kept) + "&" if kept else ""
+
+
+@dataclass(frozen=True)
+class CodeExplained:
+    code: str
+    category: str
+    label: str
+    severity: str
+    why: str
+    advice: str
+    filterable: bool  # the advisories page can filter on this category
+
+
+def explain_code(code: str, severity: str, why: str) -> CodeExplained:
+    """A finding code's page: what it is about, its severity and why, and what to do."""
+    category = code.split(".", 1)[0]
+    return CodeExplained(code=code, category=category, label=category_label(category), severity=severity,
+                         why=why, advice=ADVICE.get(category, GENERIC_ADVICE), filterable=category in CATEGORY_LABELS)
 
 
 def severity_rank(value: str | None) -> int:
@@ -53,7 +168,7 @@ def category_label(category: str) -> str:
 def show_value(value: Any, limit: int = VALUE_SHOWN) -> str:
     """A before/after value as a person reads it: text as is, anything else as compact JSON."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clip_words(text, limit)
 
 
 def when(value: datetime | None) -> str:
@@ -224,6 +339,19 @@ def _key_change(f: Mapping[str, Any]) -> KeyChange:
                      after="(absent)" if f.get("after") is None else show_value(f.get("after")), finding=f)
 
 
+def _distinct_keys(keys: Sequence[KeyChange]) -> list[KeyChange]:
+    """One row per (file, key, before, after): two findings about the same change (an eos id seen by the
+    config and the generation rules) show once, at the worse severity."""
+    kept: dict[tuple[str, str, str, str], KeyChange] = {}
+    for k in keys:
+        ident = (k.path, k.key, k.before, k.after)
+        held = kept.get(ident)
+        if held is None or severity_rank(str(k.finding.get("severity"))) < severity_rank(
+                str(held.finding.get("severity"))):
+            kept[ident] = k
+    return list(kept.values())
+
+
 def _token_label(example: Mapping[str, Any]) -> str:
     for key in ("token", "content", "text"):
         if key in example:
@@ -290,6 +418,7 @@ def revision_sections(findings: Sequence[Mapping[str, Any]], diff: Mapping[str, 
             tensors.append(tensor)
         else:
             rest.append(f)
+    keys = _distinct_keys(keys)
     files = diff.get("files") if isinstance(diff, Mapping) else None
     paths = {kind: tuple(str(e.get("path")) for e in (files or {}).get(kind) or [] if isinstance(e, Mapping))
              for kind in ("added", "removed", "changed")}
