@@ -97,6 +97,8 @@ def estimate_delta(old: Any, new: Any) -> dict[str, Any]:
     delta: dict[str, Any] = {}
     for key in ("params", "active_params", "checkpoint_params", "seq_len", "full_finetune_gb", "lora_gb"):
         a, b = before_json.get(key), after_json.get(key)
+        if key == "checkpoint_params" and a is None:
+            continue  # the old count was not read (its headers were not fetched): nothing is known to move
         if a != b:
             delta[key] = {"before": a, "after": b}
     old_cards = {c["card"]: c for c in before_json["cards"]}
