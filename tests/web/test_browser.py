@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -73,9 +74,10 @@ def test_index_lists_the_repo_with_its_last_change_worst_open_severity_and_last_
     assert rows.count() == 1
     repo, change, open_, poll = cells(rows.first)
     assert repo == f"{REPO}\n4 revisions read"
-    assert change.splitlines()[0] == (f"{history.context[:12]} HIGH Longer context: 8194 positions, "
+    assert change.splitlines()[0] == (f"{history.context[:12]} CRITICAL Longer context: 8194 positions, "
                                       "weights re-uploaded, PyTorch checkpoint added")
-    assert change.splitlines()[-1] == "parameters 559,890,432 → 567,754,752 (+17 more)"
+    assert change.splitlines()[-1] == ("model.safetensors re-uploaded with new content: 2,239,607,208 bytes → "
+                                       "2,271,064,488 bytes, sha256 001a0638c6ea → e2a0d0acc0e7 (+17 more)")
     assert open_ == "MODERATE 1 open"  # the pickle: a risk nothing has fixed
     assert poll.splitlines()[-1] == "ok"
     page.get_by_role("link", name=REPO).click()
@@ -87,7 +89,7 @@ def test_repo_page_shows_the_timeline_the_chart_and_the_feeds(page, history, art
     assert page.locator("h1").inner_text() == REPO
     revisions = page.locator("ol.timeline > li")
     assert [revisions.nth(i).locator("h3").inner_text() for i in range(revisions.count())] == [
-        f"{history.context[:12]} HIGH Longer context: 8194 positions, weights re-uploaded, PyTorch checkpoint added",
+        f"{history.context[:12]} CRITICAL Longer context: 8194 positions, weights re-uploaded, PyTorch checkpoint added",
         f"{history.template[:12]} HIGH Append the end-of-sequence token in the chat template; eos_token_id 250001",
         f"{history.readme[:12]} INFO Update README.md",
         f"{history.baseline[:12]} INFO initial commit",
@@ -105,7 +107,7 @@ def test_repo_page_shows_the_timeline_the_chart_and_the_feeds(page, history, art
            "[514, 1024] → [8194, 1024] weights.tensors_reshaped" in context.locator("dd").nth(1).inner_text().splitlines()
     advisories = context.locator("ul.advisories li")
     assert [a.split(" ", 3)[:3] for a in advisories.all_inner_texts()] == [
-        ["HIGH", history.advisory(history.context, "update"), "update"],
+        ["CRITICAL", history.advisory(history.context, "update"), "update"],
         ["MODERATE", history.advisory(history.context, "risk"), "risk"]]
     # The chart: server-side SVG, four revisions, the parameter count moving at the last one.
     chart = page.locator("figure.chart svg")
@@ -144,7 +146,7 @@ def test_revision_page_shows_the_rendered_prompt_diff_side_by_side(page, history
     keys = page.locator("section", has=page.locator("h2", has_text="Config keys")).locator("tbody tr")
     # two findings about the one change (config and generation rules) are one row, at the worse severity
     assert [cells(r) for r in keys.all()] == [
-        ["config.json", "eos_token_id", "2", "250001", "HIGH generation.eos_token_id_changed"]]
+        ["config.json", "eos_token_id", "2", "250001", "HIGH config.token_id_changed"]]
     cards = page.locator("table.cards tbody tr")
     assert cells(cards.first) == ["T4 16 GB", "batch 7, borderline", "batch 29", "batch 253", "$2.18 full"]
     advisory = history.advisory(history.template, "update")
@@ -183,3 +185,66 @@ def test_phone_width_reads_without_horizontal_scroll(browser, history):
         assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 390
     finally:
         context.close()
+
+
+# -- every page, at desktop and phone widths: no sideways scroll, and axe-core finds nothing -------------
+
+AXE = Path(__file__).resolve().parent / "node_modules" / "axe-core" / "axe.min.js"
+WIDTHS = {"desktop": {"width": 1280, "height": 900}, "phone": {"width": 390, "height": 844}}
+
+
+def every_page(history: History) -> list[str]:
+    store = history.tracker.store
+    advisories = [a.id for a in store.advisories_for(repo_pk=store.get_repo(REPO).pk)]
+    return ["/", "/repos/intfloat", f"/repos/{REPO}", *(f"/repos/{REPO}/revisions/{sha}" for sha in history.shas),
+            *(f"/advisories/{a}" for a in advisories), "/advisories", "/advisories?severity=high&category=weights",
+            "/findings", "/findings/weights.pickle_added", "/findings/chat_template.rendered_prompt_changed",
+            "/search", "/search?q=e5", "/docs", "/nowhere", "/repos/acme/missing"]
+
+
+@pytest.fixture(scope="module")
+def axe_source() -> str:
+    if not AXE.exists():
+        message = f"axe-core is not installed ({AXE}): run `npm ci` in tests/web"
+        if os.environ.get("TRACKER_TEST_BROWSER_REQUIRED"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return AXE.read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module", params=sorted(WIDTHS))
+def audit_tab(request, browser: Any) -> Iterator[tuple[str, Any]]:
+    # The pages have no script: JavaScript is on here only for the measurements and axe-core, which is
+    # injected past the pages' Content-Security-Policy (bypass_csp), never served by the tracker.
+    width = request.param
+    context = browser.new_context(viewport=WIDTHS[width], bypass_csp=True, is_mobile=width == "phone",
+                                  device_scale_factor=2 if width == "phone" else 1)
+    tab = context.new_page()
+    tab.set_default_timeout(20_000)
+    try:
+        yield width, tab
+    finally:
+        context.close()
+
+
+def test_every_page_fits_its_width_and_has_no_accessibility_violation(audit_tab, history, axe_source, artifacts):
+    width, tab = audit_tab
+    outside: list[str] = []
+    tab.on("request", lambda r: None if r.url.startswith(history.url) else outside.append(r.url))
+    problems = {}
+    for path in every_page(history):
+        response = tab.goto(history.url + path)
+        assert response is not None and response.status in (200, 404), path
+        sideways = tab.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        tab.evaluate(axe_source)
+        result = tab.evaluate("axe.run(document, {resultTypes: ['violations']})")
+        found = [(v["id"], [n["target"] for n in v["nodes"]][:3]) for v in result["violations"]]
+        if sideways > 0 or found:
+            problems[path] = {"scrolls sideways by": sideways, "axe": found}
+            tab.screenshot(path=str(artifacts / f"{width}-{path.strip('/').replace('/', '_') or 'index'}.png"),
+                           full_page=True)
+    assert problems == {}
+    assert outside == []  # nothing was loaded from another host
+    # the measurement sees a page that is too wide (so a pass above means something)
+    tab.evaluate("document.querySelector('main').insertAdjacentHTML('beforeend', '<pre>' + 'x'.repeat(400) + '</pre>')")
+    assert tab.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth") > 0
