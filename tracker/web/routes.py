@@ -34,7 +34,7 @@ from tracker.advisory.ids import ID_RE
 from tracker.bounded import json_safe
 from tracker.errors import RevisionUnresolved, StoreError
 from tracker.escaping import escape_controls
-from tracker.findings.rules import SeverityRules
+from tracker.findings.rules import SeverityRules, severity_policy
 from tracker.model import RepoId, validate_repo_id
 from tracker.store.pages import PageReads
 from tracker.web import charts
@@ -291,7 +291,9 @@ def pages_router(tracker: Tracker) -> APIRouter:
             rules = finding_rules()
             if code not in rules.table:
                 raise _NotFound(f"{code[:80]!r} is not a finding code here; the list is at /findings.")
-            return _page("finding.html.jinja", title=code, explained=explain_code(code, rules.severity(code).value, ""))
+            policy = severity_policy({c: s.value for c, s in rules.overrides.items()})[code]
+            return _page("finding.html.jinja", title=code,
+                         explained=explain_code(code, policy.severity.value, policy.why))
         return _guard(render)
 
     @router.get("/advisories/{vuln_id}", response_class=HTMLResponse)
