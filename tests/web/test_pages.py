@@ -259,7 +259,12 @@ def test_the_advisories_page_filters_by_severity_category_library_and_date(clien
     weights = sorted(listed_ids(client.get("/advisories?category=weights").text))
     assert history.advisory(history.context, "risk") in weights
     assert history.advisory(history.template, "update") not in weights
-    assert listed_ids(client.get("/advisories?library=transformers").text) == []
+    records = [a.record for a in store.advisories_for(repo_pk=store.get_repo(REPO).pk)]
+    for library in ("transformers", "sentence-transformers"):
+        about = sorted(r["id"] for r in records if any(
+            f.get("library") == library for f in r["database_specific"].get("findings") or []))
+        assert sorted(listed_ids(client.get(f"/advisories?library={library}").text)) == about, library
+    assert listed_ids(client.get("/advisories?library=no-such-library").text) == []
     assert listed_ids(client.get("/advisories?since=2999-01-01").text) == []
     assert sorted(listed_ids(client.get("/advisories?since=2000-01-01").text)) == every
     for query, message in (("severity=urgent", "Unknown severity &#39;urgent&#39;"),
