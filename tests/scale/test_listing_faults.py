@@ -9,11 +9,14 @@ fault. They end with the same revisions, read and done.
 from __future__ import annotations
 
 import datetime as dt
+import json
+import re
 
 import pytest
 
 from tests.core.conftest import config_json
 from tracker.app import Tracker, make_tracker
+from tracker.changes import ChangeFeed
 from tracker.hub import HubClient
 from tracker.model import RepoId
 from tracker.settings import Settings
@@ -70,3 +73,28 @@ def test_a_listing_fault_ends_with_the_revisions_of_a_clean_run(hub_standin, tmp
     assert sum(len(revs) for revs in revisions(clean).values()) == len(REPOS) + len(changed)
     for tracker in (clean, faulty):
         tracker.store.close()
+
+
+def test_a_listing_that_a_head_contradicts_is_trusted_no_more_until_every_repo_is_checked_again(hub_standin, tmp_path):
+    for n, repo in enumerate(REPOS[:4]):
+        hub_standin.create_repo(repo)
+        hub_standin.commit(repo, {"config.json": config_json()}, date=START + dt.timedelta(minutes=n))
+    tracker = tracker_on(hub_standin, tmp_path / "t.sqlite3")
+    for repo in REPOS[:4]:
+        tracker.store.add_watch(repo, now=tracker.clock())
+    tracker.poll()
+    epoch = ChangeFeed(tracker.store, tracker.hub).load().epoch
+    # The listing says the first repo moved to a head its HEAD does not know.
+    lying = [{"id": REPOS[0], "sha": "f" * 40, "lastModified": "2026-05-01T05:00:00.000Z"}]
+    hub_standin.faults.add(re.compile(r"^/api/models$"), body=json.dumps(lying).encode(),
+                           headers={"Content-Type": "application/json"})
+    hub_standin.clear_log()
+    assert [r.status for r in tracker.poll()] == ["unchanged"] * 4
+    state = ChangeFeed(tracker.store, tracker.hub).load()
+    assert (state.epoch, state.marks) == (epoch + 1, [])
+    # The next cycle checks every repo on its own (a HEAD each), whatever the listing says.
+    hub_standin.clear_log()
+    assert [r.status for r in tracker.poll()] == ["unchanged"] * 4
+    heads = sorted(r.path for r in hub_standin.requests if r.method == "HEAD")
+    assert heads == sorted(f"/{repo}/resolve/main/config.json" for repo in REPOS[:4])
+    tracker.store.close()
