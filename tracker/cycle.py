@@ -112,6 +112,7 @@ class Cycle:
         self._only: set[int] | None = None
         self._backfill = 0
         self._progress: Callable[[int], object] | None = None
+        self._budget_wait = 0.0  # run_once: how long the budget would have made it wait
         self._hooks = (hub.on_request, hub.on_rate_limited)
         hub.on_request = self.budget.spend
         hub.on_rate_limited = self.budget.exhausted
@@ -396,6 +397,7 @@ class Cycle:
             previous(result)
 
         now = self.clock()
+        self._budget_wait = 0.0
         self._once, self._walked, self._run_started = True, False, now
         self._only = {r.pk for r in rows} if repo_ids is not None else None
         self._backfill, self._progress = backfill, progress
@@ -413,9 +415,12 @@ class Cycle:
                     continue
                 if all(r.repo_id in results for r in rows):
                     break
+                if not self.queue.claimable(now=self.clock(), only=self._only):
+                    break  # what is left is leased by another process, or deferred by the Hub
                 wait = max(self.budget.wait_for("resolvers", 1), self.budget.wait_for("api", 1))
-                if wait <= 0:
-                    break  # what is left is leased by another process or deferred
+                if wait <= 0 or wait > self.settings.hub_max_wait:
+                    self._budget_wait = wait
+                    break  # nothing claimable now, or the Hub's budget is spent for longer than we wait inline
                 time.sleep(min(wait, 5.0))
         finally:
             while self.in_flight():
@@ -438,6 +443,11 @@ class Cycle:
             result.error = f"rate limited until {fresh.defer_until.isoformat(timespec='seconds')}"
             return result
         owner, until = self.store.lease_of(fresh.pk)
+        if owner is None:
+            result.status = PollOutcome.DEFERRED
+            result.error = (f"not polled: the Hub request budget is spent for {self._budget_wait:.0f}s; "
+                            "the next cycle polls it")
+            return result
         result.error = (f"being polled by another process ({owner or '?'}, lease until "
                         f"{until.isoformat(timespec='seconds') if until else '?'}); skipped")
         return result

@@ -192,6 +192,16 @@ class PollQueue:
                 conn.execute(update(repos).where(and_(repos.c.id.in_(ids[i:i + 500]), or_(
                     repos.c.next_poll_at.is_(None), repos.c.next_poll_at > now))).values(next_poll_at=now))
 
+    def claimable(self, *, now: datetime, only: Collection[int] | None = None) -> int:
+        """How many repos (of ``only``) are due with their lease free and not deferred: what a claim could take."""
+        cond = and_(or_(repos.c.next_poll_at.is_(None), repos.c.next_poll_at <= now),
+                    or_(repos.c.lease_until.is_(None), repos.c.lease_until < now),
+                    or_(repos.c.defer_until.is_(None), repos.c.defer_until <= now))
+        if only is not None:
+            cond = and_(cond, repos.c.id.in_(list(only)))
+        with self.store._tx() as conn:
+            return int(conn.execute(select(func.count()).select_from(repos).where(cond)).scalar_one())
+
     def due_owners(self, *, now: datetime, limit: int, only: Collection[int] | None = None) -> int:
         """Distinct owners among (up to ``limit``) due repos on ``main``: what checking them one by one would cost at least."""
         cond = and_(or_(repos.c.next_poll_at.is_(None), repos.c.next_poll_at <= now),
