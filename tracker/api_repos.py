@@ -520,20 +520,32 @@ def ops_router(tracker: Tracker, scheduler_running: Callable[[], bool] | None) -
         from tracker.store.health import HealthReads
 
         gauges: dict[str, tuple[str, float]] = {}
+        labelled: dict[str, tuple[str, str, dict[str, float]]] = {}
         try:
             reads = HealthReads(store)
             backlog = reads.deliveries()
+            fleet = reads.fleet()
+            now = tracker.clock()
+            oldest = fleet.oldest_pending_listed_at
             gauges = {
                 "tracker_database_up": ("1 when the database answered this scrape.", 1),
                 "tracker_repos_watched": ("Repos watched.", len(store.list_watches())),
-                "tracker_revisions_pending": ("Revisions listed and not read yet.", reads.pending_revisions()),
-                "tracker_deliveries_pending": ("Alerts queued or being retried.", backlog.pending),
+                "tracker_revisions": ("Revisions read and stored (every process's polls).", fleet.revisions_read),
+                "tracker_revisions_pending": ("Revisions listed and not read yet.", fleet.revisions_pending),
+                "tracker_revisions_pending_oldest_age_seconds": (
+                    "Age of the oldest revision listed and not read yet (0: none pending).",
+                    max(0.0, (now - oldest).total_seconds()) if oldest else 0.0),
+                "tracker_deliveries_pending": ("Alerts queued or being retried (the outbox backlog).", backlog.pending),
                 "tracker_deliveries_dead": ("Alerts given up on (dead letters).", backlog.dead),
             }
+            labelled = {"tracker_advisories_live": (
+                "Advisories in the store, not withdrawn, by severity.", "severity",
+                {sev: float(fleet.advisories_by_severity.get(sev, 0)) for sev in metrics.SEVERITIES})}
         except TrackerError as exc:
             log.warning("metrics: the database did not answer: %s", exc)
             gauges = {"tracker_database_up": ("1 when the database answered this scrape.", 0)}
-        return Response(metrics.exposition(gauges), media_type=CONTENT_TYPE_LATEST)
+            labelled = {}
+        return Response(metrics.exposition(gauges, labelled), media_type=CONTENT_TYPE_LATEST)
 
     return router
 

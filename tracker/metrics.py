@@ -82,21 +82,29 @@ def delivery_attempt(outcome: str) -> None:
 
 
 class Backlog(Collector):
-    """Gauges read at scrape time: ``figures()`` returns name -> (help, value)."""
+    """Gauges read at scrape time: name -> (help, value), and name -> (help, label, {label value: value})."""
 
-    def __init__(self, figures: dict[str, tuple[str, float]]) -> None:
+    def __init__(self, figures: dict[str, tuple[str, float]],
+                 labelled: dict[str, tuple[str, str, dict[str, float]]] | None = None) -> None:
         self._figures = figures
+        self._labelled = labelled or {}
 
     def collect(self) -> Iterable[GaugeMetricFamily]:
         for name, (text, value) in self._figures.items():
             yield GaugeMetricFamily(name, text, value=value)
+        for name, (text, label, values) in self._labelled.items():
+            family = GaugeMetricFamily(name, text, labels=[label])
+            for key, number in values.items():
+                family.add_metric([key], number)
+            yield family
 
 
-def exposition(gauges: dict[str, tuple[str, float]] | None = None) -> bytes:
-    """The text format: the process's counters, then ``gauges`` (name -> (help, value))."""
+def exposition(gauges: dict[str, tuple[str, float]] | None = None,
+               labelled: dict[str, tuple[str, str, dict[str, float]]] | None = None) -> bytes:
+    """The text format: the process's counters, then the gauges read from the database at scrape time."""
     body = generate_latest(REGISTRY)
-    if gauges:
+    if gauges or labelled:
         extra = CollectorRegistry(auto_describe=False)
-        extra.register(Backlog(gauges))
+        extra.register(Backlog(gauges or {}, labelled))
         body += generate_latest(extra)
     return body

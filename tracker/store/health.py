@@ -57,6 +57,14 @@ class DeliveryBacklog:
     oldest_pending_at: datetime | None
 
 
+@dataclass(frozen=True)
+class FleetFigures:
+    revisions_read: int
+    revisions_pending: int
+    oldest_pending_listed_at: datetime | None
+    advisories_by_severity: dict[str, int]  # live (not withdrawn) advisories
+
+
 class HealthReads:
     def __init__(self, store: SqlStore) -> None:
         self._store = store
@@ -127,3 +135,20 @@ class HealthReads:
         with self._store._tx() as conn:
             return int(conn.execute(select(func.count()).select_from(revisions)
                                     .where(revisions.c.status == RevisionStatus.PENDING)).scalar_one())
+
+    def fleet(self) -> FleetFigures:
+        """What every replica reports at scrape time, whichever process polled: three statements."""
+        with self._store._tx() as conn:
+            by_status: dict[str, int] = dict(conn.execute(select(revisions.c.status, func.count())
+                                          .group_by(revisions.c.status)).all())
+            oldest = conn.execute(
+                select(func.min(commits.c.created_at)).select_from(revisions)
+                .join(commits, and_(commits.c.repo_pk == revisions.c.repo_pk, commits.c.sha == revisions.c.sha))
+                .where(revisions.c.status == RevisionStatus.PENDING)).scalar()
+            live: dict[str, int] = dict(conn.execute(select(advisories.c.severity, func.count())
+                                     .where(advisories.c.withdrawn.is_(False))
+                                     .group_by(advisories.c.severity)).all())
+        return FleetFigures(revisions_read=int(by_status.get(RevisionStatus.DONE, 0)),
+                            revisions_pending=int(by_status.get(RevisionStatus.PENDING, 0)),
+                            oldest_pending_listed_at=_utc(oldest),
+                            advisories_by_severity={str(k): int(v) for k, v in live.items()})
