@@ -209,8 +209,13 @@ class PollQueue:
         if only is not None:
             cond = and_(cond, repos.c.id.in_(list(only)))
         with self.store._tx() as conn:
-            ids = conn.execute(select(repos.c.repo_id).where(cond).limit(limit)).scalars()
-            return len({r.split("/", 1)[0].lower() for r in ids})
+            ids = list(conn.execute(select(repos.c.repo_id).where(cond).limit(limit)).scalars())
+            owners = len({r.split("/", 1)[0].lower() for r in ids})
+            if len(ids) < limit:
+                return owners
+            # A sample: scale its owners to every due repo (the walk serves all of them, not one batch).
+            total = int(conn.execute(select(func.count()).select_from(repos).where(cond)).scalar_one())
+            return owners * total // max(1, len(ids))
 
     def release_all(self, owner: str) -> int:
         """Free every lease ``owner`` holds (a replica shutting down); how many."""
