@@ -254,6 +254,13 @@ class RevisionSources(Protocol):
         The shape is what :func:`tracker.findings.gguf.read_gguf_header` returns.
         """
 
+    def onnx_model(self, side: str, path: str) -> Mapping[str, Any] | None:
+        """A ``.onnx`` file's IR version, opsets and graph inputs/outputs, by capped range reads (never the weights).
+
+        The shape is what :func:`tracker.findings.onnx_model.read_onnx_model` returns, or
+        ``{"not_read": why}`` past the read cap, or ``{"malformed": why}``.
+        """
+
 
 @dataclass(frozen=True)
 class RevisionChange:

@@ -120,6 +120,36 @@ class HubSources:
                 self._headers[key] = None
         return self._headers[key]
 
+    def onnx_model(self, side: str, path: str) -> dict[str, Any] | None:
+        """A ``.onnx`` file's IR version, opsets and graph inputs/outputs, by windowed range reads.
+
+        Bounded by :mod:`tracker.findings.onnx_model`'s caps (bytes fetched, requests, fields): the
+        weights are jumped over, never fetched. Past the caps ``{"not_read": why}``; malformed
+        bytes ``{"malformed": why}``; both are the analyser's findings, not read problems.
+        """
+        sha, entry = self._entry(side, path)
+        if entry is None or not path.lower().endswith(".onnx"):
+            return None
+        from tracker.findings.onnx_model import OnnxNotRead, read_onnx_model
+        from tracker.findings.protobuf import ProtobufError
+
+        key = (entry.content_id, "onnx:" + path)
+        if key not in self._headers:
+            try:
+                self._headers[key] = read_onnx_model(
+                    lambda offset, length: self.hub.read_range(self.repo, sha, path, offset, offset + length - 1),
+                    entry.size,
+                )
+            except OnnxNotRead as exc:
+                self._headers[key] = {"not_read": str(exc)}
+            except ProtobufError as exc:
+                self._headers[key] = {"malformed": str(exc)}
+            except (UpstreamFileError, HubError) as exc:
+                self._check_transient(exc)
+                self._problem(side, path, f"ONNX model unreadable: {exc}")
+                self._headers[key] = None
+        return self._headers[key]
+
     def pickle_globals(self, side: str, path: str) -> list[tuple[str, str]] | None:
         """The globals a pickle-bearing file imports, from range reads (4 bytes, then 512 unless it is a zip).
 
@@ -134,7 +164,9 @@ class HubSources:
         from tracker.findings.weights import MAX_CONTENT_SNIFF_BYTES, pickle_kind
 
         sha, entry = self._entry(side, path)
-        kind = pickle_kind(path, entry) if entry is not None else None
+        rev = self.revisions.get(side)
+        kind = pickle_kind(path, entry, has_file=lambda p: rev is not None and rev[1].get(p) is not None) \
+            if entry is not None else None
         if kind is None:
             return None
         try:

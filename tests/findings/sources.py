@@ -32,11 +32,13 @@ class DictSources:
         headers: Mapping[str, Mapping[str, Any]] | None = None,
         globals_: Mapping[str, Mapping[str, list[tuple[str, str]]]] | None = None,
         ggufs: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
+        onnx: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
     ) -> None:
         self.files = {"old": dict(old or {}), "new": dict(new or {})}
         self.headers = {side: dict((headers or {}).get(side, {})) for side in ("old", "new")}
         self.globals = {side: dict((globals_ or {}).get(side, {})) for side in ("old", "new")}
         self.ggufs = {side: dict((ggufs or {}).get(side, {})) for side in ("old", "new")}
+        self.onnx = {side: dict((onnx or {}).get(side, {})) for side in ("old", "new")}
         self.reads: list[tuple[str, str]] = []
 
     def _check(self, side: str) -> None:
@@ -59,6 +61,10 @@ class DictSources:
     def gguf_header(self, side: str, path: str) -> Mapping[str, Any] | None:
         self._check(side)
         return self.ggufs[side].get(path)
+
+    def onnx_model(self, side: str, path: str) -> Mapping[str, Any] | None:
+        self._check(side)
+        return self.onnx[side].get(path)
 
 
 def snapshot(files: Mapping[str, bytes]) -> Snapshot:

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from tracker.bounded import loads_json
@@ -197,11 +197,27 @@ def is_pickle_file(path: str) -> bool:
     return path.lower().endswith(PICKLE_EXTENSIONS)
 
 
-def pickle_kind(path: str, entry: FileEntry | None = None) -> str | None:
+def is_openvino_blob(path: str, has_file: Callable[[str], bool]) -> bool:
+    """``X.bin`` beside an OpenVINO IR ``X.xml`` (``openvino_model.xml``, ``openvino/*.xml``): raw tensor bytes."""
+    lower = path.lower()
+    if not lower.endswith(".bin"):
+        return False
+    top, name = path.split("/", 1)[0], posixpath.basename(lower)
+    return (name.startswith("openvino") or top == "openvino") and has_file(path[:-4] + ".xml")
+
+
+def pickle_kind(path: str, entry: FileEntry | None = None, *,
+                has_file: Callable[[str], bool] | None = None) -> str | None:
     """How a file is scanned for a pickle: ``"pickle"`` (its name says so), ``"container"``
     (``.npy``/``.npz``/``.zip``: only if it holds one), ``"content"`` (an LFS file of another
-    name, judged by its bytes alone) or None (never scanned)."""
+    name, judged by its bytes alone) or None (never scanned).
+
+    An OpenVINO weights blob (``openvino_model.bin`` beside its ``openvino_model.xml``, known
+    when ``has_file`` answers for the same revision) is raw tensor bytes under a pickle's
+    extension: it is judged by content, so it is no finding unless its bytes are a pickle."""
     lower = path.lower()
+    if has_file is not None and is_openvino_blob(path, has_file):
+        return "content"
     if lower.endswith(PICKLE_EXTENSIONS):
         return "pickle"
     if lower.endswith(PICKLE_CONTAINER_EXTENSIONS):
@@ -543,7 +559,7 @@ def _pickles(
     sniffed = 0
     for path in sorted(new):
         entry = new[path]
-        kind = pickle_kind(path, entry)
+        kind = pickle_kind(path, entry, has_file=new.__contains__)
         if kind is None:
             continue
         before = old.get(path)

@@ -1,0 +1,105 @@
+"""An OpenVINO IR's inputs and outputs (``openvino_model.xml``): its Parameter and Result layers with shapes.
+
+The IR is XML: ``<net><layers><layer type="Parameter" name=...><data shape="?,?" element_type="i64"/>``
+for each input, ``<layer type="Result">`` whose input port's ``<dim>`` elements give each output's
+shape. It is parsed by defusedxml's ``iterparse`` (no DTD, no entities, no external references:
+a billion-laughs file is refused, not expanded) with the depth and element count capped; the
+bytes are capped by the caller. Pure.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+from xml.etree.ElementTree import ParseError
+
+from defusedxml import DefusedXmlException
+from defusedxml.ElementTree import iterparse
+
+MAX_BYTES = 32 * 1024 * 1024  # a large LLM's IR is a few MB of layers
+MAX_DEPTH = 32  # the IR nests net/layers/layer/output/port/dim (rt_info a little deeper)
+MAX_ELEMENTS = 2_000_000
+MAX_IOS = 1000
+MAX_DIMS = 64
+
+
+class OpenVinoError(ValueError):
+    """Not a well-formed OpenVINO IR within the bounds; the message says why."""
+
+
+def read_ir(data: bytes) -> dict[str, Any]:
+    """``{"inputs": [{"name", "type", "shape"}], "outputs": [{"name", "type", "shape"}]}`` in layer order."""
+    inputs: list[dict[str, Any]] = []
+    outputs: list[dict[str, Any]] = []
+    depth = elements = 0
+    layer: dict[str, Any] | None = None
+    in_port: str | None = None  # "input" or "output" while inside a layer's port list
+    port_dims: list[str] | None = None
+    port_precision: str | None = None
+    root_seen = False
+    try:
+        for event, elem in iterparse(io.BytesIO(data), events=("start", "end"),
+                                     forbid_dtd=True, forbid_entities=True, forbid_external=True):
+            tag = elem.tag
+            if event == "start":
+                depth += 1
+                elements += 1
+                if depth > MAX_DEPTH:
+                    raise OpenVinoError(f"elements nested deeper than {MAX_DEPTH}")
+                if elements > MAX_ELEMENTS:
+                    raise OpenVinoError(f"more than {MAX_ELEMENTS:,} elements")
+                if depth == 1:
+                    if tag != "net":
+                        raise OpenVinoError(f"the root element is <{tag[:40]}>, not <net>")
+                    root_seen = True
+                elif depth == 3 and tag == "layer":
+                    kind = elem.get("type")
+                    layer = {"type": kind, "name": elem.get("name", ""), "data": None, "ports": []} \
+                        if kind in ("Parameter", "Result") else None
+                elif layer is not None and depth == 4 and tag in ("input", "output"):
+                    in_port = tag
+                elif layer is not None and in_port and depth == 5 and tag == "port":
+                    port_dims, port_precision = [], elem.get("precision")
+                continue
+            # end
+            depth -= 1
+            if layer is not None:
+                if depth == 3 and tag == "data":
+                    layer["data"] = dict(elem.attrib)
+                elif depth == 5 and tag == "dim" and port_dims is not None:
+                    if len(port_dims) >= MAX_DIMS:
+                        raise OpenVinoError(f"a port with more than {MAX_DIMS} dimensions")
+                    port_dims.append((elem.text or "").strip()[:40])
+                elif depth == 4 and tag == "port" and port_dims is not None:
+                    layer["ports"].append({"side": in_port, "dims": port_dims, "precision": port_precision})
+                    port_dims = None
+                elif depth == 3 and tag in ("input", "output"):
+                    in_port = None
+                elif depth == 2 and tag == "layer":
+                    _finish(layer, inputs, outputs)
+                    layer = None
+            if depth <= 3:
+                elem.clear()  # keep memory flat on a large IR
+    except (ParseError, DefusedXmlException) as exc:
+        raise OpenVinoError(f"not well-formed XML: {type(exc).__name__}: {exc}") from None
+    if not root_seen:
+        raise OpenVinoError("no <net> element")
+    return {"inputs": inputs, "outputs": outputs}
+
+
+def _finish(layer: dict[str, Any], inputs: list[dict[str, Any]], outputs: list[dict[str, Any]]) -> None:
+    target = inputs if layer["type"] == "Parameter" else outputs
+    if len(target) >= MAX_IOS:
+        raise OpenVinoError(f"more than {MAX_IOS:,} {'inputs' if target is inputs else 'outputs'}")
+    data = layer["data"] or {}
+    if layer["type"] == "Parameter":
+        port = next((p for p in layer["ports"] if p["side"] == "output"), None)
+        shape = data.get("shape")
+        shape_list = [d.strip() for d in shape.split(",")] if shape else (port["dims"] if port else None)
+        target.append({"name": layer["name"][:200], "type": data.get("element_type"),
+                       "shape": shape_list[:MAX_DIMS] if shape_list is not None else None})
+    else:
+        port = next((p for p in layer["ports"] if p["side"] == "input"), None)
+        target.append({"name": layer["name"][:200],
+                       "type": (port["precision"] or "").lower() or None if port else None,
+                       "shape": port["dims"] if port else None})
