@@ -65,3 +65,10 @@ def test_not_an_onnx_model():
     f = CountingFile(b"\x12\x03abc")  # a lone producer_name
     with pytest.raises(ProtobufError, match="no ir_version and no graph: not an ONNX model"):
         read_onnx_model(f.read, len(f.data))
+
+
+def test_a_long_node_list_within_the_cap_is_read_in_growing_windows():
+    f = CountingFile(bert_onnx(extra_nodes=150_000))  # 6.3 MB of nodes before the inputs
+    model = read_onnx_model(f.read, len(f.data))
+    assert [io["name"] for io in model["outputs"]] == ["last_hidden_state"]
+    assert f.requests < 64  # windows double to 256 KiB while the walk goes on; 4 KiB ones would take ~1,500

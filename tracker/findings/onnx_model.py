@@ -51,7 +51,10 @@ class _Window:
         self.next_window = FIRST_WINDOW
 
     def _fetch(self, pos: int, need: int) -> None:
-        sequential = pos == self.start + len(self.data)
+        # reading on (small fields straddle the window's end, the next key lies just past it) grows the
+        # window; a jump over a large field starts small again
+        end = self.start + len(self.data)
+        sequential = end <= pos <= end + self.next_window
         self.next_window = min(self.next_window * 2, MAX_WINDOW) if sequential else FIRST_WINDOW
         length = min(max(need, self.next_window), self.size - pos)
         if self.requests + 1 > self.max_requests or self.fetched + length > self.max_bytes:
