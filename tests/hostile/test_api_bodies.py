@@ -9,7 +9,6 @@ whose tokenizer is 4 MiB a revision, and counts what the Hub stand-in served.
 from __future__ import annotations
 
 import json
-import select
 import socket
 import threading
 import time
@@ -23,6 +22,7 @@ from fastapi.testclient import TestClient
 from hubstandin import HubStandin
 
 from tests.core.conftest import config_json
+from tests.hostile.api_support import stream_post, tokenizer_json
 from tracker.api import create_app
 from tracker.api_bodies import BODY_LIMITS, DEFAULT_BODY_LIMIT
 from tracker.api_repos import Busy, OnDemandGate
@@ -39,14 +39,6 @@ UNWATCHED = RepoId("stranger/big-tokenizer")
 TOKENIZER_BYTES = 4 * MiB
 
 
-def tokenizer(seed: str) -> bytes:
-    """A WordLevel tokenizer.json of about TOKENIZER_BYTES."""
-    count = TOKENIZER_BYTES // 24
-    vocab = {f"{seed}{n:012d}": n for n in range(count)}
-    return json.dumps({"version": "1.0", "added_tokens": [], "normalizer": None, "pre_tokenizer": None,
-                       "model": {"type": "WordLevel", "vocab": vocab, "unk_token": f"{seed}000000000000"}}).encode()
-
-
 @pytest.fixture(scope="module")
 def world(tmp_path_factory) -> Iterator[dict[str, Any]]:
     """A Hub stand-in with a watched repo and an unwatched one (two revisions, a big tokenizer each), a
@@ -58,8 +50,8 @@ def world(tmp_path_factory) -> Iterator[dict[str, Any]]:
         hub.create_repo(WATCHED)
         hub.commit(WATCHED, {"config.json": config_json()})
         hub.create_repo(UNWATCHED)
-        old = hub.commit(UNWATCHED, {"config.json": config_json(), "tokenizer.json": tokenizer("a")})
-        new = hub.commit(UNWATCHED, {"tokenizer.json": tokenizer("b")}, message="new vocabulary")
+        old = hub.commit(UNWATCHED, {"config.json": config_json(), "tokenizer.json": tokenizer_json("a", TOKENIZER_BYTES)})
+        new = hub.commit(UNWATCHED, {"tokenizer.json": tokenizer_json("b", TOKENIZER_BYTES)}, message="new vocabulary")
         settings = Settings(database_url=f"sqlite:///{work}/t.sqlite3", hub_endpoint=hub.url)
         tracker = make_tracker(settings, hub=HubClient.from_settings(settings, token=False, sleep=lambda _s: None))
         tracker.store.add_watch(WATCHED, now=tracker.clock())
@@ -88,47 +80,14 @@ def _wait(predicate: Any, timeout: float = 60.0) -> bool:
     return False
 
 
-def _stream(port: int, path: str, *, total: int, headers: dict[str, str], chunked: bool) -> tuple[bytes, int]:
-    """POST ``total`` bytes chunked until the server answers, or only the headers declaring ``total`` bytes
-    (the answer must come before any of the body); (answer, body bytes sent).
-
-    The answer is b"" when the server's hang-up reset the connection before it could be read (the
-    kernel drops what was received when a reset follows: the server closed with our bytes unread).
-    """
-    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
-    framing = "Transfer-Encoding: chunked" if chunked else f"Content-Length: {total}"
-    head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-    sock.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{head}{framing}\r\n\r\n".encode())
-    piece = b"[" * 65536
-    frame = (b"%x\r\n" % len(piece)) + piece + b"\r\n" if chunked else piece
-    sent, answer = 0, b""
-    try:
-        while sent < total and chunked:  # a declared length is answered before any of the body is sent
-            if select.select([sock], [], [], 0)[0]:  # the server has answered (or hung up): stop sending
-                break
-            sock.sendall(frame)
-            sent += len(piece)
-        sock.settimeout(30)
-        while True:  # the server closes the connection after its answer
-            more = sock.recv(65536)
-            if not more:
-                break
-            answer += more
-    except (BrokenPipeError, ConnectionResetError):
-        pass
-    finally:
-        sock.close()
-    return answer, sent
-
-
 @pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
 @pytest.mark.parametrize("path, headers", [
     ("/v1/querybatch", {"Content-Type": "application/json"}),
     ("/hooks/hub", {"Content-Type": "application/json", "X-Webhook-Secret": SECRET}),
 ])
 def test_a_50_mib_body_is_refused_while_it_arrives(world, path, headers, chunked):
-    answer, sent = _stream(world["port"], path, total=50 * MiB, headers=headers, chunked=chunked)
-    if answer or not chunked:  # a chunked body's answer can be lost to the reset (see _stream); never a 200
+    answer, sent = stream_post(world["port"], path, total=50 * MiB, headers=headers, chunked=chunked)
+    if answer or not chunked:  # a chunked body's answer can be lost to the reset (see stream_post); never a 200
         assert answer.startswith(b"HTTP/1.1 413 "), answer[:200]
         assert f"request body over {BODY_LIMITS[path]:,} bytes: refused unread".encode() in answer
     # The server stopped reading at the limit: what got out of this side is socket buffers, not 50 MiB.
