@@ -36,6 +36,9 @@ BODY_LIMITS = {
 DEFAULT_BODY_LIMIT = 16 * KiB  # every other route: none takes a body
 # The writes: they need a bearer token, checked before their body is read.
 WRITES = re.compile(r"^/v1/(watch|subscriptions)(/.*)?$")
+# Every refusal leaves its body unread: the connection is closed after the answer, or the server would
+# wait on the rest of a chunked body the client may still be sending.
+CLOSE = {"Connection": "close"}
 
 
 def _error(status: int, code: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -100,20 +103,20 @@ class BodyGate:
         if path == "/hooks/hub" and method == "POST" and self.webhook_secret:
             given = _header(scope, b"x-webhook-secret") or ""
             if not hmac.compare_digest(given.encode("latin-1"), self.webhook_secret.encode()):
-                return _error(401, 16, "invalid webhook secret")
+                return _error(401, 16, "invalid webhook secret", CLOSE)
         if WRITES.match(path) and method in ("POST", "PUT", "PATCH", "DELETE"):
             scheme, _, token = (_header(scope, b"authorization") or "").partition(" ")
             token = token.strip()
             if scheme.lower() != "bearer" or not token:
                 return _error(401, 16, "this needs a bearer token: make one with `tracker token create NAME`",
-                              {"WWW-Authenticate": "Bearer"})
+                              {"WWW-Authenticate": "Bearer", **CLOSE})
             if not await run_in_threadpool(self.token_valid, token):
-                return _error(401, 16, "invalid or revoked token", {"WWW-Authenticate": "Bearer"})
+                return _error(401, 16, "invalid or revoked token", {"WWW-Authenticate": "Bearer", **CLOSE})
         return None
 
     @staticmethod
     def _too_large(limit: int) -> JSONResponse:
-        return _error(413, 3, f"request body over {limit:,} bytes: refused unread", {"Connection": "close"})
+        return _error(413, 3, f"request body over {limit:,} bytes: refused unread", CLOSE)
 
 
 def _replay(body: bytes, receive: Receive) -> Callable[[], Awaitable[Message]]:
