@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 
 from tests.web.synthetic import E5_CONFIG
 from tracker.estimate import estimate
-from tracker.web.charts import ChartPoint, estimate_chart, human_params, points
+from tracker.web.charts import MARKERS_SHOWN, ChartPoint, axis_range, estimate_chart, human_params, points
 from tracker.web.diffs import DiffRow, side_by_side
 from tracker.web.views import estimate_view, group_findings, revision_sections
 
@@ -45,11 +46,43 @@ def test_no_chart_without_an_estimate_and_a_stepped_line_with_them():
     e = {"supported": True, "params": 100e6, "full_finetune_gb": 11.2, "lora_gb": 1.69}
     svg = estimate_chart(points([("aaaa", e), ("bbbb", None), ("cccc", {**e, "params": 200e6})]))
     assert svg is not None and svg.startswith('<svg xmlns="http://www.w3.org/2000/svg"') and "style=" not in svg
-    # parameters: 100M (y 98) held to the third revision, then the step up to 200M (y 50; the axis tops at 250M)
-    assert '<polyline fill="none" stroke="#1f5fbf" stroke-width="2" points="64.0,98.0 344.0,98.0 624.0,98.0 ' \
-           '624.0,50.0"/>' in svg
+    # parameters: 100M (y 116) held to the third revision, then the step up to 200M (y 56; the axis runs 50M-250M)
+    assert '<polyline fill="none" stroke="#1f5fbf" stroke-width="2" points="64.0,116.0 344.0,116.0 624.0,116.0 ' \
+           '624.0,56.0"/>' in svg
     assert "<title>cccc: parameters 200M</title>" in svg
     assert ">T4 16 GB</text>" in svg  # the smallest card that holds the largest figure
+
+
+def test_axes_are_scaled_to_the_data_with_a_margin_not_to_zero():
+    assert axis_range([559_890_432, 567_800_000]) == (557_500_000, 570_000_000, 2_500_000)
+    assert axis_range([100e6, 200e6]) == (50e6, 250e6, 50e6)
+    assert axis_range([1.69, 11.2, 16]) == (0.0, 20.0, 5.0)  # non-negative data: never below zero
+    assert axis_range([7.0, 7.0]) == (6.0, 8.0, 0.5)  # a flat line gets a tenth of its value each side
+
+
+def test_a_small_parameter_change_fills_the_panel_and_every_point_has_a_tooltip():
+    e = {"supported": True, "params": 559_890_432, "full_finetune_gb": 9.0, "lora_gb": 2.2}
+    svg = estimate_chart(points([("old1", e), ("mid2", None), ("new3", {**e, "params": 567_800_000})]))
+    assert svg is not None
+    ticks = re.findall(r'text-anchor="end" fill="#555">([^<]*)</text>', svg)
+    assert ticks[:6] == ["557.5M", "560M", "562.5M", "565M", "567.5M", "570M"]
+    # 559.9M sits at y 123.1 and 567.8M at y 47.1 of a plot 26-146 high: the step spans most of the panel
+    assert 'points="64.0,123.1 344.0,123.1 624.0,123.1 624.0,47.1"' in svg
+    titles = re.findall(r"<circle [^>]*><title>([^<]*)</title></circle>", svg)
+    assert titles == ["old1: parameters 559.9M", "new3: parameters 567.8M",
+                      "old1: full fine-tune 9 GB", "new3: full fine-tune 9 GB",
+                      "old1: LoRA 2.2 GB", "new3: LoRA 2.2 GB"]
+    assert svg.count("<circle ") == len(titles)  # no dot without its tooltip
+
+
+def test_past_the_marker_cap_the_dots_kept_are_where_the_figure_moved():
+    e = {"supported": True, "params": 1e6, "full_finetune_gb": 1.0, "lora_gb": 0.5}
+    history = [(f"r{i}", {**e, "params": 1e6 + (i // 10) * 1e3}) for i in range(MARKERS_SHOWN * 3)]
+    svg = estimate_chart(points(history))
+    assert svg is not None
+    shown = re.findall(r"<title>(r\d+): parameters [^<]*</title>", svg)
+    assert len(shown) == MARKERS_SHOWN
+    assert {f"r{i}" for i in range(0, MARKERS_SHOWN * 3, 10)} <= set(shown)  # every change point has its dot
 
 
 def test_human_params():

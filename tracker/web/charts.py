@@ -73,15 +73,34 @@ def human_gb(value: float) -> str:
     return f"{value:.3g} GB" if value < 100 else f"{value:.0f} GB"
 
 
-def _nice_max(value: float) -> float:
-    """A round axis top at or above ``value``: 1, 2, 2.5 or 5 times a power of ten."""
+def _nice_step(value: float) -> float:
+    """A round step at or above ``value``: 1, 2, 2.5 or 5 times a power of ten."""
     if value <= 0:
         return 1.0
     power = 10 ** math.floor(math.log10(value))
     for step in (1, 2, 2.5, 5, 10):
-        if step * power >= value:
+        if step * power >= value * (1 - 1e-9):
             return step * power
     return 10 * power
+
+
+def axis_range(values: Sequence[float], *, intervals: int = 4) -> tuple[float, float, float]:
+    """(bottom, top, tick step) of an axis scaled to the data, not to zero.
+
+    A tenth of the data's spread is added each side (a tenth of the value when all are equal), then
+    the ends are rounded out to a round step, so a change of 559.9M to 567.8M fills the panel instead
+    of a sliver of an axis from 0 to 1B. Non-negative data never gets a negative bottom.
+    """
+    low, high = min(values), max(values)
+    spread = high - low or abs(high) or 1.0
+    margin = spread * 0.1
+    bottom, top = low - margin, high + margin
+    if low >= 0:
+        bottom = max(bottom, 0.0)
+    step = _nice_step((top - bottom) / intervals)
+    bottom = math.floor(bottom / step + 1e-9) * step
+    top = math.ceil(top / step - 1e-9) * step
+    return bottom, top, step
 
 
 def _esc(text: str) -> str:
@@ -89,8 +108,9 @@ def _esc(text: str) -> str:
 
 
 class _Panel:
-    def __init__(self, n: int, top: float, y_max: float) -> None:
-        self.n, self.top, self.y_max = n, top, y_max
+    def __init__(self, n: int, top: float, axis: tuple[float, float, float]) -> None:
+        self.n, self.top = n, top
+        self.y_min, self.y_max, self.step = axis
         self.plot_w = WIDTH - LEFT - RIGHT
         self.plot_h = PANEL_HEIGHT - TOP - BOTTOM
 
@@ -98,7 +118,8 @@ class _Panel:
         return LEFT + (self.plot_w / 2 if self.n == 1 else i * self.plot_w / (self.n - 1))
 
     def y(self, value: float) -> float:
-        return self.top + TOP + self.plot_h * (1 - min(value, self.y_max) / self.y_max)
+        value = min(max(value, self.y_min), self.y_max)
+        return self.top + TOP + self.plot_h * (self.y_max - value) / (self.y_max - self.y_min)
 
 
 def _series(panel: _Panel, values: Sequence[float | None], *, colour: str, dash: str | None,
@@ -126,7 +147,13 @@ def _series(panel: _Panel, values: Sequence[float | None], *, colour: str, dash:
         segment.append(f"{x:.1f},{y:.1f}")
         previous = value
     close()
-    reruns = [i for i, p in enumerate(pts) if p.rerun and values[i] is not None][-MARKERS_SHOWN:]
+    reruns = [i for i, p in enumerate(pts) if p.rerun and values[i] is not None]
+    if len(reruns) > MARKERS_SHOWN:  # keep the dots where the figure moved, the latest first
+        moved = [i for k, i in enumerate(reruns) if k == 0 or values[i] != values[reruns[k - 1]]]
+        kept = set(moved[-MARKERS_SHOWN:])
+        rest = [i for i in reruns if i not in kept]
+        kept.update(rest[len(rest) - (MARKERS_SHOWN - len(kept)):])
+        reruns = sorted(kept)
     for i in reruns:
         value = values[i]
         assert value is not None
@@ -140,8 +167,9 @@ def _axes(panel: _Panel, title: str, fmt: Any) -> list[str]:
     parts = [f'<text x="{LEFT}" y="{panel.top + 16}" font-size="13" font-weight="bold" fill="#222">{_esc(title)}</text>',
              f'<line x1="{LEFT}" y1="{bottom}" x2="{WIDTH - RIGHT}" y2="{bottom}" stroke="#999"/>',
              f'<line x1="{LEFT}" y1="{top}" x2="{LEFT}" y2="{bottom}" stroke="#999"/>']
-    for frac in (0.0, 0.5, 1.0):
-        value = panel.y_max * frac
+    ticks = round((panel.y_max - panel.y_min) / panel.step)  # 4 to 6 steps (axis_range)
+    for k in range(ticks + 1):
+        value = panel.y_min + k * panel.step
         y = panel.y(value)
         parts.append(f'<text x="{LEFT - 6}" y="{y + 4:.1f}" font-size="11" text-anchor="end" fill="#555">'
                      f"{_esc(fmt(value) if value else '0')}</text>")
@@ -159,8 +187,7 @@ def estimate_chart(pts: Sequence[ChartPoint]) -> str | None:
              '<title id="chart-title">Parameters and estimated memory across revisions</title>']
 
     params = [p.params for p in pts]
-    top_params = _nice_max(max(v for v in params if v is not None) * 1.1)
-    panel = _Panel(n, 0, top_params)
+    panel = _Panel(n, 0, axis_range([v for v in params if v is not None]))
     parts += _axes(panel, "Parameters", human_params)
     parts += _series(panel, params, colour="#1f5fbf", dash=None, pts=pts, name="parameters", fmt=human_params)
 
@@ -172,8 +199,8 @@ def estimate_chart(pts: Sequence[ChartPoint]) -> str | None:
     bigger = [c for c in CARDS if c.gb > highest * 1.05]
     if bigger:
         shown.append(bigger[0])
-    top_gb = _nice_max(max(highest, *(c.gb for c in shown)) * 1.08)
-    panel = _Panel(n, PANEL_HEIGHT + 16, top_gb)
+    figures = [v for v in (*full, *lora) if v is not None] or [highest]
+    panel = _Panel(n, PANEL_HEIGHT + 16, axis_range([*figures, *(c.gb for c in shown)]))
     parts += _axes(panel, "Memory at batch 1 against each card", human_gb)
     labelled: set[int] = set()
     for card in shown:
