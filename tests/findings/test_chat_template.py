@@ -30,7 +30,8 @@ BEFORE = (INCIDENT / "before" / "chat_template.jinja").read_text("utf-8")
 AFTER = (INCIDENT / "after" / "chat_template.jinja").read_text("utf-8")
 BOS, EOT, EOS = "<|begin_of_text|>", "<|eot_id|>", "<|end_of_text|>"
 
-FAST = Limits(render_seconds=0.4, kill_grace_seconds=0.3)
+# long enough for the benign renders on a loaded machine; the looping template runs for minutes
+TIMED = Limits(render_seconds=3.0, kill_grace_seconds=1.0)
 RULES = SeverityRules.default()
 
 
@@ -311,11 +312,11 @@ def test_looping_template_is_contained_and_costs_one_time_limit():
         "{% set s = 'x' * 1000 %}"
         "{% for a in s %}{% for b in s %}{% for c in s %}{% endfor %}{% endfor %}{% endfor %}"
     )
-    [finding] = run(side(AFTER), side(bomb + AFTER), limits=FAST)
+    [finding] = run(side(AFTER), side(bomb + AFTER), limits=TIMED)
     assert codes([finding]) == [("chat_template.render_limit_exceeded", Severity.HIGH)]
     assert finding.summary == (
         "chat template exceeds the render limits on 8 of 8 conversations "
-        "(one user turn, no generation prompt: render took longer than 0.4 s; the renderer was killed)"
+        "(one user turn, no generation prompt: render took longer than 3 s; the renderer was killed)"
     )
 
 

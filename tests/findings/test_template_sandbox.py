@@ -23,12 +23,17 @@ from tracker.findings.template_sandbox import (
     render_compiled,
 )
 
-FAST = Limits(render_seconds=0.5, kill_grace_seconds=0.3)
+# Where the render time limit is not what a test checks, it is far out of reach, so that a busy machine
+# cannot turn a hook's or a budget's stop into a timeout.
+ROOMY = Limits(render_seconds=60.0, kill_grace_seconds=5.0)
+# Where it is: short enough to keep the test quick, long enough that a benign render on a loaded machine
+# stays inside it; the bombs it stops run for minutes.
+TIMED = Limits(render_seconds=3.0, kill_grace_seconds=1.0)
 
 
 @pytest.fixture(scope="module")
 def sandbox():
-    with TemplateSandbox(FAST) as box:
+    with TemplateSandbox(ROOMY) as box:
         yield box
 
 
@@ -123,8 +128,19 @@ def test_internals_are_refused_before_rendering(sandbox, source, names):
 def test_internals_raise_at_render_time_too(source, message):
     """Without the static scan, the render hooks still raise instead of rendering an empty undefined."""
     env = ChatTemplateSandbox()
-    outcome = render_compiled(env, env.from_string(source), {}, FAST)
+    outcome = render_compiled(env, env.from_string(source), {}, ROOMY)
     assert outcome == Outcome("unsafe", message=message, line=1)
+
+
+def test_the_render_time_limit_reads_the_injected_clock():
+    """The worker's own deadline, driven by a clock that moves 1 s per reading rather than raced by the CPU."""
+    ticks = iter(range(10**6))
+    env = ChatTemplateSandbox(monotonic=lambda: float(next(ticks)))
+    source = "{% for i in range(1000) %}{{ i }}{% endfor %}"
+    outcome = render_compiled(env, env.from_string(source), {}, ROOMY)
+    assert (outcome.status, outcome.message) == ("limit", "render took longer than 60 s")
+    frozen = ChatTemplateSandbox(monotonic=lambda: 0.0)
+    assert render_compiled(frozen, frozen.from_string(source), {}, ROOMY).output == "".join(map(str, range(1000)))
 
 
 def test_internals_named_at_run_time_are_caught_while_rendering(sandbox):
@@ -173,16 +189,16 @@ def test_loop_bomb_without_hooks_is_killed_and_the_next_render_gets_a_fresh_work
         "{% set s = 'x' * 1000 %}"
         "{% for a in s %}{% for b in s %}{% for c in s %}{% endfor %}{% endfor %}{% endfor %}"
     )
-    with TemplateSandbox(FAST) as box:
+    with TemplateSandbox(TIMED) as box:
         assert render(box, "{{ 1 }}").output == "1"
         first_pid = box.pid
         outcome = render(box, bomb)
-        assert outcome == Outcome("limit", message="render took longer than 0.5 s; the renderer was killed")
+        assert outcome == Outcome("limit", message="render took longer than 3 s; the renderer was killed")
         with pytest.raises(ProcessLookupError):
             os.kill(first_pid, 0)
 
         assert render(box, bomb) == Outcome(
-            "limit", message="not run: this template already took longer than 0.5 s"
+            "limit", message="not run: this template already took longer than 3 s"
         )
         assert box.started == 1  # not run: no worker started for it
 
@@ -215,7 +231,7 @@ def test_memory_bomb_ends_in_a_limit_not_in_swapping(sandbox):
 
 def test_huge_template_is_refused_without_parsing_or_starting_a_worker():
     source = "{{ 'x' }}" * (5 * 1024 * 1024 // 9 + 1)
-    with TemplateSandbox(FAST) as box:
+    with TemplateSandbox(ROOMY) as box:
         assert box.check(source) == Outcome(
             "too_large", message=f"template is {len(source)} characters; the limit is 262144"
         )
@@ -230,7 +246,7 @@ def test_deep_nesting_does_not_crash_the_worker(sandbox):
 
 
 def test_close_ends_the_worker():
-    box = TemplateSandbox(FAST)
+    box = TemplateSandbox(ROOMY)
     assert render(box, "{{ 1 }}").ok
     pid = box.pid
     box.close()

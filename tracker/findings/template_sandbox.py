@@ -59,7 +59,7 @@ import sys
 import time
 import traceback
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, Self
@@ -151,16 +151,17 @@ def _is_internal_name(name: Any) -> bool:
 class _Budget:
     """Per-render deadline and counters, checked cooperatively from the sandbox hooks."""
 
-    def __init__(self) -> None:
+    def __init__(self, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.monotonic = monotonic  # injectable, so that a test drives the clock instead of racing it
         self.start(Limits())
 
     def start(self, limits: Limits) -> None:
         self.limits = limits
-        self.deadline = time.monotonic() + limits.render_seconds
+        self.deadline = self.monotonic() + limits.render_seconds
         self.range_left = limits.range_items
 
     def check_time(self) -> None:
-        if time.monotonic() > self.deadline:
+        if self.monotonic() > self.deadline:
             raise RenderLimitError(f"render took longer than {self.limits.render_seconds:g} s")
 
     def take_range(self, n: int) -> None:
@@ -235,11 +236,13 @@ class ChatTemplateSandbox(ImmutableSandboxedEnvironment):
 
     intercepted_binops = frozenset({"*", "**"})
 
-    def __init__(self, now: datetime | None = None) -> None:
+    def __init__(
+        self, now: datetime | None = None, monotonic: Callable[[], float] = time.monotonic
+    ) -> None:
         super().__init__(
             trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationTag, jinja2.ext.loopcontrols]
         )
-        self.budget = _Budget()
+        self.budget = _Budget(monotonic)
         self.now = now or datetime(2024, 7, 23, 12, 0, 0)
         self.filters["tojson"] = _tojson
         self.globals["raise_exception"] = _raise_exception
