@@ -98,6 +98,9 @@ def state(db_url: str) -> dict[str, Any]:
 
 
 @pytest.mark.slow
+# About 40 tracker processes, each importing the tracker: a minute on 2 idle cores, several times that on
+# a loaded machine, where the default 300 s would stop it midway.
+@pytest.mark.timeout(1200)
 def test_sigkill_anywhere_then_polling_again_matches_a_clean_run(hub_standin, tmp_path):
     hub = hub_standin
     config = tmp_path / "tracker.toml"

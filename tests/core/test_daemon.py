@@ -50,12 +50,12 @@ def test_run_polls_at_start_then_on_a_hub_webhook_and_stops_on_sigterm(hub_stand
         hub_standin.commit("acme/a", {"config.json": config_json(vocab_size=1000)})
         hook = {"event": {"action": "update", "scope": "repo.content"}, "repo": {"type": "model", "name": "acme/a"}}
         answer = httpx.post(f"http://127.0.0.1:{port}/hooks/hub", json=hook, headers={"X-Webhook-Secret": "s3cret"},
-                            timeout=5)
+                            timeout=60)
         assert answer.status_code == 202, answer.text
         assert wait_for(lambda: revision_count(url) == 2), "new revision never read"
     finally:
         proc.send_signal(signal.SIGTERM)
-        output = proc.communicate(timeout=30)[0].decode()
+        output = proc.communicate(timeout=120)[0].decode()
     assert proc.returncode == 0, output
     assert "polling 1 repo(s)" in output
 
@@ -97,16 +97,16 @@ def test_run_serves_the_api_beside_polling(hub_standin, tmp_path):
 
     def healthy():
         try:
-            return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).json() == {"status": "ok"}
+            return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=30).json() == {"status": "ok"}
         except httpx.HTTPError:
             return False
 
     try:
         assert wait_for(healthy), "API never came up"
         assert wait_for(lambda: revision_count(url) == 1)
-        answer = httpx.post(f"http://127.0.0.1:{port}/v1/query", json={"commit": head}, timeout=5)
+        answer = httpx.post(f"http://127.0.0.1:{port}/v1/query", json={"commit": head}, timeout=60)
         assert (answer.status_code, answer.json()) == (200, {})
     finally:
         proc.send_signal(signal.SIGTERM)
-        output = proc.communicate(timeout=30)[0].decode()
+        output = proc.communicate(timeout=120)[0].decode()
     assert proc.returncode == 0, output

@@ -28,7 +28,7 @@ def free_port() -> int:
 
 def metric(port: int, name: str, labels: str = "") -> float:
     try:
-        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=30).text
     except httpx.HTTPError:
         return -1
     for line in text.splitlines():
@@ -66,12 +66,12 @@ def script(hub_standin, proc, port) -> tuple[str, str]:
         hub_standin.commit("acme/model", {"generation_config.json": b'{"eos_token_id": 3}'}, message="new eos")
         hook = {"event": {"action": "update", "scope": "repo.content"}, "repo": {"type": "model", "name": "acme/model"}}
         answer = httpx.post(f"http://127.0.0.1:{port}/hooks/hub", json=hook, headers={"X-Webhook-Secret": "s3cret"},
-                            timeout=5)
+                            timeout=60)
         assert answer.status_code == 202, answer.text
         assert wait_for(lambda: metric(port, "tracker_polls_total", '{outcome="new"}') == 1), "the webhook's poll"
     finally:
         proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=30)
+        out, _ = proc.communicate(timeout=120)
     err = proc.stderr_path.read_text()
     assert proc.returncode == 0, err
     return out, err
@@ -149,12 +149,12 @@ def test_the_log_of_a_run_over_the_demo_history(hub_standin, tmp_path):
         for done, step in enumerate(steps[1:], start=1):
             hub_standin.commit(REPO, step.files(work), message=step.message)
             answer = httpx.post(f"http://127.0.0.1:{port}/hooks/hub", json=hook,
-                                headers={"X-Webhook-Secret": "s3cret"}, timeout=5)
+                                headers={"X-Webhook-Secret": "s3cret"}, timeout=60)
             assert answer.status_code == 202
             assert wait_for(lambda done=done: metric(port, "tracker_polls_total", '{outcome="new"}') == done), step
     finally:
         proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=30)
+        proc.communicate(timeout=120)
     err = (tmp_path / "stderr.log").read_text()
     assert proc.returncode == 0, err
     assert all(TS.match(line) for line in err.splitlines()), err

@@ -290,8 +290,8 @@ def run_demo(*, host: str = "127.0.0.1", port: int = 8080, keep: Path | None = N
         hub = HubStandin(work / "hub", host="127.0.0.1").start()
         alerts = AlertLog(say).start()
         settings = Settings(database_url=f"sqlite:///{work}/tracker.sqlite3", hub_endpoint=hub.url,
-                            hub_timeout=10.0, api_public_url=url, osv_api_url=None,
-                            delivery=DeliverySettings(allow_hosts=("127.0.0.1",), timeout=5.0))
+                            hub_timeout=30.0, api_public_url=url, osv_api_url=None,
+                            delivery=DeliverySettings(allow_hosts=("127.0.0.1",), timeout=30.0))
         tracker = make_tracker(settings, auto_upgrade=True)
         say(f"Hub stand-in at {hub.url}; tracker database {work / 'tracker.sqlite3'}")
         subscription = tracker.store.add_subscription(
