@@ -222,7 +222,7 @@ def test_repos_nobody_watches_are_read_within_the_hub_request_budget(machine, tm
     from tracker.settings import Settings
 
     settings = Settings(database_url=f"sqlite:///{tmp_path}/none.sqlite3", hub_endpoint=machine.hub.url,
-                        hub_timeout=5.0, hub_budget_api=3)
+                        hub_timeout=30.0, hub_budget_api=3)
     with AdvisorySource(settings, tracker=None) as source:
         first = source.lookup(RISKY, [machine.risky[1]])[machine.risky[1]]
         sent = dict(source._hub.requests_by_bucket)

@@ -30,7 +30,7 @@ def sleeps() -> RecordingSleep:
 @pytest.fixture
 def settings(hub_standin, tmp_path) -> Settings:
     return Settings(database_url=f"sqlite:///{tmp_path}/tracker.sqlite3", hub_endpoint=hub_standin.url,
-                    hub_timeout=5.0)
+                    hub_timeout=30.0)
 
 
 @pytest.fixture

@@ -47,7 +47,7 @@ def catalogue(hub_standin):
 
 def tracker_for(hub_standin, tmp_path, clock):
     settings = Settings(database_url=f"sqlite:///{tmp_path}/t.sqlite3", hub_endpoint=hub_standin.url,
-                        hub_timeout=5.0, hub_budget_api=100_000, hub_budget_resolvers=100_000)
+                        hub_timeout=30.0, hub_budget_api=100_000, hub_budget_resolvers=100_000)
     hub = HubClient(settings.hub_endpoint, timeout=5.0, sleep=lambda _s: None)
     return make_tracker(settings, hub=hub, clock=clock, auto_upgrade=True)
 

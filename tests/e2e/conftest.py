@@ -79,7 +79,7 @@ class Upstream:
 @pytest.fixture
 def tracker(hub_standin, tmp_path):
     settings = Settings(database_url=f"sqlite:///{tmp_path}/tracker.sqlite3", hub_endpoint=hub_standin.url,
-                        hub_timeout=5.0)
+                        hub_timeout=30.0)
     hub = HubClient(settings.hub_endpoint, timeout=settings.hub_timeout, max_retries=settings.hub_max_retries,
                     max_wait=settings.hub_max_wait, sleep=lambda _seconds: None)
     return make_tracker(settings, hub=hub)

@@ -101,7 +101,7 @@ def codebase(histories, tmp_path) -> Path:
 def scan_settings(hub_standin, tmp_path) -> Settings:
     """Settings for the user's tracker: its store is an SQLite file that does not exist yet."""
     return Settings(database_url=f"sqlite:///{tmp_path}/user.sqlite3", hub_endpoint=hub_standin.url,
-                    hub_timeout=5.0)
+                    hub_timeout=30.0)
 
 
 @pytest.fixture
