@@ -6,7 +6,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-
 # A deadline for things that happen in well under a second on an idle machine: waits end as soon as the
 # condition holds, so a deadline generous enough for a loaded one (load ~20 on 2 cores, a cold interpreter
 # importing the tracker) costs nothing when the test passes.
