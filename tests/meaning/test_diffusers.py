@@ -41,13 +41,15 @@ def j(value) -> bytes:
     return json.dumps(value, indent=2).encode()
 
 
-def pipeline(index=None, scheduler=None, unet=None, vae=None, text_encoder=None, unet_fill=0, card=CARD):
+def pipeline(index=None, scheduler=None, unet=None, vae=None, text_encoder=None, unet_fill=0, card=CARD,
+             unet_tensors=None, extra=None):
     files = {"model_index.json": j(index or INDEX), "scheduler/scheduler_config.json": j(scheduler or SCHEDULER),
              "unet/config.json": j(unet or UNET), "vae/config.json": j(vae or VAE),
              "text_encoder/config.json": j(text_encoder or TEXT_ENCODER), "README.md": card,
-             "unet/diffusion_pytorch_model.safetensors": safetensors_bytes({"conv_in.weight": [8, 4]}, unet_fill),
+             "unet/diffusion_pytorch_model.safetensors": safetensors_bytes(unet_tensors or {"conv_in.weight": [8, 4]},
+                                                                         unet_fill),
              "vae/diffusion_pytorch_model.safetensors": safetensors_bytes({"decoder.conv_in.weight": [4, 4]}),
-             "safety_checker/config.json": j({"model_type": "clip"})}
+             "safety_checker/config.json": j({"model_type": "clip"}), **(extra or {})}
     return files
 
 
@@ -65,6 +67,9 @@ SCENARIOS = {
     "vae_rescaled": (BASE, pipeline(vae={**VAE, "scaling_factor": 0.13025})),
     "unet_weights": (BASE, pipeline(unet_fill=3)),
     "text_encoder_act": (BASE, pipeline(text_encoder={**TEXT_ENCODER, "hidden_act": "gelu"})),
+    # 128 + 16,384 bytes of F32 unet weights; the fp16 variant beside it is not what a default load serves
+    "unet_grown": (BASE, pipeline(unet_tensors={"conv_in.weight": [8, 4], "conv_out.weight": [64, 64]}, extra={
+        "unet/diffusion_pytorch_model.fp16.safetensors": safetensors_bytes({"conv_in.weight": [128, 128]})})),
     "prose_only": (BASE, pipeline(card=CARD + b"\nSee the model card of v1-4 for the training data.\n")),
     "too_many_components": (BASE, {**BASE, "model_index.json": j(
         {**INDEX, **{f"extra_{i}": ["diffusers", "X"] for i in range(100)}})}),
@@ -104,6 +109,11 @@ def triples(findings, skip=("files", "weights")):
     ("vae_rescaled", [("diffusers.vae_changed", "high", "vae/config.json: scaling_factor: 0.18215 → 0.13025")]),
     ("unet_weights", [("diffusers.component_weights_changed", "critical",
                        "unet weights replaced in place: unet/diffusion_pytorch_model.safetensors")]),
+    ("unet_grown", [
+        ("diffusers.component_weights_changed", "critical",
+         "unet weights replaced in place: unet/diffusion_pytorch_model.safetensors"),
+        ("diffusers.pipeline_memory_changed", "moderate", "serving memory 192 B → 16.58 kB (unet 128 B → 16.51 kB)"),
+    ]),
     ("text_encoder_act", [("config.computation_changed", "high", "text_encoder/config.json: hidden_act: quick_gelu → gelu")]),
     ("too_many_components", [("diffusers.malformed", "critical", "model_index.json lists 107 components, over the "
                               "limit of 64; not read; DiffusionPipeline.from_pretrained fails")]),
@@ -121,3 +131,12 @@ def test_the_weights_finding_says_which_file_and_the_component_finding_which_com
 
 def test_prose_only_raises_nothing_above_low(results):
     assert [(f.code, f.severity.value) for f in results["prose_only"]] == [("files.changed", "info")]
+
+
+def test_weights_replaced_with_the_same_shapes_leave_the_serving_memory_alone(results):
+    assert [f for f in results["unet_weights"] if f.code == "diffusers.pipeline_memory_changed"] == []
+
+
+def test_the_memory_finding_gives_each_side_in_bytes(results):
+    [finding] = [f for f in results["unet_grown"] if f.code == "diffusers.pipeline_memory_changed"]
+    assert (finding.before, finding.after, finding.evidence) == (192, 16576, {"components": {"unet": [128, 16512]}})

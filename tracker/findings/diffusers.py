@@ -14,6 +14,8 @@ configs), ``safety_checker/``. A text-model diff sees none of it. Codes (categor
 * ``denoiser_changed`` (unet/transformer ``sample_size``, channels, ``cross_attention_dim``),
   ``vae_changed`` (``scaling_factor``, latent channels), ``config_value_changed`` (any other key);
 * ``component_weights_changed``: which component's weights were replaced in place;
+* ``pipeline_memory_changed``: the serving memory of the pipeline (the bytes of every component's
+  default safetensors weights, from their headers; see :mod:`tracker.estimate.pipeline`) changed;
 * ``malformed``: ``model_index.json`` or a component config cannot be read.
 
 Text encoder configs get the ``config.*`` codes, at their own path. Bounded: 1 MiB per file,
@@ -25,10 +27,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from tracker.estimate.checkpoint import ImplausibleHeader
+from tracker.estimate.pipeline import component_bytes, fmt_bytes
 from tracker.findings.config import (
     JsonProblem,
     change_summary,
     diff_configs,
+    file_changed,
     flat_diff,
     json_value,
     load_json_object,
@@ -161,6 +166,49 @@ def _weights(change: RevisionChange, name: str, rules: SeverityRules) -> list[Fi
                      replaced[0], component=name, files=replaced[:100])]
 
 
+def pipeline_memory(snapshot: Snapshot, sources: RevisionSources, side: str,
+                    names: list[str]) -> dict[str, int] | None:
+    """``{component: bytes}`` of the components with default safetensors weights; None if a header is unreadable."""
+    paths = [f.path for f in snapshot.files]
+    out = {}
+    for name in names:
+        files = [p for p in paths if p.startswith(f"{name}/") and p.endswith(".safetensors")]
+        if not files:
+            continue
+        headers = {p: sources.safetensors_header(side, p) for p in files if p.count("/") == 1}
+        try:
+            size = component_bytes(files, name, headers)
+        except ImplausibleHeader:
+            return None  # the weights analyser reports the header itself
+        if size is not None:
+            out[name] = size
+        elif any(h is None for h in headers.values()):
+            return None
+    return out
+
+
+def _memory(change: RevisionChange, sources: RevisionSources, names: list[str],
+            rules: SeverityRules) -> list[Finding]:
+    assert change.old is not None
+    if not any(file_changed(change, p) for p in {f.path for f in change.old.files} | {f.path for f in change.new.files}
+               if p.endswith(".safetensors") and p.split("/", 1)[0] in names):
+        return []
+    before = pipeline_memory(change.old, sources, "old", names)
+    after = pipeline_memory(change.new, sources, "new", names)
+    if not before or not after or before == after:
+        return []
+    changed = [n for n in names if before.get(n) != after.get(n)]
+
+    def size(sizes: dict[str, int], name: str) -> str:
+        return fmt_bytes(sizes[name]) if name in sizes else "(none)"
+
+    total_before, total_after = sum(before.values()), sum(after.values())
+    parts = ", ".join(f"{n} {size(before, n)} → {size(after, n)}" for n in changed)
+    return [_finding(rules, "diffusers.pipeline_memory_changed",
+                     f"serving memory {fmt_bytes(total_before)} → {fmt_bytes(total_after)} ({parts})",
+                     INDEX, total_before, total_after, components={n: [before.get(n), after.get(n)] for n in changed})]
+
+
 def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
     try:
         new_index = _load(sources, change.new, "new", INDEX)
@@ -192,4 +240,6 @@ def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRul
             if old_cfg is not None and new_cfg is not None:
                 out += _compare_component(name, new_path, old_cfg, new_cfg, rules)
         out += _weights(change, name, rules)
+    names = list(old_components) + [n for n in new_components if n not in old_components]
+    out += _memory(change, sources, names[:MAX_COMPONENTS], rules)
     return out
