@@ -487,6 +487,18 @@ def ops_router(tracker: Tracker, scheduler_running: Callable[[], bool] | None) -
     router = APIRouter(tags=["operations"])
     store = tracker.store
 
+    def _hub_check() -> str:
+        """Said, never a reason to leave rotation: the API serves from the database while the Hub is away."""
+        from tracker.status import hub_unreachable
+        from tracker.store.health import HealthReads
+
+        try:
+            outage = HealthReads(store).hub_outage()
+        except TrackerError as exc:
+            return f"unknown: {first_line(exc)}"
+        said = hub_unreachable(outage.polled, outage.unreachable, outage.since, now=tracker.clock())
+        return said or "serving"
+
     @router.get("/readyz", response_model=ReadyOut, responses={503: {"model": ReadyOut, "description": "not ready"}})
     def readyz() -> JSONResponse:
         """Ready to serve: the database answers and (in `tracker run`) the scheduler runs. `tracker serve` has no
@@ -499,6 +511,8 @@ def ops_router(tracker: Tracker, scheduler_running: Callable[[], bool] | None) -
         except TrackerError as exc:
             checks["database"] = first_line(exc)
             ready = False
+        if ready:
+            checks["hub"] = _hub_check()
         if scheduler_running is None:
             checks["scheduler"] = "none in this process (tracker serve): only the database is checked"
         elif scheduler_running():

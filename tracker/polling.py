@@ -186,17 +186,22 @@ class Poller:
             self._poll(repo, result, backfill=backfill, progress=progress)
         except HubRateLimited as exc:
             wait = min(exc.retry_after or self.settings.poll_every, self.settings.hub_max_defer)
-            self.store.update_repo(repo.pk, defer_until=now + timedelta(seconds=wait), last_error=first_line(exc))
+            self.store.update_repo(repo.pk, defer_until=now + timedelta(seconds=wait), last_error=first_line(exc),
+                                   unreachable_since=None)
             result.status, result.error = PollOutcome.DEFERRED, first_line(exc)
         except (RepoGated, RepoGone, RepoDisabled) as exc:
             self._unreachable(repo, exc, result)
         except (HubError, TrackerError) as exc:
             if isinstance(exc, StoreBusy):
                 raise
-            self.store.update_repo(repo.pk, last_error=first_line(exc), last_polled_at=now)
+            if isinstance(exc, HubUnavailable):  # the outage's start is kept; any answer from the Hub ends it
+                self.store.mark_unreachable(repo.pk, now=now, last_error=first_line(exc), last_polled_at=now)
+            else:
+                self.store.update_repo(repo.pk, last_error=first_line(exc), last_polled_at=now, unreachable_since=None)
             result.status, result.error = PollOutcome.ERROR, first_line(exc)
         else:
-            self.store.update_repo(repo.pk, last_error=None, defer_until=None, last_polled_at=self.clock())
+            self.store.update_repo(repo.pk, last_error=None, defer_until=None, last_polled_at=self.clock(),
+                                   unreachable_since=None)
 
     # -- events -------------------------------------------------------------------------------
 
@@ -216,7 +221,7 @@ class Poller:
 
     def _unreachable(self, repo: RepoRow, exc: HubError, result: PollResult) -> None:
         now = self.clock()
-        updates = {"last_error": first_line(exc), "last_polled_at": now}
+        updates = {"last_error": first_line(exc), "last_polled_at": now, "unreachable_since": None}
         never_read = repo.last_seen_sha is None and repo.hub_uid is None
         if never_read and not isinstance(exc, RepoDisabled):
             # Never read: a typo in the watch list, or a private or gated repo without a token.

@@ -9,6 +9,8 @@ without one, to the tracker having read it; still growing while it waits). Overa
 backlog and the delivery outbox.
 
 Unhealthy (exit 1), each with a problem line:
+- every poll for N minutes failed with the Hub unreachable: "Hub unreachable for N minutes" (the
+  ``hub`` line, "serving" otherwise; ``/readyz`` says the same in its ``hub`` check);
 - a repo not found on the Hub (never read: a typo, or private/gated without a token);
 - a repo whose last poll failed (``error``);
 - a repo not polled for more than ``max_cycles`` of its intervals (is `tracker run` running?);
@@ -98,6 +100,7 @@ class StatusReport:
     oldest_pending_listed_at: datetime | None
     deliveries: DeliveryBacklog
     problems: tuple[str, ...]
+    hub: str = "serving"  # or "Hub unreachable for N minutes (...)"
 
     @property
     def healthy(self) -> bool:
@@ -106,6 +109,7 @@ class StatusReport:
     def to_json(self) -> dict[str, Any]:
         return {
             "healthy": self.healthy,
+            "hub": self.hub,
             "checked_at": iso(self.checked_at),
             "repos": [r.to_json() for r in self.repos],
             "poll_backlog": {"pending_revisions": self.pending_revisions,
@@ -114,6 +118,14 @@ class StatusReport:
                            "dead": self.deliveries.dead, "oldest_pending_at": iso(self.deliveries.oldest_pending_at)},
             "problems": list(self.problems),
         }
+
+
+def hub_unreachable(polled: int, unreachable: int, since: datetime | None, *, now: datetime) -> str | None:
+    """"Hub unreachable for N minutes" when every polled repo's polls failed so since ``since``; else None."""
+    if polled == 0 or unreachable < polled or since is None:
+        return None
+    minutes = max(0, int((now - since).total_seconds() // 60))
+    return f"Hub unreachable for {minutes} minute{'' if minutes == 1 else 's'} (every poll since {iso(since)} failed)"
 
 
 def _lag(row: RepoHealthRow, now: datetime) -> float | None:
@@ -182,10 +194,15 @@ def assess(rows: Sequence[RepoHealthRow], deliveries: DeliveryBacklog, *, now: d
     if deliveries.oldest_pending_at is not None and now - deliveries.oldest_pending_at > limit:
         problems.append(f"{deliveries.pending} deliveries waiting since {iso(deliveries.oldest_pending_at)}, "
                         f"more than {max_cycles} intervals of {span(clamp_interval(default_every))}")
+    polled = [r for r in rows if r.last_polled_at is not None]
+    outages = [r.unreachable_since for r in polled if r.unreachable_since is not None]
+    outage = hub_unreachable(len(polled), len(outages), max(outages, default=None), now=now)
+    if outage:
+        problems.insert(0, outage)
     listed = [r.oldest_pending_listed_at for r in rows if r.oldest_pending_listed_at is not None]
     return StatusReport(checked_at=now, repos=repos, pending_revisions=sum(r.pending for r in rows),
                         oldest_pending_listed_at=min(listed) if listed else None, deliveries=deliveries,
-                        problems=tuple(problems))
+                        problems=tuple(problems), hub=outage or "serving")
 
 
 def gather(tracker: Tracker, *, max_cycles: int = DEFAULT_MAX_CYCLES) -> StatusReport:
@@ -214,6 +231,7 @@ def render(report: StatusReport) -> str:
     else:
         lines.append("no repos watched; add some with `tracker watch add OWNER/NAME`")
     d = report.deliveries
+    lines.append(f"hub: {report.hub}")
     lines.append(f"poll backlog: {report.pending_revisions} revision(s) waiting to be read"
                  + (f" (oldest listed {iso(report.oldest_pending_listed_at)})" if report.oldest_pending_listed_at else ""))
     lines.append(f"deliveries: {d.pending} pending ({d.retrying} being retried), {d.dead} dead")

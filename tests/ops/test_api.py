@@ -97,17 +97,17 @@ def test_readyz_in_tracker_serve_checks_the_database_only(settings, make):
     assert client.get("/healthz").json() == {"status": "ok"}
     answer = client.get("/readyz")
     assert (answer.status_code, answer.json()) == (200, {"status": "ready", "checks": {
-        "database": "ok", "scheduler": "none in this process (tracker serve): only the database is checked"}})
+        "database": "ok", "hub": "serving", "scheduler": "none in this process (tracker serve): only the database is checked"}})
 
 
 def test_readyz_in_tracker_run_needs_the_scheduler(settings, make):
     running = [True]
     client = TestClient(create_app(make(settings), scheduler_running=lambda: running[0]))
-    assert client.get("/readyz").json() == {"status": "ready", "checks": {"database": "ok", "scheduler": "running"}}
+    assert client.get("/readyz").json() == {"status": "ready", "checks": {"database": "ok", "hub": "serving", "scheduler": "running"}}
     running[0] = False
     answer = client.get("/readyz")
     assert (answer.status_code, answer.json()) == (503, {"status": "not ready", "checks": {
-        "database": "ok", "scheduler": "stopped"}})
+        "database": "ok", "hub": "serving", "scheduler": "stopped"}})
 
 
 def test_readyz_when_the_database_is_gone(settings, make, tmp_path):

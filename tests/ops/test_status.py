@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from tests.core.conftest import config_json
 from tests.ops.conftest import migrated
 from tracker.status import assess, assess_repo, render
-from tracker.store.health import DeliveryBacklog, RepoHealthRow
+from tracker.store.health import DeliveryBacklog, HealthReads, RepoHealthRow
 
 NOT_FOUND = "not found on the Hub (check the id; private and gated repos need HF_TOKEN)"
 
@@ -153,3 +154,59 @@ def test_a_poll_backlog_older_than_n_cycles_and_dead_deliveries_are_unhealthy():
     old_outbox = DeliveryBacklog(pending=1, retrying=1, dead=0, oldest_pending_at=NOW - timedelta(hours=5))
     assert assess([], old_outbox, now=NOW, default_every=3600).problems == (
         "1 deliveries waiting since 2026-05-01T07:00:00Z, more than 3 intervals of 1h",)
+
+
+# -- the Hub unreachable -------------------------------------------------------------------------------------
+
+
+class Clock:
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def test_every_poll_failing_with_the_hub_unreachable_is_said_by_status_and_readyz(hub_standin, settings, make,
+                                                                                 db_url, cli):
+    """The stand-in read the baseline, then the Hub's address refuses connections for 12 minutes."""
+    from fastapi.testclient import TestClient
+
+    from tracker.api import create_app
+    from tracker.app import make_tracker
+    from tracker.hub import HubClient
+
+    url = migrated(db_url)
+    reader = make(settings, database_url=url)
+    hub_standin.create_repo("acme/ok")
+    hub_standin.commit("acme/ok", {"config.json": config_json()})
+    reader.store.add_watch("acme/ok", now=reader.clock())
+    assert [r.status.value for r in reader.poll()] == ["baseline"]
+    client = TestClient(create_app(reader))
+    assert client.get("/readyz").json()["checks"]["hub"] == "serving"
+
+    clock = Clock(datetime.now(UTC) + timedelta(hours=2))
+    refused = replace(settings, database_url=url, hub_endpoint="http://127.0.0.1:9", hub_max_retries=0)
+    away = make_tracker(refused, hub=HubClient(refused.hub_endpoint, timeout=2, max_retries=0, sleep=lambda _s: None),
+                        clock=clock)
+    started = clock.now
+    for _ in range(3):
+        assert away.poll_repo("acme/ok").status.value == "error"
+        clock.now += timedelta(minutes=6)
+    # 12 minutes after the first failure (the third poll's), seen by a process whose clock says so
+    watcher = make_tracker(replace(settings, database_url=url), clock=lambda: started + timedelta(minutes=12))
+    answer = TestClient(create_app(watcher)).get("/readyz")
+    expected = f"Hub unreachable for 12 minutes (every poll since {started.isoformat(timespec='seconds')[:19]}Z failed)"
+    assert answer.status_code == 200  # still ready: the API serves from the database
+    assert answer.json()["status"] == "ready" and answer.json()["checks"]["hub"] == expected
+
+    report = assess(HealthReads(watcher.store).repos(), HealthReads(watcher.store).deliveries(),
+                    now=started + timedelta(minutes=12), default_every=3600)
+    assert report.hub == expected and report.problems[0] == expected and not report.healthy
+    assert f"hub: {expected}" in render(report).splitlines()
+
+    # The Hub answers again: one good poll ends the outage.
+    assert reader.poll_repo("acme/ok").status.value == "unchanged"
+    assert client.get("/readyz").json()["checks"]["hub"] == "serving"
+    result = cli("status", "--json", env={"TRACKER_DATABASE_URL": url})
+    assert json.loads(result.output)["hub"] == "serving"

@@ -47,6 +47,7 @@ class RepoHealthRow:
     newest_advisory: str | None  # the first advisory raised for it, if any
     newest_advisory_at: datetime | None
     next_poll_at: datetime | None = None  # the daemon's own schedule, where the schema has one (migration 0006)
+    unreachable_since: datetime | None = None  # every poll since failed with the Hub unreachable (migration 0012)
 
 
 @dataclass(frozen=True)
@@ -65,9 +66,26 @@ class FleetFigures:
     advisories_by_severity: dict[str, int]  # live (not withdrawn) advisories
 
 
+@dataclass(frozen=True)
+class HubOutage:
+    """The polled repos, how many of them the Hub was unreachable for at their last polls, and since when
+    the last of those outages began (the Hub unreachable for all of them since then, when all are)."""
+
+    polled: int
+    unreachable: int
+    since: datetime | None
+
+
 class HealthReads:
     def __init__(self, store: SqlStore) -> None:
         self._store = store
+
+    def hub_outage(self) -> HubOutage:
+        """One aggregate over the watch list, cheap enough for every ``/readyz``."""
+        with self._store._tx() as conn:
+            row = conn.execute(select(func.count(repos.c.last_polled_at), func.count(repos.c.unreachable_since),
+                                      func.max(repos.c.unreachable_since))).one()
+        return HubOutage(polled=int(row[0]), unreachable=int(row[1]), since=_utc(row[2]))
 
     def repos(self) -> list[RepoHealthRow]:
         with self._store._tx() as conn:
@@ -114,6 +132,7 @@ class HealthReads:
                 newest_advisory=advisory[0] if advisory else None,
                 newest_advisory_at=advisory[1] if advisory else None,
                 next_poll_at=_utc(r._mapping.get("next_poll_at")),
+                unreachable_since=_utc(r._mapping.get("unreachable_since")),
             ))
         return out
 

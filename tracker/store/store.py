@@ -498,6 +498,11 @@ class SqlStore(DeliveryStoreMixin, AdvisoryStoreMixin):
         with self._tx() as conn:
             conn.execute(update(repos).where(repos.c.id == pk).values(**values))
 
+    def mark_unreachable(self, pk: int, *, now: datetime, **values: Any) -> None:
+        with self._tx() as conn:
+            conn.execute(update(repos).where(repos.c.id == pk)
+                         .values(unreachable_since=func.coalesce(repos.c.unreachable_since, now), **values))
+
     # -- revisions --------------------------------------------------------------------------
 
     @staticmethod

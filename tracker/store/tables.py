@@ -73,6 +73,8 @@ repos = Table(
     # removing a rule removes its repos itself.
     Column("rule_id", Integer, nullable=True),
     Column("rule_missing_since", DateTime(timezone=True), nullable=True),
+    # Since when every poll failed with the Hub unreachable (migration 0012): NULL once the Hub answers.
+    Column("unreachable_since", DateTime(timezone=True), nullable=True),
 )
 Index("ix_repos_rule_id", repos.c.rule_id)
 Index("ix_repos_next_poll_at", repos.c.next_poll_at)
