@@ -34,6 +34,15 @@ VAE = {"_class_name": "AutoencoderKL", "_diffusers_version": "0.6.0", "act_fn": 
 TEXT_ENCODER = {"architectures": ["CLIPTextModel"], "model_type": "clip_text_model", "hidden_act": "quick_gelu",
                 "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
                 "max_position_embeddings": 77, "vocab_size": 49408}
+# stable-diffusion-v1-5's tokenizer/ folder (a CLIPTokenizer), its vocabulary and merges trimmed to a few entries
+TOKENIZER_CONFIG = {"add_prefix_space": False, "bos_token": "<|startoftext|>", "do_lower_case": True,
+                    "eos_token": "<|endoftext|>", "errors": "replace", "model_max_length": 77,
+                    "pad_token": "<|endoftext|>", "tokenizer_class": "CLIPTokenizer", "unk_token": "<|endoftext|>"}
+SPECIAL_TOKENS = {"bos_token": "<|startoftext|>", "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>",
+                  "unk_token": "<|endoftext|>"}
+MERGES = b"#version: 0.2\ni n\nt h\na n\nr e\n"
+VOCAB = {"i": 0, "n": 1, "t": 2, "h": 3, "a": 4, "r": 5, "e": 6, "in": 7, "th": 8, "an": 9, "re": 10,
+         "<|startoftext|>": 11, "<|endoftext|>": 12}
 CARD = b"---\nlicense: creativeml-openrail-m\nlibrary_name: diffusers\ntags:\n- text-to-image\n---\n# SD 1.5\n"
 
 
@@ -42,14 +51,18 @@ def j(value) -> bytes:
 
 
 def pipeline(index=None, scheduler=None, unet=None, vae=None, text_encoder=None, unet_fill=0, card=CARD,
-             unet_tensors=None, extra=None):
+             unet_tensors=None, extra=None, tokenizer_config=None, special_tokens=None, folder="tokenizer",
+             merges=MERGES):
     files = {"model_index.json": j(index or INDEX), "scheduler/scheduler_config.json": j(scheduler or SCHEDULER),
              "unet/config.json": j(unet or UNET), "vae/config.json": j(vae or VAE),
              "text_encoder/config.json": j(text_encoder or TEXT_ENCODER), "README.md": card,
              "unet/diffusion_pytorch_model.safetensors": safetensors_bytes(unet_tensors or {"conv_in.weight": [8, 4]},
                                                                          unet_fill),
              "vae/diffusion_pytorch_model.safetensors": safetensors_bytes({"decoder.conv_in.weight": [4, 4]}),
-             "safety_checker/config.json": j({"model_type": "clip"}), **(extra or {})}
+             "safety_checker/config.json": j({"model_type": "clip"}),
+             f"{folder}/tokenizer_config.json": j(tokenizer_config or TOKENIZER_CONFIG),
+             f"{folder}/special_tokens_map.json": j(special_tokens or SPECIAL_TOKENS),
+             f"{folder}/vocab.json": j(VOCAB), f"{folder}/merges.txt": merges, **(extra or {})}
     return files
 
 
@@ -70,6 +83,12 @@ SCENARIOS = {
     # 128 + 16,384 bytes of F32 unet weights; the fp16 variant beside it is not what a default load serves
     "unet_grown": (BASE, pipeline(unet_tensors={"conv_in.weight": [8, 4], "conv_out.weight": [64, 64]}, extra={
         "unet/diffusion_pytorch_model.fp16.safetensors": safetensors_bytes({"conv_in.weight": [128, 128]})})),
+    "tokenizer_eos": (BASE, pipeline(special_tokens={**SPECIAL_TOKENS, "eos_token": "</s>"},
+                                     tokenizer_config={**TOKENIZER_CONFIG, "model_max_length": 64})),
+    # an SDXL-style second tokenizer whose merges were re-ranked
+    "tokenizer_2_merges": (sdxl := pipeline(index={**INDEX, "tokenizer_2": ["transformers", "CLIPTokenizer"]},
+                                            folder="tokenizer_2"),
+                           {**sdxl, "tokenizer_2/merges.txt": b"#version: 0.2\nt h\ni n\na n\nr e\n"}),
     "prose_only": (BASE, pipeline(card=CARD + b"\nSee the model card of v1-4 for the training data.\n")),
     "too_many_components": (BASE, {**BASE, "model_index.json": j(
         {**INDEX, **{f"extra_{i}": ["diffusers", "X"] for i in range(100)}})}),
@@ -114,6 +133,12 @@ def triples(findings, skip=("files", "weights")):
          "unet weights replaced in place: unet/diffusion_pytorch_model.safetensors"),
         ("diffusers.pipeline_memory_changed", "moderate", "serving memory 192 B → 16.58 kB (unet 128 B → 16.51 kB)"),
     ]),
+    ("tokenizer_eos", [
+        ("tokenizer.eos_token_changed", "high", "tokenizer/special_tokens_map.json: eos_token: <|endoftext|> → </s>"),
+        ("tokenizer.model_max_length_changed", "moderate", "tokenizer/tokenizer_config.json: model_max_length: 77 → 64"),
+    ]),
+    ("tokenizer_2_merges", [("tokenizer.merges_reordered", "high",
+                             'tokenizer_2/merges.txt: 2 merges changed priority (e.g. "i n", "t h")')]),
     ("text_encoder_act", [("config.computation_changed", "high", "text_encoder/config.json: hidden_act: quick_gelu → gelu")]),
     ("too_many_components", [("diffusers.malformed", "critical", "model_index.json lists 107 components, over the "
                               "limit of 64; not read; DiffusionPipeline.from_pretrained fails")]),
@@ -140,3 +165,9 @@ def test_weights_replaced_with_the_same_shapes_leave_the_serving_memory_alone(re
 def test_the_memory_finding_gives_each_side_in_bytes(results):
     [finding] = [f for f in results["unet_grown"] if f.code == "diffusers.pipeline_memory_changed"]
     assert (finding.before, finding.after, finding.evidence) == (192, 16576, {"components": {"unet": [128, 16512]}})
+
+
+def test_tokenizer_findings_point_at_the_file_in_its_component_folder(results):
+    assert [(f.code, f.path, f.library) for f in results["tokenizer_eos"] if f.category == "tokenizer"] == [
+        ("tokenizer.eos_token_changed", "tokenizer/special_tokens_map.json", "diffusers"),
+        ("tokenizer.model_max_length_changed", "tokenizer/tokenizer_config.json", "diffusers")]

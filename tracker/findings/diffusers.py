@@ -18,17 +18,20 @@ configs), ``safety_checker/``. A text-model diff sees none of it. Codes (categor
   default safetensors weights, from their headers; see :mod:`tracker.estimate.pipeline`) changed;
 * ``malformed``: ``model_index.json`` or a component config cannot be read.
 
-Text encoder configs get the ``config.*`` codes, at their own path. Bounded: 1 MiB per file,
+Text encoder configs get the ``config.*`` codes, at their own path; tokenizer folders (``tokenizer/``,
+``tokenizer_2/``, ...) get the repo root's tokenizer findings (``tokenizer.*``), at their own path. Bounded: 1 MiB per file,
 64 components. Pure: reads only through ``sources``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from tracker.estimate.checkpoint import ImplausibleHeader
 from tracker.estimate.pipeline import component_bytes, fmt_bytes
+from tracker.findings import sentencepiece, slow_tokenizer, tokenizer
 from tracker.findings.config import (
     JsonProblem,
     change_summary,
@@ -209,6 +212,58 @@ def _memory(change: RevisionChange, sources: RevisionSources, names: list[str],
                      INDEX, total_before, total_after, components={n: [before.get(n), after.get(n)] for n in changed})]
 
 
+class FolderSources:
+    """One component folder's files as if they were at the repo root, for the root-level tokenizer analysers."""
+
+    def __init__(self, sources: RevisionSources, folder: str) -> None:
+        self._sources, self._prefix = sources, f"{folder}/"
+
+    def text(self, side: str, path: str) -> bytes | None:
+        return self._sources.text(side, self._prefix + path)
+
+    def safetensors_header(self, side: str, path: str) -> Mapping[str, Any] | None:
+        return self._sources.safetensors_header(side, self._prefix + path)
+
+    def pickle_globals(self, side: str, path: str) -> list[tuple[str, str]] | None:
+        return self._sources.pickle_globals(side, self._prefix + path)
+
+    def gguf_header(self, side: str, path: str) -> Mapping[str, Any] | None:
+        return self._sources.gguf_header(side, self._prefix + path)
+
+    def onnx_model(self, side: str, path: str) -> Mapping[str, Any] | None:
+        return self._sources.onnx_model(side, self._prefix + path)
+
+
+def folder_view(snapshot: Snapshot, folder: str) -> Snapshot:
+    """The files directly inside ``folder``, renamed as if at the root."""
+    prefix = f"{folder}/"
+    return Snapshot(files=tuple(dataclasses.replace(f, path=f.path[len(prefix):]) for f in snapshot.files
+                                if f.path.startswith(prefix) and "/" not in f.path[len(prefix):]))
+
+
+TOKENIZER_ANALYSERS = (tokenizer.analyse, slow_tokenizer.analyse, sentencepiece.analyse)
+
+
+def _tokenizers(change: RevisionChange, sources: RevisionSources, folders: list[str],
+                rules: SeverityRules) -> list[Finding]:
+    """The tokenizer findings of each tokenizer folder, with the folder in their path and summary."""
+    out = []
+    for folder in folders:
+        old = folder_view(change.old, folder) if change.old is not None else None
+        new = folder_view(change.new, folder)
+        if old is not None and old.by_path() == new.by_path():
+            continue
+        view = dataclasses.replace(change, old=old, new=new)
+        folder_sources = FolderSources(sources, folder)
+        for analyser in TOKENIZER_ANALYSERS:
+            for f in analyser(view, folder_sources, rules):
+                path = f"{folder}/{f.path}" if f.path else folder
+                summary = (f"{folder}/{f.summary}" if f.path and f.summary.startswith(f.path)
+                           else f"{path}: {f.summary}")
+                out.append(dataclasses.replace(f, path=path, summary=summary))
+    return out
+
+
 def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
     try:
         new_index = _load(sources, change.new, "new", INDEX)
@@ -216,15 +271,17 @@ def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRul
     except Unreadable as exc:
         return [_finding(rules, "diffusers.malformed", f"{exc}; DiffusionPipeline.from_pretrained fails", INDEX,
                          error=str(exc))]
+    folders = [n for n in new_components if n.startswith("tokenizer")]
+    tokenizer_findings = _tokenizers(change, sources, folders, rules)
     if change.old is None or {f.path: f.content_id for f in change.old.files} == \
             {f.path: f.content_id for f in change.new.files}:
-        return []
+        return tokenizer_findings
     try:
         old_index = _load(sources, change.old, "old", INDEX)
         old_components = components(old_index) if old_index is not None else {}
     except Unreadable:
-        return []  # reported at the revision that broke it
-    out: list[Finding] = []
+        return tokenizer_findings  # the index was reported at the revision that broke it
+    out: list[Finding] = tokenizer_findings
     if old_index is not None and new_index is not None:
         out += _compare_index(old_index, new_index, rules)
     for name in [n for n in new_components if n in old_components]:
