@@ -31,6 +31,7 @@ from tracker.app import Tracker
 from tracker.cycle import Cycle
 from tracker.errors import StoreBusy, TrackerError, first_line
 from tracker.logs import Heartbeat, log_poll, start_line
+from tracker.model import PollOutcome
 from tracker.polling import PollResult
 from tracker.settings import clamp_interval, format_duration
 from tracker.store.schedule import PollQueue
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 RECONCILE_SECONDS = 60
 TICK_SECONDS = 2.0  # how often the cycle looks for due repos (a webhook's repo waits at most this long)
+HEARTBEAT_MAX_SECONDS = 600.0  # a summary line at least this often, however long a cycle is
 
 
 @contextmanager
@@ -94,7 +96,15 @@ class Daemon:
 
     def _report(self, result: PollResult) -> None:
         self.heartbeat.add(result)
-        log_poll(log, result)  # one line when it found something or failed (tracker/logs.py)
+        next_try = None
+        if result.status in (PollOutcome.ERROR, PollOutcome.NOT_FOUND):  # the cycle has rescheduled it by now
+            try:
+                from tracker.store.health import HealthReads
+
+                next_try = HealthReads(self.tracker.store).next_poll_at(result.repo)
+            except TrackerError:
+                pass  # the line goes out without it
+        log_poll(log, result, next_try=next_try)  # one line when it found something or failed (tracker/logs.py)
 
     def tick(self) -> None:
         try:
@@ -110,7 +120,7 @@ class Daemon:
             pending: int | None = HealthReads(self.tracker.store).pending_revisions()
         except TrackerError:
             pending = None
-        every = clamp_interval(self.tracker.settings.poll_every)
+        every = min(clamp_interval(self.tracker.settings.poll_every), HEARTBEAT_MAX_SECONDS)
         line = self.heartbeat.summary(watched=len(self._intervals), period=format_duration(every), pending=pending)
         if line:
             log.info("%s", line)
@@ -133,8 +143,9 @@ class Daemon:
         self.scheduler.add_job(self.reconcile, IntervalTrigger(seconds=RECONCILE_SECONDS), id="reconcile")
         self.scheduler.add_job(self.tick, IntervalTrigger(seconds=TICK_SECONDS), id="cycle",
                                next_run_time=datetime.now(UTC) + timedelta(seconds=1))
-        self.scheduler.add_job(self.beat, IntervalTrigger(seconds=clamp_interval(self.tracker.settings.poll_every)),
-                               id="heartbeat")  # at most one summary per cycle
+        every = min(clamp_interval(self.tracker.settings.poll_every), HEARTBEAT_MAX_SECONDS)
+        self.scheduler.add_job(self.beat, IntervalTrigger(seconds=every),
+                               id="heartbeat")  # one summary per cycle, or every 10 minutes when cycles are longer
         self.scheduler.start()
         log.info("%s", start_line(self.tracker, api=api, watched=len(self._intervals)))
 

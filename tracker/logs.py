@@ -232,13 +232,15 @@ def poll_fields(result: PollResult) -> dict[str, Any]:
             "worst_severity": result.worst_advisory, "events": list(result.events), "error": result.error}
 
 
-def log_poll(logger: logging.Logger, result: PollResult) -> None:
-    """One line for a poll that found something or failed; DEBUG for the rest."""
+def log_poll(logger: logging.Logger, result: PollResult, *, next_try: datetime | None = None) -> None:
+    """One line for a poll that found something or failed (with when it is tried again); DEBUG for the rest."""
     said = poll_message(result)
     if said is None:
         logger.debug("%s: %s", result.repo, result.status.value, extra=poll_fields(result))
         return
     level, text = said
+    if next_try is not None and result.status in (PollOutcome.ERROR, PollOutcome.NOT_FOUND):
+        text += f"; next try {next_try.astimezone(UTC).isoformat(timespec='seconds').replace('+00:00', 'Z')}"
     logger.log(level, "%s", text, extra=poll_fields(result))
 
 

@@ -9,9 +9,11 @@ import signal
 import socket
 import subprocess
 import sys
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.core.conftest import config_json
 from tests.waiting import wait_for
@@ -86,11 +88,16 @@ def test_the_log_of_a_run_at_default_verbosity(hub_standin, tmp_path):
     database = f"{tmp_path}/t.sqlite3"
     assert lines[0] == (f"INFO tracker.daemon: tracker started: polling 2 repo(s) (every 1h unless set per repo), "
                         f"database {database}, Hub {hub_standin.url}, API http://127.0.0.1:{port}")
-    # The two first polls run at once, in either order.
-    assert sorted(lines[1:3]) == [
-        "INFO tracker.daemon: acme/model: first poll, baseline read (1 revision)",
-        "WARNING tracker.daemon: acme/typo: not found on the Hub (check the id; private and gated repos need HF_TOKEN)",
-    ]
+    # The two first polls run at once, in either order; a failed one says when it is tried again (in 1h).
+    first = sorted(lines[1:3])
+    assert first[0] == "INFO tracker.daemon: acme/model: first poll, baseline read (1 revision)"
+    typo = re.fullmatch(r"WARNING tracker\.daemon: acme/typo: not found on the Hub \(check the id; private and gated "
+                        r"repos need HF_TOKEN\); next try (\S+Z)", first[1])
+    assert typo, first[1]
+    logged_at = next(line[:24] for line in err.splitlines() if "acme/typo" in line)
+    tried = datetime.fromisoformat(typo.group(1).replace("Z", "+00:00"))
+    assert tried - datetime.fromisoformat(logged_at.strip().replace("Z", "+00:00")) == pytest.approx(
+        timedelta(hours=1), abs=timedelta(seconds=5))
     assert lines[3:] == [
         "INFO tracker.daemon: acme/model: 1 new revision, 1 advisory (high)",
         "INFO tracker.daemon: stopped",
@@ -110,7 +117,8 @@ def test_json_lines_for_log_shippers(hub_standin, tmp_path):
         "repo": "acme/model", "outcome": "new", "new_revisions": 1, "processed": 1, "advisories": 1,
         "worst_severity": "high", "events": [], "error": None,
     }
-    typo = by_message["acme/typo: not found on the Hub (check the id; private and gated repos need HF_TOKEN)"]
+    typo = next(r for m, r in by_message.items() if m.startswith(
+        "acme/typo: not found on the Hub (check the id; private and gated repos need HF_TOKEN); next try "))
     assert (typo["level"], typo["outcome"], typo["advisories"]) == ("warning", "not_found", 0)
     assert [r["message"] for r in records][-1] == "stopped"
     assert len(records) == 5

@@ -80,6 +80,11 @@ class HealthReads:
     def __init__(self, store: SqlStore) -> None:
         self._store = store
 
+    def next_poll_at(self, repo_id: str) -> datetime | None:
+        """When the daemon's schedule tries a repo next (None: due now, or not watched)."""
+        with self._store._tx() as conn:
+            return _utc(conn.execute(select(repos.c.next_poll_at).where(repos.c.repo_id == repo_id)).scalar())
+
     def hub_outage(self) -> HubOutage:
         """One aggregate over the watch list, cheap enough for every ``/readyz``."""
         with self._store._tx() as conn:
