@@ -28,6 +28,15 @@ def revision_count(url):
         engine.dispose()
 
 
+def _answers(url: str) -> bool:
+    import httpx
+
+    try:
+        return httpx.get(url, timeout=30).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 def test_run_polls_at_start_then_on_a_hub_webhook_and_stops_on_sigterm(hub_standin, tmp_path):
     import socket
 
@@ -47,6 +56,8 @@ def test_run_polls_at_start_then_on_a_hub_webhook_and_stops_on_sigterm(hub_stand
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         assert wait_for(lambda: revision_count(url) == 1), "baseline never read"
+        # the first poll can finish before the API listens, on a busy machine
+        assert wait_for(lambda: _answers(f"http://127.0.0.1:{port}/healthz")), "API never came up"
         hub_standin.commit("acme/a", {"config.json": config_json(vocab_size=1000)})
         hook = {"event": {"action": "update", "scope": "repo.content"}, "repo": {"type": "model", "name": "acme/a"}}
         answer = httpx.post(f"http://127.0.0.1:{port}/hooks/hub", json=hook, headers={"X-Webhook-Secret": "s3cret"},
