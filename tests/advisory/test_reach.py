@@ -94,10 +94,10 @@ def test_a_5000_commit_linear_history_is_one_chain_and_each_advisory_one_span():
         fix = rng.randrange(1, 5000)
         update_events = [{"introduced": "0"}, {"fixed": names[fix]}]
         assert spans_for(index, update_events) == [Span(1, 0, fix - 1)]
-        start, undo = sorted(rng.sample(range(5000), 2))
-        risk_events = [{"introduced": names[start]}, {"fixed": names[undo]}]
-        assert spans_for(index, risk_events) == [Span(1, start, undo - 1)]
-        assert spans_for(index, [{"introduced": names[start]}]) == [Span(1, start, OPEN)]
+        risk, undo = sorted(rng.sample(range(5000), 2))
+        risk_events = [{"introduced": names[risk]}, {"fixed": names[undo]}]
+        assert spans_for(index, risk_events) == [Span(1, risk, undo - 1)]
+        assert spans_for(index, [{"introduced": names[risk]}]) == [Span(1, risk, OPEN)]
         for events in (update_events, risk_events):
             full = affected_commits(parents, events)
             assert _enumerate(index, spans_for(index, events)) == full

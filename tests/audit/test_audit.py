@@ -71,7 +71,7 @@ def test_text_report(machine):
     ], key=lambda lines: lines[0])
     risky = [f"{RISKY}@{k[1][:12]} (main)  {kb[k[1]]}, last used {used[k[1]]}, at the head",
              f"    [critical] {evil}  Risk introduced in {RISKY}@{k[1][:12]}: pickle-based file replaced: "
-             "pytorch_model.bin would import os.system when l…",
+             "pytorch_model.bin would import os.system when…",
              f"    move to {k[0]}"]
     total = sum(machine.sizes.values())
     assert out.output.splitlines() == [

@@ -95,7 +95,7 @@ def test_the_upgrade_resumes_after_a_crash_and_keeps_every_answer(db_url, dump, 
     monkeypatch.delenv("TRACKER_TEST_MIGRATION_FAIL_AFTER")
     upgrade_schema(engine)  # resumes: the converted repo is skipped, the rest converted
     with engine.connect() as conn:
-        assert conn.execute(text("select version_num from alembic_version")).scalar() == "0011"
+        assert conn.execute(text("select version_num from alembic_version")).scalar() == "0012"
         labels = conn.execute(text("select count(*) from commit_labels")).scalar()
         listed_kinds = sorted(set(conn.execute(text(
             "select distinct a.kind from advisory_commits c join advisories a on a.id = c.advisory_id")).scalars()))

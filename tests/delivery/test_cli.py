@@ -39,7 +39,7 @@ def test_subscribe_list_and_unsubscribe(cli):
 
     slack = cli("subscribe", "Qwen", "--slack", "http://127.0.0.1:8000/services/T0/B0/XXXX")
     assert slack.exit_code == 0
-    assert slack.output == "subscription 2: slack alerts for Qwen (info and above)\n"
+    assert slack.stdout == "subscription 2: slack alerts for Qwen (info and above)\n"
     everything = cli("subscribe", "*", "--webhook", "http://127.0.0.1:8000/all")
     lines = everything.output.splitlines()
     assert lines[0] == "subscription 3: webhook alerts for * (info and above)"

@@ -172,6 +172,6 @@ def test_the_log_of_a_run_over_the_demo_history(hub_standin, tmp_path):
         "INFO tracker.daemon: intfloat/multilingual-e5-large: first poll, baseline read (1 revision)",
         "INFO tracker.daemon: intfloat/multilingual-e5-large: 1 new revision",
         "INFO tracker.daemon: intfloat/multilingual-e5-large: 1 new revision, 1 advisory (high)",
-        "INFO tracker.daemon: intfloat/multilingual-e5-large: 1 new revision, 2 advisories (high)",
+        "INFO tracker.daemon: intfloat/multilingual-e5-large: 1 new revision, 2 advisories (critical)",
         "INFO tracker.daemon: stopped",
     ]
