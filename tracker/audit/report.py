@@ -18,7 +18,7 @@ from urllib.parse import quote
 from tracker.audit.cache import CacheContents, CachedRevision
 from tracker.model import Severity
 from tracker.scan.model import PinStatus
-from tracker.scan.report import LEVELS, SARIF_SCHEMA, advisory_rule
+from tracker.scan.report import LEVELS, SARIF_SCHEMA, SarifRules, advisory_rule
 
 STALE = "stale"
 FAIL_ON_CHOICES = (*(s.value for s in Severity), STALE)
@@ -176,14 +176,8 @@ class AuditReport:
     # -- SARIF ------------------------------------------------------------------------------------
 
     def to_sarif(self, *, version: str) -> dict[str, Any]:
-        rules: list[dict[str, Any]] = []
-        index: dict[str, int] = {}
-
-        def rule(rule_id: str, make: dict[str, Any]) -> int:
-            if rule_id not in index:
-                index[rule_id] = len(rules)
-                rules.append({"id": rule_id, **make})
-            return index[rule_id]
+        rules = SarifRules()
+        rule = rules.index
 
         results = []
         for entry in self.entries:
@@ -210,7 +204,7 @@ class AuditReport:
             "version": "2.1.0",
             "runs": [{
                 "tool": {"driver": {"name": "upstream-tracker", "version": version, "semanticVersion": version,
-                                    "rules": rules}},
+                                    "rules": rules.rules}},
                 "originalUriBaseIds": {"HF_HUB_CACHE": {"uri": _folder_uri(self.cache.path)}},
                 "results": results,
             }],

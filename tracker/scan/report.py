@@ -183,14 +183,8 @@ class ScanReport:
     # -- SARIF ------------------------------------------------------------------------------------
 
     def to_sarif(self, *, version: str) -> dict[str, Any]:
-        rules: list[dict[str, Any]] = []
-        index: dict[str, int] = {}
-
-        def rule(rule_id: str, make: dict[str, Any]) -> int:
-            if rule_id not in index:
-                index[rule_id] = len(rules)
-                rules.append({"id": rule_id, **make})
-            return index[rule_id]
+        rules = SarifRules()
+        rule = rules.index
 
         results = []
         for entry in self.entries:
@@ -226,7 +220,7 @@ class ScanReport:
                     "name": "upstream-tracker",
                     "version": version,
                     "semanticVersion": version,
-                    "rules": rules,
+                    "rules": rules.rules,
                 }},
                 "columnKind": "unicodeCodePoints",
                 "results": results,
@@ -275,6 +269,20 @@ def advisory_rule(kind: str, severity: Severity) -> dict[str, Any]:
         "properties": {"tags": ["security", "supply-chain", "huggingface"], "precision": "high",
                        "security-severity": _SECURITY_SEVERITY[severity]},
     }
+
+
+class SarifRules:
+    """A SARIF run's rule table: each rule id is added once, and results point at it by index."""
+
+    def __init__(self) -> None:
+        self.rules: list[dict[str, Any]] = []
+        self._index: dict[str, int] = {}
+
+    def index(self, rule_id: str, make: dict[str, Any]) -> int:
+        if rule_id not in self._index:
+            self._index[rule_id] = len(self.rules)
+            self.rules.append({"id": rule_id, **make})
+        return self._index[rule_id]
 
 
 _FLOATING_RULE: dict[str, Any] = {
