@@ -178,6 +178,7 @@ class Fault:
     drip: float = 0.0
     endless: bool = False
     reset: bool = False
+    hold: threading.Event | None = None
     fired: int = 0
 
     def matches(self, method: str, path: str) -> bool:
@@ -211,6 +212,7 @@ class FaultSet:
         drip: float = 0.0,
         endless: bool = False,
         reset: bool = False,
+        hold: threading.Event | None = None,
     ) -> Fault:
         """Inject a fault for requests whose raw path contains ``match`` (str) or matches it (regex).
 
@@ -229,6 +231,8 @@ class FaultSet:
         * ``endless``: send the canned body again and again until the client hangs up (no
           ``Content-Length`` unless ``headers`` gives one, e.g. a huge one).
         * ``reset``: answer nothing and reset the connection (TCP RST), after ``delay`` if any.
+        * ``hold``: wait until this event is set (or the server stops) before answering, after
+          ``delay`` if any: requests kept in flight until the test says so, however slow the machine.
         """
         fault = Fault(
             match=match,
@@ -244,6 +248,7 @@ class FaultSet:
             drip=drip,
             endless=endless,
             reset=reset,
+            hold=hold,
         )
         with self._lock:
             self._faults.append(fault)
@@ -346,6 +351,8 @@ class _LogAndFaults:
             record.fault = True
             if fault.delay:
                 await self.hub._sleep(fault.delay)
+            if fault.hold is not None:
+                await self.hub._hold(fault.hold)
             if fault.reset:
                 self._reset(receive)
                 return
@@ -1346,6 +1353,11 @@ class HubStandin:
         end = time.monotonic() + seconds
         while not self._closing and time.monotonic() < end:
             await asyncio.sleep(min(0.05, end - time.monotonic()))
+
+    async def _hold(self, event: threading.Event) -> None:
+        """An answer held until ``event`` is set; ends promptly when the server stops."""
+        while not self._closing and not event.is_set():
+            await asyncio.sleep(0.05)
 
     # -------------------------------------------------------------- request log
     def _record(self, record: RequestRecord) -> None:
