@@ -45,10 +45,10 @@ def main() -> int:
     from hubstandin.hub import HubStandin
     from huggingface_hub import hf_hub_download
 
+    from tracker.adapters.settings import Settings
     from tracker.app import make_tracker
-    from tracker.cli import main as cli
-    from tracker.model import RepoId
-    from tracker.settings import Settings
+    from tracker.core.model import RepoId
+    from tracker.surfaces.cli import main as cli
 
     with tempfile.TemporaryDirectory(prefix="bench-audit-") as tmp:
         work = Path(tmp)

@@ -20,10 +20,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.findings.sources import make_change
-from tracker.findings import chat_template
-from tracker.findings.rules import SeverityRules
-from tracker.findings.template_sandbox import Limits, TemplateSandbox
-from tracker.findings.tokenizer import analyse as analyse_tokenizer
+from tracker.core.findings import chat_template
+from tracker.core.findings.rules import SeverityRules
+from tracker.core.findings.template_sandbox import Limits, TemplateSandbox
+from tracker.core.findings.tokenizer import analyse as analyse_tokenizer
 
 RULES = SeverityRules.default()
 FAST = Limits(render_seconds=0.5, kill_grace_seconds=0.3)

@@ -14,7 +14,7 @@ change; at 100,000 watched repos, the cycle's CPU under 60 s and its resident me
    their baseline already read, as a tracker that has run a while holds them (one watermark of
    the change listing).
 3. Each cycle: ``--change`` of all models get a new commit on the stand-in, every watched repo is
-   made due, and a fresh process runs the daemon's cycle (tracker/cycle.py) until nothing is due.
+   made due, and a fresh process runs the daemon's cycle (tracker/pipeline/cycle.py) until nothing is due.
    Printed: the requests the stand-in saw, split into those about the changed repos and the rest,
    per unchanged watched repo; the cycle process's CPU time and peak RSS.
 """
@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from scale_standin import realistic_owners
 
-from tracker.cycle import WALK_EVERY
+from tracker.pipeline.cycle import WALK_EVERY
 
 GOAL_REQUESTS_PER_UNCHANGED = 0.02
 GOAL_CPU_SECONDS = 60.0
@@ -98,8 +98,8 @@ def seed(url: str, watched: list[str], head: str) -> None:
     """Watch every repo, its baseline read, current in a chain of the change listing with one watermark."""
     from sqlalchemy import insert
 
-    from tracker.store import open_store
-    from tracker.store.tables import hub_listing, repos
+    from tracker.adapters.store import open_store
+    from tracker.adapters.store.tables import hub_listing, repos
 
     store = open_store(url, auto_upgrade=True)
     now = datetime.now(UTC)
@@ -125,9 +125,9 @@ def all_due(url: str) -> None:
 
 def one_cycle(url: str, endpoint: str, workers: int) -> dict[str, float]:
     """In this (fresh) process: the daemon's cycle until nothing is due; its CPU time and peak RSS."""
+    from tracker.adapters.settings import Settings
     from tracker.app import make_tracker
-    from tracker.cycle import Cycle
-    from tracker.settings import Settings
+    from tracker.pipeline.cycle import Cycle
 
     settings = Settings(database_url=url, hub_endpoint=endpoint, hub_budget_api=1_000_000,
                         hub_budget_resolvers=1_000_000, poll_workers=workers)
@@ -192,7 +192,7 @@ def main() -> None:
         watched_set = set(watched)
         started = 0.0
         for n in range(1, args.cycles + 1):
-            # The daemon walks the change listing at most once a minute (tracker/cycle.py WALK_EVERY):
+            # The daemon walks the change listing at most once a minute (tracker/pipeline/cycle.py WALK_EVERY):
             # cycles an hour apart, squeezed together here, must be at least that far apart.
             time.sleep(max(0.0, started + WALK_EVERY + 1 - time.perf_counter()))
             started = t = time.perf_counter()

@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tracker.estimate import estimate
+from tracker.core.estimate import estimate
 
 CONFIGS = [
     ROOT / "tests" / "fixtures" / "configs" / "intfloat__multilingual-e5-large.json",

@@ -33,9 +33,9 @@ from fastapi.testclient import TestClient
 from hubstandin import HubStandin
 from sqlalchemy import text
 
-from tracker.api import create_app
+from tracker.adapters.settings import Settings
 from tracker.app import make_tracker
-from tracker.settings import Settings
+from tracker.surfaces.api import create_app
 
 REPO = "acme/long-history"
 WINDOW = 500

@@ -26,9 +26,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import event
 
 from tests.web.synthetic import build
-from tracker.api import create_app
+from tracker.adapters.settings import Settings
 from tracker.app import make_tracker
-from tracker.settings import Settings
+from tracker.surfaces.api import create_app
 
 LIMIT_S = 1.0
 REPO = "intfloat/multilingual-e5-large"

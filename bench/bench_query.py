@@ -7,7 +7,7 @@ The database's size per advisory (indexes, commit graph and index rows included)
 Builds, in a temporary directory, an SQLite store migrated like a real one and
 filled in bulk (executemany on the tracker's own tables; build time is not what
 is measured) with realistic OSV records: a few records made by
-``tracker.advisory.build_revision_advisory`` (an eos fix, a chat-template change
+``tracker.core.advisory.build_revision_advisory`` (an eos fix, a chat-template change
 with a rendered-prompt diff, a pickle added, the same pickle later undone, an
 auto_map change) are used as templates, re-targeted at each repo, revision and
 id, stored as the tracker stores them (``versions`` empty: computed when read), with
@@ -48,19 +48,19 @@ sys.path.insert(0, str(ROOT))
 from fastapi.testclient import TestClient
 from sqlalchemy import insert
 
-from tracker.advisory import (
+from tracker.adapters.settings import Settings
+from tracker.adapters.store.tables import commit_chains, commits, repos
+from tracker.app import make_tracker
+from tracker.core.advisory import (
     advisory_id,
     build_revision_advisory,
     mark_fixed,
     validate,
     withdraw,
 )
-from tracker.advisory.reach import OPEN
-from tracker.api import create_app
-from tracker.app import make_tracker
-from tracker.model import Finding, Severity
-from tracker.settings import Settings
-from tracker.store.tables import commit_chains, commits, repos
+from tracker.core.advisory.reach import OPEN
+from tracker.core.model import Finding, Severity
+from tracker.surfaces.api import create_app
 
 GOAL_P99_MS = 20.0
 ENDPOINT = "https://huggingface.co"

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")  # before huggingface_hub is imported
 
-from tracker.scan import find_references
+from tracker.pipeline.scan import find_references
 
 LIMIT_S = 10.0
 REPOS = [f"bench/model-{i}" for i in range(5)]
@@ -156,7 +156,7 @@ def main() -> int:
         if hub is not None:
             from click.testing import CliRunner
 
-            from tracker.cli import main as cli
+            from tracker.surfaces.cli import main as cli
 
             config = Path(tmp) / "empty.toml"
             config.write_text("")

@@ -21,7 +21,7 @@ import pathspec
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tracker.scan.files import GITIGNORE_BACKEND
+from tracker.pipeline.scan.files import GITIGNORE_BACKEND
 
 
 def timed(spec: pathspec.GitIgnoreSpec, paths: list[str]) -> tuple[float, int]:

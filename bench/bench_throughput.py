@@ -99,8 +99,8 @@ def main() -> None:
         else:
             url = f"sqlite:///{tmp}/tracker.sqlite3"
 
+        from tracker.adapters.settings import Settings
         from tracker.app import make_tracker
-        from tracker.settings import Settings
 
         tracker = make_tracker(Settings(database_url=url, hub_endpoint=endpoint), auto_upgrade=True)
         for repo_id in repo_ids:

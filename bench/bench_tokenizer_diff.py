@@ -1,7 +1,7 @@
 """Benchmark: diffing two 256k-token BPE tokenizer.json files that differ in 100 tokens.
 
 Measures, in the same run and on the same two parsed documents:
-  * ours    -- ``tracker.findings.tokenizer.diff_tokenizer_json`` (vocab, merges, added tokens,
+  * ours    -- ``tracker.core.findings.tokenizer.diff_tokenizer_json`` (vocab, merges, added tokens,
                components; set/dict operations),
   * deepdiff -- ``DeepDiff(old, new)`` on the same two parsed dicts (whole documents), run in a
                child process with a cutoff; if it hits the cutoff the ratio printed is a lower bound.
@@ -30,9 +30,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tracker.findings import tokenizer as tok
-from tracker.findings.rules import SeverityRules
-from tracker.findings.tokenizer import diff_tokenizer_json, encode_sample, measure_drift
+from tracker.core.findings import tokenizer as tok
+from tracker.core.findings.rules import SeverityRules
+from tracker.core.findings.tokenizer import diff_tokenizer_json, encode_sample, measure_drift
 
 
 def build(n_tokens: int, seed: int = 0) -> dict:

@@ -174,8 +174,8 @@ def seed_watches(database_url: str, watched: list[tuple[str, str]], head: str) -
     """Watch every repo, its baseline already read (what a tracker that has run a while holds)."""
     from sqlalchemy import insert
 
-    from tracker.store import open_store
-    from tracker.store.tables import repos
+    from tracker.adapters.store import open_store
+    from tracker.adapters.store.tables import repos
 
     store = open_store(database_url, auto_upgrade=True)
     now = datetime.now(UTC)

@@ -1,6 +1,6 @@
 """Alembic environment: the URL comes from the tracker's settings, never from an ini file.
 
-``tracker.store.db.upgrade_schema`` passes an open connection in
+``tracker.adapters.store.db.upgrade_schema`` passes an open connection in
 ``config.attributes["connection"]``; the ``alembic`` command line works too
 and reads ``TRACKER_DATABASE_URL`` / ``config/tracker.toml``.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import create_engine
 
-from tracker.store.tables import metadata
+from tracker.adapters.store.tables import metadata
 
 config = context.config
 
@@ -26,7 +26,7 @@ connection = config.attributes.get("connection")
 if connection is not None:
     _run(connection)
 else:
-    from tracker.settings import load_settings
+    from tracker.adapters.settings import load_settings
 
     engine = create_engine(load_settings().database_url)
     with engine.connect() as conn:

@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tracker.errors import EntryGone, HubRateLimited, RepoGone, RevisionGone, UpstreamFileError
-from tracker.hub.client import (
+from tracker.adapters.hub.client import (
     ChangeListing,
     CommitListing,
     Head,
@@ -27,9 +26,10 @@ from tracker.hub.client import (
     RejectedPath,
     RepoInfo,
 )
-from tracker.model import Commit, CommitSha, FileEntry, RepoId, Snapshot
+from tracker.core.errors import EntryGone, HubRateLimited, RepoGone, RevisionGone, UpstreamFileError
+from tracker.core.model import Commit, CommitSha, FileEntry, RepoId, Snapshot
 
-# The Hub's rate-limit bucket of each operation (tracker/hub/budget.py): resolve URLs or the API.
+# The Hub's rate-limit bucket of each operation (tracker/adapters/hub/budget.py): resolve URLs or the API.
 BUCKETS = {"head": "resolvers", "read_file": "resolvers", "read_range": "resolvers", "safetensors_header": "resolvers"}
 
 

@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from tracker.findings.rules import SeverityRules, severity_policy
-from tracker.settings import load_settings
+from tracker.adapters.settings import load_settings
+from tracker.core.findings.rules import SeverityRules, severity_policy
 
 ROOT = Path(__file__).resolve().parents[1]
 

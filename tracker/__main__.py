@@ -1,3 +1,3 @@
-from tracker.cli import main
+from tracker.surfaces.cli import main
 
 main()

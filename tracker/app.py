@@ -4,9 +4,9 @@ The CLI, the daemon, the HTTP API and the tests all build a ``Tracker`` here. It
 three orchestrators, each with one job, built in dependency order and never patched into
 one another:
 
-- ``Poller`` (tracker/polling.py): what to read; repo events;
-- ``Processor`` (tracker/processing.py): read → report → save, one transaction per revision;
-- ``Querier`` (tracker/querying.py): which advisories affect a revision, reads only.
+- ``Poller`` (tracker/pipeline/polling.py): what to read; repo events;
+- ``Processor`` (tracker/pipeline/processing.py): read → report → save, one transaction per revision;
+- ``Querier`` (tracker/pipeline/querying.py): which advisories affect a revision, reads only.
 """
 
 from __future__ import annotations
@@ -16,18 +16,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from tracker.bounded import json_object
-from tracker.errors import HubUnavailable, NotWatched
-from tracker.findings.rules import SeverityRules
-from tracker.hub import HubClient
-from tracker.hub.budget import HubBudget
-from tracker.model import RepoId, RepoRow, Snapshot
-from tracker.polling import Poller, PollResult
-from tracker.ports import Clock, HubReader, OsvLookup
-from tracker.processing import Analysis, Processor, Side, safetensors_headers
-from tracker.querying import Querier, QueryResult, pin
-from tracker.settings import Settings
-from tracker.store import SqlStore, open_store
+from tracker.adapters.hub import HubClient
+from tracker.adapters.hub.budget import HubBudget
+from tracker.adapters.settings import Settings
+from tracker.adapters.store import SqlStore, open_store
+from tracker.core.bounded import json_object
+from tracker.core.errors import HubUnavailable, NotWatched
+from tracker.core.findings.rules import SeverityRules
+from tracker.core.model import RepoId, RepoRow, Snapshot
+from tracker.pipeline.polling import Poller, PollResult
+from tracker.pipeline.ports import Clock, HubReader, OsvLookup
+from tracker.pipeline.processing import Analysis, Processor, Side, safetensors_headers
+from tracker.pipeline.querying import Querier, QueryResult, pin
 
 __all__ = ["Tracker", "make_hub", "make_tracker"]
 
@@ -66,7 +66,7 @@ class Tracker:
     def poll(self, repo_ids: Iterable[str] | None = None, *, backfill: int = 0,
              progress: Callable[[int], Any] | None = None) -> list[PollResult]:
         """One cycle over every watched repo (or the ones named), then a result per repo: the daemon's cycle, once."""
-        from tracker.cycle import Cycle  # the cycle builds on this module's collaborators
+        from tracker.pipeline.cycle import Cycle  # the cycle builds on this module's collaborators
 
         if self.budget is None:  # one budget for every cycle this process runs
             self.budget = HubBudget(self.settings.hub_budget_api, self.settings.hub_budget_resolvers)
@@ -133,7 +133,7 @@ def make_tracker(
     hub = hub or make_hub(settings)
     osv: OsvLookup | None = None
     if settings.osv_api_url:
-        from tracker.osvdev import OsvClient
+        from tracker.adapters.osvdev import OsvClient
 
         osv = OsvClient(settings.osv_api_url, cache={})
     rules = SeverityRules.default().with_overrides(settings.severity)

@@ -1,6 +1,6 @@
 """poll schedule in the database: when each repo is next due, and webhook requests for a poll
 
-Replicas share the watch list through the database (tracker/cycle.py): a repo is due when
+Replicas share the watch list through the database (tracker/pipeline/cycle.py): a repo is due when
 ``next_poll_at`` has passed (NULL: never polled, due now); a Hub webhook bumps
 ``poll_requests``, and a poll that started before the bump leaves the repo due.
 

@@ -3,7 +3,7 @@
 ``repos.base_repo_id`` holds the ``base_model`` of the repo's model card (the first one when the
 card lists several), set by ``tracker watch add --with-base`` and refreshed whenever a polled
 revision changes the README. A base's update advisories are compared with its watched
-derivatives' content (tracker/inherit.py); the index finds a base's derivatives.
+derivatives' content (tracker/core/inherit.py); the index finds a base's derivatives.
 
 Revision ID: 0007
 Revises: 0006

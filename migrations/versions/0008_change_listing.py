@@ -4,7 +4,7 @@
 complete walks of ``GET /api/models?sort=lastModified`` and when they ran, and the change rate
 seen. ``repos.listing_epoch`` is the chain a repo was last known current in: while that chain is
 unbroken, a watched repo missing from the listing since the watermark is unchanged
-(tracker/changes.py).
+(tracker/pipeline/changes.py).
 
 Revision ID: 0008
 Revises: 0007

@@ -3,7 +3,7 @@
 ``watch_rules`` holds each rule (``author=intfloat``, ``library=sentence-transformers
 downloads>=10000``...) with its filters, its cap and what its last evaluation found.
 ``repos.rule_id`` marks a repo a rule added; ``repos.rule_missing_since`` is when the rule
-stopped matching it (it is dropped after the rule's grace). See tracker/watchrules.py. No foreign
+stopped matching it (it is dropped after the rule's grace). See tracker/pipeline/watchrules.py. No foreign
 key on ``rule_id``: adding one makes SQLite rebuild ``repos``, and dropping the old table would
 cascade to its revisions.
 

@@ -1,7 +1,7 @@
 """libraries a revision is loaded with
 
 ``revisions.libraries`` (a JSON list, e.g. ``["sentence-transformers", "transformers"]``) holds what
-``tracker.findings.libraries.detect_libraries`` found in the revision's card and file layout; its
+``tracker.core.findings.libraries.detect_libraries`` found in the revision's card and file layout; its
 findings are grouped by library. Revisions read before this migration have none recorded (NULL)
 until ``tracker reanalyse``.
 

@@ -110,8 +110,8 @@ def convert(conn: sa.engine.Connection, *, fail_after: int | None = None) -> int
 
     ``fail_after`` (tests): raise after converting that many repos, as a crash would.
     """
-    from tracker.advisory.reach import ReachIndex, events_of, ranged, spans_for
-    from tracker.store.index import stored_record
+    from tracker.adapters.store.index import stored_record
+    from tracker.core.advisory.reach import ReachIndex, events_of, ranged, spans_for
 
     meta = sa.MetaData()
     repos = sa.Table("repos", meta, autoload_with=conn)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from tracker.advisory.validate import validate
+from tracker.core.advisory.validate import validate
 
 ENDPOINT = "https://huggingface.co"
 T0 = datetime(2026, 8, 20, 9, 0, tzinfo=UTC)

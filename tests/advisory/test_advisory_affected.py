@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.advisory.support import sha
-from tracker.advisory.affected import affected_commits, record_affected_commits
+from tracker.core.advisory.affected import affected_commits, record_affected_commits
 
 C = {i: sha(i) for i in range(1, 12)}
 LINEAR = {C[1]: [], C[2]: [C[1]], C[3]: [C[2]], C[4]: [C[3]], C[5]: [C[4]]}

@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 import pytest
 
 from tests.advisory.support import ENDPOINT, T0, T1, T2, checked, sha
-from tracker.advisory.affected import affected_commits
-from tracker.advisory.build import (
+from tracker.core.advisory.affected import affected_commits
+from tracker.core.advisory.build import (
     advisory_events,
     build_revision_advisories,
     build_revision_advisory,
@@ -22,8 +22,8 @@ from tracker.advisory.build import (
     repo_event_advisory,
     withdraw,
 )
-from tracker.advisory.ids import advisory_id, is_advisory_id, repo_event_id
-from tracker.model import Finding, Severity
+from tracker.core.advisory.ids import advisory_id, is_advisory_id, repo_event_id
+from tracker.core.model import Finding, Severity
 
 REPO = "example-org/tiny-chat-model"
 URL = f"{ENDPOINT}/{REPO}"

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from tests.advisory.support import ENDPOINT, T1, checked, linear
-from tracker.advisory.affected import affected_commits
-from tracker.advisory.build import advisory_events, build_revision_advisory
-from tracker.advisory.dependencies import (
+from tracker.adapters.osvdev import OsvClient
+from tracker.core.advisory.affected import affected_commits
+from tracker.core.advisory.build import advisory_events, build_revision_advisory
+from tracker.core.advisory.dependencies import (
     PackageQuery,
     Unpinned,
     collect_dependencies,
@@ -13,8 +14,7 @@ from tracker.advisory.dependencies import (
     unpinned_findings,
     vulnerability_findings,
 )
-from tracker.model import Severity
-from tracker.osvdev import OsvClient
+from tracker.core.model import Severity
 
 REQUIREMENTS = b"""\
 # pinned

@@ -11,9 +11,9 @@ import pytest
 
 from tests.advisory.support import ENDPOINT, T1, T2, checked, sha
 from tests.shared import OSV_EXAMPLES
-from tracker.advisory.build import repo_event_advisory
-from tracker.advisory.export import build_all_zip, export_files
-from tracker.advisory.validate import AdvisoryValidationError, validate
+from tracker.core.advisory.build import repo_event_advisory
+from tracker.core.advisory.export import build_all_zip, export_files
+from tracker.core.advisory.validate import AdvisoryValidationError, validate
 
 EXAMPLES = OSV_EXAMPLES
 GOOD = {

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from tracker.advisory.affected import _all_commits, affected_commits, ancestors, commit_affected
+from tracker.core.advisory.affected import _all_commits, affected_commits, ancestors, commit_affected
 
 
 def _graph(rng: random.Random, n: int) -> dict[str, list[str]]:

@@ -1,14 +1,14 @@
-"""The pure part of inherited fixes (tracker/inherit.py): which values a base changed, which a derivative still has."""
+"""The pure part of inherited fixes (tracker/core/inherit.py): which values a base changed, which a derivative still has."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from tracker.advisory import inherited_id, validate
-from tracker.advisory.reach import ReachIndex, Span, events_of, spans_for
-from tracker.inherit import ABSENT, Contents, base_change, closures, digest, inherited_write, stale_items
-from tracker.model import AdvisoryRow, RepoId, Severity
-from tracker.report import AdvisoryContext
+from tracker.core.advisory import inherited_id, validate
+from tracker.core.advisory.reach import ReachIndex, Span, events_of, spans_for
+from tracker.core.inherit import ABSENT, Contents, base_change, closures, digest, inherited_write, stale_items
+from tracker.core.model import AdvisoryRow, RepoId, Severity
+from tracker.core.report import AdvisoryContext
 
 BASE, DERIVED = RepoId("acme/base"), RepoId("acme/derived")
 B0, B1, D0, D1 = "b0" * 20, "b1" * 20, "d0" * 20, "d1" * 20

@@ -10,8 +10,8 @@ import random
 
 import pytest
 
-from tracker.advisory.affected import affected_commits
-from tracker.advisory.reach import OPEN, Label, ReachIndex, Span, spans_for
+from tracker.core.advisory.affected import affected_commits
+from tracker.core.advisory.reach import OPEN, Label, ReachIndex, Span, spans_for
 
 
 def _dag(rng: random.Random, n: int, *, merges: float = 0.15, roots: float = 0.08) -> list[tuple[str, list[str]]]:

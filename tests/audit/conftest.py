@@ -26,9 +26,9 @@ from huggingface_hub import hf_hub_download
 
 from tests.core.conftest import config_json
 from tests.core.test_advisories import torch_zip
+from tracker.adapters.settings import Settings
 from tracker.app import make_tracker
-from tracker.model import RepoId
-from tracker.settings import Settings
+from tracker.core.model import RepoId
 
 CHAT, RISKY = RepoId("acme/chat-model"), RepoId("acme/risky")
 CARD = "---\nlicense: apache-2.0\npipeline_tag: feature-extraction\nlibrary_name: transformers\n---\n# Chat model\n"

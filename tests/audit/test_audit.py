@@ -13,8 +13,8 @@ from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
 
 from tests.audit.conftest import CANONICAL_SHA, CHAT, DATASET_SHA, RISKY
-from tracker.advisory import advisory_id
-from tracker.cli import main
+from tracker.core.advisory import advisory_id
+from tracker.surfaces.cli import main
 
 
 def audit(env, *args):
@@ -218,8 +218,8 @@ def test_the_hand_laid_entries_are_what_huggingface_hub_reads(machine):
 
 def test_repos_nobody_watches_are_read_within_the_hub_request_budget(machine, tmp_path):
     """Once a run has sent a 5-minute window's budget, a further unwatched repo is a note, not more requests."""
-    from tracker.scan.source import AdvisorySource
-    from tracker.settings import Settings
+    from tracker.adapters.settings import Settings
+    from tracker.pipeline.scan.source import AdvisorySource
 
     settings = Settings(database_url=f"sqlite:///{tmp_path}/none.sqlite3", hub_endpoint=machine.hub.url,
                         hub_timeout=30.0, hub_budget_api=3)

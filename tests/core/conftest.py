@@ -6,10 +6,10 @@ from dataclasses import replace
 import pytest
 from click.testing import CliRunner
 
+from tracker.adapters.hub import HubClient
+from tracker.adapters.settings import Settings
 from tracker.app import make_tracker
-from tracker.cli import main
-from tracker.hub import HubClient
-from tracker.settings import Settings
+from tracker.surfaces.cli import main
 
 
 class RecordingSleep:

@@ -8,9 +8,9 @@ from fastapi.testclient import TestClient
 
 from tests.core.conftest import config_json
 from tests.core.test_advisories import torch_zip
-from tracker.advisory import advisory_id, repo_event_id, validate
-from tracker.api import create_app
-from tracker.model import RepoId
+from tracker.core.advisory import advisory_id, repo_event_id, validate
+from tracker.core.model import RepoId
+from tracker.surfaces.api import create_app
 
 REPO = RepoId("acme/event-model")
 EOS_OLD = b'{"eos_token_id": 128001}'

@@ -7,7 +7,7 @@ import os
 import struct
 
 from tests.core.conftest import config_json
-from tracker.model import RepoId
+from tracker.core.model import RepoId
 
 GIB = 1024**3
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from sqlalchemy import create_engine, text
 
 from tests.core.conftest import config_json
-from tracker.model import RepoId
+from tracker.core.model import RepoId
 
 REPO = RepoId("acme/crashy-model")
 ROOT = Path(__file__).resolve().parents[2]

@@ -24,8 +24,8 @@ from sqlalchemy import create_engine, event, text
 
 from tests.core.conftest import config_json
 from tests.core.test_advisories import torch_zip
-from tracker.model import RepoId
-from tracker.store import open_store
+from tracker.adapters.store import open_store
+from tracker.core.model import RepoId
 
 REPO = RepoId("acme/crash-model")
 ROOT = Path(__file__).resolve().parents[2]

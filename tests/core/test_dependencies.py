@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from tests.core.conftest import config_json
-from tracker.advisory import advisory_id, validate
-from tracker.model import RepoId
+from tracker.core.advisory import advisory_id, validate
+from tracker.core.model import RepoId
 
 REPO = RepoId("acme/remote-code-model")
 

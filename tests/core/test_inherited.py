@@ -12,10 +12,10 @@ from dataclasses import replace
 import pytest
 
 from tests.core.conftest import config_json
-from tracker.advisory import advisory_id, inherited_id, validate
+from tracker.adapters.hub import HubClient
 from tracker.app import make_tracker
-from tracker.hub import HubClient
-from tracker.model import AdvisoryKind, RepoId
+from tracker.core.advisory import advisory_id, inherited_id, validate
+from tracker.core.model import AdvisoryKind, RepoId
 
 BASE = RepoId("acme/base-instruct")
 COPY = RepoId("acme/base-instruct-ft")  # copied the base's generation config before the fix
@@ -237,7 +237,7 @@ def test_with_base_watches_the_chain(cli, hub_standin, tmp_path):
         "watching acme/base as the base of acme/fine-tune",
     ]
     assert listed(cli) == set(chain)
-    from tracker.store import open_store
+    from tracker.adapters.store import open_store
 
     store = open_store(f"sqlite:///{tmp_path}/t.sqlite3")
     assert {r.repo_id: r.base_repo_id for r in store.list_watches()} == {

@@ -20,8 +20,8 @@ import pytest
 from alembic import command
 from sqlalchemy import MetaData, Table, create_engine, select, text
 
-from tracker.store import open_store
-from tracker.store.db import _alembic_config, upgrade_schema
+from tracker.adapters.store import open_store
+from tracker.adapters.store.db import _alembic_config, upgrade_schema
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "stores" / "store-0007.json"
 

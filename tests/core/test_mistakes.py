@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.core.conftest import config_json
-from tracker.cli import main
+from tracker.surfaces.cli import main
 
 REPO = "acme/tiny-model"
 DOWN = "http://127.0.0.1:9"

@@ -30,7 +30,7 @@ def test_the_wheel_has_the_migrations_and_no_stand_in(wheel):
     assert "tracker/migrations/env.py" in names
     assert {"tracker/migrations/versions/0001_initial_schema.py",
             "tracker/migrations/versions/0004_leases_attempts.py"} <= set(names)
-    assert "tracker/findings/severity/analysis.toml" in names
+    assert "tracker/core/findings/severity/analysis.toml" in names
     assert not [n for n in names if "standin" in n or n.startswith(("tests/", "hubstandin/"))]
 
 
@@ -51,7 +51,7 @@ def test_an_installed_tracker_polls_the_stand_in(wheel, hub_standin, tmp_path):
         return subprocess.run([sys.executable, "-m", "tracker", *args], env=env, cwd=work, capture_output=True,
                               text=True, timeout=120)
 
-    where = subprocess.run([sys.executable, "-c", "import tracker.store.db as d; print(d.migrations_dir())"],
+    where = subprocess.run([sys.executable, "-c", "import tracker.adapters.store.db as d; print(d.migrations_dir())"],
                            env=env, cwd=work, capture_output=True, text=True, timeout=60)
     assert where.stdout.strip() == str(target / "tracker" / "migrations"), where.stderr
     assert tracker("watch", "add", "acme/packaged").returncode == 0

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tracker.cli import main
-from tracker.errors import ConfigError
-from tracker.model import RepoId, Severity
-from tracker.settings import KEYS, DeliverySettings, Settings, WatchSpec, env_name, load_settings
+from tracker.adapters.settings import KEYS, DeliverySettings, Settings, WatchSpec, env_name, load_settings
+from tracker.core.errors import ConfigError
+from tracker.core.model import RepoId, Severity
+from tracker.surfaces.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy import inspect
 
-from tracker.errors import SchemaBehind
-from tracker.model import Commit, CommitSha, FileEntry, RepoId, Snapshot
-from tracker.store import open_store, schema_status
-from tracker.store.db import make_engine, upgrade_schema
+from tracker.adapters.store import open_store, schema_status
+from tracker.adapters.store.db import make_engine, upgrade_schema
+from tracker.core.errors import SchemaBehind
+from tracker.core.model import Commit, CommitSha, FileEntry, RepoId, Snapshot
 
 NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
@@ -106,7 +106,7 @@ def test_upgrading_a_populated_database_keeps_its_rows(db_url):
     from alembic import command
     from sqlalchemy import text
 
-    from tracker.store.db import _alembic_config
+    from tracker.adapters.store.db import _alembic_config
 
     engine = make_engine(db_url)
     cfg = _alembic_config()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.core.conftest import config_json
-from tracker.model import RepoId
+from tracker.core.model import RepoId
 
 REPO = RepoId("acme/tiny-model")
 

@@ -14,10 +14,10 @@ from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
 from tests.core.conftest import config_json
-from tracker.advisory import advisory_id, validate
-from tracker.api import create_app
-from tracker.cli import main
-from tracker.model import RepoId
+from tracker.core.advisory import advisory_id, validate
+from tracker.core.model import RepoId
+from tracker.surfaces.api import create_app
+from tracker.surfaces.cli import main
 
 REPO = RepoId("acme/many-fixes")
 

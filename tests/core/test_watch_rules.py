@@ -8,12 +8,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.core.conftest import config_json
-from tracker.api import create_app
+from tracker.adapters.hub import HubClient
+from tracker.adapters.settings import Settings
 from tracker.app import make_tracker
-from tracker.errors import ConfigError
-from tracker.hub import HubClient
-from tracker.settings import Settings
-from tracker.watchrules import RuleStore, WatchRule, parse_rule
+from tracker.core.errors import ConfigError
+from tracker.pipeline.watchrules import RuleStore, WatchRule, parse_rule
+from tracker.surfaces.api import create_app
 
 RULE = "library=sentence-transformers downloads>=10000"
 

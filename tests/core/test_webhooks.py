@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 
 from tests.core.conftest import config_json
-from tracker.api import create_app
-from tracker.model import RepoId
+from tracker.core.model import RepoId
+from tracker.surfaces.api import create_app
 
 REPO = RepoId("acme/hooked-model")
 SECRET = "s3cret-shared-with-the-hub"

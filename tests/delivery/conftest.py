@@ -15,10 +15,10 @@ from standardwebhooks import Webhook, WebhookVerificationError
 
 from tests.core.conftest import config_json
 from tests.core.test_advisories import README, torch_zip
+from tracker.adapters.hub import HubClient
+from tracker.adapters.settings import DeliverySettings, Settings
 from tracker.app import make_tracker
-from tracker.hub import HubClient
-from tracker.model import RepoId
-from tracker.settings import DeliverySettings, Settings
+from tracker.core.model import RepoId
 
 REPO = RepoId("acme/chat-model")
 OTHER = RepoId("other/tool-model")

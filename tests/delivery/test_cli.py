@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 from standardwebhooks import Webhook
 
-from tracker.cli import main
+from tracker.surfaces.cli import main
 
 
 @pytest.fixture
@@ -90,8 +90,8 @@ def test_an_unreachable_scheme_or_host_is_one_line_and_exit_1(cli):
 
 
 def test_delivery_settings_from_the_file_and_the_environment(tmp_path):
-    from tracker.errors import ConfigError
-    from tracker.settings import DeliverySettings, load_settings
+    from tracker.adapters.settings import DeliverySettings, load_settings
+    from tracker.core.errors import ConfigError
 
     config = tmp_path / "t.toml"
     config.write_text('[delivery]\nmax_attempts = 3\nbackoff_base = "2s"\nbackoff_max = "1m"\ntimeout = "4s"\n'

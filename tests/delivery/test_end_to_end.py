@@ -21,7 +21,7 @@ from click.testing import CliRunner
 
 from tests.delivery.conftest import REPO, push_history, start_repo
 from tests.waiting import wait_for
-from tracker.cli import main
+from tracker.surfaces.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 HUB_SECRET = "hub-shared-secret"

@@ -12,9 +12,9 @@ from fastapi.testclient import TestClient
 from feedparser.datetimes import _parse_date
 
 from tests.delivery.conftest import OTHER, REPO, push_history, start_repo
-from tracker.advisory import advisory_id
-from tracker.api import create_app
-from tracker.feeds import entry_id
+from tracker.adapters.feeds import entry_id
+from tracker.core.advisory import advisory_id
+from tracker.surfaces.api import create_app
 
 
 @pytest.fixture

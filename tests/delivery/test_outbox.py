@@ -6,9 +6,9 @@ from sqlalchemy import create_engine, text
 
 from tests.core.conftest import config_json
 from tests.delivery.conftest import OTHER, REPO, push_history, start_repo
-from tracker.advisory import advisory_id
-from tracker.delivery.plan import webhook_id
-from tracker.model import AdvisoryEvent, AdvisoryEventType, RepoId
+from tracker.adapters.delivery.plan import webhook_id
+from tracker.core.advisory import advisory_id
+from tracker.core.model import AdvisoryEvent, AdvisoryEventType, RepoId
 
 
 def subscribe(tracker, target: str, *, min_severity: str = "info", categories=(), kind: str = "webhook"):

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from tracker.delivery import new_secret
-from tracker.delivery.webhook import signed_headers, webhook_body
+from tracker.adapters.delivery import new_secret
+from tracker.adapters.delivery.webhook import signed_headers, webhook_body
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "delivery.md"
 

@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 import pytest
 from slack_sdk.models.blocks import Block
 
-from tracker.advisory.build import build_revision_advisory, repo_event_advisory, withdraw
-from tracker.delivery.slack import slack_message
-from tracker.model import Finding, Severity
+from tracker.adapters.delivery.slack import slack_message
+from tracker.core.advisory.build import build_revision_advisory, repo_event_advisory, withdraw
+from tracker.core.model import Finding, Severity
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 REV, PARENT = "a" * 40, "b" * 40

@@ -9,10 +9,10 @@ import pytest
 from click.testing import CliRunner
 
 from tests.delivery.conftest import REPO, push_history, start_repo
-from tracker.cli import main
-from tracker.delivery.guard import TargetGuard, TargetRefused
-from tracker.delivery.worker import DeliveryWorker
-from tracker.settings import DeliverySettings
+from tracker.adapters.delivery.guard import TargetGuard, TargetRefused
+from tracker.adapters.delivery.worker import DeliveryWorker
+from tracker.adapters.settings import DeliverySettings
+from tracker.surfaces.cli import main
 
 ALLOW = " (allow it with [delivery] allow_hosts or TRACKER_DELIVERY_ALLOW_HOSTS)"
 
@@ -204,7 +204,7 @@ def test_the_request_goes_to_the_checked_address_with_the_original_host(hub_stan
 
 
 def test_proxies_from_the_environment_are_not_used(monkeypatch):
-    from tracker.delivery.guard import make_client
+    from tracker.adapters.delivery.guard import make_client
 
     monkeypatch.setitem(os.environ, "HTTPS_PROXY", "http://10.0.0.1:3128")
     client = make_client(5.0)

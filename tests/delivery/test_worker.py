@@ -11,9 +11,9 @@ from click.testing import CliRunner
 from standardwebhooks import Webhook
 
 from tests.delivery.conftest import REPO, push_history, start_repo
-from tracker.cli import main
-from tracker.delivery.worker import DeliveryWorker, retry_after_seconds
-from tracker.settings import DeliverySettings
+from tracker.adapters.delivery.worker import DeliveryWorker, retry_after_seconds
+from tracker.adapters.settings import DeliverySettings
+from tracker.surfaces.cli import main
 
 
 @pytest.fixture
@@ -25,7 +25,7 @@ def queued(hub_standin, tracker_settings, make, receiver):
     tracker.poll()
 
     def subscribe(script=()):
-        from tracker.delivery import new_secret
+        from tracker.adapters.delivery import new_secret
 
         secret = new_secret()
         got = receiver(secret=secret, script=list(script))

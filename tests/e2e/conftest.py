@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 from tests.shared import CONFIGS, INCIDENTS  # noqa: F401 - re-exported for the tests
+from tracker.adapters.hub import HubClient
+from tracker.adapters.settings import Settings
 from tracker.app import make_tracker
-from tracker.hub import HubClient
-from tracker.settings import Settings
 
 
 def minilm_dir() -> Path:
@@ -93,7 +93,7 @@ def upstream(hub_standin, tracker):
 @pytest.fixture
 def cli_diff(hub_standin, tracker, tmp_path):
     """`tracker diff REPO OLD NEW --json` through click, on the store the tracker fixture polls into."""
-    from tracker.cli import main
+    from tracker.surfaces.cli import main
 
     config = tmp_path / "tracker.toml"
     config.write_text('[poll]\nevery = "2h"\n')

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e.conftest import CONFIGS, INCIDENTS, minilm_dir, need
-from tracker.advisory import validate
-from tracker.estimate.cards import CARDS
+from tracker.core.advisory import validate
+from tracker.core.estimate.cards import CARDS
 
 # ---------------------------------------------------------------------------- helpers
 

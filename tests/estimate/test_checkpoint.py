@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tracker.estimate import checkpoint_params, estimate
-from tracker.estimate.checkpoint import checkpoint_layers, embedding_rows
+from tracker.core.estimate import checkpoint_params, estimate
+from tracker.core.estimate.checkpoint import checkpoint_layers, embedding_rows
 
 from .conftest import load_real
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from tracker.estimate import compare_estimates, estimate
-from tracker.findings.rules import SeverityRules
+from tracker.core.estimate import compare_estimates, estimate
+from tracker.core.findings.rules import SeverityRules
 
 from .conftest import load_real
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tests.shared import SEED_PAGE
-from tracker.estimate import estimate, render_card
+from tracker.core.estimate import estimate, render_card
 
 # Card table of the page: (card, full batch, full borderline, LoRA batch, serve batch)
 PAGE_TABLE = [

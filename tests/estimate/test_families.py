@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import pytest
 
-from tracker.estimate import estimate
-from tracker.estimate.architectures import SUPPORTED_MODEL_TYPES
+from tracker.core.estimate import estimate
+from tracker.core.estimate.architectures import SUPPORTED_MODEL_TYPES
 
 from .conftest import load_real
 

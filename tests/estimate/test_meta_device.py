@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tracker.estimate import estimate
+from tracker.core.estimate import estimate
 
 from .conftest import load_real
 

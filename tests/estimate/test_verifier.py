@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from tracker.estimate import estimate
+from tracker.core.estimate import estimate
 
 from .conftest import load_real
 

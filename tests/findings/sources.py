@@ -11,7 +11,7 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
-from tracker.model import CommitSha, FileEntry, RepoId, RevisionChange, Snapshot
+from tracker.core.model import CommitSha, FileEntry, RepoId, RevisionChange, Snapshot
 
 
 class DictSources:

@@ -16,11 +16,11 @@ import pytest
 
 from tests.findings.sources import make_change
 from tests.shared import INCIDENTS
-from tracker.findings import analyse_revision, chat_template
-from tracker.findings.chat_template import analyse, canonical_conversations
-from tracker.findings.rules import SeverityRules
-from tracker.findings.template_sandbox import Limits
-from tracker.model import Severity
+from tracker.core.findings import analyse_revision, chat_template
+from tracker.core.findings.chat_template import analyse, canonical_conversations
+from tracker.core.findings.rules import SeverityRules
+from tracker.core.findings.template_sandbox import Limits
+from tracker.core.model import Severity
 
 INCIDENT = INCIDENTS / "02-llama3-8b-instruct-chat-template-genprompt"
 if not INCIDENT.is_dir():  # pragma: no cover - the shared real data lives outside the repository

@@ -9,10 +9,10 @@ import pytest
 
 from tests.findings.sources import make_change
 from tests.shared import REALDATA
-from tracker.findings import config as config_analyser
-from tracker.findings.config import fmt_value
-from tracker.findings.rules import SeverityRules
-from tracker.model import Severity
+from tracker.core.findings import config as config_analyser
+from tracker.core.findings.config import fmt_value
+from tracker.core.findings.rules import SeverityRules
+from tracker.core.model import Severity
 
 REAL = REALDATA
 INCIDENTS = REAL / "incidents"

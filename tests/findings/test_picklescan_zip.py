@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tracker.findings.picklescan_zip import (
+from tracker.core.findings.picklescan_zip import (
     MAX_MEMBER_BYTES,
     UNKNOWN,
     NotAPickleError,

@@ -6,9 +6,9 @@ import pytest
 
 from tests.findings.sources import make_change
 from tests.shared import INCIDENTS
-from tracker.findings import remote_code
-from tracker.findings.rules import SeverityRules
-from tracker.model import Severity
+from tracker.core.findings import remote_code
+from tracker.core.findings.rules import SeverityRules
+from tracker.core.model import Severity
 
 RULES = SeverityRules.default()
 PHI2_CONFIG = INCIDENTS / "04-phi2-native-port-jan-2024" / "after" / "config.json"

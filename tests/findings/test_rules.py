@@ -2,8 +2,8 @@
 
 import pytest
 
-from tracker.findings.rules import CodePolicy, SeverityRules, parse_policy, severity_policy
-from tracker.model import Severity
+from tracker.core.findings.rules import CodePolicy, SeverityRules, parse_policy, severity_policy
+from tracker.core.model import Severity
 
 
 def test_each_code_has_a_severity_and_a_reason():

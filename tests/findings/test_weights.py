@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from tests.findings.weights_sources import WeightsSources, change, lfs, read_safetensors_header, small
-from tracker.findings import weights
-from tracker.findings.picklescan_zip import UNKNOWN
-from tracker.findings.rules import SeverityRules
-from tracker.model import Severity
+from tracker.core.findings import weights
+from tracker.core.findings.picklescan_zip import UNKNOWN
+from tracker.core.findings.rules import SeverityRules
+from tracker.core.model import Severity
 
 RULES = SeverityRules.default()
 SIZE = 90_868_376  # the real model.safetensors size

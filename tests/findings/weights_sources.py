@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tracker.model import CommitSha, FileEntry, RepoId, RevisionChange, Snapshot
+from tracker.core.model import CommitSha, FileEntry, RepoId, RevisionChange, Snapshot
 
 
 def lfs(path: str, size: int, content: str) -> FileEntry:

@@ -23,14 +23,14 @@ from hubstandin import HubStandin
 
 from tests.core.conftest import config_json
 from tests.hostile.api_support import stream_post, tokenizer_json
-from tracker.api import create_app
-from tracker.api_bodies import BODY_LIMITS, DEFAULT_BODY_LIMIT
-from tracker.api_repos import Busy, OnDemandGate
+from tracker.adapters.hub import HubClient
+from tracker.adapters.settings import Settings
+from tracker.adapters.store.tokens import TokenStore
 from tracker.app import make_tracker
-from tracker.hub import HubClient
-from tracker.model import RepoId
-from tracker.settings import Settings
-from tracker.store.tokens import TokenStore
+from tracker.core.model import RepoId
+from tracker.surfaces.api import create_app
+from tracker.surfaces.api_bodies import BODY_LIMITS, DEFAULT_BODY_LIMIT
+from tracker.surfaces.api_repos import Busy, OnDemandGate
 
 MiB = 1024 * 1024
 SECRET = "hub-webhook-secret"

@@ -15,11 +15,11 @@ from fastapi.testclient import TestClient
 
 from tests.core.conftest import config_json
 from tests.core.test_advisories import README
-from tracker.api import create_app
+from tracker.adapters.hub import HubClient
+from tracker.adapters.settings import Settings, load_settings
 from tracker.app import make_tracker
-from tracker.hub import HubClient
-from tracker.model import RepoId
-from tracker.settings import Settings, load_settings
+from tracker.core.model import RepoId
+from tracker.surfaces.api import create_app
 
 REPO = RepoId("acme/host-model")
 
@@ -126,7 +126,7 @@ def test_the_settings_read_public_url_and_the_older_name(tmp_path):
 
 
 def test_a_public_url_that_is_not_http_is_refused(tmp_path):
-    from tracker.errors import ConfigError
+    from tracker.core.errors import ConfigError
 
     config = tmp_path / "t.toml"
     config.write_text('[api]\npublic_url = "javascript:alert(1)"\n')

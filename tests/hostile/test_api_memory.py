@@ -32,7 +32,7 @@ from hubstandin import HubStandin
 from tests.core.conftest import config_json
 from tests.hostile.api_support import stream_post, tokenizer_json
 from tests.hostile.content_support import ROOT, MiB
-from tracker.api_bodies import BODY_LIMITS
+from tracker.surfaces.api_bodies import BODY_LIMITS
 
 SECRET = "hub-webhook-secret"
 UNWATCHED = "stranger/big-tokenizer"

@@ -10,12 +10,12 @@ from fastapi.testclient import TestClient
 from hubstandin import HubStandin
 
 from tests.core.conftest import config_json
-from tracker.api import create_app
+from tracker.adapters.hub import HubClient
+from tracker.adapters.settings import Settings
 from tracker.app import make_tracker
-from tracker.cli import main
-from tracker.hub import HubClient
-from tracker.model import RepoId
-from tracker.settings import Settings
+from tracker.core.model import RepoId
+from tracker.surfaces.api import create_app
+from tracker.surfaces.cli import main
 
 REPO = RepoId("acme/nan-model")
 

@@ -17,12 +17,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.core.conftest import config_json
-from tracker.advisory import advisory_id
-from tracker.api import create_app
+from tracker.adapters.hub import HubClient
+from tracker.adapters.settings import Settings
 from tracker.app import make_tracker
-from tracker.hub import HubClient
-from tracker.model import RevisionStatus
-from tracker.settings import Settings
+from tracker.core.advisory import advisory_id
+from tracker.core.model import RevisionStatus
+from tracker.surfaces.api import create_app
 
 FLOODED, FINE = "acme/flooded", "acme/fine"
 FLOOD = 100_000

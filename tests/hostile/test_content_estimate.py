@@ -12,11 +12,11 @@ import json
 import pytest
 
 from tests.hostile.content_support import MiB, run_tracker
-from tracker.estimate import compare_estimates, estimate
-from tracker.estimate.plausible import MAX_LAYERS
-from tracker.estimate.structure import MAX_LISTED_LAYERS
-from tracker.findings.rules import SeverityRules
-from tracker.model import Severity
+from tracker.core.estimate import compare_estimates, estimate
+from tracker.core.estimate.plausible import MAX_LAYERS
+from tracker.core.estimate.structure import MAX_LISTED_LAYERS
+from tracker.core.findings.rules import SeverityRules
+from tracker.core.model import Severity
 
 RULES = SeverityRules.default()
 LLAMA = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 4096,
@@ -126,7 +126,7 @@ def test_a_crafted_safetensors_shape_is_ignored_not_multiplied():
     est = estimate(LLAMA, checkpoint_headers=headers)
     assert est.supported and est.checkpoint_params is None and est.checkpoint_note is None
     from tests.findings.weights_sources import WeightsSources, change, lfs
-    from tracker.findings import weights
+    from tracker.core.findings import weights
 
     ch = change([lfs("model.safetensors", 100, "v1")], [lfs("model.safetensors", 100, "v2")])
     sources = WeightsSources(headers={"old": {"model.safetensors": {"w": {"dtype": "F32", "shape": [2]}}},

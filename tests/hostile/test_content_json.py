@@ -2,7 +2,7 @@
 
 Every upstream JSON file (config.json, generation_config.json, tokenizer_config.json,
 sharded indexes, auto_map configs, the raw diff) is parsed through
-``tracker.bounded.loads_json``: a linear pre-scan refuses depth past 64 and more than
+``tracker.core.bounded.loads_json``: a linear pre-scan refuses depth past 64 and more than
 2,000,000 elements before ``json.loads`` recurses or allocates.
 """
 
@@ -13,11 +13,11 @@ import json
 
 from tests.findings.sources import make_change
 from tests.hostile.content_support import MiB, run_python
-from tracker.bounded import MAX_JSON_DEPTH, NestedTooDeep, UntrustedInput, loads_json
-from tracker.diff import MAX_STRUCTURED_DIFF_ITEMS, diff_revisions, diff_text
-from tracker.findings import config, consistency, files, generation, licence, remote_code, weights
-from tracker.findings.rules import SeverityRules
-from tracker.model import Severity
+from tracker.core.bounded import MAX_JSON_DEPTH, NestedTooDeep, UntrustedInput, loads_json
+from tracker.core.diff import MAX_STRUCTURED_DIFF_ITEMS, diff_revisions, diff_text
+from tracker.core.findings import config, consistency, files, generation, licence, remote_code, weights
+from tracker.core.findings.rules import SeverityRules
+from tracker.core.model import Severity
 
 RULES = SeverityRules.default()
 GOOD = json.dumps({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
@@ -81,8 +81,8 @@ def test_three_million_keys_are_refused_small_and_fast():
         """
         import json
         from tests.hostile.content_support import peak_mb
-        from tracker.diff import diff_text
-        from tracker.findings.config import JsonProblem, load_json_object
+        from tracker.core.diff import diff_text
+        from tracker.core.findings.config import JsonProblem, load_json_object
         big = b'{' + b'"k":1,' * 3_000_000 + b'"k":1}'
         out = {"diff": diff_text("config.json", b'{"k": 1}', big)}
         try:
@@ -124,7 +124,7 @@ def test_a_config_of_many_changed_keys_gives_capped_findings_of_the_same_severit
     """350,000 sub-objects each changing hidden_size: 50 findings itemised, one for the rest, all high."""
     old = {f"t{i}": {"hidden_size": 1} for i in range(350_000)}
     new = {f"t{i}": {"hidden_size": 2} for i in range(350_000)}
-    from tracker.findings.config import diff_configs
+    from tracker.core.findings.config import diff_configs
 
     findings = diff_configs(old, new, RULES)
     assert len(findings) == 51

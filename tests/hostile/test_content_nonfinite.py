@@ -2,7 +2,7 @@
 
 Python's json reads ``NaN`` and ``Infinity``; PostgreSQL's JSON, OSV records and the API
 must not carry them. Findings (``Finding.to_json``), estimates (``Estimate.to_json``) and
-raw diffs keep them as text through ``tracker.bounded.json_safe``.
+raw diffs keep them as text through ``tracker.core.bounded.json_safe``.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 
 from tests.findings.sources import make_change
-from tracker.bounded import json_safe
-from tracker.diff import diff_revisions
-from tracker.estimate import compare_estimates, estimate
-from tracker.findings import config, generation
-from tracker.findings.rules import SeverityRules
+from tracker.core.bounded import json_safe
+from tracker.core.diff import diff_revisions
+from tracker.core.estimate import compare_estimates, estimate
+from tracker.core.findings import config, generation
+from tracker.core.findings.rules import SeverityRules
 
 RULES = SeverityRules.default()
 OLD = b'{"model_type": "llama", "rope_theta": 10000.0, "rms_norm_eps": 1e-05, "temperature": 0.7}'

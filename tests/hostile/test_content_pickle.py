@@ -19,13 +19,18 @@ from pathlib import Path
 import pytest
 
 from tests.hostile.content_support import Reduce, dangerous_pickle, harmless_pickle, torch_like_zip
-from tracker.findings import weights
-from tracker.findings.picklescan_zip import MAX_PICKLE_MEMBERS, SNIFF_BYTES, NotAPickleError, scan_checkpoint
-from tracker.findings.rules import SeverityRules
-from tracker.hub import HubClient
-from tracker.model import CommitSha, RepoId, RevisionChange, Severity
-from tracker.sources import HubSources
-from tracker.store import open_store
+from tracker.adapters.hub import HubClient
+from tracker.adapters.store import open_store
+from tracker.core.findings import weights
+from tracker.core.findings.picklescan_zip import (
+    MAX_PICKLE_MEMBERS,
+    SNIFF_BYTES,
+    NotAPickleError,
+    scan_checkpoint,
+)
+from tracker.core.findings.rules import SeverityRules
+from tracker.core.model import CommitSha, RepoId, RevisionChange, Severity
+from tracker.pipeline.sources import HubSources
 
 RULES = SeverityRules.default()
 REPO = RepoId("acme/hostile")

@@ -24,15 +24,15 @@ import numpy as np
 import pytest
 
 from tests.hostile.content_support import Reduce, dangerous_pickle, torch_like_zip
+from tracker.adapters.hub import HubClient
+from tracker.adapters.settings import Settings
+from tracker.adapters.store import open_store
 from tracker.app import make_tracker
-from tracker.findings import weights
-from tracker.findings.picklescan_zip import scan_checkpoint
-from tracker.findings.rules import SeverityRules
-from tracker.hub import HubClient
-from tracker.model import CommitSha, Finding, RepoId, RevisionChange, Severity
-from tracker.settings import Settings
-from tracker.sources import HubSources
-from tracker.store import open_store
+from tracker.core.findings import weights
+from tracker.core.findings.picklescan_zip import scan_checkpoint
+from tracker.core.findings.rules import SeverityRules
+from tracker.core.model import CommitSha, Finding, RepoId, RevisionChange, Severity
+from tracker.pipeline.sources import HubSources
 
 RULES = SeverityRules.default()
 REPO = RepoId("acme/disguised")

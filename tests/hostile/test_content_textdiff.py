@@ -1,6 +1,6 @@
 """Hostile text: a 40 MB multi-line .py or template, and line orders crafted against difflib.
 
-``tracker.diff.text_diff`` is the one text diff: capped in bytes and lines per side, the
+``tracker.core.diff.text_diff`` is the one text diff: capped in bytes and lines per side, the
 common head and tail skipped, the rest aligned by an exact bit-parallel LCS bounded by
 ``MAX_TEXT_DIFF_CELLS``; past a cap, one line of hashes and line counts. difflib took
 over 300 s on the 40 MB file and ~50 s on 20,000 pairwise-swapped lines.
@@ -15,9 +15,9 @@ import re
 import pytest
 
 from tests.findings.sources import make_change
-from tracker.diff import MAX_TEXT_DIFF_CELLS, diff_text, text_diff
-from tracker.findings import remote_code
-from tracker.findings.rules import SeverityRules
+from tracker.core.diff import MAX_TEXT_DIFF_CELLS, diff_text, text_diff
+from tracker.core.findings import remote_code
+from tracker.core.findings.rules import SeverityRules
 
 RULES = SeverityRules.default()
 

@@ -1,7 +1,7 @@
 """Hostile YAML front matter: alias bombs in any position, deep nesting, absurd numbers.
 
 The README's front matter is read twice, by the licence analyser and by the raw diff,
-both through ``tracker.bounded.load_yaml``. The alias-refusing loader the licence
+both through ``tracker.core.bounded.load_yaml``. The alias-refusing loader the licence
 analyser had missed the raw diff altogether (``yaml.safe_load``), where a 453-byte
 "billion laughs" took 35 s and 3.2 GB; and ``int()`` of a 5,000-digit or sexagesimal
 scalar raised ``ValueError`` out of the analyser.
@@ -13,9 +13,9 @@ import pytest
 
 from tests.findings.sources import make_change
 from tests.hostile.content_support import MiB, run_python
-from tracker.diff import diff_text
-from tracker.findings import licence
-from tracker.findings.rules import SeverityRules
+from tracker.core.diff import diff_text
+from tracker.core.findings import licence
+from tracker.core.findings.rules import SeverityRules
 
 RULES = SeverityRules.default()
 LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
@@ -50,8 +50,8 @@ def test_alias_bombs_are_refused_small_in_both_readers(shape):
         f"""
         import json
         from tests.hostile.content_support import peak_mb
-        from tracker.diff import diff_text
-        from tracker.findings import licence
+        from tracker.core.diff import diff_text
+        from tracker.core.findings import licence
         bomb = {bomb!r}.encode()
         out = {{"licence": licence.front_matter(bomb), "diff": diff_text("README.md", b"---\\nlicense: mit\\n---\\n", bomb)}}
         out["peak_mb"] = peak_mb()

@@ -20,9 +20,9 @@ from sqlalchemy import insert
 
 from tests.hostile.content_support import MiB, run_python
 from tests.hostile.delivery_support import GiB, Honest, gzip_bomb, snapshot, started
-from tracker.delivery.webhook import new_secret
-from tracker.store import open_store
-from tracker.store.tables import deliveries
+from tracker.adapters.delivery.webhook import new_secret
+from tracker.adapters.store import open_store
+from tracker.adapters.store.tables import deliveries
 
 DEADLINE = 30  # seconds: the attempt deadline the test sets ([delivery] timeout)
 ALERTS = 4  # per subscription
@@ -36,9 +36,9 @@ PEAK_MB = 400  # the sender's resident peak stays far below one inflated answer
 CHILD = """
 import json, resource, time
 from tests.hostile.content_support import peak_mb
-from tracker.delivery.worker import DeliveryWorker
-from tracker.settings import DeliverySettings
-from tracker.store import open_store
+from tracker.adapters.delivery.worker import DeliveryWorker
+from tracker.adapters.settings import DeliverySettings
+from tracker.adapters.store import open_store
 
 store = open_store({url!r}, auto_upgrade=False)
 store.list_deliveries()

@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner, Result
 from hubstandin import HubStandin
 
-from tracker.cli import main
-from tracker.errors import ConfigError
-from tracker.settings import load_settings
+from tracker.adapters.settings import load_settings
+from tracker.core.errors import ConfigError
+from tracker.surfaces.cli import main
 
 Invoke = Callable[..., Result]
 
@@ -112,10 +112,10 @@ def test_hub_bounds_have_their_documented_defaults(tmp_path: Path) -> None:
 
 
 def test_intervals_stored_by_an_older_tracker_are_clamped_when_scheduled(hub_standin: HubStandin, tmp_path: Path) -> None:
+    from tracker.adapters.settings import Settings, clamp_interval
     from tracker.app import make_tracker
-    from tracker.daemon import Daemon
-    from tracker.model import RepoId
-    from tracker.settings import Settings, clamp_interval
+    from tracker.core.model import RepoId
+    from tracker.surfaces.daemon import Daemon
 
     assert [clamp_interval(s) for s in (0.001, 60.0, 3600.0, 1e20, float("inf"), float("nan"))] == [
         60.0, 60.0, 3600.0, 2678400.0, 2678400.0, 2678400.0]

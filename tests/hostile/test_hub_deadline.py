@@ -12,9 +12,9 @@ import pytest
 from hubstandin import HubStandin
 
 from tests.hostile.hub_support import drip_server, make_repo
-from tracker.errors import HubDeadlineExceeded, HubUnavailable
-from tracker.hub import HubClient
-from tracker.model import RepoId
+from tracker.adapters.hub import HubClient
+from tracker.core.errors import HubDeadlineExceeded, HubUnavailable
+from tracker.core.model import RepoId
 
 REPO = RepoId("acme/tiny")
 
@@ -116,7 +116,7 @@ def test_nested_deadlines_keep_the_earlier_one(hub_standin: HubStandin) -> None:
 
 def test_a_proxy_from_the_environment_is_used_and_bounded_too(monkeypatch) -> None:
     """HTTP_PROXY is honoured as huggingface_hub's session would; a proxy dripping its answer is cut the same."""
-    from tracker.hub import deadline
+    from tracker.adapters.hub import deadline
 
     with drip_server(0.2) as proxy:
         monkeypatch.setenv("HTTP_PROXY", proxy)

@@ -9,10 +9,10 @@ import pytest
 from hubstandin import HubStandin
 
 from tests.hostile.hub_support import make_repo
-from tracker.errors import ConfigError, HubRateLimited, HubUnavailable, UpstreamFileError
-from tracker.hub import HubClient
-from tracker.hub.guards import server_wait
-from tracker.model import RepoId
+from tracker.adapters.hub import HubClient
+from tracker.adapters.hub.guards import server_wait
+from tracker.core.errors import ConfigError, HubRateLimited, HubUnavailable, UpstreamFileError
+from tracker.core.model import RepoId
 
 REPO = RepoId("acme/tiny")
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -9,11 +9,11 @@ import pytest
 from hubstandin import HubStandin
 
 from tests.hostile.hub_support import make_repo
-from tracker.errors import UpstreamFileError
-from tracker.hub import HubClient
-from tracker.hub.client import RejectedPath
-from tracker.hub.guards import unsafe_path_reason
-from tracker.model import RepoId
+from tracker.adapters.hub import HubClient
+from tracker.adapters.hub.client import RejectedPath
+from tracker.adapters.hub.guards import unsafe_path_reason
+from tracker.core.errors import UpstreamFileError
+from tracker.core.model import RepoId
 
 REPO = RepoId("acme/tiny")
 EVIL = ["../../etc/config.json", "/etc/config.json", "sub\\..\\..\\config.json", "a\nb.json", "a//b.json",
@@ -90,8 +90,8 @@ def test_the_refusal_names_the_path_and_the_reason(hub_standin: HubStandin) -> N
 
 def test_a_poll_of_a_repo_listing_hostile_paths_never_requests_them(hub_standin: HubStandin, tmp_path: object) -> None:
     """Through the whole tracker: the tree lists ``../../etc/config.json`` and an index names a shard outside."""
+    from tracker.adapters.settings import Settings
     from tracker.app import make_tracker
-    from tracker.settings import Settings
 
     hub_standin.create_repo("acme/tiny")
     hub_standin.commit("acme/tiny", {"config.json": b'{"model_type": "bert"}'}, message="first")

@@ -11,9 +11,9 @@ import pytest
 from hubstandin import HubStandin
 
 from tests.hostile.hub_support import TOKEN, Recorder, json_answer, make_repo
-from tracker.errors import HubUnavailable
-from tracker.hub import HubClient
-from tracker.model import RepoId
+from tracker.adapters.hub import HubClient
+from tracker.core.errors import HubUnavailable
+from tracker.core.model import RepoId
 
 REPO = RepoId("acme/tiny")
 

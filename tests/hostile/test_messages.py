@@ -24,15 +24,15 @@ from hubstandin import HubStandin
 
 from tests.findings.sources import make_change
 from tests.hostile.content_support import Reduce
-from tracker.api import create_app
+from tracker.adapters.hub import HubClient
+from tracker.adapters.settings import Settings
 from tracker.app import Tracker, make_tracker
-from tracker.cli import main
-from tracker.escaping import escape_controls
-from tracker.findings.rules import SeverityRules
-from tracker.findings.tokenizer import TokenizerLimits, analyse_tokenizer
-from tracker.hub import HubClient
-from tracker.model import Severity
-from tracker.settings import Settings
+from tracker.core.escaping import escape_controls
+from tracker.core.findings.rules import SeverityRules
+from tracker.core.findings.tokenizer import TokenizerLimits, analyse_tokenizer
+from tracker.core.model import Severity
+from tracker.surfaces.api import create_app
+from tracker.surfaces.cli import main
 
 RULES = SeverityRules.default()
 RLO = "\u202e"

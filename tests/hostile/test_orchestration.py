@@ -15,10 +15,10 @@ from fastapi.testclient import TestClient
 
 from tests.core.conftest import config_json
 from tests.waiting import wait_for
-from tracker.api import create_app
+from tracker.adapters.hub import HubClient
+from tracker.adapters.settings import Settings
 from tracker.app import make_tracker
-from tracker.hub import HubClient
-from tracker.settings import Settings
+from tracker.surfaces.api import create_app
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTILE, FINE = "acme/hostile", "acme/fine"
@@ -129,7 +129,7 @@ def test_two_polls_at_once_share_the_work_without_a_traceback(hub_standin, tmp_p
 
 
 def test_replays_arriving_during_a_poll_coalesce_into_one_queued_poll_on_a_small_pool():
-    from tracker.api import PollCoalescer
+    from tracker.surfaces.api import PollCoalescer
 
     release, runs, lock = threading.Event(), [], threading.Lock()
 

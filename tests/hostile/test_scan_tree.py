@@ -31,8 +31,8 @@ from pathlib import Path
 import pytest
 
 from tests.hostile.content_support import ROOT
-from tracker.scan.files import MAX_DEPTH, MAX_IGNORE_PATTERNS, walk
-from tracker.scan.model import Skipped
+from tracker.pipeline.scan.files import MAX_DEPTH, MAX_IGNORE_PATTERNS, walk
+from tracker.pipeline.scan.model import Skipped
 
 MEMORY = 3 * 1024 * 1024 * 1024
 PIN = "0123456789abcdef0123456789abcdef01234567"

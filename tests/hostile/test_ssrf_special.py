@@ -13,7 +13,7 @@ import ipaddress
 
 import pytest
 
-from tracker.delivery.guard import TargetGuard, TargetRefused, embedded_ipv4, why_refused
+from tracker.adapters.delivery.guard import TargetGuard, TargetRefused, embedded_ipv4, why_refused
 
 ALLOW = " (allow it with [delivery] allow_hosts or TRACKER_DELIVERY_ALLOW_HOSTS)"
 LOOPBACK = "a loopback address"

@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tracker.findings import analyse_revision
-from tracker.hub import HubClient
-from tracker.model import CommitSha, Finding, RepoId, RevisionChange
-from tracker.sources import HubSources
-from tracker.store import open_store
+from tracker.adapters.hub import HubClient
+from tracker.adapters.store import open_store
+from tracker.core.findings import analyse_revision
+from tracker.core.model import CommitSha, Finding, RepoId, RevisionChange
+from tracker.pipeline.sources import HubSources
 
 
 def analyse_on_hub(hub_standin, tmp_path: Path, repo: str, old_sha: str | None, new_sha: str) -> list[Finding]:

@@ -9,8 +9,13 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
-from tracker.findings import tokenizer as tok
-from tracker.findings.tokenizer import TokenizerLoadError, drift_sample, encode_sample, pruned_tokenizer_doc
+from tracker.core.findings import tokenizer as tok
+from tracker.core.findings.tokenizer import (
+    TokenizerLoadError,
+    drift_sample,
+    encode_sample,
+    pruned_tokenizer_doc,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from bench_tokenizer_diff import build

@@ -186,7 +186,7 @@ def test_the_ir_weights_blob_is_no_unreadable_pickle_but_a_pickle_there_is_still
 
 
 def test_a_bin_without_its_ir_is_still_scanned_as_a_pickle():
-    from tracker.findings.weights import pickle_kind
+    from tracker.core.findings.weights import pickle_kind
 
     listing = {"openvino/openvino_model.xml", "openvino/openvino_model.bin", "pytorch_model.bin",
                "openvino_model.bin"}

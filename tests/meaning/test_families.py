@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from tests.shared import CONFIGS
-from tracker.estimate import estimate
-from tracker.estimate.architectures import build
-from tracker.estimate.checkpoint import checkpoint_buffers, checkpoint_params
-from tracker.findings.weights import _params
+from tracker.core.estimate import estimate
+from tracker.core.estimate.architectures import build
+from tracker.core.estimate.checkpoint import checkpoint_buffers, checkpoint_params
+from tracker.core.findings.weights import _params
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -8,12 +8,12 @@ import pytest
 from gguf import GGMLQuantizationType, LlamaFileType
 
 from tests.findings.sources import make_change
-from tracker.estimate import estimate
-from tracker.estimate.architectures import config_from_gguf
-from tracker.findings import gguf, gguf_types
-from tracker.findings.gguf import GGUFError, gguf_params, read_gguf_header
-from tracker.findings.rules import SeverityRules
-from tracker.model import Severity
+from tracker.core.estimate import estimate
+from tracker.core.estimate.architectures import config_from_gguf
+from tracker.core.findings import gguf, gguf_types
+from tracker.core.findings.gguf import GGUFError, gguf_params, read_gguf_header
+from tracker.core.findings.rules import SeverityRules
+from tracker.core.model import Severity
 
 from .gguf_files import LLAMA3_TEMPLATE, LLAMA3_TEMPLATE_BEFORE_FIX, TOKENS, llama_tensors, write_gguf
 from .hub import analyse_on_hub
@@ -171,9 +171,9 @@ def test_the_read_stops_at_the_cap(tmp_path):
 
 
 def test_a_polled_gguf_only_repo_gets_an_estimate_from_its_header(hub_standin, tmp_path):
+    from tracker.adapters.hub import HubClient
+    from tracker.adapters.settings import Settings
     from tracker.app import make_tracker
-    from tracker.hub import HubClient
-    from tracker.settings import Settings
 
     hub_standin.create_repo("acme/gguf-only")
     hub_standin.commit("acme/gguf-only", {"model-Q4_K_M.gguf": write_gguf(tmp_path / "a.gguf", template=None)})

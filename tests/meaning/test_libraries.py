@@ -16,11 +16,11 @@ from click.testing import CliRunner
 from hubstandin import HubStandin
 
 from tests.findings.sources import make_change
-from tracker.cli import main
-from tracker.diff import readme_front_matter
-from tracker.findings import analyse_revision
-from tracker.findings.libraries import detect_libraries
-from tracker.model import FileEntry, Snapshot
+from tracker.core.diff import readme_front_matter
+from tracker.core.findings import analyse_revision
+from tracker.core.findings.libraries import detect_libraries
+from tracker.core.model import FileEntry, Snapshot
+from tracker.surfaces.cli import main
 
 from .st_repos import FIXTURE, safetensors_bytes
 
@@ -139,9 +139,9 @@ def test_a_library_analysers_findings_carry_the_library():
 def test_the_revision_page_names_the_libraries_and_shows_the_module_pipeline_before_and_after(watched):
     from fastapi.testclient import TestClient
 
-    from tracker.api import create_app
+    from tracker.adapters.settings import load_settings
     from tracker.app import make_tracker
-    from tracker.settings import load_settings
+    from tracker.surfaces.api import create_app
 
     _, old, new, env = watched
     tracker = make_tracker(load_settings(env["TRACKER_CONFIG"], env=env))

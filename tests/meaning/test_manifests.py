@@ -12,8 +12,8 @@ import json
 import pytest
 
 from tests.findings.sources import make_change
-from tracker.findings import analyse_revision, manifests
-from tracker.findings.rules import SeverityRules
+from tracker.core.findings import analyse_revision, manifests
+from tracker.core.findings.rules import SeverityRules
 
 RULES = SeverityRules.default()
 INDEX = "model.safetensors.index.json"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tracker.findings.onnx_model import OnnxNotRead, read_onnx_model
-from tracker.findings.protobuf import ProtobufError
+from tracker.core.findings.onnx_model import OnnxNotRead, read_onnx_model
+from tracker.core.findings.protobuf import ProtobufError
 
 from .onnx_files import bert_onnx, huge_length_prefix
 

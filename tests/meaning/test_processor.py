@@ -13,9 +13,9 @@ import json
 import pytest
 
 from tests.findings.sources import make_change
-from tracker.findings import analyse_revision, processor
-from tracker.findings.rules import SeverityRules
-from tracker.model import Severity
+from tracker.core.findings import analyse_revision, processor
+from tracker.core.findings.rules import SeverityRules
+from tracker.core.model import Severity
 
 RULES = SeverityRules.default()
 

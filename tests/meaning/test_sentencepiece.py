@@ -10,8 +10,8 @@ import struct
 
 import pytest
 
-from tracker.findings.protobuf import ProtobufError, fields
-from tracker.findings.sentencepiece import read_model
+from tracker.core.findings.protobuf import ProtobufError, fields
+from tracker.core.findings.sentencepiece import read_model
 
 from .hub import analyse_scenarios
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 from tests.findings.sources import make_change
-from tracker.findings.chat_template import analyse
-from tracker.findings.rules import SeverityRules
-from tracker.findings.template_sandbox import Limits, Outcome, TemplateSandbox
-from tracker.model import Severity
+from tracker.core.findings.chat_template import analyse
+from tracker.core.findings.rules import SeverityRules
+from tracker.core.findings.template_sandbox import Limits, Outcome, TemplateSandbox
+from tracker.core.model import Severity
 
 RULES = SeverityRules.default()
 

@@ -6,8 +6,8 @@ import pytest
 from click.testing import CliRunner
 
 from tests.core.conftest import make, settings, sleeps  # noqa: F401 (fixtures)
-from tracker.cli import main
-from tracker.store.db import make_engine, upgrade_schema
+from tracker.adapters.store.db import make_engine, upgrade_schema
+from tracker.surfaces.cli import main
 
 
 def migrated(url: str) -> str:

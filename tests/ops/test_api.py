@@ -13,10 +13,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.core.conftest import config_json
 from tests.delivery.conftest import Receiver
 from tests.ops.conftest import migrated
-from tracker.api import create_app
-from tracker.delivery.worker import DeliveryWorker
-from tracker.settings import DeliverySettings
-from tracker.store.tokens import TokenStore
+from tracker.adapters.delivery.worker import DeliveryWorker
+from tracker.adapters.settings import DeliverySettings
+from tracker.adapters.store.tokens import TokenStore
+from tracker.surfaces.api import create_app
 
 REPO = "acme/chat-model"
 

@@ -10,8 +10,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 
 from tests.ops.conftest import migrated
-from tracker.api import create_app
-from tracker.settings import DeliverySettings
+from tracker.adapters.settings import DeliverySettings
+from tracker.surfaces.api import create_app
 
 WRITES = [
     ("post", "/v1/watch", {"repo": "acme/new", "every": "2h"}, 201),
@@ -140,8 +140,8 @@ def test_reads_are_open_by_default_and_can_require_a_token(cli, url, settings, m
 
 
 def test_the_setting_is_read_from_the_config(tmp_path):
-    from tracker.errors import ConfigError
-    from tracker.settings import load_settings
+    from tracker.adapters.settings import load_settings
+    from tracker.core.errors import ConfigError
 
     (tmp_path / "t.toml").write_text("[api]\nread_requires_token = true\n")
     assert load_settings(tmp_path / "t.toml", env={}).api_read_requires_token is True

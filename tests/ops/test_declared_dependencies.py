@@ -23,7 +23,7 @@ from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[2]
 # Imported only where the code says how to install it when missing.
-OPTIONAL = {"hubstandin": "tracker demo (tracker/web/demo.py): `pip install -e ./standin`"}
+OPTIONAL = {"hubstandin": "tracker demo (tracker/surfaces/web/demo.py): `pip install -e ./standin`"}
 
 
 def direct_requirements() -> set[str]:

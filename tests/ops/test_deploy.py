@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tracker.settings import load_settings
+from tracker.adapters.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -153,8 +153,8 @@ def test_a_wheel_ships_the_migrations_and_its_installed_layout_migrates(tmp_path
     assert "tracker/migrations/env.py" in names and "tracker/migrations/script.py.mako" in names
     installed = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(installed)
-    probe = ("import tracker, tracker.store.db as db\n"
-             "from tracker.store import open_store\n"
+    probe = ("import tracker, tracker.adapters.store.db as db\n"
+             "from tracker.adapters.store import open_store\n"
              "print(tracker.__file__); print(db.migrations_dir())\n"
              f"open_store('sqlite:///{tmp_path}/t.sqlite3').close()\n"
              f"print(db.schema_status(db.make_engine('sqlite:///{tmp_path}/t.sqlite3')))\n")

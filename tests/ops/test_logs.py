@@ -1,4 +1,4 @@
-"""The log's shape: one line per record, the daemon's poll lines, the heartbeat (tracker/logs.py)."""
+"""The log's shape: one line per record, the daemon's poll lines, the heartbeat (tracker/surfaces/logs.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import logging
 
 import pytest
 
-from tracker.logs import Heartbeat, poll_message, setup_logging
-from tracker.model import PollOutcome, RepoId
-from tracker.polling import PollResult
+from tracker.core.model import PollOutcome, RepoId
+from tracker.pipeline.polling import PollResult
+from tracker.surfaces.logs import Heartbeat, poll_message, setup_logging
 
 
 @pytest.fixture

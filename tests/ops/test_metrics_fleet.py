@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.core.conftest import config_json
-from tracker.api import create_app
+from tracker.surfaces.api import create_app
 
 ROOT = Path(__file__).resolve().parents[2]
 REPO = "acme/fleet-model"

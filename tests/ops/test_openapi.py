@@ -13,11 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error, response_schema_conformance, status_code_conformance
 
 from tests.core.conftest import config_json
-from tracker.api import create_app
-from tracker.store.tokens import TokenStore
+from tracker.adapters.store.tokens import TokenStore
+from tracker.surfaces.api import create_app
 
 MAX_EXAMPLES = 12
-# The routes of tracker/api_repos.py must also answer as documented (status codes, bodies).
+# The routes of tracker/surfaces/api_repos.py must also answer as documented (status codes, bodies).
 OURS = {"/v1/repos", "/v1/repos/{owner}/{name}/revisions", "/v1/repos/{owner}/{name}/diff",
         "/v1/repos/{owner}/{name}/estimate", "/readyz", "/metrics", "/v1/watch", "/v1/watch/{owner}/{name}",
         "/v1/subscriptions", "/v1/subscriptions/{subscription_id}"}

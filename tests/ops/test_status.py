@@ -10,8 +10,8 @@ import pytest
 
 from tests.core.conftest import config_json
 from tests.ops.conftest import migrated
-from tracker.status import assess, assess_repo, render
-from tracker.store.health import DeliveryBacklog, HealthReads, RepoHealthRow
+from tracker.adapters.store.health import DeliveryBacklog, HealthReads, RepoHealthRow
+from tracker.surfaces.status import assess, assess_repo, render
 
 NOT_FOUND = "not found on the Hub (check the id; private and gated repos need HF_TOKEN)"
 
@@ -177,9 +177,9 @@ def test_every_poll_failing_with_the_hub_unreachable_is_said_by_status_and_ready
     """The stand-in read the baseline, then the Hub's address refuses connections for 12 minutes."""
     from fastapi.testclient import TestClient
 
-    from tracker.api import create_app
+    from tracker.adapters.hub import HubClient
     from tracker.app import make_tracker
-    from tracker.hub import HubClient
+    from tracker.surfaces.api import create_app
 
     url = migrated(db_url)
     reader = make(settings, database_url=url)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tracker.osvdev import OsvClient
+from tracker.adapters.osvdev import OsvClient
 
 MODIFIED_37Q5 = "2024-04-10T22:20:57Z"
 

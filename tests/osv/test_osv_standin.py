@@ -6,7 +6,7 @@ import httpx
 import pytest
 from hubstandin.osv import OsvDatabase
 
-from tracker.advisory.validate import validate
+from tracker.core.advisory.validate import validate
 
 
 @pytest.fixture(scope="module")

@@ -13,12 +13,12 @@ from sqlalchemy import update
 
 from tests.core.conftest import RecordingSleep
 from tests.waiting import wait_for
+from tracker.adapters.hub import HubClient
+from tracker.adapters.hub.budget import HubBudget
+from tracker.adapters.settings import Settings
+from tracker.adapters.store.tables import repos
 from tracker.app import Tracker, make_tracker
-from tracker.cycle import Cycle
-from tracker.hub import HubClient
-from tracker.hub.budget import HubBudget
-from tracker.settings import Settings
-from tracker.store.tables import repos
+from tracker.pipeline.cycle import Cycle
 
 
 @pytest.fixture

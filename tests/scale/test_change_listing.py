@@ -19,9 +19,9 @@ from hubstandin import HubStandin
 from hubstandin.bulk import copy_template, many_repos_standin
 
 from tests.core.conftest import config_json
-from tracker.cli import main
-from tracker.store import open_store
-from tracker.store.tables import hub_listing
+from tracker.adapters.store import open_store
+from tracker.adapters.store.tables import hub_listing
+from tracker.surfaces.cli import main
 
 WATCHED = [f"owner{i:04d}/model" for i in range(1000)]
 UNWATCHED = [f"other{i:04d}/model" for i in range(2000)]

@@ -12,11 +12,11 @@ from sqlalchemy import select
 from tests.core.conftest import config_json
 from tests.scale.conftest import make_due, run_cycle
 from tests.waiting import wait_for
-from tracker.hub.budget import HubBudget, bucket_of
-from tracker.model import RepoId
-from tracker.polling import PollResult
-from tracker.store.schedule import PollQueue
-from tracker.store.tables import repos
+from tracker.adapters.hub.budget import HubBudget, bucket_of
+from tracker.adapters.store.schedule import PollQueue
+from tracker.adapters.store.tables import repos
+from tracker.core.model import RepoId
+from tracker.pipeline.polling import PollResult
 
 BIG = [RepoId(f"big/m{i}") for i in range(6)]
 PAIR = [RepoId("pair/a"), RepoId("pair/b")]
@@ -196,7 +196,7 @@ def test_the_budget_spreads_the_cycle_and_says_when_the_schedule_needs_more(hub_
     third = cycle.tick()
     assert third.polls == 1
     assert wait_for(lambda: cycle.in_flight() == 0)
-    caplog.set_level(logging.INFO, logger="tracker.cycle")
+    caplog.set_level(logging.INFO, logger="tracker.pipeline.cycle")
     assert cycle.check_budget() is False  # 5 repos a minute: 25 HEADs per 5 minutes, 18 allowed
     assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
         "hub budget: checking the watch list on schedule needs about 0 api and 25 resolvers requests per 5 min, "
@@ -239,8 +239,8 @@ def test_a_hanging_repo_holds_one_worker_and_the_others_are_polled(hub_standin, 
 
 
 def test_owners_with_hub_webhooks_are_polled_only_as_a_safety_net(hub_standin, scale_settings, build, tmp_path):
-    from tracker.errors import ConfigError
-    from tracker.settings import load_settings
+    from tracker.adapters.settings import load_settings
+    from tracker.core.errors import ConfigError
 
     config = tmp_path / "tracker.toml"
     config.write_text('[hub]\nwebhook_owners = ["pushy"]\nwebhook_safety_net = "12h"\nbudget_api_per_5min = 1000\n'

@@ -21,10 +21,10 @@ from sqlalchemy import create_engine, text, update
 from tests.core.conftest import config_json
 from tests.core.test_advisories import torch_zip
 from tests.scale.conftest import make_due, run_cycle
-from tracker.hub.budget import HubBudget
-from tracker.model import RepoId
-from tracker.polling import PollResult
-from tracker.store.tables import repos
+from tracker.adapters.hub.budget import HubBudget
+from tracker.adapters.store.tables import repos
+from tracker.core.model import RepoId
+from tracker.pipeline.polling import PollResult
 
 A, B, C = RepoId("acme/a"), RepoId("acme/b"), RepoId("solo/c")
 README = "---\nlicense: apache-2.0\n---\n# Model\n"

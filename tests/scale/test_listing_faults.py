@@ -15,11 +15,11 @@ import re
 import pytest
 
 from tests.core.conftest import config_json
+from tracker.adapters.hub import HubClient
+from tracker.adapters.settings import Settings
 from tracker.app import Tracker, make_tracker
-from tracker.changes import ChangeFeed
-from tracker.hub import HubClient
-from tracker.model import RepoId
-from tracker.settings import Settings
+from tracker.core.model import RepoId
+from tracker.pipeline.changes import ChangeFeed
 
 REPOS = [RepoId(f"owner{i:02d}/model") for i in range(12)]
 START = dt.datetime(2026, 5, 1, tzinfo=dt.UTC)

@@ -29,10 +29,10 @@ from tests.core.conftest import config_json
 from tests.delivery.conftest import Receiver
 from tests.postgres import fresh_database
 from tests.waiting import wait_for
+from tracker.adapters.delivery.webhook import new_secret
+from tracker.adapters.settings import Settings
 from tracker.app import make_tracker
-from tracker.delivery.webhook import new_secret
-from tracker.model import RepoId
-from tracker.settings import Settings
+from tracker.core.model import RepoId
 
 ROOT = Path(__file__).resolve().parents[2]
 HUB_SECRET = "hub-webhook-secret"

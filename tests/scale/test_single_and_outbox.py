@@ -14,11 +14,11 @@ from sqlalchemy import insert
 
 from tests.delivery.conftest import Receiver
 from tests.waiting import wait_for
-from tracker.delivery.webhook import new_secret
-from tracker.delivery.worker import DeliveryWorker
-from tracker.settings import DeliverySettings
-from tracker.store import open_store
-from tracker.store.tables import deliveries
+from tracker.adapters.delivery.webhook import new_secret
+from tracker.adapters.delivery.worker import DeliveryWorker
+from tracker.adapters.settings import DeliverySettings
+from tracker.adapters.store import open_store
+from tracker.adapters.store.tables import deliveries
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -20,7 +20,7 @@ import pytest
 
 from tests.core.conftest import config_json
 from tests.core.test_advisories import README, torch_zip
-from tracker.settings import Settings
+from tracker.adapters.settings import Settings
 
 FIXTURE = Path(__file__).parent / "fixtures" / "codebase"
 

@@ -22,12 +22,12 @@ from hubstandin.hub import HubStandin
 
 from tests.core.conftest import config_json
 from tests.core.test_advisories import README, torch_zip
-from tracker.advisory import advisory_id
-from tracker.model import RepoId, Severity
-from tracker.scan.advice import heft, risk_weight, suggest
-from tracker.scan.model import PinStatus
-from tracker.scan.source import AdvisorySource
-from tracker.settings import Settings
+from tracker.adapters.settings import Settings
+from tracker.core.advisory import advisory_id
+from tracker.core.model import RepoId, Severity
+from tracker.pipeline.scan.advice import heft, risk_weight, suggest
+from tracker.pipeline.scan.model import PinStatus
+from tracker.pipeline.scan.source import AdvisorySource
 
 REPO = RepoId("acme/advised")
 C, H, M, L, I = Severity.CRITICAL, Severity.HIGH, Severity.MODERATE, Severity.LOW, Severity.INFO

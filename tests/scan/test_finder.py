@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from tests.scan.conftest import FIXTURE
-from tracker.scan import find_references
-from tracker.scan.files import MAX_BYTES
-from tracker.scan.model import SourceKind
+from tracker.pipeline.scan import find_references
+from tracker.pipeline.scan.files import MAX_BYTES
+from tracker.pipeline.scan.model import SourceKind
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 

@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from tests.scan.conftest import CHAT, ENCODER, RISKY
-from tracker.advisory import advisory_id
-from tracker.cli import main
+from tracker.core.advisory import advisory_id
+from tracker.surfaces.cli import main
 
 MISSING = "acme/missing"
 

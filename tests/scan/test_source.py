@@ -6,13 +6,13 @@ import json
 from datetime import UTC, datetime
 
 from tests.scan.conftest import CHAT, ENCODER
-from tracker.advisory import advisory_id
 from tracker.app import make_tracker
-from tracker.model import RepoId
-from tracker.scan.command import has_store, run_scan
-from tracker.scan.model import Found, PinStatus, Reference, SourceKind
-from tracker.scan.report import ScanReport
-from tracker.scan.source import AdvisorySource
+from tracker.core.advisory import advisory_id
+from tracker.core.model import RepoId
+from tracker.pipeline.scan.model import Found, PinStatus, Reference, SourceKind
+from tracker.pipeline.scan.report import ScanReport
+from tracker.pipeline.scan.source import AdvisorySource
+from tracker.surfaces.cli.scan_command import has_store, run_scan
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
@@ -90,7 +90,7 @@ def test_progress_shows_only_on_a_terminal_and_after_a_second(monkeypatch):
     import io
     import os
 
-    from tracker.scan.command import PROGRESS_AFTER, progress
+    from tracker.surfaces.cli.scan_command import PROGRESS_AFTER, progress
 
     monkeypatch.setattr("sys.stderr", io.StringIO())  # a pipe, a CI log
     with progress(3, "looking up") as bar:

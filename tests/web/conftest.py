@@ -15,11 +15,11 @@ import pytest
 import uvicorn
 from hubstandin import HubStandin
 
-from tracker.api import create_app
+from tracker.adapters.hub import HubClient
+from tracker.adapters.settings import Settings
 from tracker.app import Tracker, make_tracker
-from tracker.hub import HubClient
-from tracker.settings import Settings
-from tracker.web.demo import REPO, play
+from tracker.surfaces.api import create_app
+from tracker.surfaces.web.demo import REPO, play
 
 
 def free_port() -> int:

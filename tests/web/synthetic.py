@@ -12,10 +12,10 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from tracker.estimate import estimate
-from tracker.model import Commit, CommitSha, FileEntry, Finding, RawDiff, RepoId, Severity, Snapshot
-from tracker.report import RevisionReport
-from tracker.store import SqlStore
+from tracker.adapters.store import SqlStore
+from tracker.core.estimate import estimate
+from tracker.core.model import Commit, CommitSha, FileEntry, Finding, RawDiff, RepoId, Severity, Snapshot
+from tracker.core.report import RevisionReport
 
 E5_CONFIG = Path(__file__).resolve().parents[1] / "fixtures" / "configs" / "intfloat__multilingual-e5-large.json"
 START = datetime(2026, 1, 1, tzinfo=UTC)

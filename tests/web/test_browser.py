@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.web.conftest import History
-from tracker.web.demo import REPO
+from tracker.surfaces.web.demo import REPO
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

@@ -14,7 +14,7 @@ import httpx
 
 from tests.waiting import wait_for
 from tests.web.conftest import free_port
-from tracker.web.demo import REPO
+from tracker.surfaces.web.demo import REPO
 
 
 def test_tracker_demo_serves_the_pages_over_the_scripted_history_and_stops_on_ctrl_c():

@@ -13,10 +13,10 @@ from sqlalchemy import event
 
 from tests.web.conftest import History
 from tests.web.synthetic import build, sha_of
-from tracker.api import create_app
+from tracker.adapters.settings import Settings
 from tracker.app import make_tracker
-from tracker.settings import Settings
-from tracker.web.demo import REPO
+from tracker.surfaces.api import create_app
+from tracker.surfaces.web.demo import REPO
 
 CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; form-action 'self'; "
        "frame-ancestors 'none'")
@@ -305,7 +305,7 @@ def test_search_finds_repos_advisories_and_finding_codes(client, history):
 
 def test_every_finding_code_has_a_page_and_the_findings_link_to_it(client, history):
     index = client.get("/findings").text
-    from tracker.findings.rules import SeverityRules
+    from tracker.core.findings.rules import SeverityRules
 
     for code, severity in SeverityRules.default().table.items():
         assert f'<span class="sev sev-{severity.value}">{severity.value}</span> <a href="/findings/{code}">' \

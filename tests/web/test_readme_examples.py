@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.web.conftest import History
-from tracker.web.demo import REPO
+from tracker.surfaces.web.demo import REPO
 
 ROOT = Path(__file__).resolve().parents[2]
 CURL = shutil.which("curl")

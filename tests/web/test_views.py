@@ -6,10 +6,17 @@ import json
 import re
 
 from tests.web.synthetic import E5_CONFIG
-from tracker.estimate import estimate
-from tracker.web.charts import MARKERS_SHOWN, ChartPoint, axis_range, estimate_chart, human_params, points
-from tracker.web.diffs import DiffRow, side_by_side
-from tracker.web.views import estimate_view, group_findings, revision_sections
+from tracker.core.estimate import estimate
+from tracker.surfaces.web.charts import (
+    MARKERS_SHOWN,
+    ChartPoint,
+    axis_range,
+    estimate_chart,
+    human_params,
+    points,
+)
+from tracker.surfaces.web.diffs import DiffRow, side_by_side
+from tracker.surfaces.web.views import estimate_view, group_findings, revision_sections
 
 
 def test_side_by_side_pairs_removed_runs_with_the_added_runs_after_them():

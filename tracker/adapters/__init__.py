@@ -1,0 +1,1 @@
+"""The edges: the Hub, the database, delivery, feeds, OSV.dev, settings, metrics."""

@@ -1,0 +1,178 @@
+"""The reads `tracker status`, `/readyz` and `/metrics` need: aggregates, never whole rows.
+
+Over a SqlStore's engine, one transaction per call, SQLite and PostgreSQL alike. The pure
+judgement of what is healthy lives in ``tracker/surfaces/status.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy import and_, case, func, select
+
+from tracker.adapters.store.store import SqlStore
+from tracker.adapters.store.tables import advisories, commits, deliveries, repos, revisions
+from tracker.core.model import RevisionStatus
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    if value is not None and value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value
+
+
+@dataclass(frozen=True)
+class RepoHealthRow:
+    """One watched repo as `tracker status` sees it."""
+
+    repo_id: str
+    branch: str
+    every_seconds: float | None
+    state: str
+    last_outcome: str | None
+    last_polled_at: datetime | None
+    last_error: str | None
+    defer_until: datetime | None
+    lease_owner: str | None
+    lease_until: datetime | None
+    created_at: datetime
+    pending: int  # revisions listed, not read yet
+    oldest_pending_listed_at: datetime | None
+    newest_sha: str | None  # the newest revision listed
+    newest_date: datetime | None  # its commit date upstream
+    newest_status: str | None
+    newest_baseline: bool
+    newest_analysed_at: datetime | None
+    newest_advisory: str | None  # the first advisory raised for it, if any
+    newest_advisory_at: datetime | None
+    next_poll_at: datetime | None = None  # the daemon's own schedule, where the schema has one (migration 0006)
+    unreachable_since: datetime | None = None  # every poll since failed with the Hub unreachable (migration 0012)
+
+
+@dataclass(frozen=True)
+class DeliveryBacklog:
+    pending: int  # queued or being retried
+    retrying: int  # pending with at least one failed attempt
+    dead: int
+    oldest_pending_at: datetime | None
+
+
+@dataclass(frozen=True)
+class FleetFigures:
+    revisions_read: int
+    revisions_pending: int
+    oldest_pending_listed_at: datetime | None
+    advisories_by_severity: dict[str, int]  # live (not withdrawn) advisories
+
+
+@dataclass(frozen=True)
+class HubOutage:
+    """The polled repos, how many of them the Hub was unreachable for at their last polls, and since when
+    the last of those outages began (the Hub unreachable for all of them since then, when all are)."""
+
+    polled: int
+    unreachable: int
+    since: datetime | None
+
+
+class HealthReads:
+    def __init__(self, store: SqlStore) -> None:
+        self._store = store
+
+    def next_poll_at(self, repo_id: str) -> datetime | None:
+        """When the daemon's schedule tries a repo next (None: due now, or not watched)."""
+        with self._store._tx() as conn:
+            return _utc(conn.execute(select(repos.c.next_poll_at).where(repos.c.repo_id == repo_id)).scalar())
+
+    def hub_outage(self) -> HubOutage:
+        """One aggregate over the watch list, cheap enough for every ``/readyz``."""
+        with self._store._tx() as conn:
+            row = conn.execute(select(func.count(repos.c.last_polled_at), func.count(repos.c.unreachable_since),
+                                      func.max(repos.c.unreachable_since))).one()
+        return HubOutage(polled=int(row[0]), unreachable=int(row[1]), since=_utc(row[2]))
+
+    def repos(self) -> list[RepoHealthRow]:
+        with self._store._tx() as conn:
+            repo_rows = conn.execute(select(repos).order_by(repos.c.repo_id)).all()
+            pending = {
+                r.repo_pk: (int(r.n), _utc(r.oldest))
+                for r in conn.execute(
+                    select(revisions.c.repo_pk, func.count().label("n"), func.min(commits.c.created_at).label("oldest"))
+                    .select_from(revisions)
+                    .outerjoin(commits, and_(commits.c.repo_pk == revisions.c.repo_pk, commits.c.sha == revisions.c.sha))
+                    .where(revisions.c.status == RevisionStatus.PENDING)
+                    .group_by(revisions.c.repo_pk))
+            }
+            top = (select(revisions.c.repo_pk, func.max(revisions.c.seq).label("seq"))
+                   .group_by(revisions.c.repo_pk).subquery())
+            newest = {
+                r.repo_pk: r for r in conn.execute(
+                    select(revisions.c.repo_pk, revisions.c.sha, revisions.c.date, revisions.c.status,
+                           revisions.c.baseline, revisions.c.analysed_at)
+                    .join(top, and_(top.c.repo_pk == revisions.c.repo_pk, top.c.seq == revisions.c.seq)))
+            }
+            shas = [r.sha for r in newest.values()]
+            raised: dict[tuple[int, str], tuple[str, datetime | None]] = {}
+            if shas:
+                for a in conn.execute(
+                        select(advisories.c.repo_pk, advisories.c.revision_sha, advisories.c.id, advisories.c.published)
+                        .where(advisories.c.revision_sha.in_(shas))
+                        .order_by(advisories.c.published, advisories.c.id)):
+                    raised.setdefault((a.repo_pk, a.revision_sha), (a.id, _utc(a.published)))
+        out = []
+        for r in repo_rows:
+            count, oldest = pending.get(r.id, (0, None))
+            top_row = newest.get(r.id)
+            advisory = raised.get((r.id, top_row.sha)) if top_row is not None else None
+            out.append(RepoHealthRow(
+                repo_id=r.repo_id, branch=r.branch, every_seconds=r.every_seconds, state=r.state,
+                last_outcome=r.last_outcome, last_polled_at=_utc(r.last_polled_at), last_error=r.last_error,
+                defer_until=_utc(r.defer_until), lease_owner=r.lease_owner, lease_until=_utc(r.lease_until),
+                created_at=_utc(r.created_at) or datetime.now(UTC), pending=count, oldest_pending_listed_at=oldest,
+                newest_sha=top_row.sha if top_row else None, newest_date=_utc(top_row.date) if top_row else None,
+                newest_status=top_row.status if top_row else None,
+                newest_baseline=bool(top_row.baseline) if top_row else False,
+                newest_analysed_at=_utc(top_row.analysed_at) if top_row else None,
+                newest_advisory=advisory[0] if advisory else None,
+                newest_advisory_at=advisory[1] if advisory else None,
+                next_poll_at=_utc(r._mapping.get("next_poll_at")),
+                unreachable_since=_utc(r._mapping.get("unreachable_since")),
+            ))
+        return out
+
+    def deliveries(self) -> DeliveryBacklog:
+        with self._store._tx() as conn:
+            rows = {r.state: r for r in conn.execute(
+                select(deliveries.c.state, func.count().label("n"),
+                       func.sum(case((deliveries.c.attempts > 0, 1), else_=0)).label("tried"),
+                       func.min(deliveries.c.created_at).label("oldest"))
+                .where(deliveries.c.state.in_(["pending", "dead"]))
+                .group_by(deliveries.c.state))}
+        pending, dead = rows.get("pending"), rows.get("dead")
+        return DeliveryBacklog(pending=int(pending.n) if pending else 0,
+                               retrying=int(pending.tried or 0) if pending else 0,
+                               dead=int(dead.n) if dead else 0,
+                               oldest_pending_at=_utc(pending.oldest) if pending else None)
+
+    def pending_revisions(self) -> int:
+        with self._store._tx() as conn:
+            return int(conn.execute(select(func.count()).select_from(revisions)
+                                    .where(revisions.c.status == RevisionStatus.PENDING)).scalar_one())
+
+    def fleet(self) -> FleetFigures:
+        """What every replica reports at scrape time, whichever process polled: three statements."""
+        with self._store._tx() as conn:
+            by_status: dict[str, int] = dict(conn.execute(select(revisions.c.status, func.count())
+                                          .group_by(revisions.c.status)).all())
+            oldest = conn.execute(
+                select(func.min(commits.c.created_at)).select_from(revisions)
+                .join(commits, and_(commits.c.repo_pk == revisions.c.repo_pk, commits.c.sha == revisions.c.sha))
+                .where(revisions.c.status == RevisionStatus.PENDING)).scalar()
+            live: dict[str, int] = dict(conn.execute(select(advisories.c.severity, func.count())
+                                     .where(advisories.c.withdrawn.is_(False))
+                                     .group_by(advisories.c.severity)).all())
+        return FleetFigures(revisions_read=int(by_status.get(RevisionStatus.DONE, 0)),
+                            revisions_pending=int(by_status.get(RevisionStatus.PENDING, 0)),
+                            oldest_pending_listed_at=_utc(oldest),
+                            advisories_by_severity={str(k): int(v) for k, v in live.items()})

@@ -1,0 +1,287 @@
+"""Reads for the web pages: a fixed number of statements per page, whatever the history's length.
+
+The pages (``tracker/surfaces/web/``) need summaries across many rows: every watched repo with its newest
+revision and its worst open advisory; every revision of a repo with its findings and the few
+estimator figures a chart plots; every advisory of a repo without its (long) ``affected`` lists.
+The general-purpose ``SqlStore`` methods load whole rows one repo at a time; these select only
+what a page shows, with JSON fields picked out by the database, in one statement each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Connection, Engine, and_, func, select
+from sqlalchemy.exc import SQLAlchemyError
+
+from tracker.adapters.store.db import database_error, describe_url
+from tracker.adapters.store.store import SqlStore
+from tracker.adapters.store.tables import advisories, repos, revisions
+from tracker.core.model import RepoId, RepoRow, Severity
+
+_SEVERITY_RANK = {s.value: s.rank for s in Severity}
+# The estimator figures the repo page charts (the stored estimate holds far more: structure, verifier).
+CHART_KEYS = ("supported", "params", "full_finetune_gb", "lora_gb", "cards")
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    if value is not None and value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value
+
+
+@dataclass(frozen=True)
+class LatestRevision:
+    """The newest revision read of a repo, for the index."""
+
+    sha: str
+    date: datetime | None
+    title: str
+    summary: str | None
+    worst_severity: str | None
+    baseline: bool
+    analysed_at: datetime | None
+
+
+@dataclass(frozen=True)
+class RepoSummary:
+    """One line of the index: the repo, its newest revision read, its open advisories."""
+
+    repo: RepoRow
+    revisions_read: int
+    latest: LatestRevision | None
+    open_by_severity: dict[str, int]  # severity -> live, unfixed advisories
+
+
+@dataclass(frozen=True)
+class TimelineRevision:
+    """A revision as the timeline shows it: findings, and the charted estimator figures."""
+
+    sha: str
+    seq: int
+    date: datetime | None
+    title: str
+    status: str
+    baseline: bool
+    findings: list[dict[str, Any]]
+    worst_severity: str | None
+    summary: str | None
+    estimate: dict[str, Any] | None  # only CHART_KEYS; None when the estimator did not rerun
+
+
+@dataclass(frozen=True)
+class AdvisoryLine:
+    """An advisory as lists show it (the record itself stays in the store)."""
+
+    id: str
+    revision_sha: str | None
+    kind: str
+    severity: str
+    summary: str
+    withdrawn: bool
+    fixed_sha: str | None
+    published: datetime | None
+
+
+@dataclass(frozen=True)
+class ListedAdvisory:
+    """An advisory on the list of all: its line, its repo, when it last changed, what it is about."""
+
+    line: AdvisoryLine
+    repo_id: str
+    modified: datetime | None
+    categories: tuple[str, ...]
+    codes: tuple[str, ...]  # the finding codes it carries
+    libraries: tuple[str, ...]  # the Python packages its findings name (dependencies), lower case
+
+
+def _libraries(findings: Any) -> tuple[str, ...]:
+    """The libraries an advisory's findings are about: a finding's ``library``, or the package a
+    dependencies finding names."""
+    found: set[str] = set()
+    for f in findings if isinstance(findings, list) else []:
+        if not isinstance(f, dict):
+            continue
+        if isinstance(f.get("library"), str):
+            found.add(f["library"].lower())
+        after = f.get("after")
+        if f.get("category") == "dependencies" and isinstance(after, dict) and isinstance(after.get("name"), str):
+            found.add(after["name"].lower())
+    return tuple(sorted(found))
+
+
+def _open_advisory() -> Any:
+    # Live and unfixed: not withdrawn, no fix recorded, and not an "update" (an update's range is
+    # fixed at its own revision by definition: it affects only the revisions before it).
+    return and_(advisories.c.withdrawn.is_(False), advisories.c.fixed_sha.is_(None), advisories.c.kind != "update")
+
+
+class PageReads:
+    """The page queries over a store's engine (SQLite or PostgreSQL)."""
+
+    def __init__(self, store: SqlStore) -> None:
+        self.engine: Engine = store.engine
+
+    @contextmanager
+    def _tx(self) -> Iterator[Connection]:
+        try:
+            with self.engine.connect() as conn:
+                yield conn
+        except SQLAlchemyError as exc:
+            raise database_error(exc, describe_url(self.engine.url.render_as_string(hide_password=False))) from exc
+
+    # -- the index ------------------------------------------------------------------------
+
+    def repo_summaries(self) -> list[RepoSummary]:
+        """Every watched repo with its newest revision read and open advisories: four statements."""
+        with self._tx() as conn:
+            rows = conn.execute(select(repos).order_by(repos.c.repo_id)).all()
+            done = revisions.c.status == "done"
+            counts: dict[int, int] = dict(conn.execute(
+                select(revisions.c.repo_pk, func.count()).where(done).group_by(revisions.c.repo_pk)).all())
+            newest = (select(revisions.c.repo_pk, func.max(revisions.c.seq).label("seq")).where(done)
+                      .group_by(revisions.c.repo_pk).subquery())
+            latest = {
+                r.repo_pk: LatestRevision(sha=r.sha, date=_utc(r.date), title=r.title, summary=r.summary,
+                                          worst_severity=r.worst_severity, baseline=bool(r.baseline),
+                                          analysed_at=_utc(r.analysed_at))
+                for r in conn.execute(
+                    select(revisions.c.repo_pk, revisions.c.sha, revisions.c.date, revisions.c.title,
+                           revisions.c.summary, revisions.c.worst_severity, revisions.c.baseline,
+                           revisions.c.analysed_at)
+                    .join(newest, and_(newest.c.repo_pk == revisions.c.repo_pk, newest.c.seq == revisions.c.seq)))
+            }
+            open_counts: dict[int, dict[str, int]] = {}
+            for pk, severity, n in conn.execute(
+                    select(advisories.c.repo_pk, advisories.c.severity, func.count()).where(_open_advisory())
+                    .group_by(advisories.c.repo_pk, advisories.c.severity)):
+                open_counts.setdefault(pk, {})[severity] = n
+        return [RepoSummary(repo=SqlStore._repo(r), revisions_read=counts.get(r.id, 0), latest=latest.get(r.id),
+                            open_by_severity=open_counts.get(r.id, {})) for r in rows]
+
+    # -- a repo ---------------------------------------------------------------------------
+
+    def repo(self, repo_id: RepoId) -> RepoRow | None:
+        with self._tx() as conn:
+            row = conn.execute(select(repos).where(repos.c.repo_id == repo_id)).first()
+            return SqlStore._repo(row) if row else None
+
+    def revision_count(self, repo_pk: int) -> int:
+        with self._tx() as conn:
+            return int(conn.execute(select(func.count()).where(revisions.c.repo_pk == repo_pk)).scalar_one())
+
+    def chart_figures(self, repo_pk: int) -> list[tuple[str, dict[str, Any] | None]]:
+        """(sha, charted estimator figures or None) for every revision, oldest first: the chart's points."""
+        picked = [revisions.c.estimate[key].label(f"est_{key}") for key in CHART_KEYS]
+        with self._tx() as conn:
+            rows = conn.execute(select(revisions.c.sha, *picked).where(revisions.c.repo_pk == repo_pk)
+                                .order_by(revisions.c.seq)).all()
+        out: list[tuple[str, dict[str, Any] | None]] = []
+        for r in rows:
+            figures = {key: getattr(r, f"est_{key}") for key in CHART_KEYS}
+            out.append((r.sha, figures if any(v is not None for v in figures.values()) else None))
+        return out
+
+    def neighbours(self, repo_pk: int, seq: int) -> tuple[str | None, str | None]:
+        """The shas of the revisions read just before and just after ``seq`` (None at either end)."""
+        with self._tx() as conn:
+            older = conn.execute(select(revisions.c.sha).where(revisions.c.repo_pk == repo_pk, revisions.c.seq < seq)
+                                 .order_by(revisions.c.seq.desc()).limit(1)).scalar()
+            newer = conn.execute(select(revisions.c.sha).where(revisions.c.repo_pk == repo_pk, revisions.c.seq > seq)
+                                 .order_by(revisions.c.seq).limit(1)).scalar()
+        return older, newer
+
+    def timeline(self, repo_pk: int, *, limit: int | None = None, offset: int = 0) -> list[TimelineRevision]:
+        """A repo's revisions, newest first (one page of them with ``limit``), with findings and chart figures."""
+        picked = [revisions.c.estimate[key].label(f"est_{key}") for key in CHART_KEYS]
+        query = (select(revisions.c.sha, revisions.c.seq, revisions.c.date, revisions.c.title, revisions.c.status,
+                        revisions.c.baseline, revisions.c.findings, revisions.c.worst_severity, revisions.c.summary,
+                        *picked)
+                 .where(revisions.c.repo_pk == repo_pk).order_by(revisions.c.seq.desc()))
+        if limit is not None:
+            query = query.limit(limit).offset(offset)
+        with self._tx() as conn:
+            rows = conn.execute(query).all()
+        out = []
+        for r in rows:
+            figures = {key: getattr(r, f"est_{key}") for key in CHART_KEYS}
+            estimate = figures if any(v is not None for v in figures.values()) else None
+            out.append(TimelineRevision(sha=r.sha, seq=r.seq, date=_utc(r.date), title=r.title, status=r.status,
+                                        baseline=bool(r.baseline), findings=list(r.findings or []),
+                                        worst_severity=r.worst_severity, summary=r.summary, estimate=estimate))
+        return out
+
+    def advisory_lines(self, repo_pk: int, *, revision_sha: str | None = None) -> list[AdvisoryLine]:
+        """A repo's advisories (or one revision's), most severe first: one statement, no ``affected`` lists."""
+        query = (select(advisories.c.id, advisories.c.revision_sha, advisories.c.kind, advisories.c.severity,
+                        advisories.c.record["summary"].label("summary"), advisories.c.withdrawn,
+                        advisories.c.fixed_sha, advisories.c.published)
+                 .where(advisories.c.repo_pk == repo_pk))
+        if revision_sha is not None:
+            query = query.where(advisories.c.revision_sha == revision_sha)
+        with self._tx() as conn:
+            rows = conn.execute(query.order_by(advisories.c.published, advisories.c.id)).all()
+        lines = [AdvisoryLine(id=r.id, revision_sha=r.revision_sha, kind=r.kind, severity=r.severity,
+                              summary=str(r.summary or ""), withdrawn=bool(r.withdrawn), fixed_sha=r.fixed_sha,
+                              published=_utc(r.published)) for r in rows]
+        return sorted(lines, key=lambda a: _SEVERITY_RANK.get(a.severity, len(_SEVERITY_RANK)))  # stable
+
+    def estimate_in_force(self, repo_pk: int, seq: int) -> tuple[str, dict[str, Any]] | None:
+        """The newest estimate at or before revision ``seq``: (its revision's sha, the stored estimate)."""
+        ran = revisions.c.estimate["supported"].as_boolean().is_not(None)
+        with self._tx() as conn:
+            row = conn.execute(
+                select(revisions.c.sha, revisions.c.estimate)
+                .where(revisions.c.repo_pk == repo_pk, revisions.c.seq <= seq, ran)
+                .order_by(revisions.c.seq.desc()).limit(1)).first()
+        return (row.sha, row.estimate) if row is not None and isinstance(row.estimate, dict) else None
+
+    # -- every advisory ---------------------------------------------------------------------
+
+    def advisory_list(self, *, severities: tuple[str, ...] = (), since: datetime | None = None,
+                      repo_ids: tuple[str, ...] | None = None) -> list[ListedAdvisory]:
+        """Every advisory (newest modified first) with its repo and categories, filtered by severity and date.
+
+        Categories and libraries live inside the record, so those filters are the caller's (one
+        statement, the JSON fields picked by the database).
+        """
+        ds = advisories.c.record["database_specific"]
+        query = (select(advisories.c.id, repos.c.repo_id, advisories.c.revision_sha, advisories.c.kind,
+                        advisories.c.severity, advisories.c.record["summary"].label("summary"),
+                        advisories.c.withdrawn, advisories.c.fixed_sha, advisories.c.published,
+                        advisories.c.modified, ds["categories"].label("categories"),
+                        ds["findings"].label("findings"))
+                 .join(repos, repos.c.id == advisories.c.repo_pk))
+        if severities:
+            query = query.where(advisories.c.severity.in_(severities))
+        if since is not None:
+            query = query.where(advisories.c.modified >= since)
+        if repo_ids is not None:
+            query = query.where(repos.c.repo_id.in_(repo_ids))
+        with self._tx() as conn:
+            rows = conn.execute(query.order_by(advisories.c.modified.desc(), advisories.c.id)).all()
+        return [ListedAdvisory(
+            line=AdvisoryLine(id=r.id, revision_sha=r.revision_sha, kind=r.kind, severity=r.severity,
+                              summary=str(r.summary or ""), withdrawn=bool(r.withdrawn), fixed_sha=r.fixed_sha,
+                              published=_utc(r.published)),
+            repo_id=r.repo_id, modified=_utc(r.modified),
+            categories=tuple(str(c) for c in r.categories or [] if isinstance(c, str)),
+            codes=tuple(str(f.get("code")) for f in r.findings or [] if isinstance(f, dict) and f.get("code")),
+            libraries=_libraries(r.findings))
+            for r in rows]
+
+    def search_ids(self, text: str, *, limit: int = 20) -> tuple[list[str], list[str]]:
+        """Watched repo ids and advisory ids containing ``text`` (case-insensitive): two statements."""
+        needle = text.lower()
+        with self._tx() as conn:
+            found_repos = conn.execute(select(repos.c.repo_id).where(
+                func.lower(repos.c.repo_id).contains(needle, autoescape=True)).order_by(repos.c.repo_id)
+                .limit(limit)).scalars().all()
+            found_ids = conn.execute(select(advisories.c.id).where(
+                func.lower(advisories.c.id).contains(needle, autoescape=True)).order_by(advisories.c.id)
+                .limit(limit)).scalars().all()
+        return list(found_repos), list(found_ids)

@@ -1,0 +1,1 @@
+"""The pure core: diffing, findings, the estimator, advisories. No I/O."""

@@ -1,0 +1,106 @@
+"""Turn the raw difference between two revisions into findings. Pure: no I/O.
+
+Each analyser module exposes ``analyse(change, sources, rules) -> list[Finding]``
+and is listed in ``ANALYSERS``. ``analyse_revision`` runs them all, isolates
+failures (an analyser that raises yields an ``analysis.failed`` finding rather
+than aborting the poll) and returns the findings most severe first.
+
+Severities are not chosen in the analysers: they pick a stable *code* and the
+severity comes from the rules table (``severity.toml``, overridable in config).
+
+Analysers register per library (``ANALYSERS``): one for a library runs when either side is
+loaded with it (:func:`tracker.core.findings.libraries.detect_libraries`), and its findings carry
+that library's name; one registered for ``None`` runs on every revision.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from collections.abc import Callable
+
+from tracker.core.errors import HubRateLimited, HubUnavailable, RevisionGone
+from tracker.core.findings import libraries as lib
+from tracker.core.findings.rules import SeverityRules
+from tracker.core.model import Finding, RevisionChange, RevisionSources, Snapshot, sort_findings
+
+Analyser = Callable[[RevisionChange, RevisionSources, SeverityRules], list[Finding]]
+
+# (module under tracker.core.findings, library): each module exposes analyse(change, sources, rules).
+# A library-specific analyser runs only when the library is on either side; transformers'
+# analysers run always (each reads only its own files) and label their findings transformers.
+ANALYSERS: tuple[tuple[str, str | None], ...] = (
+    ("files", None),
+    ("config", lib.TRANSFORMERS),
+    ("generation", lib.TRANSFORMERS),
+    ("tokenizer", lib.TRANSFORMERS),
+    ("slow_tokenizer", lib.TRANSFORMERS),
+    ("sentencepiece", lib.TRANSFORMERS),
+    ("chat_template", lib.TRANSFORMERS),
+    ("weights", None),
+    ("manifests", None),
+    ("gguf", lib.GGUF),
+    ("processor", lib.TRANSFORMERS),
+    ("remote_code", None),
+    ("licence", None),
+    ("consistency", lib.TRANSFORMERS),
+    ("sentence_transformers", lib.SENTENCE_TRANSFORMERS),
+    ("diffusers", lib.DIFFUSERS),
+    ("timm_config", lib.TIMM),
+    ("open_clip_config", lib.OPEN_CLIP),
+    ("exports", None),  # runs where either side has an export; decided from the file lists
+)
+ALWAYS = frozenset({lib.TRANSFORMERS, lib.GGUF, None})  # their analysers look for their files themselves
+ANALYSER_MODULES: tuple[str, ...] = tuple(name for name, _ in ANALYSERS)
+
+
+def _load(name: str) -> Analyser | None:
+    try:
+        module = importlib.import_module(f"tracker.core.findings.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name == f"tracker.core.findings.{name}":
+            return None  # not written yet
+        raise
+    return module.analyse
+
+
+TRANSIENT = (HubUnavailable, HubRateLimited, RevisionGone)  # raised by the sources while strict
+
+
+def libraries_of(snapshot: Snapshot | None, sources: RevisionSources, side: str) -> tuple[str, ...]:
+    """The libraries one side is loaded with (reads its README.md and config.json, both cached)."""
+    if snapshot is None:
+        return ()
+    from tracker.core.diff import readme_front_matter
+
+    return lib.detect_libraries(snapshot, lambda path: sources.text(side, path), readme_front_matter)
+
+
+def analyse_revision(
+    change: RevisionChange, sources: RevisionSources, rules: SeverityRules | None = None
+) -> list[Finding]:
+    rules = rules or SeverityRules.default()
+    findings: list[Finding] = []
+    present = set(libraries_of(change.new, sources, "new")) | set(libraries_of(change.old, sources, "old"))
+    for name, library in ANALYSERS:
+        if library not in ALWAYS and library not in present:
+            continue
+        analyser = _load(name)
+        if analyser is None:
+            continue
+        try:
+            found = analyser(change, sources, rules)
+            findings.extend(f if f.library or not library else dataclasses.replace(f, library=library)
+                            for f in found)
+        except TRANSIENT:
+            raise  # the Hub failed, not the content: the revision stays pending and is read again
+        except Exception as exc:
+            findings.append(
+                rules.finding(
+                    "analysis.failed",
+                    "analysis",
+                    f"{name} analysis failed: {type(exc).__name__}: {exc}",
+                    evidence={"analyser": name},
+                )
+            )
+    return sort_findings(findings)

@@ -1,0 +1,14 @@
+"""timm: ``pretrained_cfg`` (and the head's ``num_classes``) in ``config.json``. See preprocessing.py."""
+
+from __future__ import annotations
+
+from tracker.core.findings import preprocessing
+from tracker.core.findings.libraries import TIMM
+from tracker.core.findings.rules import SeverityRules
+from tracker.core.model import Finding, RevisionChange, RevisionSources
+
+
+def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
+    return preprocessing.analyse_file(change, sources, rules, path="config.json",
+                                      sections={"pretrained_cfg": "pretrained_cfg", "": ""}, library=TIMM,
+                                      report_malformed=False)  # config.malformed says it

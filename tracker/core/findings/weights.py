@@ -1,0 +1,628 @@
+"""Weight files: what a re-upload, a reshard, a header change or a new pickle means.
+
+The tracker never downloads weights. It knows each file's path, size, blob id
+and LFS sha256 from the tree listing, the parsed JSON header of a
+``.safetensors`` file (read by range requests), and, for a pickle-based
+checkpoint, the globals its pickle would import (found statically by
+:mod:`tracker.core.findings.picklescan_zip`). From that it says:
+
+* ``weights.file_replaced``: same path, new content hash. The weights a user
+  downloads changed even though no file name did, which is invisible in a
+  file-name diff and is the commonest silent upstream change.
+* ``weights.values_changed``: the safetensors headers of the checkpoint are
+  identical (same tensor names, shapes and dtypes) but its content hash
+  changed, so the numbers themselves changed: a retrain or a fix, not a
+  re-export. A distinct code because it is the case people most need to see.
+* ``weights.tensors_added/removed/reshaped/retyped`` and
+  ``weights.parameter_count_changed``: the checkpoint's structure changed.
+  Headers are compared per checkpoint *across all its shards*, so a tensor
+  that merely moves from shard 1 to shard 2 is not reported as removed+added.
+* ``weights.resharded``: same tensors split over a different set of files.
+* ``weights.shard_added/removed``, ``weights.file_added/removed``: the set of
+  weight files changed; ``weights.index_changed``: the sharded index's
+  ``weight_map`` lists other tensors; ``weights.index_resharded``: the same
+  tensors mapped to other shards.
+* Pickle-based files, added or replaced. A file is scanned when its name, in any
+  case, is one a loader unpickles (``.bin .pt .pth .ckpt .pkl .pickle .joblib
+  .dill .sav``), when it is a container that holds a pickle only sometimes
+  (``.npy``/``.npz`` with object arrays, a ``.zip`` with ``*.pkl`` members), or,
+  by content, when it is an LFS file of any other name that is not a known
+  pickle-free format and its bytes turn out to be a pickle (at most
+  :data:`MAX_CONTENT_SNIFFS` such files per revision). Each gets
+  exactly one of ``weights.pickle_dangerous_import`` (it would import
+  something that runs commands, reaches the network, or evaluates code:
+  critical), ``weights.pickle_unknown_import`` (imports outside the tensor
+  rebuild allowlist), ``weights.pickle_unscanned`` (its imports could not be
+  read, or only partly and what was read is harmless) or, for a new file whose
+  imports are only the torch / numpy / collections rebuild functions,
+  ``weights.pickle_added``. A partial scan (members over the cap, a pickle
+  longer than the scanned prefix) never lowers what the scanned part showed:
+  the finding says what was left unscanned.
+
+Severities come from ``severity/weights.toml``. Pure: reads only through ``sources``.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from tracker.core.bounded import loads_json
+from tracker.core.estimate.checkpoint import MAX_TENSOR_DIM, MAX_TENSOR_DIMS
+from tracker.core.findings.picklescan_zip import UNKNOWN
+from tracker.core.findings.rules import SeverityRules
+from tracker.core.model import FileEntry, Finding, RevisionChange, RevisionSources
+
+CATEGORY = "weights"
+
+PICKLE_EXTENSIONS = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle", ".joblib", ".dill", ".sav")
+"""Names a loader unpickles (torch.load, joblib.load, pickle.load, dill): always scanned, compared lower-cased."""
+PICKLE_CONTAINER_EXTENSIONS = (".npy", ".npz", ".zip")
+"""Hold a pickle only sometimes (object arrays, ``*.pkl`` members): scanned, silent when they hold none."""
+WEIGHT_EXTENSIONS = (".safetensors", ".h5", ".gguf", ".onnx", ".msgpack", ".npy", ".npz", *PICKLE_EXTENSIONS)
+PICKLE_FREE_EXTENSIONS = (
+    ".safetensors", ".gguf", ".onnx", ".h5", ".hdf5", ".msgpack", ".tflite", ".mlmodel", ".model", ".spm",
+    ".tiktoken", ".json", ".jsonl", ".txt", ".md", ".csv", ".tsv", ".parquet", ".arrow", ".png", ".jpg", ".jpeg",
+    ".gif", ".webp", ".bmp", ".svg", ".ico", ".mp3", ".wav", ".flac", ".ogg", ".mp4", ".webm", ".pdf",
+)
+"""LFS files of these formats are never sniffed for pickle content: their loaders never unpickle."""
+MAX_CONTENT_SNIFFS = 32
+"""LFS files of other names whose first bytes are read per revision, looking for a pickle (two small reads each)."""
+MAX_CONTENT_SNIFF_BYTES = 64 * 1024
+"""Prefix of such a file read as a raw pickle: a loader never unpickles it by name, so no 64 MiB reads for it."""
+INDEX_SUFFIXES = (".safetensors.index.json", ".bin.index.json", ".pt.index.json", ".msgpack.index.json", ".h5.index.json")
+
+# model-00001-of-00004.safetensors, pytorch_model-00002-of-00002.bin, model.fp16-00001-of-00002.safetensors
+SHARD_RE = re.compile(r"^(?P<stem>.+)-(?P<part>\d{5})-of-(?P<total>\d{5})(?P<ext>\.[A-Za-z0-9]+)$")
+
+MAX_INDEX_BYTES = 16 * 1024 * 1024
+"""A weight_map of 100k tensors is a few MB; anything larger is not an index we trust."""
+MAX_LISTED = 50
+"""Names listed in evidence per finding; the count is always exact."""
+
+# ---------------------------------------------------------------------------- pickle classification
+#
+# Dangerous: importing these from a pickle lets it run a command, open a socket
+# or URL, evaluate code, write or delete files, or load another pickle. "*"
+# means every name in the module and its submodules. Merged with picklescan's
+# own unsafe list (when importable) so that its updates reach us.
+_DANGEROUS: dict[str, frozenset[str] | str] = {
+    "builtins": frozenset(
+        {"eval", "exec", "compile", "__import__", "getattr", "setattr", "delattr", "open", "input",
+         "breakpoint", "apply", "globals", "locals", "vars", "__loader__", "__build_class__"}
+    ),
+    "__builtin__": frozenset({"eval", "exec", "compile", "__import__", "getattr", "setattr", "open", "apply", "execfile", "file"}),
+    "os": "*", "posix": "*", "nt": "*", "subprocess": "*", "pty": "*", "runpy": "*", "commands": "*",
+    "socket": "*", "ssl": "*", "http": "*", "httplib": "*", "urllib": "*", "urllib2": "*", "requests": "*",
+    "httpx": "*", "aiohttp": "*", "ftplib": "*", "smtplib": "*", "telnetlib": "*", "asyncio": "*",
+    "webbrowser": "*", "shutil": "*", "tempfile": "*", "importlib": "*", "pkgutil": "*", "imp": "*",
+    "pickle": "*", "_pickle": "*", "marshal": "*", "dill": "*", "cloudpickle": "*", "joblib": "*",
+    "ctypes": "*", "_ctypes": "*", "sys": "*", "code": "*", "codeop": "*", "pdb": "*", "bdb": "*",
+    "timeit": "*", "profile": "*", "cProfile": "*", "trace": "*", "pydoc": "*", "pip": "*", "venv": "*",
+    "types": frozenset({"CodeType", "FunctionType", "ModuleType"}),
+    "operator": frozenset({"attrgetter", "itemgetter", "methodcaller"}),
+    "_operator": frozenset({"attrgetter", "itemgetter", "methodcaller"}),
+    "functools": frozenset({"partial", "reduce"}),
+    "numpy": frozenset({"load", "loadtxt", "fromfile"}),
+    "torch": frozenset({"load"}),
+    "torch.serialization": frozenset({"load"}),
+}
+
+# Safe: what torch.load(weights_only=True) needs to rebuild tensors, plus the
+# numpy array reconstructors. Anything neither safe nor dangerous is "unknown".
+_SAFE: dict[str, frozenset[str]] = {
+    "collections": frozenset({"OrderedDict", "Counter", "defaultdict"}),
+    "builtins": frozenset({"set", "frozenset", "bytearray", "complex", "slice"}),
+    "_codecs": frozenset({"encode"}),
+    "torch": frozenset({"Size", "Tensor", "device", "per_tensor_affine", "per_channel_affine", "per_tensor_symmetric",
+                        "per_channel_symmetric", "per_channel_affine_float_qparams"}),
+    "torch._tensor": frozenset({"_rebuild_from_type_v2"}),
+    "torch.nn.parameter": frozenset({"Parameter"}),
+    "torch.storage": frozenset({"TypedStorage", "UntypedStorage", "_load_from_bytes"}),
+    "torch.serialization": frozenset({"_get_layout"}),
+    "numpy": frozenset({"dtype", "ndarray"}),
+    "numpy.core.multiarray": frozenset({"_reconstruct", "scalar"}),
+    "numpy._core.multiarray": frozenset({"_reconstruct", "scalar"}),
+}
+_TORCH_DTYPE_RE = re.compile(r"^(u?int\d+|float\d+(_\w+)?|bfloat16|half|double|bool|complex\d+|bcomplex\d+|q?u?int\d+(x\d+)?|bits\w+)$")
+
+
+def _picklescan_tables() -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """picklescan's (safe, unsafe) tables, each name a set (picklescan writes a lone name as a string).
+
+    They are private in picklescan: tests/findings/test_picklescan_tables.py fails if a release
+    renames or empties them, rather than the merge silently adding nothing.
+    """
+    from picklescan import scanner
+
+    def normal(table: Mapping[str, Any]) -> dict[str, frozenset[str] | str]:
+        return {module: names if names == "*" else frozenset([names] if isinstance(names, str) else names)
+                for module, names in table.items()}
+
+    return normal(getattr(scanner, "_safe_globals", {})), normal(getattr(scanner, "_unsafe_globals", {}))
+
+
+_PS_SAFE, _PS_UNSAFE = _picklescan_tables()
+
+
+def _matches(table: Mapping[str, Any], module: str, name: str, *, parents: bool) -> bool:
+    names = table.get(module)
+    if names is not None and (names == "*" or name in names or name.split(".")[0] in names):
+        return True
+    if parents:
+        parts = module.split(".")
+        return any(table.get(".".join(parts[:i])) == "*" for i in range(1, len(parts)))
+    return False
+
+
+# joblib's array wrappers: every joblib file with a NumPy array imports one. They read the
+# array bytes that follow in the file, which is not running code, so they are not "dangerous"
+# (the rest of joblib is); they are not tensor rebuilding either.
+_NOT_DANGEROUS = {"joblib.numpy_pickle": frozenset({"NumpyArrayWrapper", "NDArrayWrapper", "ZNDArrayWrapper"}),
+                  "sklearn.externals.joblib.numpy_pickle": frozenset({"NumpyArrayWrapper", "NDArrayWrapper"})}
+
+
+def classify_global(module: str, name: str) -> str:
+    """``"dangerous"``, ``"safe"`` or ``"unknown"`` for one pickle global."""
+    if UNKNOWN in (module, name) or name.startswith(UNKNOWN):
+        return "dangerous"  # hidden from static analysis: assume the worst
+    if name in _NOT_DANGEROUS.get(module, ()):
+        return "unknown"
+    if _matches(_DANGEROUS, module, name, parents=True) or _matches(_PS_UNSAFE, module, name, parents=True):
+        return "dangerous"
+    if _matches(_SAFE, module, name, parents=False) or _matches(_PS_SAFE, module, name, parents=False):
+        return "safe"
+    if module in ("torch", "torch.cuda", "torch.sparse", "torch.cuda.sparse") and (
+        name.endswith("Storage") or name.endswith("Tensor") or _TORCH_DTYPE_RE.match(name)
+    ):
+        return "safe"
+    if module == "torch._utils" and name.startswith("_rebuild_"):
+        return "safe"
+    if module.startswith("numpy.dtypes") and name.endswith("DType"):
+        return "safe"
+    return "unknown"
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def is_weight_file(path: str) -> bool:
+    return path.lower().endswith(WEIGHT_EXTENSIONS)
+
+
+def is_pickle_file(path: str) -> bool:
+    """A name a loader unpickles, in any case: ``pytorch_model.BIN`` is ``pytorch_model.bin``."""
+    return path.lower().endswith(PICKLE_EXTENSIONS)
+
+
+def is_openvino_blob(path: str, has_file: Callable[[str], bool]) -> bool:
+    """``X.bin`` beside an OpenVINO IR ``X.xml`` (``openvino_model.xml``, ``openvino/*.xml``): raw tensor bytes."""
+    lower = path.lower()
+    if not lower.endswith(".bin"):
+        return False
+    top, name = path.split("/", 1)[0], posixpath.basename(lower)
+    return (name.startswith("openvino") or top == "openvino") and has_file(path[:-4] + ".xml")
+
+
+def pickle_kind(path: str, entry: FileEntry | None = None, *,
+                has_file: Callable[[str], bool] | None = None) -> str | None:
+    """How a file is scanned for a pickle: ``"pickle"`` (its name says so), ``"container"``
+    (``.npy``/``.npz``/``.zip``: only if it holds one), ``"content"`` (an LFS file of another
+    name, judged by its bytes alone) or None (never scanned).
+
+    An OpenVINO weights blob (``openvino_model.bin`` beside its ``openvino_model.xml``, known
+    when ``has_file`` answers for the same revision) is raw tensor bytes under a pickle's
+    extension: it is judged by content, so it is no finding unless its bytes are a pickle."""
+    lower = path.lower()
+    if has_file is not None and is_openvino_blob(path, has_file):
+        return "content"
+    if lower.endswith(PICKLE_EXTENSIONS):
+        return "pickle"
+    if lower.endswith(PICKLE_CONTAINER_EXTENSIONS):
+        return "container"
+    if entry is not None and entry.is_lfs and not lower.endswith(PICKLE_FREE_EXTENSIONS):
+        return "content"
+    return None
+
+
+def is_index_file(path: str) -> bool:
+    return path.lower().endswith(INDEX_SUFFIXES)
+
+
+def checkpoint_key(path: str) -> str:
+    """Which checkpoint a safetensors file belongs to: its path without shard suffix.
+
+    ``model-00001-of-00002.safetensors`` and ``model-00002-of-00002.safetensors``
+    → ``model``; ``unet/diffusion_pytorch_model.fp16.safetensors`` →
+    ``unet/diffusion_pytorch_model.fp16``.
+    """
+    directory, base = posixpath.split(path)
+    m = SHARD_RE.match(base)
+    stem = m.group("stem") if m else base.rsplit(".", 1)[0]
+    return posixpath.join(directory, stem) if directory else stem
+
+
+def _size(n: int) -> str:
+    return f"{n:,} bytes"
+
+
+def _short(h: str | None) -> str:
+    return (h or "?")[:12]
+
+
+def _names(items: Iterable[str]) -> list[str]:
+    return sorted(items)[:MAX_LISTED]
+
+
+def _preview(items: list[str], k: int = 3) -> str:
+    shown = ", ".join(items[:k])
+    return shown + (f" (+{len(items) - k} more)" if len(items) > k else "")
+
+
+def _tensors(header: Mapping[str, Any]) -> dict[str, tuple[str, tuple[int, ...]]] | None:
+    """``{name: (dtype, shape)}`` from a safetensors header, or None when it is malformed."""
+    if not isinstance(header, Mapping):
+        return None
+    out: dict[str, tuple[str, tuple[int, ...]]] = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        if not isinstance(info, Mapping):
+            return None
+        dtype, shape = info.get("dtype"), info.get("shape")
+        if not isinstance(dtype, str) or not isinstance(shape, list):
+            return None
+        if len(shape) > MAX_TENSOR_DIMS or not all(
+            isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= MAX_TENSOR_DIM for d in shape
+        ):
+            return None  # no real tensor; and math.prod of a million huge dims would run for hours
+        out[str(name)] = (dtype, tuple(shape))
+    return out
+
+
+def _params(tensors: Mapping[str, tuple[str, tuple[int, ...]]]) -> int:
+    """Parameters as the estimator counts them (buffers such as position_ids left out): one count everywhere."""
+    from tracker.core.estimate.checkpoint import count_tensors
+
+    return count_tensors((name, dtype, shape) for name, (dtype, shape) in tensors.items())[0]
+
+
+# ---------------------------------------------------------------------------- analyser
+
+
+def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
+    old = change.old.by_path() if change.old is not None else {}
+    new = change.new.by_path()
+    baseline = change.old is None
+    findings: list[Finding] = []
+    findings += _file_set(old, new, baseline, rules)
+    if not baseline:
+        findings += _indexes(old, new, sources, rules)
+        findings += _safetensors(old, new, sources, rules)
+    findings += _pickles(old, new, sources, rules)
+    return findings
+
+
+def _shard_paths(files: Mapping[str, FileEntry]) -> set[str]:
+    """Paths named like shards (``-00001-of-00004``), judged from names alone: no reads needed."""
+    return {p for p in files if SHARD_RE.match(posixpath.basename(p))}
+
+
+def _file_set(
+    old: Mapping[str, FileEntry], new: Mapping[str, FileEntry], baseline: bool, rules: SeverityRules
+) -> list[Finding]:
+    out: list[Finding] = []
+    for path in sorted(set(old) & set(new)):
+        before, after = old[path], new[path]
+        if not is_weight_file(path) or before.content_id == after.content_id:
+            continue
+        out.append(
+            rules.finding(
+                "weights.file_replaced",
+                CATEGORY,
+                f"{path} re-uploaded with new content: {_size(before.size)} → {_size(after.size)}, "
+                f"sha256 {_short(before.content_id)} → {_short(after.content_id)}",
+                path=path,
+                before=before.content_id,
+                after=after.content_id,
+                evidence={"size_before": before.size, "size_after": after.size, "lfs": after.is_lfs},
+            )
+        )
+    if baseline:
+        return out  # on the first revision everything is "added": only pickles are worth a finding
+    shards = _shard_paths(old) | _shard_paths(new)
+    for path in sorted(set(new) - set(old)):
+        if is_weight_file(path) and not is_pickle_file(path):  # new pickles get their own finding
+            code = "weights.shard_added" if path in shards else "weights.file_added"
+            kind = "shard" if path in shards else "weight file"
+            out.append(
+                rules.finding(code, CATEGORY, f"{kind} added: {path} ({_size(new[path].size)})",
+                              path=path, after=new[path].content_id, evidence={"size": new[path].size})
+            )
+    for path in sorted(set(old) - set(new)):
+        if is_weight_file(path):
+            code = "weights.shard_removed" if path in shards else "weights.file_removed"
+            kind = "shard" if path in shards else "weight file"
+            out.append(
+                rules.finding(code, CATEGORY, f"{kind} removed: {path} ({_size(old[path].size)})",
+                              path=path, before=old[path].content_id, evidence={"size": old[path].size})
+            )
+    return out
+
+
+def _load_index(sources: RevisionSources, side: str, path: str) -> dict[str, Any] | None | str:
+    raw = sources.text(side, path)
+    if raw is None:
+        return None
+    if len(raw) > MAX_INDEX_BYTES:
+        return f"larger than {MAX_INDEX_BYTES:,} bytes"
+    try:
+        data = loads_json(raw)
+    except ValueError as exc:  # malformed, not UTF-8, or over a depth/size bound
+        return f"not valid JSON: {exc}"
+    if not isinstance(data, dict) or not isinstance(data.get("weight_map"), dict):
+        return "no weight_map object"
+    return data
+
+
+def _indexes(
+    old: Mapping[str, FileEntry], new: Mapping[str, FileEntry], sources: RevisionSources, rules: SeverityRules
+) -> list[Finding]:
+    """Compare each sharded index's weight_map: tensors gained, lost, moved; total_size."""
+    out: list[Finding] = []
+    for path in sorted(p for p in set(old) | set(new) if is_index_file(p)):
+        a, b = old.get(path), new.get(path)
+        if a is not None and b is not None and a.content_id == b.content_id:
+            continue
+        before = _load_index(sources, "old", path) if a is not None else {"weight_map": {}, "metadata": {}}
+        after = _load_index(sources, "new", path) if b is not None else {"weight_map": {}, "metadata": {}}
+        if isinstance(after, str) or isinstance(before, str):
+            reason = after if isinstance(after, str) else before
+            side = "new" if isinstance(after, str) else "old"
+            out.append(rules.finding("weights.index_unreadable", CATEGORY, f"{path} ({side}) unreadable: {reason}",
+                                     path=path, evidence={"side": side, "reason": reason}))
+            continue
+        if before is None or after is None:
+            continue  # the sources could not read it; they record why
+        wa, wb = before["weight_map"], after["weight_map"]
+        added = sorted(set(wb) - set(wa))
+        removed = sorted(set(wa) - set(wb))
+        moved = sorted(k for k in set(wa) & set(wb) if wa[k] != wb[k])
+        size_a = (before.get("metadata") or {}).get("total_size")
+        size_b = (after.get("metadata") or {}).get("total_size")
+        if not (added or removed or moved) and size_a == size_b:
+            continue
+        parts = []
+        if added:
+            parts.append(f"{len(added)} tensors added")
+        if removed:
+            parts.append(f"{len(removed)} removed")
+        if moved:
+            parts.append(f"{len(moved)} moved between shards")
+        if size_a != size_b:
+            parts.append(f"total_size {size_a} → {size_b}")
+        # Tensors appearing in or vanishing from the map change what loads, in place; the same
+        # tensors laid out over other shards (with total_size following) change nothing a user computes.
+        code = "weights.index_changed" if added or removed else "weights.index_resharded"
+        out.append(
+            rules.finding(
+                code,
+                CATEGORY,
+                f"{path}: " + ", ".join(parts),
+                path=path,
+                before={"tensors": len(wa), "shards": sorted(set(map(str, wa.values()))), "total_size": size_a},
+                after={"tensors": len(wb), "shards": sorted(set(map(str, wb.values()))), "total_size": size_b},
+                evidence={"added": added[:MAX_LISTED], "removed": removed[:MAX_LISTED], "moved": moved[:MAX_LISTED]},
+            )
+        )
+    return out
+
+
+def _group(files: Mapping[str, FileEntry]) -> dict[str, dict[str, FileEntry]]:
+    groups: dict[str, dict[str, FileEntry]] = {}
+    for path, entry in files.items():
+        if path.lower().endswith(".safetensors"):
+            groups.setdefault(checkpoint_key(path), {})[path] = entry
+    return groups
+
+
+def _merged_tensors(
+    sources: RevisionSources, side: str, members: Mapping[str, FileEntry], rules: SeverityRules, out: list[Finding]
+) -> tuple[dict[str, tuple[str, tuple[int, ...]]], dict[str, Any]] | None:
+    tensors: dict[str, tuple[str, tuple[int, ...]]] = {}
+    metadata: dict[str, Any] = {}
+    for path in sorted(members):
+        header = sources.safetensors_header(side, path)
+        if header is None:
+            return None  # unreadable: the sources record why; the file-level finding stands
+        parsed = _tensors(header)
+        if parsed is None:
+            out.append(rules.finding("weights.header_invalid", CATEGORY,
+                                     f"{path} ({side}): safetensors header is malformed",
+                                     path=path, evidence={"side": side}))
+            return None
+        tensors.update(parsed)
+        meta = header.get("__metadata__")
+        if isinstance(meta, Mapping):
+            metadata[path] = dict(meta)
+    return tensors, metadata
+
+
+def _safetensors(
+    old: Mapping[str, FileEntry], new: Mapping[str, FileEntry], sources: RevisionSources, rules: SeverityRules
+) -> list[Finding]:
+    out: list[Finding] = []
+    og, ng = _group(old), _group(new)
+    for key in sorted(set(og) & set(ng)):
+        a, b = og[key], ng[key]
+        if {p: e.content_id for p, e in a.items()} == {p: e.content_id for p, e in b.items()}:
+            continue
+        label = sorted(b)[0] if len(b) == 1 else f"{key} ({len(b)} shards)"
+        path = sorted(b)[0] if len(b) == 1 else key
+        ra = _merged_tensors(sources, "old", a, rules, out)
+        rb = _merged_tensors(sources, "new", b, rules, out)
+        if ra is None or rb is None:
+            continue
+        (ta, meta_a), (tb, meta_b) = ra, rb
+        added = sorted(set(tb) - set(ta))
+        removed = sorted(set(ta) - set(tb))
+        common = set(ta) & set(tb)
+        reshaped = sorted(n for n in common if ta[n][1] != tb[n][1])
+        retyped = sorted(n for n in common if ta[n][0] != tb[n][0])
+        if not (added or removed or reshaped or retyped) and sorted(a) != sorted(b):
+            # Different files, same tensors: the split changed. Whether the values also did
+            # cannot be told without downloading (shard hashes are not comparable).
+            out.append(
+                rules.finding(
+                    "weights.resharded",
+                    CATEGORY,
+                    f"{key}: resharded from {len(a)} to {len(b)} files; same {len(tb):,} tensors "
+                    "(names, shapes, dtypes)",
+                    path=key,
+                    before=sorted(a),
+                    after=sorted(b),
+                    evidence={"tensors": len(tb), "parameters": _params(tb)},
+                )
+            )
+            continue
+        if not (added or removed or reshaped or retyped):
+            dtypes = sorted({d for d, _ in tb.values()})
+            out.append(
+                rules.finding(
+                    "weights.values_changed",
+                    CATEGORY,
+                    f"{label}: same {len(tb):,} tensors (names, shapes, dtypes), new content: the values changed",
+                    path=path,
+                    before=sorted(e.content_id for e in a.values()),
+                    after=sorted(e.content_id for e in b.values()),
+                    evidence={
+                        "tensors": len(tb),
+                        "parameters": _params(tb),
+                        "dtypes": dtypes,
+                        **({"metadata_before": meta_a, "metadata_after": meta_b} if meta_a != meta_b else {}),
+                    },
+                )
+            )
+            continue
+        if added:
+            out.append(rules.finding(
+                "weights.tensors_added", CATEGORY,
+                f"{label}: {len(added)} tensors added: {_preview(added)}",
+                path=path, after=_names(added),
+                evidence={"count": len(added), "tensors": {n: {"dtype": tb[n][0], "shape": list(tb[n][1])} for n in _names(added)}},
+            ))
+        if removed:
+            out.append(rules.finding(
+                "weights.tensors_removed", CATEGORY,
+                f"{label}: {len(removed)} tensors removed: {_preview(removed)}",
+                path=path, before=_names(removed),
+                evidence={"count": len(removed), "tensors": {n: {"dtype": ta[n][0], "shape": list(ta[n][1])} for n in _names(removed)}},
+            ))
+        if reshaped:
+            first = reshaped[0]
+            out.append(rules.finding(
+                "weights.tensors_reshaped", CATEGORY,
+                f"{label}: {len(reshaped)} tensors reshaped, e.g. {first} {list(ta[first][1])} → {list(tb[first][1])}",
+                path=path,
+                before={n: list(ta[n][1]) for n in _names(reshaped)},
+                after={n: list(tb[n][1]) for n in _names(reshaped)},
+                evidence={"count": len(reshaped)},
+            ))
+        if retyped:
+            first = retyped[0]
+            pairs = sorted({f"{ta[n][0]} → {tb[n][0]}" for n in retyped})
+            out.append(rules.finding(
+                "weights.tensors_retyped", CATEGORY,
+                f"{label}: {len(retyped)} tensors changed dtype ({', '.join(pairs)}), e.g. {first}",
+                path=path,
+                before={n: ta[n][0] for n in _names(retyped)},
+                after={n: tb[n][0] for n in _names(retyped)},
+                evidence={"count": len(retyped), "dtype_changes": pairs},
+            ))
+        pa, pb = _params(ta), _params(tb)
+        if pa != pb:
+            out.append(rules.finding(
+                "weights.parameter_count_changed", CATEGORY,
+                f"{label}: parameters {pa:,} → {pb:,} ({pb - pa:+,})",
+                path=path, before=pa, after=pb,
+                evidence={"tensors_before": len(ta), "tensors_after": len(tb)},
+            ))
+    return out
+
+
+def _pickles(
+    old: Mapping[str, FileEntry], new: Mapping[str, FileEntry], sources: RevisionSources, rules: SeverityRules
+) -> list[Finding]:
+    out: list[Finding] = []
+    sniffed = 0
+    for path in sorted(new):
+        entry = new[path]
+        kind = pickle_kind(path, entry, has_file=new.__contains__)
+        if kind is None:
+            continue
+        before = old.get(path)
+        if before is not None and before.content_id == entry.content_id:
+            continue
+        if kind == "content":
+            sniffed += 1
+            if sniffed > MAX_CONTENT_SNIFFS:
+                continue
+        added = before is None
+        globals_ = sources.pickle_globals("new", path)
+        if globals_ is not None and not getattr(globals_, "holds_pickle", True):
+            continue  # a numeric array, an archive without pickles: nothing to unpickle
+        if kind == "content" and not globals_:
+            continue  # not a pickle, or one that imports nothing: no code can run
+        verb = "added" if added else "replaced"
+        if globals_ is None:
+            out.append(rules.finding(
+                "weights.pickle_unscanned", CATEGORY,
+                f"pickle-based file {verb}: {path} ({_size(entry.size)}); its imports could not be scanned",
+                path=path, after=entry.content_id, evidence={"added": added, "size": entry.size},
+            ))
+            continue
+        classes = {f"{m}.{n}": classify_global(m, n) for m, n in globals_}
+        dangerous = sorted(g for g, c in classes.items() if c == "dangerous")
+        unknown = sorted(g for g, c in classes.items() if c == "unknown")
+        incomplete: str | None = getattr(globals_, "incomplete", None)
+        evidence = {"added": added, "size": entry.size, "globals": dict(sorted(classes.items()))}
+        partly = ""
+        if incomplete:
+            evidence["unscanned"] = incomplete
+            partly = f" (partly scanned: {incomplete})"
+        if dangerous:
+            out.append(rules.finding(
+                "weights.pickle_dangerous_import", CATEGORY,
+                f"pickle-based file {verb}: {path} would import {_preview(dangerous)} when loaded{partly}",
+                path=path, after=dangerous, evidence=evidence,
+            ))
+            continue
+        if unknown:
+            if not added and not incomplete:
+                old_globals = sources.pickle_globals("old", path)
+                if old_globals is not None and set(unknown) <= {f"{m}.{n}" for m, n in old_globals}:
+                    continue  # same non-rebuild imports as before: file_replaced says enough
+            out.append(rules.finding(
+                "weights.pickle_unknown_import", CATEGORY,
+                f"pickle-based file {verb}: {path} imports {len(unknown)} globals beyond tensor rebuilding: "
+                f"{_preview(unknown)}{partly}",
+                path=path, after=unknown, evidence=evidence,
+            ))
+            continue
+        if incomplete:
+            out.append(rules.finding(
+                "weights.pickle_unscanned", CATEGORY,
+                f"pickle-based file {verb}: {path} ({_size(entry.size)}); only partly scanned ({incomplete}), "
+                "the scanned part imports only tensor-rebuild globals",
+                path=path, after=entry.content_id, evidence=evidence,
+            ))
+            continue
+        if added:
+            out.append(rules.finding(
+                "weights.pickle_added", CATEGORY,
+                f"pickle-based file added: {path} ({_size(entry.size)}); imports only tensor-rebuild globals",
+                path=path, after=sorted(classes), evidence=evidence,
+            ))
+    return out

@@ -1,0 +1,391 @@
+"""The vocabulary shared by every layer: frozen data, no I/O.
+
+Everything here is plain data that the pure core (findings, estimator,
+advisories) takes in and gives back, and that the edges (Hub adapter, store,
+CLI, API) translate to and from their own formats.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, NewType, Protocol
+
+RepoId = NewType("RepoId", str)
+CommitSha = NewType("CommitSha", str)
+
+SHA_RE = re.compile(r"^[0-9a-f]{40}\Z")
+
+# Hub rules for a repo name: letters, digits, '-', '_', '.'; no '--' or '..';
+# may not start or end with '-' or '.'; at most 96 characters per part.
+_REPO_PART = r"(?!.*(?:--|\.\.))[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
+REPO_ID_RE = re.compile(rf"{_REPO_PART}/{_REPO_PART}")  # use fullmatch: "$" would accept a trailing newline
+
+
+class RepoState(enum.StrEnum):
+    """Where a watched repo stands on the Hub (stored as these values)."""
+
+    ACTIVE = "active"
+    GONE = "gone"  # was read before, now 404: deleted or made private
+    GATED = "gated"
+    DISABLED = "disabled"
+    NOT_FOUND = "not_found"  # never read: a typo, or private/gated without a token
+
+
+class PollOutcome(enum.StrEnum):
+    """What one poll of one repo came to."""
+
+    UNCHANGED = "unchanged"
+    NEW = "new"
+    BASELINE = "baseline"
+    DEFERRED = "deferred"  # rate limited: skipped until the Hub's reset
+    GONE = "gone"
+    GATED = "gated"
+    DISABLED = "disabled"
+    NOT_FOUND = "not_found"
+    BUSY = "busy"  # another process holds the repo's lease
+    ERROR = "error"
+
+
+class RevisionStatus(enum.StrEnum):
+    PENDING = "pending"
+    DONE = "done"
+    UNREACHABLE = "unreachable"  # rewritten away before it was read
+
+
+class AdvisoryKind(enum.StrEnum):
+    """Revision advisories are ``update`` or ``risk``; the others are about the repo itself."""
+
+    UPDATE = "update"
+    RISK = "risk"
+    HISTORY_REWRITTEN = "history_rewritten"
+    RENAMED = "renamed"
+    DELETED = "deleted"
+    RECREATED = "recreated"
+    GATED = "gated"
+    INHERITED = "inherited"  # a base model's update that a derivative has not taken (tracker/core/inherit.py)
+    COMMIT_FLOOD = "commit_flood"  # more new commits at once than [poll] max_new_commits: the rest read later
+
+
+def validate_repo_id(value: str) -> RepoId:
+    """Return ``value`` as a RepoId, or raise ValueError saying what is wrong with it."""
+    if not isinstance(value, str) or not value:
+        raise ValueError("repo id is empty; expected 'owner/name'")
+    if len(value) > 2 * 96 + 1:  # checked first: the error message quotes the value
+        raise ValueError(f"invalid repo id {value[:60]!r}...: longer than 193 characters")
+    if value.count("/") != 1:
+        raise ValueError(f"invalid repo id {value!r}: expected exactly one '/' as in 'owner/name'")
+    if not REPO_ID_RE.fullmatch(value):
+        raise ValueError(
+            f"invalid repo id {value!r}: each part must be 1-96 letters, digits, '-', '_' or '.', "
+            "not start or end with '-' or '.', and not contain '--' or '..'"
+        )
+    return RepoId(value)
+
+
+class Severity(enum.Enum):
+    """How much a finding matters; ordered, ``CRITICAL`` worst."""
+
+    CRITICAL = "critical"
+    HIGH = "high"
+    MODERATE = "moderate"
+    LOW = "low"
+    INFO = "info"
+
+    @property
+    def rank(self) -> int:
+        """0 for critical .. 4 for info: sort ascending for most severe first."""
+        return _SEVERITY_ORDER.index(self)
+
+    def at_least(self, other: Severity) -> bool:
+        return self.rank <= other.rank
+
+    @classmethod
+    def worst(cls, values: Iterable[Severity]) -> Severity | None:
+        values = list(values)
+        return min(values, key=lambda s: s.rank) if values else None
+
+
+_SEVERITY_ORDER = [Severity.CRITICAL, Severity.HIGH, Severity.MODERATE, Severity.LOW, Severity.INFO]
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One file of a revision as the Hub's tree lists it; never its content."""
+
+    path: str
+    size: int
+    blob_id: str  # git blob sha1 (of the LFS pointer for LFS files)
+    lfs_sha256: str | None = None  # sha256 of the real content, for LFS files
+    xet_hash: str | None = None
+
+    @property
+    def content_id(self) -> str:
+        """What identifies the content: the LFS sha256 where there is one, else the blob id."""
+        return self.lfs_sha256 or self.blob_id
+
+    @property
+    def is_lfs(self) -> bool:
+        return self.lfs_sha256 is not None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The file list of one revision."""
+
+    files: tuple[FileEntry, ...]
+
+    def by_path(self) -> dict[str, FileEntry]:
+        return {f.path: f for f in self.files}
+
+    def get(self, path: str) -> FileEntry | None:
+        for f in self.files:
+            if f.path == path:
+                return f
+        return None
+
+
+@dataclass(frozen=True)
+class Commit:
+    sha: CommitSha
+    date: datetime  # UTC-aware
+    title: str
+    message: str = ""
+    authors: tuple[str, ...] = ()
+    parents: tuple[CommitSha, ...] = ()
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One meaningful upstream change, with its evidence.
+
+    ``code`` is stable (``generation.eos_token_id_changed``); ``category`` is the
+    part of the repo it is about (config, generation, tokenizer, chat_template,
+    weights, code, licence, consistency, estimate, repo, files, dependencies).
+    ``before``/``after`` are JSON-able values; ``evidence`` holds anything else
+    a reader needs (a rendered-prompt diff, an example of drift, ...).
+    """
+
+    code: str
+    category: str
+    severity: Severity
+    summary: str
+    path: str | None = None
+    before: Any = None
+    after: Any = None
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+    library: str | None = None  # the library whose analyser found it (tracker/core/findings/libraries.py); None: any
+
+    def to_json(self) -> dict[str, Any]:
+        """Strict JSON: a NaN or Infinity read from an upstream file is kept as text (``json_safe``)."""
+        from tracker.core.bounded import json_safe
+
+        return {
+            "code": self.code,
+            "category": self.category,
+            "severity": self.severity.value,
+            "summary": self.summary,
+            "path": self.path,
+            "before": json_safe(self.before),
+            "after": json_safe(self.after),
+            "evidence": json_safe(dict(self.evidence)),
+            "library": self.library,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Finding:
+        return cls(
+            code=data["code"],
+            category=data["category"],
+            severity=Severity(data["severity"]),
+            summary=data["summary"],
+            path=data.get("path"),
+            before=data.get("before"),
+            after=data.get("after"),
+            evidence=data.get("evidence") or {},
+            library=data.get("library"),
+        )
+
+
+def clip_words(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters at a word boundary, with an ellipsis when cut.
+
+    A cut falls back to the middle of a word only when the last space is in the first half.
+    """
+    if len(text) <= limit:
+        return text
+    cut = text[: max(limit - 1, 0)]
+    if not text[len(cut)].isspace():
+        space = cut.rfind(" ")
+        if space >= limit // 2:
+            cut = cut[:space]
+    return cut.rstrip() + "…"
+
+
+def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
+    """Most severe first, then by category, code and path, so output is stable."""
+    return sorted(findings, key=lambda f: (f.severity.rank, f.category, f.code, f.path or ""))
+
+
+class RevisionSources(Protocol):
+    """What an analyser may read about the two revisions being compared.
+
+    ``side`` is ``"old"`` or ``"new"``. Every read is capped by the caller and
+    cached by content id; None means the file is absent at that revision (or
+    could not be read, in which case the implementation records why).
+    Implementations: the Hub-backed one in the service, a dict-backed one in tests.
+    """
+
+    def text(self, side: str, path: str) -> bytes | None:
+        """Raw bytes of a small tracked file (config, tokenizer, template, code, README)."""
+
+    def safetensors_header(self, side: str, path: str) -> Mapping[str, Any] | None:
+        """The parsed JSON header of a ``.safetensors`` file, read by range requests."""
+
+    def pickle_globals(self, side: str, path: str) -> list[tuple[str, str]] | None:
+        """(module, name) pairs a pickle-based checkpoint would import, found statically."""
+
+    def gguf_header(self, side: str, path: str) -> Mapping[str, Any] | None:
+        """The parsed header of a ``.gguf`` file (metadata and tensor infos, never tensor data), by range reads.
+
+        The shape is what :func:`tracker.core.findings.gguf.read_gguf_header` returns.
+        """
+
+    def onnx_model(self, side: str, path: str) -> Mapping[str, Any] | None:
+        """A ``.onnx`` file's IR version, opsets and graph inputs/outputs, by capped range reads (never the weights).
+
+        The shape is what :func:`tracker.core.findings.onnx_model.read_onnx_model` returns, or
+        ``{"not_read": why}`` past the read cap, or ``{"malformed": why}``.
+        """
+
+
+@dataclass(frozen=True)
+class RevisionChange:
+    """The two sides of a change, as analysers receive them."""
+
+    repo: RepoId
+    old: Snapshot | None  # None for the first revision read (the baseline)
+    new: Snapshot
+    old_sha: CommitSha | None
+    new_sha: CommitSha
+
+
+class AdvisoryEventType(enum.StrEnum):
+    """What happened to an advisory, as feeds and alerts announce it (Standard Webhooks event types)."""
+
+    CREATED = "advisory.created"
+    UPDATED = "advisory.updated"
+    WITHDRAWN = "advisory.withdrawn"
+
+
+@dataclass(frozen=True)
+class AdvisoryEvent:
+    """One announceable change to an advisory, produced inside the transaction that stores it.
+
+    Only changes a reader cares about make an event: a new advisory, a changed summary,
+    severity, range or fix, a withdrawal. The ``versions`` list growing as new commits
+    arrive, or a bare ``modified`` bump, does not.
+    """
+
+    type: AdvisoryEventType
+    advisory_id: str
+    repo_id: RepoId
+    severity: str  # critical|high|moderate|low|info
+    categories: tuple[str, ...]  # the findings' categories (config, tokenizer, chat_template, ...)
+    record: Mapping[str, Any]  # the OSV record as stored
+
+
+@dataclass(frozen=True)
+class RawDiff:
+    """The raw difference between two revisions: files added/removed/changed, and text diffs by path."""
+
+    files: Mapping[str, list[dict[str, Any]]]  # {"added": [...], "removed": [...], "changed": [...]}
+    texts: Mapping[str, Any]
+
+    def touched(self, *kinds: str) -> set[str]:
+        """Paths added, removed or changed (or only the ``kinds`` given)."""
+        return {e["path"] for k in (kinds or ("added", "removed", "changed")) for e in self.files.get(k, [])}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"files": dict(self.files), "texts": dict(self.texts)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RawDiff:
+        files = data.get("files") or {}
+        return cls(files={k: list(files.get(k) or []) for k in ("added", "removed", "changed")},
+                   texts=dict(data.get("texts") or {}))
+
+
+# -- what the store holds, as the rest of the tracker sees it ---------------------------------------
+
+
+@dataclass(frozen=True)
+class RepoRow:
+    pk: int
+    repo_id: RepoId
+    branch: str
+    every_seconds: float | None
+    state: RepoState
+    hub_uid: str | None
+    renamed_to: str | None
+    last_seen_sha: CommitSha | None
+    defer_until: datetime | None
+    last_polled_at: datetime | None
+    last_error: str | None
+    created_at: datetime
+    base_repo_id: RepoId | None = None  # the base model its card declares (migration 0007)
+    rule_id: int | None = None  # the watch rule that added it (migration 0009)
+
+
+@dataclass(frozen=True)
+class RevisionRow:
+    pk: int
+    repo_pk: int
+    sha: CommitSha
+    seq: int
+    parent_sha: CommitSha | None
+    date: datetime | None
+    title: str
+    message: str
+    authors: list[str]
+    status: RevisionStatus
+    baseline: bool
+    snapshot: Snapshot | None
+    diff: dict[str, Any] | None
+    findings: list[dict[str, Any]] | None
+    worst_severity: str | None
+    summary: str | None
+    estimate: dict[str, Any] | None
+    analysed_at: datetime | None
+    dependencies_pending: bool = False
+    attempts: int = 0  # transient Hub failures while reading it
+    last_error: str | None = None
+    libraries: tuple[str, ...] = ()  # what it is loaded with (tracker/core/findings/libraries.py, migration 0010)
+    backlog: bool = False  # one of a commit flood's intermediate revisions: read after the others
+
+
+@dataclass(frozen=True)
+class EventRow:
+    pk: int
+    repo_id: RepoId
+    kind: str
+    revision_sha: str | None
+    detail: dict[str, Any]
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class AdvisoryRow:
+    id: str
+    repo_id: RepoId
+    revision_sha: str | None
+    kind: str
+    severity: str
+    record: dict[str, Any]
+    published: datetime
+    modified: datetime
+    withdrawn: bool
+    fixed_sha: str | None

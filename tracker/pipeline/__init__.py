@@ -1,0 +1,1 @@
+"""Orchestration: polling, processing a revision, querying, the cycle, scan and audit."""

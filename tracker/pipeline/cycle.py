@@ -1,0 +1,533 @@
+"""The daemon's poll cycle: which due repos this process checks now, and how cheaply.
+
+Every ``tick`` (a couple of seconds, from the daemon's APScheduler) claims due repos from the
+database (:class:`tracker.adapters.store.schedule.PollQueue`): the database decides who works, so any
+number of replicas on one PostgreSQL share the watch list and a repo is polled by one of them at
+a time. What a claimed repo costs on the Hub:
+
+* repos known unchanged-so-far on ``main`` whose owner has several due repos are checked
+  together by one listing of the owner's models with their head shas
+  (``GET /api/models?author=…&expand=sha``, :meth:`HubClient.owner_heads`), one ``api``
+  request per page instead of one ``resolvers`` HEAD per repo; the listing's pages are capped
+  below the number of repos it replaces, so it is never dearer. A repo whose head did not move
+  costs nothing more; one that moved (or is missing from the listing) is polled as usual;
+* every other repo (never read, asked for by a Hub webhook, not on ``main``, gone, renamed, with
+  revisions still pending, or alone in its owner's group) is polled by the :class:`Poller`, which
+  starts with one HEAD.
+
+Work runs on a small thread pool (``[poll] workers``), so a slow or hanging repo holds one
+worker until its per-poll deadline (``hub.poll_deadline``) and never the others. Claims stop
+while the Hub budget (:class:`tracker.adapters.hub.budget.HubBudget`) has no room, which spreads a large
+watch list over the window instead of bursting, and :meth:`Cycle.check_budget` says (a WARNING)
+when the schedule needs more than the budget allows.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from tracker.adapters import metrics
+from tracker.adapters.hub.budget import WINDOW_SECONDS, HubBudget
+from tracker.adapters.settings import Settings, clamp_interval
+from tracker.adapters.store import SqlStore
+from tracker.adapters.store.schedule import DueRepo, PollQueue
+from tracker.core.errors import HubRateLimited, NotWatched, TrackerError, first_line
+from tracker.core.model import PollOutcome, RepoRow, RepoState
+from tracker.pipeline.changes import ChangeFeed, ListingState
+from tracker.pipeline.polling import LEASE_MARGIN_SECONDS, Poller, PollResult, _dead_here
+from tracker.pipeline.ports import Clock, HubReader
+from tracker.pipeline.watchrules import RuleKeeper
+
+log = logging.getLogger(__name__)
+
+LISTING_DEADLINE = 120.0  # wall clock for one owner listing, all its pages
+ERROR_RETRY = 600.0  # a poll that failed is tried again this soon (or at its interval, if sooner)
+DEAD_LEASE_SWEEP = 10.0  # seconds between looks for leases of killed processes of this host
+WALK_EVERY = 60.0  # the daemon walks the Hub-wide change listing at most this often
+# A repo is vouched for by a walk at most this old (the daemon; `tracker poll` walks once per run).
+VOUCH_FOR = 2 * WALK_EVERY
+CURRENT = frozenset({PollOutcome.UNCHANGED, PollOutcome.NEW, PollOutcome.BASELINE})  # a poll that read the head
+
+
+@dataclass
+class TickReport:
+    """What one tick handed out."""
+
+    claimed: int = 0
+    listings: int = 0  # owner listings started
+    polls: int = 0  # repos handed to the Poller
+    released: int = 0  # claimed but given back (no budget or no worker free)
+    vouched: int = 0  # found unchanged by the Hub-wide change listing, at no request of their own
+    walk_pages: int = 0  # pages of the Hub-wide change listing read in this tick
+
+
+def _checkable(due: DueRepo) -> bool:
+    """Whether an owner listing can tell that this repo did not change."""
+    return (due.state == RepoState.ACTIVE and due.hub_uid is not None and due.last_seen_sha is not None
+            and due.branch == "main" and due.renamed_to is None and not due.requested and bool(due.owner))
+
+
+class Cycle:
+    """Claims due repos and checks them: by owner listings where cheaper, else by polling each."""
+
+    def __init__(self, settings: Settings, store: SqlStore, hub: HubReader, poller: Poller, *, clock: Clock,
+                 budget: HubBudget | None = None, workers: int | None = None,
+                 on_result: Callable[[PollResult], None] | None = None,
+                 rng: Callable[[], float] = random.random, batch: int = 1000) -> None:
+        self.settings = settings
+        self.store = store
+        self.hub = hub
+        self.poller = poller
+        self.clock = clock
+        self.queue = PollQueue(store)
+        self.budget = budget or HubBudget(settings.hub_budget_api, settings.hub_budget_resolvers)
+        self.workers = workers or settings.poll_workers
+        self.on_result = on_result or (lambda _result: None)
+        self.rng = rng
+        self.batch = batch
+        self.owner = poller.owner
+        self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="poll")
+        self._inflight: set[int] = set()
+        self._polls_queued = 0
+        self._lock = threading.Lock()
+        self._pages: dict[str, int] = {}  # owner (lower case) -> pages its last listing needed
+        self._webhook_owners = {o.lower() for o in settings.hub_webhook_owners}
+        self._last_sweep = 0.0
+        self._over_budget: bool | None = None
+        self.changes = ChangeFeed(store, hub)
+        self.rules = RuleKeeper(store, hub, every=clamp_interval(settings.poll_every))
+        self._last_walk_try = -WALK_EVERY
+        # `tracker poll` (run_once): one walk per run, vouching only from that walk, claims among its repos.
+        self._once = False
+        self._walked = False
+        self._run_started: datetime | None = None
+        self._only: set[int] | None = None
+        self._backfill = 0
+        self._progress: Callable[[int], object] | None = None
+        self._budget_wait = 0.0  # run_once: how long the budget would have made it wait
+        self._hooks = (hub.on_request, hub.on_rate_limited)
+        hub.on_request = self.budget.spend
+        hub.on_rate_limited = self.budget.exhausted
+
+    # -- the schedule -------------------------------------------------------------------------
+
+    def interval(self, repo_id: str, every_seconds: float | None) -> float:
+        """Seconds between polls of a repo; a safety net only when its owner's Hub webhooks are set up."""
+        every = clamp_interval(every_seconds or self.settings.poll_every)
+        owner = repo_id.split("/", 1)[0].lower() if "/" in repo_id else ""
+        if owner in self._webhook_owners:
+            every = max(every, self.settings.hub_webhook_safety_net)
+        return every
+
+    def next_at(self, due: DueRepo, now: datetime, spread: float) -> datetime:
+        """When ``due`` is next due: its interval plus jitter (``spread`` in 0..1, one value per owner group)."""
+        every = self.interval(due.repo_id, due.every_seconds)
+        return now + timedelta(seconds=every + spread * min(self.settings.poll_jitter, every / 2))
+
+    # -- a tick -------------------------------------------------------------------------------
+
+    def tick(self) -> TickReport:
+        """Claim what is due and hand it to the workers; returns at once (the work runs on the pool)."""
+        report = TickReport()
+        if self.poller.stopping.is_set():
+            return report
+        now = self.clock()
+        if time.monotonic() - self._last_sweep >= DEAD_LEASE_SWEEP:
+            self._last_sweep = time.monotonic()
+            freed = self.queue.free_dead_leases(_dead_here)
+            if freed:
+                log.info("took over %d repo lease(s) of stopped processes", freed)
+        until = now + timedelta(seconds=self.settings.hub_poll_deadline + LEASE_MARGIN_SECONDS)
+        if not self._once:
+            self.evaluate_rules(now, limit=1)
+        state = self._maybe_walk(now, report)
+        since = self._run_started if self._once and self._run_started else now - timedelta(seconds=VOUCH_FOR)
+        vouch = self.changes.vouch_epoch(state, since=since)
+        epoch = state.epoch
+        room_api, room_res = self.budget.room("api"), self.budget.room("resolvers")
+        with self._lock:
+            free_workers = max(0, 2 * self.workers - self._polls_queued)
+        # Repos that need a poll of their own: at most what the workers can start soon, so that
+        # replicas share them, and within the resolvers budget (a poll starts with one HEAD).
+        polls = self.queue.claim_due(self.owner, now=now, until=until, checkable=False, only=self._only,
+                                     limit=min(free_workers, int(max(room_res, 0.0))))
+        # Repos a listing may check: as many as the budgets could check now (all of them, when the
+        # change listing vouches for them: that costs nothing more).
+        limit = self.batch if vouch is not None else min(self.batch, int(max(room_res, 0.0) + 50 * max(room_api, 0.0)))
+        checks = self.queue.claim_due(self.owner, now=now, until=until, checkable=True, only=self._only, limit=limit)
+        report.claimed = len(polls) + len(checks)
+        pending = self.queue.with_pending([d.pk for d in checks])
+        by_owner: dict[str, list[DueRepo]] = defaultdict(list)
+        vouched: list[DueRepo] = []
+        for due in checks:
+            if due.pk in pending or not _checkable(due):
+                polls.append(due)
+            elif self.changes.vouches(state, vouch, due.listing_epoch, due.last_polled_at):
+                vouched.append(due)
+            else:
+                by_owner[due.owner.lower()].append(due)
+        self._finish_vouched(vouched, vouch, now)
+        report.vouched = len(vouched)
+        give_back: list[DueRepo] = []
+        for owner, group in by_owner.items():
+            pages = self._pages.get(owner, 1)
+            if len(group) < 2 or pages >= len(group):
+                polls.extend(group)  # a HEAD each is as cheap
+            elif self.budget.room("api") >= pages:
+                self.budget.reserve("api", pages)
+                self._submit(group, self._check_owner, owner, group, pages, epoch)
+                report.listings += 1
+            elif self.budget.room("resolvers") >= len(group):
+                polls.extend(group)  # the api bucket is short: HEADs instead
+            else:
+                give_back.extend(group)
+        for due in polls:
+            if self.budget.room("resolvers") >= 1:
+                self.budget.reserve("resolvers", 1)
+                with self._lock:
+                    self._polls_queued += 1
+                self._submit([due], self._poll, due, True, epoch)
+                report.polls += 1
+            else:
+                give_back.append(due)
+        self.queue.release([d.pk for d in give_back], self.owner)
+        report.released = len(give_back)
+        return report
+
+    def _submit(self, dues: list[DueRepo], fn: Callable[..., None], *args: object) -> None:
+        with self._lock:
+            self._inflight.update(d.pk for d in dues)
+        self.pool.submit(fn, *args)
+
+    def _done(self, due: DueRepo) -> None:
+        with self._lock:
+            self._inflight.discard(due.pk)
+
+    def in_flight(self) -> int:
+        with self._lock:
+            return len(self._inflight)
+
+    # -- the work (pool threads) ----------------------------------------------------------------
+
+    def _check_owner(self, owner: str, group: list[DueRepo], pages: int, epoch: int) -> None:
+        """One listing of ``owner``'s models checks the group; repos that moved are polled."""
+        try:
+            try:
+                with self.hub.deadline(min(LISTING_DEADLINE, self.settings.hub_poll_deadline)):
+                    listing = self.hub.owner_heads(group[0].owner, max_pages=len(group) - 1)
+            finally:
+                self.budget.unreserve("api", pages)
+        except HubRateLimited as exc:
+            log.warning("listing the models of %s: %s; its %d repo(s) wait for the budget", owner, exc, len(group))
+            self.queue.release([d.pk for d in group], self.owner)
+            for due in group:
+                self._done(due)
+            return
+        except TrackerError as exc:  # the listing failed: check each repo on its own
+            log.warning("listing the models of %s failed (%s); polling its %d repo(s) one by one", owner,
+                        first_line(exc), len(group))
+            for due in group:
+                self._run_poll(due, reserved=False, epoch=epoch)
+            return
+        except Exception:
+            log.exception("listing the models of %s failed", owner)
+            for due in group:
+                self._run_poll(due, reserved=False, epoch=epoch)
+            return
+        found = all(d.repo_id.lower() in listing.heads for d in group)
+        # Pages this owner's check needs: more than the cap when the walk stopped short of a watched
+        # repo (then HEADs are cheaper for this owner from now on).
+        self._pages[owner] = listing.pages if listing.complete or found else listing.pages + 1
+        now = self.clock()
+        spread = self.rng()
+        unchanged = [d for d in group if listing.heads.get(d.repo_id.lower()) == d.last_seen_sha]
+        moved = [d for d in group if listing.heads.get(d.repo_id.lower()) != d.last_seen_sha]
+        try:
+            self.queue.finish_unchanged(unchanged, self.owner, next_at=lambda d: self.next_at(d, now, spread),
+                                        now=now, epoch=epoch)
+        except TrackerError as exc:
+            log.warning("could not record the check of %s's repos: %s", owner, exc)
+            self.queue.release([d.pk for d in unchanged], self.owner)
+        for due in unchanged:
+            self._done(due)
+            metrics.poll_done(PollOutcome.UNCHANGED.value)
+            self.on_result(PollResult(repo=due.repo_id, status=PollOutcome.UNCHANGED))
+        for due in moved:
+            self._run_poll(due, reserved=False, epoch=epoch)
+
+    def _poll(self, due: DueRepo, reserved: bool, epoch: int) -> None:
+        with self._lock:
+            self._polls_queued -= 1
+        self._run_poll(due, reserved=reserved, epoch=epoch)
+
+    def _run_poll(self, due: DueRepo, *, reserved: bool, epoch: int | None = None) -> None:
+        """Poll one repo, schedule its next poll, free its lease; never raises."""
+        try:
+            if self.poller.stopping.is_set():
+                self.queue.release([due.pk], self.owner)
+                return
+            try:
+                result = self.poller.poll_repo(due.repo_id, release=False, backfill=self._backfill,
+                                               progress=self._progress)
+            except NotWatched:
+                return
+            except Exception:  # a bug must cost this repo's poll only
+                log.exception("poll of %s failed", due.repo_id)
+                self.queue.release([due.pk], self.owner)
+                return
+            finally:
+                if reserved:
+                    self.budget.unreserve("resolvers", 1)
+            self._compare_listing(due, result)
+            if result.status == PollOutcome.BUSY:
+                self.queue.release([due.pk], self.owner)  # only if still ours; it stays due
+            else:
+                self.queue.finish(due, self.owner, next_at=self._after(due, result), now=self.clock(),
+                                  epoch=epoch if result.status in CURRENT else None)
+            self.on_result(result)
+        except Exception:
+            log.exception("poll of %s: could not record it", due.repo_id)
+        finally:
+            self._done(due)
+
+    def _compare_listing(self, due: DueRepo, result: PollResult) -> None:
+        """The change listing called this repo moved: if its HEAD says it did not, trust neither walk nor chain."""
+        listed, sha = self.changes.listed_move(due.repo_id)
+        if listed and result.status == PollOutcome.UNCHANGED and not result.new_revisions and not result.events:
+            self.changes.break_chain(f"it named {str(sha)[:12]} as the head of {due.repo_id}, but the repo's HEAD "
+                                     "still answers the revision read before", self.clock())
+
+    def _finish_vouched(self, vouched: list[DueRepo], epoch: int | None, now: datetime) -> None:
+        """Repos the change listing vouches for: unchanged, scheduled, at no request of their own."""
+        if not vouched or epoch is None:
+            return
+        spread = self.rng()
+        try:
+            self.queue.finish_unchanged(vouched, self.owner, next_at=lambda d: self.next_at(d, now, spread), now=now,
+                                        epoch=epoch)
+        except TrackerError as exc:
+            log.warning("could not record the check of %d repo(s): %s", len(vouched), exc)
+            self.queue.release([d.pk for d in vouched], self.owner)
+            return
+        for due in vouched:
+            metrics.poll_done(PollOutcome.UNCHANGED.value)
+            self.on_result(PollResult(repo=due.repo_id, status=PollOutcome.UNCHANGED))
+
+    def evaluate_rules(self, now: datetime, *, limit: int | None = None, every: bool = False) -> int:
+        """Evaluate the watch rules that are due (``every``: all of them), while the api budget has room; how many."""
+        try:
+            rules = self.rules.rules.all() if every else self.rules.due(now)
+        except TrackerError as exc:
+            log.warning("watch rules: %s", first_line(exc))
+            return 0
+        done = 0
+        for rule in rules[:limit]:
+            pages = self.rules.pages_needed(rule)
+            if self.budget.room("api") < pages:
+                log.info("watch rule %d (%s) waits for the Hub budget", rule.id, rule.text)
+                break
+            try:
+                with self.hub.deadline(min(LISTING_DEADLINE, self.settings.hub_poll_deadline)):
+                    self.rules.evaluate(rule, now)
+            except TrackerError as exc:
+                log.warning("watch rule %d (%s): %s", rule.id, rule.text, first_line(exc))
+            done += 1
+        return done
+
+    def _maybe_walk(self, now: datetime, report: TickReport) -> ListingState:
+        """Walk the Hub-wide change listing when it is due and cheaper than checking the due repos on their own."""
+        state = self.changes.load()
+        if self._once:
+            if self._walked:
+                return state
+            self._walked = True
+        elif time.monotonic() - self._last_walk_try < WALK_EVERY or (
+                state.marks and (now - state.marks[-1].at).total_seconds() < WALK_EVERY):
+            return state
+        cost = self.queue.due_owners(now=now, limit=self.batch, only=self._only)
+        if not self.changes.worth_walking(state, now, cost):
+            return state
+        if self.budget.room("api") < self.changes.pages_expected(state, now):
+            return state  # the owner listings and HEADs that fit the budget go first
+        self._last_walk_try = time.monotonic()
+        try:
+            with self.hub.deadline(min(LISTING_DEADLINE, self.settings.hub_poll_deadline)):
+                walk = self.changes.walk(now)
+        except TrackerError as exc:  # the database: the repos due are checked on their own
+            log.warning("hub change listing: %s", first_line(exc))
+            return state
+        report.walk_pages = walk.pages
+        return self.changes.load()
+
+    # -- one cycle (`tracker poll`) ---------------------------------------------------------------
+
+    def run_once(self, repo_ids: Iterable[str] | None = None, *, backfill: int = 0,
+                 progress: Callable[[int], object] | None = None) -> list[PollResult]:
+        """One cycle over every watched repo (or the ones named), all due now, then return a result per repo.
+
+        The daemon's cycle itself: claims (a repo another process is polling is skipped as busy),
+        the change listing, owner listings and HEADs as cheapest, the Hub budget (the run waits
+        for it), and the poll workers.
+        """
+        if repo_ids is None:  # a cycle over the whole watch list: the rules say what it holds first
+            self.evaluate_rules(self.clock(), every=True)
+        rows = self.store.list_watches()
+        if repo_ids is not None:
+            by_id: dict[str, RepoRow] = {r.repo_id: r for r in rows}
+            wanted = list(dict.fromkeys(repo_ids))
+            for repo_id in wanted:
+                if repo_id not in by_id:
+                    raise NotWatched(repo_id)
+            rows = [by_id[r] for r in wanted]
+        results: dict[str, PollResult] = {}
+        collect_lock = threading.Lock()
+        previous = self.on_result
+
+        def collect(result: PollResult) -> None:
+            with collect_lock:
+                results.setdefault(result.repo, result)
+            previous(result)
+
+        now = self.clock()
+        self._budget_wait = 0.0
+        self._once, self._walked, self._run_started = True, False, now
+        self._only = {r.pk for r in rows} if repo_ids is not None else None
+        self._backfill, self._progress = backfill, progress
+        self.on_result = collect
+        try:
+            self.queue.make_due([r.pk for r in rows], now=now)
+            while not self.poller.stopping.is_set():
+                report = self.tick()
+                while self.in_flight() and self._queued() >= self.workers:
+                    time.sleep(0.01)
+                if report.claimed:
+                    continue
+                if self.in_flight():
+                    time.sleep(0.01)
+                    continue
+                if all(r.repo_id in results for r in rows):
+                    break
+                if not self.queue.claimable(now=self.clock(), only=self._only):
+                    break  # what is left is leased by another process, or deferred by the Hub
+                wait = max(self.budget.wait_for("resolvers", 1), self.budget.wait_for("api", 1))
+                if wait <= 0 or wait > self.settings.hub_max_wait:
+                    self._budget_wait = wait
+                    break  # nothing claimable now, or the Hub's budget is spent for longer than we wait inline
+                time.sleep(min(wait, 5.0))
+        finally:
+            while self.in_flight():
+                time.sleep(0.01)
+            self.on_result = previous
+            self._once, self._only, self._backfill, self._progress = False, None, 0, None
+        return [results.get(r.repo_id) or self._not_polled(r) for r in rows]
+
+    def _queued(self) -> int:
+        with self._lock:
+            return self._polls_queued
+
+    def _not_polled(self, row: RepoRow) -> PollResult:
+        """The result of a repo this run could not claim: another process holds it, or the Hub deferred it."""
+        result = PollResult(repo=row.repo_id, status=PollOutcome.BUSY)
+        fresh = self.store.get_repo(row.repo_id) or row
+        now = self.clock()
+        if fresh.defer_until is not None and fresh.defer_until > now:
+            result.status = PollOutcome.DEFERRED
+            result.error = f"rate limited until {fresh.defer_until.isoformat(timespec='seconds')}"
+            return result
+        owner, until = self.store.lease_of(fresh.pk)
+        if owner is None:
+            result.status = PollOutcome.DEFERRED
+            result.error = (f"not polled: the Hub request budget is spent for {self._budget_wait:.0f}s; "
+                            "the next cycle polls it")
+            return result
+        result.error = (f"being polled by another process ({owner or '?'}, lease until "
+                        f"{until.isoformat(timespec='seconds') if until else '?'}); skipped")
+        return result
+
+    def _after(self, due: DueRepo, result: PollResult) -> datetime:
+        now = self.clock()
+        if result.status == PollOutcome.DEFERRED:
+            row = self.store.get_repo(due.repo_id)
+            if row is not None and row.defer_until is not None and row.defer_until > now:
+                return row.defer_until
+        if result.status == PollOutcome.ERROR:
+            every = self.interval(due.repo_id, due.every_seconds)
+            return now + timedelta(seconds=min(every, ERROR_RETRY))
+        return self.next_at(due, now, self.rng())
+
+    # -- budget -------------------------------------------------------------------------------
+
+    def needs(self) -> tuple[float, float]:
+        """Requests per 5 minutes that checking the watch list on schedule needs: (api, resolvers).
+
+        A lower bound: it counts the checks of unchanged repos (owner listings where an owner
+        has several repos on ``main``, a HEAD each otherwise), not the reads of new revisions.
+        """
+        groups: dict[str, list[float]] = defaultdict(list)
+        api = resolvers = 0.0
+        for repo_id, branch, every in self.queue.schedule():
+            seconds = self.interval(repo_id, every)
+            owner = repo_id.split("/", 1)[0].lower() if "/" in repo_id else ""
+            if branch == "main" and owner:
+                groups[owner].append(seconds)
+            else:
+                resolvers += WINDOW_SECONDS / seconds
+        for owner, intervals in groups.items():
+            pages = self._pages.get(owner, 1)
+            if len(intervals) >= 2 and pages < len(intervals):
+                api += pages * WINDOW_SECONDS / min(intervals)
+            else:
+                resolvers += sum(WINDOW_SECONDS / s for s in intervals)
+        return api, resolvers
+
+    def check_budget(self) -> bool:
+        """Log a WARNING when the schedule needs more than the budget (once, until that changes)."""
+        api, resolvers = self.needs()
+        pace_api, pace_res = self.budget.pace("api"), self.budget.pace("resolvers")
+        over = api > pace_api or resolvers > pace_res
+        if over and self._over_budget is not True:
+            stretch = max(api / pace_api, resolvers / pace_res)
+            log.warning(
+                "hub budget: checking the watch list on schedule needs about %.0f api and %.0f resolvers requests "
+                "per 5 min, more than the %.0f and %.0f the budget spreads over 5 min ([hub] budget_api_per_5min = "
+                "%.0f, budget_resolvers_per_5min = %.0f, less a tenth kept for bursts): polls will run about %.1fx "
+                "later than scheduled",
+                api, resolvers, pace_api, pace_res, self.budget.per_window("api"),
+                self.budget.per_window("resolvers"), stretch)
+        elif not over and self._over_budget:
+            log.info("hub budget: the schedule fits the budget again (about %.0f api and %.0f resolvers requests "
+                     "per 5 min)", api, resolvers)
+        self._over_budget = over
+        return not over
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """After :meth:`run_once`: free the workers and the Hub client's hooks (the Poller keeps running)."""
+        self.pool.shutdown(wait=True)
+        self.hub.on_request, self.hub.on_rate_limited = self._hooks
+        try:
+            self.queue.release_all(self.owner)
+        except TrackerError as exc:
+            log.warning("could not free this process's repo leases: %s", exc)
+
+    def stop(self, wait: bool = True) -> None:
+        """Finish the polls in hand (the Poller stops between revisions once told), drop the rest."""
+        self.poller.stopping.set()
+        self.pool.shutdown(wait=wait, cancel_futures=True)
+        if wait:
+            try:
+                self.queue.release_all(self.owner)  # what was claimed but not started is free at once
+            except TrackerError as exc:
+                log.warning("could not free this process's repo leases: %s", exc)
+
+
+__all__ = ["Cycle", "TickReport"]

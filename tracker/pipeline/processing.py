@@ -1,0 +1,453 @@
+"""Processing one revision: read (Hub) → report (pure) → save (one transaction).
+
+``Processor.process`` is the only way a revision becomes done. Everything the revision
+implies — findings, estimate and its delta, advisories created, updated, withdrawn or
+undone, index rows, and (through the store's outbox seam) the alerts they cause — is
+written by one ``save_revision_report`` call, so a crash anywhere leaves either a
+pending revision (read again by the next poll) or a done one with all of it.
+Any exception while analysing becomes an ``analysis.failed`` finding: bad content
+never leaves a revision pending.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from tracker.adapters import metrics
+from tracker.adapters.settings import Settings
+from tracker.core.bounded import json_object
+from tracker.core.diff import diff_revisions
+from tracker.core.errors import HubRateLimited, HubUnavailable, RevisionGone, TrackerError, first_line
+from tracker.core.estimate import compare_estimates
+from tracker.core.findings import analyse_revision, libraries_of
+from tracker.core.findings.rules import SeverityRules
+from tracker.core.model import (
+    AdvisoryKind,
+    CommitSha,
+    Finding,
+    RawDiff,
+    RepoId,
+    RepoRow,
+    RevisionChange,
+    RevisionRow,
+    RevisionStatus,
+    Snapshot,
+    sort_findings,
+)
+from tracker.core.report import AdvisoryContext, RevisionReport, revision_advisories, revision_report
+from tracker.pipeline.lineage import ModelTree
+from tracker.pipeline.ports import Clock, HubReader, OsvLookup, Store
+from tracker.pipeline.sources import HubSources
+
+log = logging.getLogger(__name__)
+
+Side = tuple[str, Snapshot]  # (sha, file list)
+
+
+
+
+def safetensors_headers(sources: HubSources, side: str) -> dict[str, Any]:
+    """The readable safetensors headers of every weight file on one side, by path (range reads only)."""
+    rev = sources.revisions.get(side)
+    if rev is None:
+        return {}
+    read = {f.path: sources.safetensors_header(side, f.path) for f in rev[1].files if f.path.endswith(".safetensors")}
+    return {path: header for path, header in read.items() if header is not None}
+
+
+def estimate_from_sources(sources: HubSources, side: str, *, checkpoint_params: int | None = None,
+                          read_headers: bool = True) -> Any:
+    """The estimate of one side's config.json, with its safetensors headers when asked; None without a config."""
+    from tracker.core.estimate import estimate
+
+    config = json_object(sources.text(side, "config.json"))
+    if config is None:
+        return _estimate_from_gguf(sources, side, read_headers=read_headers, checkpoint_params=checkpoint_params)
+    headers = (safetensors_headers(sources, side) or None) if read_headers else None
+    return estimate(config, checkpoint_params=checkpoint_params, checkpoint_headers=headers)
+
+
+def _estimate_from_gguf(sources: HubSources, side: str, *, read_headers: bool,
+                        checkpoint_params: int | None) -> Any:
+    """A GGUF-only repo (a llama.cpp conversion): the config and the parameter count from its header."""
+    from tracker.core.estimate import estimate
+    from tracker.core.estimate.architectures import config_from_gguf
+    from tracker.core.findings.gguf import gguf_params
+
+    rev = sources.revisions.get(side)
+    ggufs = sorted(f.path for f in rev[1].files if f.path.lower().endswith(".gguf")) if rev else []
+    for path in ggufs:
+        header = sources.gguf_header(side, path)
+        config = config_from_gguf(header) if header else None
+        if config is not None and header is not None:
+            params = gguf_params(header) if read_headers else checkpoint_params
+            return estimate(config, checkpoint_params=params)
+    return None
+
+
+def estimate_delta(old: Any, new: Any) -> dict[str, Any]:
+    """What moved between two estimates, for the advisory: {key: {"before", "after"}}."""
+    if old is None or not getattr(old, "supported", False) or not new.supported:
+        return {}
+    before_json, after_json = old.to_json(), new.to_json()
+    delta: dict[str, Any] = {}
+    for key in ("params", "active_params", "checkpoint_params", "seq_len", "full_finetune_gb", "lora_gb"):
+        a, b = before_json.get(key), after_json.get(key)
+        if key == "checkpoint_params" and a is None:
+            continue  # the old count was not read (its headers were not fetched): nothing is known to move
+        if a != b:
+            delta[key] = {"before": a, "after": b}
+    old_cards = {c["card"]: c for c in before_json["cards"]}
+    for card in after_json["cards"]:
+        before = old_cards.get(card["card"], {})
+        for key in ("full_batch", "lora_batch", "serve_batch"):
+            if before.get(key) != card.get(key):
+                delta[f"{card['card']}.{key}"] = {"before": before.get(key), "after": card.get(key)}
+    return delta
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """What comparing two revisions yields: the raw diff, the findings, the estimate (when rerun)."""
+
+    raw: RawDiff
+    findings: list[Finding]
+    sources: HubSources
+    estimate: dict[str, Any] | None
+    libraries: tuple[str, ...] = ()  # what the new side is loaded with
+    old_libraries: tuple[str, ...] = ()
+
+    def diff_json(self, old_sha: str, new_sha: str) -> dict[str, Any]:
+        """``tracker diff --json`` and the API's diff: the findings, also grouped by library; files; texts."""
+        from tracker.core.findings.libraries import group_by_library
+
+        return {
+            "from": old_sha, "to": new_sha,
+            "libraries": {"old": list(self.old_libraries), "new": list(self.libraries)},
+            "findings": [f.to_json() for f in self.findings],
+            "by_library": {name: [f.to_json() for f in items] for name, items in group_by_library(self.findings)},
+            "files": self.raw.files, "texts": self.raw.texts,
+        }
+
+
+# Failures that say nothing about the content: the revision is read again later (see ``process``).
+TRANSIENT = (RevisionGone, HubUnavailable, HubRateLimited)
+
+
+def _one_line(exc: BaseException) -> str:
+    """The error's class and its first line, for findings and the revision's last error."""
+    return f"{type(exc).__name__}: {first_line(exc)[:300]}" if str(exc).strip() else type(exc).__name__
+
+
+class Processor:
+    """Reads, reports and saves revisions; also ``tracker diff``, ``reanalyse`` and retried lookups."""
+
+    def __init__(self, settings: Settings, store: Store, hub: HubReader, *, clock: Clock,
+                 rules: SeverityRules, osv: OsvLookup | None = None) -> None:
+        self.settings = settings
+        self.store = store
+        self.hub = hub
+        self.clock = clock
+        self.rules = rules
+        self.osv = osv
+        self.tree = ModelTree(store, sources=self.sources, diff_base=self.diff_base)
+
+    # -- read -------------------------------------------------------------------------------
+
+    def sources(self, repo_id: RepoId, *, old: Side | None, new: Side, strict: bool = False) -> HubSources:
+        return HubSources(self.hub, self.store, repo_id, {"old": old, "new": new},
+                          max_file_bytes=self.settings.max_file_bytes,
+                          max_header_bytes=self.settings.max_header_bytes, now=self.clock, strict=strict)
+
+    def analyse(self, repo_id: RepoId, old: Side | None, new: Side, *,
+                old_estimate: dict[str, Any] | None = None, strict: bool = False) -> Analysis:
+        """Raw diff, findings and estimate between two snapshots (either from the store or the Hub).
+
+        Polling, ``reanalyse`` and ``tracker diff`` all come through here, so they agree.
+        An analyser that fails becomes an ``analysis.failed`` finding, never an exception.
+        """
+        sources = self.sources(repo_id, old=old, new=new, strict=strict)
+        failures: list[Finding] = []
+        try:
+            raw = RawDiff.from_json(diff_revisions(old[1] if old else None, new[1], sources.text))
+        except TRANSIENT:
+            raise
+        except Exception as exc:  # hostile content must not stop the revision
+            raw = RawDiff.from_json({"files": {}, "texts": {}})
+            failures.append(self._failed("diff", exc))
+        change = RevisionChange(repo=repo_id, old=old[1] if old else None, new=new[1],
+                                old_sha=CommitSha(old[0]) if old else None, new_sha=CommitSha(new[0]))
+        try:
+            findings = analyse_revision(change, sources, self.rules)
+        except TRANSIENT:
+            raise
+        except Exception as exc:
+            findings = []
+            failures.append(self._failed("findings", exc))
+        for problem in sources.problems:
+            findings.append(self.rules.finding(
+                "upstream.file_unreadable", "files", f"{problem['path']} ({problem['side']}): {problem['reason']}",
+                path=problem["path"], evidence=problem,
+            ))
+        try:
+            estimate_json, estimate_findings = self._estimate(raw, sources, old is not None, old_estimate)
+        except TRANSIENT:
+            raise
+        except Exception as exc:
+            estimate_json, estimate_findings = None, [self._failed("estimate", exc)]
+        try:
+            libraries = libraries_of(change.new, sources, "new")
+            old_libraries = libraries_of(change.old, sources, "old")
+        except TRANSIENT:
+            raise
+        except Exception as exc:
+            libraries, old_libraries = (), ()
+            failures.append(self._failed("libraries", exc))
+        return Analysis(raw=raw, findings=sort_findings([*findings, *estimate_findings, *failures]),
+                        sources=sources, estimate=estimate_json, libraries=libraries, old_libraries=old_libraries)
+
+    def _failed(self, step: str, exc: BaseException) -> Finding:
+        log.warning("analysis step %s failed: %s", step, _one_line(exc))
+        return self.rules.finding("analysis.failed", "analysis", f"{step} failed: {_one_line(exc)}",
+                                  evidence={"step": step, "exception": type(exc).__name__,
+                                            "reason": _one_line(exc)})
+
+    def _estimate(self, raw: RawDiff, sources: HubSources, has_old: bool,
+                  old_estimate: dict[str, Any] | None) -> tuple[dict[str, Any] | None, list[Finding]]:
+        """Rerun the estimator when the config or the weights moved (and on the first revision)."""
+        if has_old and not any(p == "config.json" or p.endswith((".safetensors", ".gguf")) for p in raw.touched()):
+            return None, []
+        new = estimate_from_sources(sources, "new")
+        if new is None:
+            return None, []
+        old = None
+        if has_old:
+            ckpt = (old_estimate or {}).get("checkpoint_params")
+            old = estimate_from_sources(sources, "old", checkpoint_params=ckpt, read_headers=False)
+        findings = compare_estimates(old, new, self.rules)
+        data = new.to_json()
+        data["delta"] = estimate_delta(old, new)
+        return data, findings
+
+    def dependencies(self, raw: RawDiff, sources: HubSources, baseline: bool) -> tuple[list[Finding], bool]:
+        """Known vulnerabilities of the packages a revision asks for (OSV.dev); (findings, retry later)."""
+        if self.osv is None:
+            return [], False
+        touched = raw.touched("added", "changed")
+        if not baseline and not any(p in ("requirements.txt", "config.json") or p.endswith(".py") for p in touched):
+            return [], False
+        from tracker.core.advisory.dependencies import (
+            collect_dependencies,
+            unpinned_findings,
+            vulnerability_findings,
+        )
+
+        snapshot = sources.revisions["new"][1]  # type: ignore[index]
+        code = {f.path: sources.text("new", f.path) or b"" for f in snapshot.files if f.path.endswith(".py")}
+        scan = collect_dependencies(requirements_txt=sources.text("new", "requirements.txt"),
+                                    config=json_object(sources.text("new", "config.json")), remote_code=code)
+        if not scan.queries:
+            return unpinned_findings(scan, self.rules), False
+        result = self.osv.querybatch([(q[0], q[1], q[2]) for q in scan.queries])
+        findings, _ = vulnerability_findings(scan, result.vulns, self.rules)
+        return findings + unpinned_findings(scan, self.rules), not result.ok
+
+    # -- the stored side of a comparison ----------------------------------------------------
+
+    def diff_base(self, repo: RepoRow, revision: RevisionRow) -> RevisionRow | None:
+        """The done revision a stored one is compared with (skipping rows rewritten away before being read)."""
+        if revision.parent_sha is None:
+            return None
+        parent = self.store.get_revision(repo.pk, revision.parent_sha)
+        while parent is not None and parent.status != RevisionStatus.DONE and parent.parent_sha:
+            parent = self.store.get_revision(repo.pk, parent.parent_sha)
+        return parent if parent is not None and parent.status == RevisionStatus.DONE else None
+
+    def context(self, repo: RepoRow, *, now: datetime, sha: str | None = None) -> AdvisoryContext:
+        """What the report needs from the store about a repo, read once per revision.
+
+        Only what the revision is compared with is read, never the whole history: its own
+        advisories, the open risks and inherited advisories, the labels of their commits, and the
+        file lists of the revisions that introduced an open risk and those they were diffed
+        against (what the undo check compares). ``sha=None``: a repo event, which reads every
+        advisory of the repo and every commit.
+        """
+        if sha is None:
+            advisories = self.store.advisories_for(repo_pk=repo.pk, versions=False)
+            commits: list[str] = sorted(self.store.commit_graph(repo.pk))
+        else:
+            advisories = self.store.advisories_of_revision(repo.pk, sha)
+            commits = []
+        snapshots: dict[str, Snapshot] = {}
+        diff_bases: dict[str, str | None] = {}
+        for adv in advisories:
+            if adv.kind != AdvisoryKind.RISK or adv.withdrawn or adv.fixed_sha or adv.revision_sha is None:
+                continue
+            introduced = self.store.get_revision(repo.pk, adv.revision_sha)
+            if introduced is None:
+                continue
+            diff_bases[introduced.sha] = introduced.parent_sha
+            before = self.store.get_revision(repo.pk, introduced.parent_sha) if introduced.parent_sha else None
+            for row in (introduced, before):
+                if row is not None and row.snapshot is not None:
+                    snapshots[row.sha] = row.snapshot
+        reach = self.store.reach(repo.pk, [sha or "", *(a.revision_sha or "" for a in advisories)])
+        return AdvisoryContext(
+            repo_id=repo.repo_id, endpoint=self.hub.endpoint, tracker_url=self.settings.public_url,
+            min_severity=self.settings.min_advisory_severity, advisories=advisories, now=now, reach=reach,
+            snapshots=snapshots, diff_bases=diff_bases, commits=commits,
+            inherited_ids=self.store.advisory_ids_of_kind(repo.pk, AdvisoryKind.INHERITED.value),
+        )
+
+    # -- process ----------------------------------------------------------------------------
+
+    def process_pending(self, repo: RepoRow, *, progress: Callable[[int], Any] | None = None,
+                        should_stop: Callable[[], bool] = lambda: False, backlog: int | None = None) -> int:
+        """Process the repo's pending revisions, oldest first; returns how many were completed.
+
+        A commit flood's intermediate revisions come after every other one, and at most
+        ``backlog`` of them per call (default ``[poll] backlog_per_poll``): the head and any
+        newer commit are read first, and the rest a few at a time, poll after poll.
+        """
+        done = 0
+        allowance = self.settings.poll_backlog_per_poll if backlog is None else backlog
+        for revision in self.store.pending_revisions(repo.pk):
+            if should_stop():
+                break
+            if revision.backlog:
+                if allowance <= 0:
+                    break
+                allowance -= 1
+            try:
+                if self.process(repo, revision):
+                    done += 1
+            except RevisionGone as exc:
+                # Rewritten away before we read it: keep the row, say why, move on.
+                self.store.mark_revision(revision.pk, RevisionStatus.UNREACHABLE)
+                log.warning("%s@%s unreachable: %s", repo.repo_id, revision.sha[:12], exc)
+                continue
+            if progress:
+                progress(1)
+        return done
+
+    def process(self, repo: RepoRow, revision: RevisionRow) -> bool:
+        """Read, report and save one pending revision; False when another process completed it first.
+
+        Transient Hub failures (down, rate limited, the poll's deadline) propagate and leave the
+        revision pending, counted; after ``poll.max_attempts`` of them it is completed with what
+        could be read (the rest become "unreadable" findings), or marked unreachable when even its
+        file list cannot be read, so that later revisions are not held behind it. Anything wrong
+        with the content itself is a finding on the revision.
+        """
+        strict = revision.attempts + 1 < self.settings.poll_max_attempts
+        try:
+            return self._process(repo, revision, strict=strict)
+        except (HubUnavailable, HubRateLimited) as exc:
+            attempts = self.store.note_attempt(revision.pk, _one_line(exc))
+            if attempts >= self.settings.poll_max_attempts and not strict:
+                self.store.mark_revision(revision.pk, RevisionStatus.UNREACHABLE)
+                log.warning("%s@%s: given up after %d attempts: %s", repo.repo_id, revision.sha[:12], attempts,
+                            _one_line(exc))
+            raise
+
+    def _process(self, repo: RepoRow, revision: RevisionRow, *, strict: bool) -> bool:
+        snapshot, rejected = self.hub.snapshot_checked(repo.repo_id, revision.sha)
+        base = self.diff_base(repo, revision)
+        old = (base.sha, base.snapshot) if base and base.snapshot is not None else None
+        analysis = self.analyse(repo.repo_id, old, (revision.sha, snapshot),
+                                old_estimate=base.estimate if base else None, strict=strict)
+        unsafe = [self.rules.finding("upstream.unsafe_path", "files",
+                                     f"{r.path!r}: {r.reason}; left out and never requested",
+                                     path=r.path, evidence={"reason": r.reason}) for r in rejected]
+        try:
+            dependency_findings, retry = self.dependencies(analysis.raw, analysis.sources, old is None)
+        except TrackerError as exc:
+            dependency_findings, retry = [], True
+            log.warning("%s@%s: dependency lookups failed: %s", repo.repo_id, revision.sha[:12], exc)
+        findings = sort_findings([*analysis.findings, *dependency_findings, *unsafe])
+        now = self.clock()
+        report = self._report(repo, revision, now=now, snapshot=snapshot, old=old, analysis=analysis,
+                              findings=findings, retry=retry, prior=base, strict=strict)
+        saved = self.store.save_revision_report(report)
+        if saved:
+            metrics.revision_saved(finding_severities=[f.severity.value for f in findings], committed_at=revision.date,
+                                   read_at=now, baseline=revision.baseline or old is None)
+        return saved
+
+    def _report(self, repo: RepoRow, revision: RevisionRow, *, now: datetime, snapshot: Snapshot,
+                old: Side | None, analysis: Analysis, findings: Sequence[Finding], retry: bool,
+                prior: RevisionRow | None = None, strict: bool = True) -> RevisionReport:
+        ctx = self.context(repo, now=now, sha=revision.sha)
+        base_id, updates = self.tree.declared_base(repo, analysis.sources, analysis.raw, snapshot,
+                                                   baseline=old is None)
+        inherit = self.tree.inputs(repo, ctx=ctx, snapshot=snapshot, prior=prior if old else None,
+                                   sources=analysis.sources, raw=analysis.raw, base_id=base_id,
+                                   relation_changed=bool(updates), strict=strict)
+        return revision_report(
+            ctx, repo_pk=repo.pk, revision_pk=revision.pk, sha=revision.sha, parent=revision.parent_sha,
+            date=revision.date, baseline=revision.baseline or old is None, snapshot=snapshot,
+            diff=analysis.raw if old is not None else None, findings=findings, estimate=analysis.estimate,
+            dependencies_pending=retry, inherit=inherit, repo_updates=updates, libraries=analysis.libraries,
+        )
+
+    # -- re-analysis ------------------------------------------------------------------------
+
+    def _rebuild(self, repo: RepoRow, revision: RevisionRow, findings: Sequence[Finding],
+                 estimate: dict[str, Any] | None, *, dependencies_pending: bool | None,
+                 libraries: Sequence[str] | None = None) -> None:
+        """Store re-analysed findings and the advisories they imply, in one transaction."""
+        now = self.clock()
+        writes = []
+        if not revision.baseline:
+            ctx = self.context(repo, now=now, sha=revision.sha)
+            writes = revision_advisories(ctx, sha=revision.sha, parent=revision.parent_sha, date=revision.date,
+                                         findings=findings, estimate_delta=(estimate or {}).get("delta"))
+        self.store.save_reanalysis(revision.pk, repo.pk, findings=findings, estimate=estimate, now=now,
+                                   dependencies_pending=dependencies_pending, advisories=writes, libraries=libraries)
+
+    def reanalyse(self, repo: RepoRow) -> int:
+        """Re-run analysis of every stored revision with today's rules; advisories are rebuilt or withdrawn.
+
+        Snapshots and file contents come from the store, so this costs the Hub
+        nothing but the safetensors headers it needs again.
+        """
+        changed = 0
+        for revision in self.store.revisions(repo.pk, status=RevisionStatus.DONE):
+            if revision.snapshot is None:
+                continue
+            base = self.diff_base(repo, revision)
+            old = (base.sha, base.snapshot) if base and base.snapshot is not None else None
+            analysis = self.analyse(repo.repo_id, old, (revision.sha, revision.snapshot),
+                                    old_estimate=base.estimate if base else None)
+            kept = [f for f in map(Finding.from_json, revision.findings or []) if f.category == "dependencies"]
+            findings = sort_findings([*analysis.findings, *kept])
+            if [f.to_json() for f in findings] != revision.findings:
+                changed += 1
+            self._rebuild(repo, revision, findings, analysis.estimate or revision.estimate,
+                          dependencies_pending=None, libraries=analysis.libraries)
+        return changed
+
+    def retry_dependencies(self, repo: RepoRow) -> int:
+        """Redo the OSV.dev lookups that failed earlier; findings and advisories follow. Returns how many."""
+        if self.osv is None:
+            return 0
+        done = 0
+        for revision in self.store.revisions(repo.pk, status=RevisionStatus.DONE, dependencies_pending=True):
+            if not revision.dependencies_pending or revision.snapshot is None:
+                continue
+            base = self.diff_base(repo, revision)
+            old = (base.sha, base.snapshot) if base and base.snapshot is not None else None
+            sources = self.sources(repo.repo_id, old=old, new=(revision.sha, revision.snapshot))
+            raw = RawDiff.from_json(revision.diff or {})
+            found, still_pending = self.dependencies(raw, sources, revision.baseline or base is None)
+            if still_pending:
+                continue
+            kept = [f for f in map(Finding.from_json, revision.findings or []) if not f.code.startswith("dependencies.")]
+            self._rebuild(repo, revision, sort_findings([*kept, *found]), revision.estimate,
+                          dependencies_pending=False)
+            done += 1
+        return done

@@ -1,0 +1,291 @@
+"""Watch rules: a family of models (an org, a library above a download count...) watched as one.
+
+A rule is a few ``key=value`` terms, all of which must hold::
+
+    author=intfloat
+    library=sentence-transformers downloads>=10000
+    pipeline_tag=text-generation author=meta-llama
+
+Each is evaluated with the Hub's own listing filters (``GET /api/models?author=…&filter=…&
+pipeline_tag=…``; ``downloads>=N`` sorts by downloads and stops at the first model below N), at
+most once per poll interval and only while the Hub budget has room. The models it matches are
+watched and marked as the rule's (``repos.rule_id``); a repo the rule stops matching is kept for
+the rule's grace (a day), then dropped, so a model that dips below a threshold for an hour is not
+lost and found again. A rule never holds more than its cap (``--max``, 1,000): past it the first
+models in the listing's order are kept and a WARNING says the cap was reached.
+
+:func:`parse_rule` is pure; :class:`RuleKeeper` reads the Hub and writes the watch list.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import delete, insert, select, update
+
+from tracker.adapters.store import SqlStore
+from tracker.adapters.store.store import _utc
+from tracker.adapters.store.tables import repos, watch_rules
+from tracker.core.errors import ConfigError, TrackerError, first_line
+from tracker.core.model import RepoId, validate_repo_id
+from tracker.pipeline.ports import HubReader
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX = 1000
+DEFAULT_GRACE = 86400.0  # a repo the rule stopped matching is dropped after this long
+MAX_CAP = 100_000
+KEYS = ("author", "library", "pipeline_tag", "downloads")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}")
+_TERM = re.compile(r"(?P<key>[a-z_]+)\s*(?P<op>>=|=)\s*(?P<value>\S+)")
+
+
+@dataclass(frozen=True)
+class WatchRule:
+    """A parsed rule: the Hub listing filters it stands for."""
+
+    author: str | None = None
+    library: str | None = None
+    pipeline_tag: str | None = None
+    downloads_min: int | None = None
+
+    @property
+    def text(self) -> str:
+        """The rule written the one canonical way (terms in a fixed order)."""
+        terms = [f"{k}={v}" for k, v in (("author", self.author), ("library", self.library),
+                                          ("pipeline_tag", self.pipeline_tag)) if v]
+        if self.downloads_min is not None:
+            terms.append(f"downloads>={self.downloads_min}")
+        return " ".join(terms)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"author": self.author, "library": self.library, "pipeline_tag": self.pipeline_tag,
+                "downloads_min": self.downloads_min}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> WatchRule:
+        return cls(author=data.get("author"), library=data.get("library"), pipeline_tag=data.get("pipeline_tag"),
+                   downloads_min=data.get("downloads_min"))
+
+    def query(self) -> list[tuple[str, str]]:
+        """The ``GET /api/models`` parameters (huggingface_hub's ``list_models`` names: ``filter`` holds the library)."""
+        params: list[tuple[str, str]] = []
+        if self.author:
+            params.append(("author", self.author))
+        if self.library:
+            params.append(("filter", self.library))
+        if self.pipeline_tag:
+            params.append(("pipeline_tag", self.pipeline_tag))
+        if self.downloads_min is not None:
+            params += [("sort", "downloads"), ("direction", "-1"), ("expand", "downloads")]
+        return params
+
+
+def parse_rule(text: str) -> WatchRule:
+    """``author=intfloat downloads>=10000`` -> WatchRule; a clear ConfigError for anything else."""
+    if len(text) > 300:
+        raise ConfigError("a rule is at most 300 characters")
+    values: dict[str, str] = {}
+    for term in text.split():
+        match = _TERM.fullmatch(term)
+        if match is None:
+            raise ConfigError(f"rule term {term!r:.60}: write key=value, or downloads>=N "
+                              f"(keys: {', '.join(KEYS)})")
+        key, op, value = match["key"], match["op"], match["value"]
+        if key not in KEYS:
+            raise ConfigError(f"rule term {term!r:.60}: unknown key {key!r} (keys: {', '.join(KEYS)})")
+        if key in values:
+            raise ConfigError(f"rule term {term!r:.60}: {key} is given twice")
+        if (key == "downloads") != (op == ">="):
+            raise ConfigError(f"rule term {term!r:.60}: " + ("write downloads>=N" if key == "downloads"
+                                                             else f"write {key}=VALUE"))
+        values[key] = value
+    if not values:
+        raise ConfigError("an empty rule: give author=, library= or pipeline_tag= (and downloads>=N)")
+    if not {"author", "library", "pipeline_tag"} & values.keys():
+        raise ConfigError("a rule needs author=, library= or pipeline_tag= (downloads>=N alone would list the "
+                          "whole Hub)")
+    if "author" in values:
+        try:
+            validate_repo_id(f"{values['author']}/x")
+        except ValueError as exc:
+            raise ConfigError(f"rule: author={values['author']!r:.60} is not a Hub user or org name") from exc
+    for key in ("library", "pipeline_tag"):
+        if key in values and not _NAME.fullmatch(values[key]):
+            raise ConfigError(f"rule: {key}={values[key]!r:.60} is not a Hub tag (letters, digits, - _ .)")
+    downloads: int | None = None
+    if "downloads" in values:
+        if not values["downloads"].isdigit() or len(values["downloads"]) > 12:
+            raise ConfigError(f"rule: downloads>={values['downloads']!r:.20} must be a whole number")
+        downloads = int(values["downloads"])
+    return WatchRule(author=values.get("author"), library=values.get("library"),
+                     pipeline_tag=values.get("pipeline_tag"), downloads_min=downloads)
+
+
+@dataclass(frozen=True)
+class RuleRow:
+    """A stored rule, with what its last evaluation found."""
+
+    id: int
+    rule: WatchRule
+    max_repos: int
+    grace_seconds: float
+    created_at: datetime
+    evaluated_at: datetime | None
+    matched: int | None
+    capped: bool
+    last_error: str | None
+
+    @property
+    def text(self) -> str:
+        return self.rule.text
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    rule_id: int
+    matched: int
+    added: tuple[RepoId, ...]
+    dropped: tuple[RepoId, ...]
+    capped: bool
+    pages: int
+
+
+class RuleStore:
+    """The ``watch_rules`` rows and the repos each one added, over a SqlStore's engine."""
+
+    def __init__(self, store: SqlStore) -> None:
+        self.store = store
+
+    def add(self, rule: WatchRule, *, max_repos: int, now: datetime, grace: float = DEFAULT_GRACE) -> tuple[RuleRow, bool]:
+        """Store a rule (the same rule again updates its cap); returns (row, created)."""
+        if not 1 <= max_repos <= MAX_CAP:
+            raise ConfigError(f"--max must be between 1 and {MAX_CAP:,}")
+        with self.store._tx() as conn:
+            row = conn.execute(select(watch_rules).where(watch_rules.c.text == rule.text)).first()
+            if row is None:
+                conn.execute(insert(watch_rules).values(text=rule.text, filters=rule.to_json(), max_repos=max_repos,
+                                                        grace_seconds=grace, created_at=now, capped=False))
+                created = True
+            else:
+                conn.execute(update(watch_rules).where(watch_rules.c.id == row.id).values(max_repos=max_repos))
+                created = False
+            row = conn.execute(select(watch_rules).where(watch_rules.c.text == rule.text)).one()
+        return self._row(row), created
+
+    def all(self) -> list[RuleRow]:
+        with self.store._tx() as conn:
+            return [self._row(r) for r in conn.execute(select(watch_rules).order_by(watch_rules.c.id))]
+
+    def get(self, rule_id: int) -> RuleRow | None:
+        with self.store._tx() as conn:
+            row = conn.execute(select(watch_rules).where(watch_rules.c.id == rule_id)).first()
+        return self._row(row) if row else None
+
+    def repos_of(self, rule_id: int) -> list[tuple[RepoId, datetime | None]]:
+        """(repo id, since when the rule no longer matches it) of every repo the rule added."""
+        with self.store._tx() as conn:
+            return [(RepoId(r.repo_id), _utc(r.rule_missing_since)) for r in conn.execute(
+                select(repos.c.repo_id, repos.c.rule_missing_since).where(repos.c.rule_id == rule_id)
+                .order_by(repos.c.repo_id))]
+
+    def remove(self, rule_id: int) -> list[RepoId] | None:
+        """Delete a rule and unwatch the repos it added; their ids, or None when there is no such rule."""
+        with self.store._tx() as conn:
+            if conn.execute(select(watch_rules.c.id).where(watch_rules.c.id == rule_id)).first() is None:
+                return None
+            ids = [RepoId(r) for r in conn.execute(select(repos.c.repo_id).where(repos.c.rule_id == rule_id)
+                                                   .order_by(repos.c.repo_id)).scalars()]
+            conn.execute(delete(repos).where(repos.c.rule_id == rule_id))
+            conn.execute(delete(watch_rules).where(watch_rules.c.id == rule_id))
+        return ids
+
+    @staticmethod
+    def _row(row: Any) -> RuleRow:
+        return RuleRow(id=row.id, rule=WatchRule.from_json(dict(row.filters)), max_repos=row.max_repos,
+                       grace_seconds=row.grace_seconds, created_at=_utc(row.created_at),
+                       evaluated_at=_utc(row.evaluated_at), matched=row.matched, capped=bool(row.capped),
+                       last_error=row.last_error)
+
+
+class RuleKeeper:
+    """Evaluates the rules that are due and brings the watch list in line with what they match."""
+
+    def __init__(self, store: SqlStore, hub: HubReader, *, every: float) -> None:
+        self.store = store
+        self.rules = RuleStore(store)
+        self.hub = hub
+        self.every = every
+
+    def due(self, now: datetime) -> list[RuleRow]:
+        return [r for r in self.rules.all()
+                if r.evaluated_at is None or r.evaluated_at <= now - timedelta(seconds=self.every)]
+
+    @staticmethod
+    def pages_needed(rule: RuleRow, page_size: int = 1000) -> int:
+        """The most listing pages an evaluation may take: enough for one model past the cap."""
+        return max(1, math.ceil((rule.max_repos + 1) / page_size))
+
+    def evaluate(self, rule: RuleRow, now: datetime) -> Evaluation | None:
+        """List what the rule matches and watch, keep or drop its repos; None when the listing failed."""
+        try:
+            listing = self.hub.models_matching(rule.rule.query(), downloads_min=rule.rule.downloads_min,
+                                               max_items=rule.max_repos + 1)
+        except TrackerError as exc:
+            log.warning("watch rule %d (%s): listing its models failed: %s", rule.id, rule.text, first_line(exc))
+            with self.store._tx() as conn:
+                conn.execute(update(watch_rules).where(watch_rules.c.id == rule.id).values(
+                    last_error=first_line(exc)))
+            return None
+        matched = list(dict.fromkeys(listing.repo_ids))
+        capped = len(matched) > rule.max_repos
+        keep = matched[:rule.max_repos]
+        keep_lower = {r.lower() for r in matched}
+        added: list[RepoId] = []
+        dropped: list[RepoId] = []
+        with self.store._tx() as conn:
+            watched = {r.repo_id.lower(): r for r in conn.execute(
+                select(repos.c.id, repos.c.repo_id, repos.c.rule_id, repos.c.rule_missing_since))}
+            mine = [r for r in watched.values() if r.rule_id == rule.id]
+            room = rule.max_repos - len(mine)
+            for repo_id in keep:
+                if repo_id.lower() in watched or room <= 0:
+                    continue
+                conn.execute(insert(repos).values(repo_id=repo_id, branch="main", state="active", created_at=now,
+                                                  rule_id=rule.id))
+                added.append(repo_id)
+                room -= 1
+            grace = timedelta(seconds=rule.grace_seconds)
+            for r in mine:
+                if r.repo_id.lower() in keep_lower:
+                    if r.rule_missing_since is not None:
+                        conn.execute(update(repos).where(repos.c.id == r.id).values(rule_missing_since=None))
+                    continue
+                since = r.rule_missing_since
+                if since is not None and since.tzinfo is None:
+                    since = since.replace(tzinfo=now.tzinfo)
+                if since is None:
+                    conn.execute(update(repos).where(repos.c.id == r.id).values(rule_missing_since=now))
+                elif now - since >= grace:
+                    conn.execute(delete(repos).where(repos.c.id == r.id))
+                    dropped.append(RepoId(r.repo_id))
+            conn.execute(update(watch_rules).where(watch_rules.c.id == rule.id).values(
+                evaluated_at=now, matched=len(matched), capped=capped, last_error=None))
+        if capped and not rule.capped:
+            log.warning("watch rule %d (%s) matches more than its cap of %d repos: watching the first %d "
+                        "(raise it with `tracker watch add --rule '%s' --max N`)", rule.id, rule.text,
+                        rule.max_repos, rule.max_repos, rule.text)
+        if added or dropped:
+            log.info("watch rule %d (%s): %d repo(s) added, %d dropped after the grace", rule.id, rule.text,
+                     len(added), len(dropped))
+        return Evaluation(rule_id=rule.id, matched=len(matched), added=tuple(added), dropped=tuple(dropped),
+                          capped=capped, pages=listing.pages)
+
+
+__all__ = ["DEFAULT_GRACE", "DEFAULT_MAX", "Evaluation", "RuleKeeper", "RuleRow", "RuleStore", "WatchRule",
+           "parse_rule"]

@@ -1,6 +1,0 @@
-"""The store: the only package that imports SQLAlchemy."""
-
-from tracker.store.db import open_store, schema_status, upgrade_schema
-from tracker.store.store import SqlStore
-
-__all__ = ["SqlStore", "open_store", "schema_status", "upgrade_schema"]

@@ -1,0 +1,173 @@
+"""Commands for feeds' subscribers: subscribe, subscriptions, unsubscribe, deliveries."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from tracker.surfaces.cli import (  # the group and the helpers every command shares
+    Context,
+    _emit_json,
+    _iso,
+    fail_cleanly,
+    main,
+)
+
+if TYPE_CHECKING:
+    from tracker.app import Tracker
+
+# -- subscriptions and deliveries ---------------------------------------------------------------
+
+
+def _redacted(kind: str, url: str) -> str:
+    """A subscription's URL as listed: a Slack webhook URL is a credential, so only its host is shown."""
+    import httpx2
+
+    parsed = httpx2.URL(url)
+    return f"{parsed.scheme}://{parsed.netloc.decode()}/…" if kind == "slack" else str(parsed.copy_with(query=None))
+
+
+def _subscription_json(sub: Any) -> dict[str, Any]:
+    return {"id": sub.id, "target": sub.target, "kind": sub.kind, "url": _redacted(sub.kind, sub.url),
+            "min_severity": sub.min_severity, "categories": list(sub.categories), "created_at": _iso(sub.created_at)}
+
+
+@main.command()
+@click.argument("target")
+@click.option("--slack", "slack_url", default=None, metavar="URL", help="A Slack incoming-webhook URL.")
+@click.option("--webhook", "webhook_url", default=None, metavar="URL",
+              help="An HTTPS endpoint; alerts are signed per Standard Webhooks.")
+@click.option("--min-severity", default="info", show_default=True,
+              type=click.Choice(["critical", "high", "moderate", "low", "info"]),
+              help="Only advisories at least this severe.")
+@click.option("--category", "categories", multiple=True, metavar="C",
+              help="Only advisories with findings in this category (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (with the secret).")
+@click.pass_obj
+@fail_cleanly
+def subscribe(obj: Context, target: str, slack_url: str | None, webhook_url: str | None, min_severity: str,
+              categories: tuple[str, ...], as_json: bool) -> None:
+    """Send alerts about TARGET (a repo owner/name, an owner, or '*') to Slack or a signed webhook."""
+    from tracker.adapters.delivery import TargetGuard, new_secret, parse_categories, parse_target
+
+    if (slack_url is None) == (webhook_url is None):
+        raise click.UsageError("give exactly one of --slack URL or --webhook URL")
+    try:
+        target = parse_target(target)
+        wanted = parse_categories(categories)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    kind, url = ("slack", slack_url) if slack_url is not None else ("webhook", webhook_url)
+    assert url is not None
+    TargetGuard(obj.settings.delivery.allow_hosts).check(url)  # TargetRefused: one line, exit 1
+    secret = new_secret() if kind == "webhook" else None
+    tracker = obj.tracker()
+    sub = tracker.store.add_subscription(target=target, kind=kind, url=url, secret=secret,
+                                         min_severity=min_severity, categories=wanted, now=tracker.clock())
+    if as_json:
+        _emit_json({**_subscription_json(sub), "secret": secret})
+        return
+    scope = f" in {', '.join(wanted)}" if wanted else ""
+    click.echo(f"subscription {sub.id}: {kind} alerts for {target} ({min_severity} and above{scope})")
+    if secret:
+        click.echo(f"signing secret (shown once, keep it safe): {secret}")
+    _warn_unwatched(tracker, target)
+
+
+def _warn_unwatched(tracker: Tracker, target: str) -> None:
+    """A subscription to what nothing watched matches is kept (the watch may come later), with a warning."""
+    if target == "*":
+        return
+    watched = [r.repo_id.lower() for r in tracker.store.list_watches()]
+    if "/" in target:
+        if target.lower() not in watched:
+            click.echo(f"warning: {target} is not watched, so no alert comes until you "
+                       f"`tracker watch add {target}`", err=True)
+    elif not any(r.startswith(target.lower() + "/") for r in watched):
+        click.echo(f"warning: no repo of {target} is watched, so no alert comes until you "
+                   f"`tracker watch add {target}/NAME`", err=True)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_obj
+@fail_cleanly
+def subscriptions(obj: Context, as_json: bool) -> None:
+    """List subscriptions (never their secrets)."""
+    rows = obj.tracker().store.list_subscriptions()
+    if as_json:
+        _emit_json([_subscription_json(s) for s in rows])
+        return
+    if not rows:
+        click.echo("no subscriptions; add one with `tracker subscribe TARGET --webhook URL`")
+        return
+    for s in rows:
+        scope = f" [{', '.join(s.categories)}]" if s.categories else ""
+        click.echo(f"{s.id:>4}  {s.kind:7}  {s.target:40}  {s.min_severity}+{scope}  {_redacted(s.kind, s.url)}")
+
+
+@main.command()
+@click.argument("subscription_id", type=int)
+@click.pass_obj
+@fail_cleanly
+def unsubscribe(obj: Context, subscription_id: int) -> None:
+    """Remove a subscription; its deliveries not yet sent are dropped."""
+    dropped = obj.tracker().store.remove_subscription(subscription_id)
+    if dropped is None:
+        click.echo(f"error: no subscription {subscription_id}", err=True)
+        sys.exit(1)
+    click.echo(f"removed subscription {subscription_id}" + (f" ({dropped} pending deliveries dropped)"
+                                                             if dropped else ""))
+
+
+def _delivery_json(d: Any) -> dict[str, Any]:
+    return {"id": d.id, "subscription": d.subscription_id, "webhook_id": d.webhook_id, "type": d.event_type,
+            "advisory": d.advisory_id, "repo": d.repo_id, "severity": d.severity, "state": d.state,
+            "attempts": d.attempts, "last_status": d.last_status, "last_error": d.last_error,
+            "next_attempt_at": _iso(d.next_attempt_at) if d.state == "pending" else None,
+            "created_at": _iso(d.created_at), "delivered_at": _iso(d.delivered_at)}
+
+
+@main.group(invoke_without_command=True)
+@click.option("--failed", is_flag=True, help="Only dead letters and deliveries being retried.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+def deliveries(ctx: click.Context, failed: bool, as_json: bool) -> None:
+    """Alerts queued, sent, being retried and dead, oldest first (`deliveries retry ID` resends a dead one)."""
+    if ctx.invoked_subcommand is None:
+        _list_deliveries(ctx.obj, failed, as_json)
+
+
+@fail_cleanly
+def _list_deliveries(obj: Context, failed: bool, as_json: bool) -> None:
+    rows = obj.tracker().store.list_deliveries(failed=failed)
+    if as_json:
+        _emit_json([_delivery_json(d) for d in rows])
+        return
+    if not rows:
+        click.echo("no failed deliveries" if failed else "no deliveries")
+        return
+    for d in rows:
+        error = f"  {d.last_error}" if d.last_error and d.state != "delivered" else ""
+        click.echo(f"{d.id:>6}  {d.state:9}  sub {d.subscription_id:<4} {d.event_type:19} {d.advisory_id}  "
+                   f"attempts {d.attempts}{error}")
+
+
+@deliveries.command("retry")
+@click.argument("delivery_id", type=int)
+@click.pass_obj
+@fail_cleanly
+def deliveries_retry(obj: Context, delivery_id: int) -> None:
+    """Send a dead delivery again (with the same webhook-id)."""
+    tracker = obj.tracker()
+    row = tracker.store.get_delivery(delivery_id)
+    if row is None:
+        click.echo(f"error: no delivery {delivery_id}", err=True)
+        sys.exit(1)
+    if not tracker.store.retry_delivery(delivery_id, now=tracker.clock()):
+        click.echo(f"error: delivery {delivery_id} is {row.state}, not dead: only a dead delivery is retried",
+                   err=True)
+        sys.exit(1)
+    click.echo(f"delivery {delivery_id} queued again; `tracker run` sends it")

@@ -1,0 +1,249 @@
+"""Commands that read what changed: revisions, diff, events, estimate."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from tracker.core.errors import TrackerError
+from tracker.core.escaping import escape_controls
+from tracker.core.model import Finding, RepoId, sort_findings
+from tracker.surfaces.cli import (  # the group and the helpers every command shares
+    Context,
+    _emit_json,
+    _iso,
+    _repo_id,
+    _require_repo,
+    fail_cleanly,
+    main,
+)
+from tracker.surfaces.cli.hubchecks import naming
+
+if TYPE_CHECKING:
+    from tracker.app import Tracker
+
+# -- reading back -------------------------------------------------------------------------------
+
+
+def _revision_json(rev: Any) -> dict[str, Any]:
+    findings = rev.findings or []
+    return {
+        "sha": rev.sha,
+        "date": _iso(rev.date),
+        "title": rev.title,
+        "status": rev.status,
+        "baseline": rev.baseline,
+        "parent": rev.parent_sha,
+        "summary": rev.summary,
+        "worst_severity": rev.worst_severity,
+        "findings": len(findings),
+        "top_findings": [
+            {"code": f["code"], "severity": f["severity"], "summary": f["summary"]} for f in findings[:3]
+        ],
+        "files": {k: [e["path"] for e in v] for k, v in (rev.diff or {}).get("files", {}).items()},
+        "libraries": list(rev.libraries),
+    }
+
+
+@main.command()
+@click.argument("repo_id")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--branch", default="main", show_default=True, help="For a repo not watched: the branch to list.")
+@click.option("--limit", default=30, show_default=True, type=click.IntRange(min=1, max=1000),
+              help="For a repo not watched: how many of the newest commits to list.")
+@click.pass_obj
+@fail_cleanly
+def revisions(obj: Context, repo_id: str, as_json: bool, branch: str, limit: int) -> None:
+    """List the revisions read for a repo, oldest first, with what changed in each.
+
+    A repo that is not watched is listed from the Hub (its newest commits; nothing is analysed or stored).
+    """
+    tracker = obj.tracker()
+    repo = tracker.store.get_repo(_repo_id(repo_id))
+    if repo is None:
+        _upstream_revisions(tracker, _repo_id(repo_id), branch=branch, limit=limit, as_json=as_json)
+        return
+    rows = tracker.store.revisions(repo.pk)
+    if as_json:
+        _emit_json([_revision_json(r) for r in rows])
+        return
+    if not rows:
+        click.echo(f"{repo.repo_id}: no revisions read yet; run `tracker poll {repo.repo_id}`")
+        return
+    for r in rows:
+        date = r.date.strftime("%Y-%m-%d %H:%M") if r.date else "-"
+        worst = f"[{r.worst_severity}] " if r.worst_severity else ""
+        status = "" if r.status == "done" else f" ({r.status})"
+        click.echo(f"{date}  {r.sha[:12]}  {worst}{escape_controls(r.title or '')}{status}")
+        if r.summary:
+            click.echo(f"    {escape_controls(r.summary)}")
+        for f in (r.findings or [])[1:3]:
+            click.echo(f"    - [{f['severity']}] {escape_controls(f['summary'])}")
+
+
+def _upstream_revisions(tracker: Tracker, repo_id: RepoId, *, branch: str, limit: int, as_json: bool) -> None:
+    """The newest commits of a repo that is not watched, read from the Hub, oldest first."""
+    from tracker.core.errors import RepoGone
+
+    try:
+        commits = tracker.hub.commits_since(repo_id, branch, None, limit=limit).commits
+    except RepoGone as exc:
+        raise TrackerError(f"{repo_id} is not watched, and not found on the Hub (check the id; private and gated "
+                           "repos need HF_TOKEN)") from exc
+    if as_json:
+        _emit_json([{"sha": c.sha, "date": _iso(c.date), "title": c.title, "status": "not_read", "baseline": False,
+                     "parent": c.parents[0] if c.parents else None, "summary": None, "worst_severity": None,
+                     "findings": None, "top_findings": [], "files": {}} for c in commits])
+        return
+    click.echo(f"{repo_id} is not watched: its newest {len(commits)} commit(s) on {branch}, from the Hub "
+               "(nothing analysed or stored; `tracker diff` compares two of them)", err=True)
+    for c in commits:
+        click.echo(f"{c.date.strftime('%Y-%m-%d %H:%M')}  {c.sha[:12]}  {escape_controls(c.title or '')}")
+
+
+def verdict_lines(findings: list[Finding]) -> list[str]:
+    """The verdicts a reader needs before anything else ("stored embeddings are no longer comparable...")."""
+    from tracker.core.findings.libraries import VERDICT_CODES
+
+    return [f"{f.severity.value}: {escape_controls(f.summary)}  ({f.code})" for f in sort_findings(findings)
+            if f.code in VERDICT_CODES]
+
+
+def format_findings(findings: list[Finding]) -> list[str]:
+    """Findings grouped by library and category, groups ordered by their worst finding."""
+    from tracker.core.findings.libraries import group_by_library, library_label
+
+    lines = []
+    for library, items in group_by_library(sort_findings(findings)):
+        lines.append(f"{library_label(library)}:")
+        categories: dict[str, list[Finding]] = {}
+        for finding in items:
+            categories.setdefault(finding.category, []).append(finding)
+        for category, found in categories.items():
+            lines.append(f"  {category}:")
+            for f in found:
+                lines.append(f"    [{f.severity.value:8}] {escape_controls(f.summary)}  ({f.code})")
+    return lines
+
+
+@main.command()
+@click.argument("repo_id")
+@click.argument("old")
+@click.argument("new")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_obj
+@fail_cleanly
+def diff(obj: Context, repo_id: str, old: str, new: str, as_json: bool) -> None:
+    """Show what changed between two revisions of any repo (stored when watched, else read from the Hub)."""
+    tracker = obj.tracker()
+    repo_id = _repo_id(repo_id)
+    with naming(tracker.hub, repo_id, "OLD", old):
+        old_side = tracker.snapshot_of(repo_id, old)
+    with naming(tracker.hub, repo_id, "NEW", new):
+        new_side = tracker.snapshot_of(repo_id, new)
+    repo = tracker.store.get_repo(repo_id)
+    stored_old = tracker.store.get_revision(repo.pk, old_side[0]) if repo is not None else None
+    analysis = tracker.analyse(repo_id, old_side, new_side,
+                               old_estimate=stored_old.estimate if stored_old else None)
+    raw, findings = analysis.raw, analysis.findings
+    if as_json:
+        _emit_json(analysis.diff_json(old_side[0], new_side[0]))
+        return
+    for line in verdict_lines(findings):  # what a team with a vector index needs to read first
+        click.echo(line)
+    click.echo(f"{repo_id}: {old_side[0][:12]} -> {new_side[0][:12]}")
+    if analysis.libraries or analysis.old_libraries:
+        libs = analysis.libraries if analysis.libraries == analysis.old_libraries else None
+        click.echo(f"libraries: {', '.join(libs)}" if libs else
+                   f"libraries: {', '.join(analysis.old_libraries) or '(none)'} -> {', '.join(analysis.libraries) or '(none)'}")
+    for line in format_findings(findings):
+        click.echo(line)
+    files = raw.files
+    for label in ("added", "removed", "changed"):
+        for item in files[label]:
+            click.echo(f"{label:8} {escape_controls(item['path'])}")
+    if not findings and not any(files.values()):
+        click.echo("no changes")
+
+
+@main.command()
+@click.argument("repo_id", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_obj
+@fail_cleanly
+def events(obj: Context, repo_id: str | None, as_json: bool) -> None:
+    """Upstream surprises: history rewritten, renamed, deleted, re-created, gated, disabled."""
+    tracker = obj.tracker()
+    repo_pk = _require_repo(tracker, repo_id).pk if repo_id else None
+    rows = tracker.store.events(repo_pk)
+    if as_json:
+        _emit_json([{"repo": e.repo_id, "kind": e.kind, "revision": e.revision_sha, "detail": e.detail,
+                     "created_at": _iso(e.created_at)} for e in rows])
+        return
+    for e in rows:
+        detail = escape_controls(json.dumps(e.detail, default=str, ensure_ascii=False))
+        click.echo(f"{_iso(e.created_at)}  {e.repo_id}  {e.kind}  {detail}")
+
+
+# -- estimator ----------------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("target")
+@click.option("--revision", default=None, help="For a repo: the revision (default: the branch head).")
+@click.option("--seq-len", type=click.IntRange(min=1, max=1 << 30), default=None,
+              help="Training/serving sequence length.")  # max: tracker.core.estimate.plausible.MAX_CONTEXT
+@click.option("--lora-rank", type=click.IntRange(min=1, max=65_536), default=16, show_default=True)  # MAX_RANK
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_obj
+@fail_cleanly
+def estimate(obj: Context, target: str, revision: str | None, seq_len: int | None, lora_rank: int,
+             as_json: bool) -> None:
+    """Parameters, GPU memory to fine-tune and serve, per card: TARGET is a repo id, a config.json or a folder."""
+    from pathlib import Path
+
+    from tracker.core.estimate import estimate as run_estimate
+    from tracker.core.estimate import render_card
+
+    path = Path(target)
+    headers = None
+    if path.exists():
+        config_path = path / "config.json" if path.is_dir() else path
+        from tracker.core.findings.config import DEFAULT_MAX_BYTES, load_json_object
+
+        try:  # bounded like polling: size, depth and element count; one line on failure
+            with config_path.open("rb") as f:
+                config = load_json_object(f.read(DEFAULT_MAX_BYTES + 1))
+        except (OSError, ValueError) as exc:
+            raise click.BadParameter(f"{config_path}: {exc}") from exc
+        if path.is_dir():
+            headers = _local_headers(path)
+    else:
+        repo = _repo_id(target)
+        tracker = obj.tracker()
+        config, headers = tracker.config_and_headers(repo, revision or "main")
+    if not isinstance(config, dict):
+        raise click.BadParameter("config.json must hold a JSON object")
+    result = run_estimate(config, seq_len=seq_len, lora_rank=lora_rank, checkpoint_headers=headers or None)
+    if as_json:
+        _emit_json(result.to_json())
+    else:
+        click.echo(render_card(result))
+
+
+def _local_headers(folder: Any) -> dict[str, Any]:
+    """Safetensors headers of the files in a local folder (the header only, never the weights)."""
+    from tracker.core.bounded import loads_json
+
+    headers = {}
+    for file in sorted(folder.glob("*.safetensors")):
+        with file.open("rb") as f:
+            length = int.from_bytes(f.read(8), "little")
+            if 0 < length <= 100 * 1024 * 1024:
+                try:
+                    headers[file.name] = loads_json(f.read(length))
+                except ValueError:
+                    continue
+    return headers

@@ -1,0 +1,219 @@
+"""``tracker run``: APScheduler wakes the poll cycle; the database decides what is due and who polls it.
+
+A tick job every couple of seconds runs :meth:`tracker.pipeline.cycle.Cycle.tick`, which claims the due
+repos (each repo's ``next_poll_at``, leased to one process at a time), so replicas against one
+PostgreSQL share the watch list; a reconcile job keeps the repo count and the Hub budget check
+current as repos are added or removed with ``tracker watch``. A Hub webhook makes its repo due
+at once. SQLite serves one daemon: a second ``tracker run`` on the same file is refused. SIGTERM
+and SIGINT stop the scheduler after the polls in flight finish; a poll killed harder than that
+is safe too (its lease runs out, or is freed at once by a process of the same host).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+from sqlalchemy.engine import make_url
+
+from tracker.adapters.settings import clamp_interval, format_duration
+from tracker.adapters.store.schedule import PollQueue
+from tracker.app import Tracker
+from tracker.core.errors import StoreBusy, TrackerError, first_line
+from tracker.core.model import PollOutcome
+from tracker.pipeline.cycle import Cycle
+from tracker.pipeline.polling import PollResult
+from tracker.surfaces.logs import Heartbeat, log_poll, start_line
+
+if TYPE_CHECKING:
+    from tracker.adapters.delivery.worker import DeliveryWorker
+
+log = logging.getLogger(__name__)
+RECONCILE_SECONDS = 60
+TICK_SECONDS = 2.0  # how often the cycle looks for due repos (a webhook's repo waits at most this long)
+HEARTBEAT_MAX_SECONDS = 600.0  # a summary line at least this often, however long a cycle is
+
+
+@contextmanager
+def sqlite_single_daemon(database_url: str) -> Iterator[None]:
+    """Hold an exclusive lock on ``<database>.lock`` while the block runs (SQLite only).
+
+    SQLite is the single-process embedded store: a second daemon on the same file is refused
+    with StoreBusy. The lock is the kernel's (``flock``), so it goes with the process however
+    it ends. ``tracker poll`` and ``tracker serve`` do not take it: beside a daemon they work
+    through the repo leases.
+    """
+    url = make_url(database_url)
+    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+        yield
+        return
+    path = Path(url.database + ".lock")
+    handle = open(path, "a+")  # held for the life of the daemon
+    try:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip()[:20] or "?"
+            raise StoreBusy(
+                f"another `tracker run` (pid {holder}) is using the SQLite database {url.database}; "
+                "SQLite serves one daemon: stop that one, or use PostgreSQL to run replicas"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        yield
+    finally:
+        handle.close()
+
+
+class Daemon:
+    def __init__(self, tracker: Tracker, *, workers: int = 4) -> None:
+        self.tracker = tracker
+        self.scheduler = BackgroundScheduler(
+            executors={"default": ThreadPoolExecutor(workers)},
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 3600},
+            timezone=UTC,
+        )
+        self._intervals: dict[str, float] = {}
+        self.heartbeat = Heartbeat()
+        hub = tracker.hub
+        self.cycle = Cycle(tracker.settings, tracker.store, hub, tracker.poller, clock=tracker.clock,
+                           on_result=self._report)
+        self.queue = PollQueue(tracker.store)
+
+    def _report(self, result: PollResult) -> None:
+        self.heartbeat.add(result)
+        next_try = None
+        if result.status in (PollOutcome.ERROR, PollOutcome.NOT_FOUND):  # the cycle has rescheduled it by now
+            try:
+                from tracker.adapters.store.health import HealthReads
+
+                next_try = HealthReads(self.tracker.store).next_poll_at(result.repo)
+            except TrackerError:
+                pass  # the line goes out without it
+        log_poll(log, result, next_try=next_try)  # one line when it found something or failed (tracker/surfaces/logs.py)
+
+    def tick(self) -> None:
+        try:
+            self.cycle.tick()
+        except TrackerError as exc:  # the database is away: the next tick tries again
+            log.warning("poll cycle: %s", first_line(exc))
+
+    def beat(self) -> None:
+        """The heartbeat: a summary of the polls since the last one (nothing when none ran)."""
+        try:
+            from tracker.adapters.store.health import HealthReads
+
+            pending: int | None = HealthReads(self.tracker.store).pending_revisions()
+        except TrackerError:
+            pending = None
+        every = min(clamp_interval(self.tracker.settings.poll_every), HEARTBEAT_MAX_SECONDS)
+        line = self.heartbeat.summary(watched=len(self._intervals), period=format_duration(every), pending=pending)
+        if line:
+            log.info("%s", line)
+
+    def reconcile(self) -> None:
+        """Keep the watched repos' intervals (the count the logs show) and the budget check current."""
+        watched = {r.repo_id: r for r in self.tracker.store.list_watches()}
+        intervals: dict[str, float] = {repo_id: self.cycle.interval(repo_id, row.every_seconds) for repo_id, row in watched.items()}
+        if intervals != self._intervals:
+            self._intervals = intervals
+            self.cycle.check_budget()  # a WARNING when the schedule needs more Hub requests than the budget
+
+    def poll_soon(self, repo_id: str) -> None:
+        """Poll a repo soon (a webhook said it changed): due now for whichever replica ticks first."""
+        self.queue.request_poll(repo_id, now=datetime.now(UTC))
+
+    def start(self, *, api: tuple[str, int] | None = None) -> None:
+        self.tracker.sync_config_watches()
+        self.reconcile()
+        self.scheduler.add_job(self.reconcile, IntervalTrigger(seconds=RECONCILE_SECONDS), id="reconcile")
+        self.scheduler.add_job(self.tick, IntervalTrigger(seconds=TICK_SECONDS), id="cycle",
+                               next_run_time=datetime.now(UTC) + timedelta(seconds=1))
+        every = min(clamp_interval(self.tracker.settings.poll_every), HEARTBEAT_MAX_SECONDS)
+        self.scheduler.add_job(self.beat, IntervalTrigger(seconds=every),
+                               id="heartbeat")  # one summary per cycle, or every 10 minutes when cycles are longer
+        self.scheduler.start()
+        log.info("%s", start_line(self.tracker, api=api, watched=len(self._intervals)))
+
+    def stop(self) -> None:
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=True)
+        self.cycle.stop()
+
+
+def run_daemon(tracker: Tracker, *, host: str, port: int, api: bool = True) -> None:
+    """Poll on schedule (and serve the API) until SIGTERM/SIGINT, then drain and return.
+
+    The first signal stops new work at once and gives the revisions in hand ``[poll] shutdown_grace``
+    to be saved (anything not saved stays pending: nothing is lost); a second signal exits at once.
+    """
+    stop = threading.Event()
+    signals = 0
+
+    def on_signal(signum: int, _frame: object) -> None:
+        nonlocal signals
+        signals += 1
+        tracker.poller.stopping.set()  # the polls in hand stop after the revision they are saving
+        stop.set()
+        if signals > 1:
+            log.warning("second %s: exiting now; revisions in hand stay pending", signal.Signals(signum).name)
+            os._exit(128 + signum)
+
+    # Our handlers stay installed around uvicorn's: it restores them when it stops and re-raises
+    # the signal it caught, which then lands here instead of killing the process mid-drain.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, on_signal)
+    with sqlite_single_daemon(tracker.settings.database_url):
+        _run(tracker, stop, host=host, port=port, api=api)
+
+
+def _run(tracker: Tracker, stop: threading.Event, *, host: str, port: int, api: bool) -> None:
+    daemon = Daemon(tracker)
+    daemon.start(api=(host, port) if api else None)
+    from tracker.adapters.delivery.worker import (
+        DeliveryWorker,  # the outbox sender: Slack and signed webhooks
+    )
+
+    sender = DeliveryWorker(tracker.store, tracker.settings.delivery, tracker_url=tracker.settings.public_url)
+    sender.start()
+    try:
+        if api:
+            import uvicorn
+
+            from tracker.surfaces.api import create_app
+
+            app = create_app(tracker, webhook_secret=os.environ.get("TRACKER_WEBHOOK_SECRET"), bind_host=host,
+                             poll_soon=daemon.poll_soon, scheduler_running=lambda: daemon.scheduler.running)
+            uvicorn.run(app, host=host, port=port, log_config=None, log_level=None)  # logging: tracker/surfaces/logs.py
+        else:
+            stop.wait()
+    finally:
+        tracker.poller.stopping.set()
+        drain = threading.Thread(target=_drain, args=(daemon, sender), name="drain", daemon=True)
+        drain.start()
+        drain.join(tracker.settings.poll_shutdown_grace)
+        if drain.is_alive():
+            log.warning("stopping: polls still in hand after %gs; exiting, their revisions stay pending",
+                        tracker.settings.poll_shutdown_grace)
+            logging.shutdown()
+            os._exit(0)
+        log.info("stopped")
+
+
+def _drain(daemon: Daemon, sender: DeliveryWorker) -> None:
+    daemon.stop()
+    sender.stop()

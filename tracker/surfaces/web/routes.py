@@ -1,0 +1,394 @@
+"""The pages: server-rendered HTML over the store, one router for ``create_app`` to include.
+
+``/`` (the watched repos), ``/repos/{owner}/{name}`` (the timeline, the chart, the feeds),
+``/repos/{owner}/{name}/revisions/{sha}`` (side-by-side diffs, the card table, the advisories),
+``/advisories/{id}`` (the OSV record, readable; ``/advisories/{id}/download`` as a JSON file) and
+``/assets/pages.css``. No script anywhere: every page reads the same without JavaScript, and a
+strict Content-Security-Policy says so. Each page costs a fixed number of queries
+(``tracker.adapters.store.pages``), whatever the number of revisions.
+
+Bad input never becomes a 500: a repo id that is not ``owner/name``, a sha that is not hex, an
+id that is not an advisory id, or anything the store does not hold is a 404 page; a store that
+cannot be reached is a 503 page.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
+from fastapi.responses import HTMLResponse, Response
+from jinja2 import ChainableUndefined, Environment, FileSystemLoader
+from markdown_it import MarkdownIt
+from markupsafe import Markup
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from tracker.adapters.store.pages import PageReads
+from tracker.core.advisory.ids import ID_RE
+from tracker.core.bounded import json_safe
+from tracker.core.errors import RevisionUnresolved, StoreError
+from tracker.core.escaping import escape_controls
+from tracker.core.findings.rules import SeverityRules, severity_policy
+from tracker.core.model import RepoId, validate_repo_id
+from tracker.surfaces.web import charts
+from tracker.surfaces.web.views import (
+    ADVISORY_PAGE,
+    CATEGORY_LABELS,
+    SEARCH_SHOWN,
+    SEVERITIES,
+    TIMELINE_PAGE,
+    advisory_filters,
+    category_label,
+    estimate_view,
+    explain_code,
+    filter_query,
+    group_findings,
+    paging,
+    revision_sections,
+    show_value,
+    shown_text,
+    when,
+    worst,
+)
+
+if TYPE_CHECKING:
+    from tracker.app import Tracker
+
+HERE = Path(__file__).resolve().parent
+SHA_PREFIX_RE = re.compile(r"^[0-9a-f]{7,40}\Z")
+# No script, no inline style, nothing from elsewhere; inline SVG is markup, not an image.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; "
+                               "form-action 'self'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+def _shown(value: Any) -> Any:
+    """A template value as shown: strings (and markup) with control characters escaped, newlines kept."""
+    if isinstance(value, Markup):
+        return Markup(escape_controls(str(value), keep_whitespace=True))
+    if isinstance(value, str):
+        return escape_controls(value, keep_whitespace=True)
+    return value
+
+
+@lru_cache(maxsize=1)
+def environment() -> Environment:
+    """The templates, autoescaped (every upstream string is untrusted text), control characters escaped.
+
+    ``finalize`` sees every ``{{ value }}`` before it is written: a right-to-left override or an
+    escape sequence in a file name or commit title is shown as ``\\u202e``, in every template.
+    """
+    env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=True, undefined=ChainableUndefined,
+                      trim_blocks=True, lstrip_blocks=True, finalize=_shown)
+    env.filters["when"] = when
+    env.filters["short"] = lambda sha: (sha or "")[:12]
+    env.filters["value"] = show_value
+    env.filters["text"] = shown_text
+    env.filters["thousands"] = lambda n: f"{n:,}"
+    return env
+
+
+def markdown() -> MarkdownIt:
+    """CommonMark with raw HTML off: an advisory's details are upstream-derived text."""
+    return MarkdownIt("commonmark", {"html": False, "linkify": False}).disable("image")
+
+
+class _NotFound(Exception):
+    def __init__(self, what: str) -> None:
+        super().__init__(what)
+        self.what = what
+
+
+def _page(template: str, code: int = 200, /, **context: Any) -> HTMLResponse:
+    body = environment().get_template(template).render(**context)
+    return HTMLResponse(body, status_code=code, headers=SECURITY_HEADERS)
+
+
+def _repo_id(owner: str, name: str) -> RepoId:
+    try:
+        return validate_repo_id(f"{owner}/{name}")
+    except ValueError:
+        raise _NotFound(f"There is no repo {owner}/{name} here: not a valid repo id.") from None
+
+
+def _guard(render: Callable[[], HTMLResponse]) -> HTMLResponse:
+    """Unknown things are 404 pages, an unreachable store a 503 page, never a traceback."""
+    try:
+        return render()
+    except _NotFound as exc:
+        return _page("not_found.html.jinja", 404, title="Not found", message=exc.what)
+    except StoreError as exc:
+        return _page("not_found.html.jinja", 503, title="Unavailable",
+                     message=f"The tracker's database cannot be read right now: {exc}")
+
+
+def _repo_status(repo: Any) -> tuple[str, str]:
+    """(status word, its CSS class) for a repo's last poll."""
+    if repo.last_error:
+        return f"error: {repo.last_error.splitlines()[0][:200]}", "bad"
+    if repo.last_polled_at is None:
+        return "not polled yet", "muted"
+    state = str(repo.state)
+    return ("ok", "good") if state == "active" else (state.replace("_", " "), "bad")
+
+
+def pages_router(tracker: Tracker) -> APIRouter:
+    """The pages over ``tracker``'s store (read only)."""
+    router = APIRouter(include_in_schema=False)
+    reads = PageReads(tracker.store)
+    store = tracker.store
+    processor_rules = getattr(getattr(tracker, "processor", None), "rules", None)
+
+    def finding_rules() -> SeverityRules:
+        # The rules in force here (the config's [severity] overrides included).
+        return processor_rules if isinstance(processor_rules, SeverityRules) else SeverityRules.default()
+
+    @router.get("/assets/pages.css")
+    def stylesheet() -> Response:
+        return Response((HERE / "static" / "pages.css").read_bytes(), media_type="text/css; charset=utf-8",
+                        headers={"Cache-Control": "public, max-age=3600", "X-Content-Type-Options": "nosniff"})
+
+    # Plain `def` handlers: FastAPI runs them in its threadpool, off the event loop.
+    def index_rows() -> list[dict[str, Any]]:
+        rows = []
+        for s in reads.repo_summaries():
+            status, status_class = _repo_status(s.repo)
+            rows.append({"summary": s, "status": status, "status_class": status_class,
+                         "open_worst": worst(s.open_by_severity), "open_count": sum(s.open_by_severity.values())})
+        return rows
+
+    @router.get("/", response_class=HTMLResponse)
+    def index() -> HTMLResponse:
+        return _guard(lambda: _page("index.html.jinja", title="Watched repos", rows=index_rows()))
+
+    @router.get("/repos/{owner}", response_class=HTMLResponse)
+    def owner_page(owner: str) -> HTMLResponse:
+        def render() -> HTMLResponse:
+            _repo_id(owner, "x")  # the owner part must be a valid id part
+            prefix = owner.lower() + "/"
+            rows = [r for r in index_rows() if r["summary"].repo.repo_id.lower().startswith(prefix)]
+            if not rows:
+                raise _NotFound(f"No repo of {owner} is watched here.")
+            return _page("owner.html.jinja", title=owner, owner=owner, rows=rows)
+        return _guard(render)
+
+    @router.get("/repos/{owner}/{name}", response_class=HTMLResponse)
+    def repo_page(owner: str, name: str, page: str = "1") -> HTMLResponse:
+        def render() -> HTMLResponse:
+            repo_id = _repo_id(owner, name)
+            repo = reads.repo(repo_id)
+            if repo is None:
+                raise _NotFound(f"{repo_id} is not watched here.")
+            total = reads.revision_count(repo.pk)
+            pages = paging(page, total, TIMELINE_PAGE)
+            timeline = reads.timeline(repo.pk, limit=TIMELINE_PAGE, offset=(pages.number - 1) * TIMELINE_PAGE)
+            lines = reads.advisory_lines(repo.pk)
+            by_revision: dict[str | None, list[Any]] = {}
+            for line in lines:
+                by_revision.setdefault(line.revision_sha, []).append(line)
+            entries = [{"rev": r, "groups": group_findings(r.findings), "advisories": by_revision.get(r.sha, [])}
+                       for r in timeline]
+            chart = charts.estimate_chart(charts.points([(sha[:12], est) for sha, est in reads.chart_figures(repo.pk)]))
+            status, status_class = _repo_status(repo)
+            return _page("repo.html.jinja", title=repo_id, repo=repo, entries=entries, chart=chart,
+                         status=status, status_class=status_class, total=total, pages=pages,
+                         repo_advisories=by_revision.get(None, []), advisory_count=len(lines))
+        return _guard(render)
+
+    @router.get("/repos/{owner}/{name}/revisions/{sha}", response_class=HTMLResponse)
+    def revision_page(owner: str, name: str, sha: str) -> HTMLResponse:
+        def render() -> HTMLResponse:
+            repo_id = _repo_id(owner, name)
+            if not SHA_PREFIX_RE.match(sha):
+                raise _NotFound(f"{sha[:80]!r} is not a revision: give 7 to 40 hex digits of a commit sha.")
+            repo = reads.repo(repo_id)
+            if repo is None:
+                raise _NotFound(f"{repo_id} is not watched here.")
+            try:
+                row = store.get_revision(repo.pk, sha)
+            except RevisionUnresolved as exc:
+                raise _NotFound(str(exc)) from None
+            if row is None:
+                raise _NotFound(f"The tracker has not read revision {sha} of {repo_id}.")
+            findings = list(row.findings or [])
+            older, newer = reads.neighbours(repo.pk, row.seq)
+            in_force = reads.estimate_in_force(repo.pk, row.seq)
+            estimate = None
+            if in_force is not None:
+                estimate = {"view": estimate_view(in_force[1]), "sha": in_force[0], "here": in_force[0] == row.sha}
+            return _page("revision.html.jinja", title=f"{repo_id} @ {row.sha[:12]}", repo=repo, row=row,
+                         sections=revision_sections(findings, row.diff), estimate=estimate,
+                         advisories=reads.advisory_lines(repo.pk, revision_sha=row.sha),
+                         finding_count=len(findings), older=older, newer=newer)
+        return _guard(render)
+
+    def advisory_row(vuln_id: str) -> Any:
+        if not ID_RE.match(vuln_id):
+            raise _NotFound(f"{vuln_id[:80]!r} is not an advisory id here (they look like x_HFUT-xxxx-xxxx-xxxx).")
+        row = store.get_advisory(vuln_id)
+        if row is None:
+            raise _NotFound(f"There is no advisory {vuln_id}.")
+        return row
+
+    @router.get("/advisories", response_class=HTMLResponse)
+    def advisories_page(request: Request, severity: str = "", category: str = "", library: str = "",
+                        since: str = "", page: str = "1") -> HTMLResponse:
+        def render() -> HTMLResponse:
+            try:
+                wanted = advisory_filters(severity=severity, category=category, library=library, since=since)
+            except ValueError as exc:
+                return _page("not_found.html.jinja", 400, title="Bad filter", message=str(exc))
+            listed = [a for a in reads.advisory_list(severities=wanted.severities, since=wanted.since)
+                      if wanted.matches(a.categories, a.libraries)]
+            pages = paging(page, len(listed), ADVISORY_PAGE)
+            start = (pages.number - 1) * ADVISORY_PAGE
+            return _page("advisories.html.jinja", title="Advisories", listed=listed[start:start + ADVISORY_PAGE],
+                         total=len(listed), pages=pages, filters=wanted, categories=sorted(CATEGORY_LABELS),
+                         severities=SEVERITIES, query=filter_query(request.query_params))
+        return _guard(render)
+
+    @router.get("/search", response_class=HTMLResponse)
+    def search_page(q: str = "") -> HTMLResponse:
+        def render() -> HTMLResponse:
+            text = " ".join(q.split())[:200]
+            if not text:
+                return _page("search.html.jinja", title="Search", q="", repos=[], advisories=[], codes=[])
+            found_repos, found_ids = reads.search_ids(text)
+            codes = [c for c in sorted(finding_rules().table) if text.lower() in c.lower()][:SEARCH_SHOWN]
+            exact = [*(f"/repos/{r}" for r in found_repos if r.lower() == text.lower()),
+                     *(f"/advisories/{i}" for i in found_ids if i.lower() == text.lower()),
+                     *(f"/findings/{c}" for c in codes if c.lower() == text.lower())]
+            if len(exact) == 1:
+                return HTMLResponse("", status_code=303, headers={**SECURITY_HEADERS, "Location": exact[0]})
+            return _page("search.html.jinja", title=f"Search: {text}", q=text, repos=found_repos,
+                         advisories=found_ids, codes=codes)
+        return _guard(render)
+
+    @router.get("/findings", response_class=HTMLResponse)
+    def findings_index() -> HTMLResponse:
+        def render() -> HTMLResponse:
+            rules = finding_rules()
+            groups: dict[str, list[tuple[str, str]]] = {}
+            for code in sorted(rules.table):
+                groups.setdefault(code.split(".", 1)[0], []).append((code, rules.severity(code).value))
+            return _page("findings.html.jinja", title="Finding codes",
+                         groups=[(category_label(c), c, groups[c]) for c in sorted(groups)])
+        return _guard(render)
+
+    @router.get("/findings/{code}", response_class=HTMLResponse)
+    def finding_page(code: str) -> HTMLResponse:
+        def render() -> HTMLResponse:
+            rules = finding_rules()
+            if code not in rules.table:
+                raise _NotFound(f"{code[:80]!r} is not a finding code here; the list is at /findings.")
+            policy = severity_policy({c: s.value for c, s in rules.overrides.items()})[code]
+            return _page("finding.html.jinja", title=code,
+                         explained=explain_code(code, policy.severity.value, policy.why))
+        return _guard(render)
+
+    @router.get("/advisories/{vuln_id}", response_class=HTMLResponse)
+    def advisory_page(vuln_id: str) -> HTMLResponse:
+        def render() -> HTMLResponse:
+            row = advisory_row(vuln_id)
+            record = row.record
+            details = markdown().render(str(record.get("details") or ""))
+            ds = record.get("database_specific") or {}
+            return _page("advisory.html.jinja", title=row.id, row=row, record=record, ds=ds, details=details,
+                         revision=ds.get("revision") if isinstance(ds.get("revision"), str) else None,
+                         references=[r for r in record.get("references") or [] if isinstance(r, dict)
+                                     and str(r.get("url", "")).startswith(("https://", "http://"))])
+        return _guard(render)
+
+    @router.get("/advisories/{vuln_id}/download")
+    def advisory_download(vuln_id: str) -> Response:
+        try:
+            row = advisory_row(vuln_id)
+        except _NotFound as exc:
+            return _page("not_found.html.jinja", 404, title="Not found", message=exc.what)
+        except StoreError as exc:
+            return _page("not_found.html.jinja", 503, title="Unavailable", message=str(exc))
+        body = json.dumps(json_safe(row.record), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+        return Response(body, media_type="application/json",
+                        headers={"Content-Disposition": f'attachment; filename="{row.id}.json"',
+                                 "X-Content-Type-Options": "nosniff"})
+
+    return router
+
+
+# -- what every site answers: HEAD, a favicon, 404 pages for browsers, the API's own docs page ----
+
+
+class HeadAsGet:
+    """``HEAD`` answered as ``GET`` without the body (FastAPI routes declare GET only: HEAD was a 405)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def headers_only(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                if message.get("more_body"):
+                    return
+                message = {"type": "http.response.body", "body": b"", "more_body": False}
+            await send(message)
+
+        await self.app({**scope, "method": "GET"}, receive, headers_only)
+
+
+def wants_html(request: Request) -> bool:
+    """A browser (it asks for text/html), not an API client, which gets JSON errors."""
+    return "text/html" in request.headers.get("accept", "")
+
+
+def api_reference(app: FastAPI) -> list[dict[str, Any]]:
+    """The OpenAPI document's operations as the /docs page lists them: method, path, summary, details."""
+    out = []
+    for path, item in (app.openapi().get("paths") or {}).items():
+        for method, op in item.items():
+            if not isinstance(op, dict):
+                continue
+            text = str(op.get("description") or "").strip()
+            out.append({"method": method.upper(), "path": path, "summary": str(op.get("summary") or ""),
+                        "details": text.split("\n\n", 1)[0].replace("\n", " "),
+                        "parameters": [(str(p.get("name")), str(p.get("in"))) for p in op.get("parameters") or []
+                                       if isinstance(p, dict)]})
+    return out
+
+
+def install_site(app: FastAPI) -> None:
+    """HEAD support, the favicon, the /docs page and HTML 404/405 pages for browsers (JSON for the rest)."""
+    app.add_middleware(HeadAsGet)
+    icon = (HERE / "static" / "favicon.svg").read_bytes()
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    @app.get("/favicon.svg", include_in_schema=False)
+    def favicon() -> Response:
+        return Response(icon, media_type="image/svg+xml",
+                        headers={"Cache-Control": "public, max-age=86400", "X-Content-Type-Options": "nosniff"})
+
+    @app.get("/docs", include_in_schema=False, response_class=HTMLResponse)
+    def docs() -> HTMLResponse:
+        return _page("docs.html.jinja", title="HTTP API", operations=api_reference(app))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _not_here(request: Request, exc: StarletteHTTPException) -> Response:
+        if not wants_html(request) or exc.status_code not in (404, 405):
+            return await http_exception_handler(request, exc)
+        message = (f"There is no page at {request.url.path[:200]}." if exc.status_code == 404
+                   else f"{request.method} is not allowed at {request.url.path[:200]}.")
+        return _page("not_found.html.jinja", exc.status_code, title="Not found" if exc.status_code == 404
+                     else "Not allowed", message=message)

@@ -1,0 +1,492 @@
+"""What each page shows, built from stored rows and findings. Pure: data in, data out.
+
+The templates only lay out what these functions return; every decision about which finding goes
+in which section, how a value is written and which diff is shown is made (and tested) here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from tracker.adapters.delivery.text import estimate_lines
+from tracker.core.estimate.cards import CARDS_BY_NAME
+from tracker.core.model import Severity, clip_words
+from tracker.surfaces.web.diffs import SideBySide, side_by_side
+
+# The categories a reader looks for first (the reference page's "config, tokenizer, chat template
+# or weights"), then the rest; anything unknown goes last, in name order.
+CATEGORY_LABELS: dict[str, str] = {
+    "config": "Config",
+    "generation": "Generation config",
+    "tokenizer": "Tokenizer",
+    "chat_template": "Chat template",
+    "weights": "Weights",
+    "code": "Remote code",
+    "licence": "Licence",
+    "dependencies": "Dependencies",
+    "consistency": "Consistency",
+    "estimate": "Estimator",
+    "repo": "Repo",
+    "files": "Files",
+}
+SEVERITIES = tuple(s.value for s in Severity)  # critical .. info
+VALUE_SHOWN = 400  # characters of a before/after value shown inline
+TIMELINE_PAGE = 50  # revisions per page of a repo's timeline
+ADVISORY_PAGE = 50  # advisories per page of the list of all
+SEARCH_SHOWN = 20  # matches shown per kind on the search page
+
+# What to do about a finding, by category: the next step a reader takes before moving a pin.
+ADVICE: dict[str, str] = {
+    "config": "Load the new revision in a test and compare outputs before you move your pin; "
+              "keep the old sha pinned if you depend on the old behaviour.",
+    "generation": "Check that generation stops and samples as you expect at the new revision (eos ids, "
+                  "lengths, sampling defaults), or pass the values you rely on explicitly.",
+    "tokenizer": "Re-tokenize a sample of your own inputs with both revisions and compare ids; "
+                 "cached token ids and fine-tunes depend on them.",
+    "chat_template": "Render your own conversations with both templates and compare the prompts; "
+                     "fine-tuned adapters and evaluations assume the old prompt format.",
+    "weights": "Treat re-uploaded or new weight files as a new model: verify hashes, and never load a "
+               "pickle you have not scanned (prefer safetensors, or torch.load(weights_only=True)).",
+    "code": "Read the remote code diff before running with trust_remote_code; pin the revision you reviewed.",
+    "licence": "Check the new licence and gating terms against your use before you move your pin.",
+    "dependencies": "Upgrade or pin the named Python packages to a version without the listed vulnerabilities.",
+    "consistency": "The files of this revision disagree with each other; test loading it before you rely on it.",
+    "estimate": "Re-check your hardware plan: memory and batch sizes moved with the config or the weights.",
+    "repo": "The repo itself changed (renamed, rewritten, gated, deleted): check the id and revisions you pin.",
+    "files": "Review the files added or removed; nothing the tracker analyses changed meaning.",
+}
+GENERIC_ADVICE = "Read the finding's evidence on the revision page, and test the new revision before you move your pin."
+
+
+def shown_text(text: Any) -> str:
+    """Text as the pages write it: one arrow (→) for every change, whatever wrote the summary."""
+    return str(text if text is not None else "").replace(" -> ", " → ")
+
+
+@dataclass(frozen=True)
+class Pages:
+    """Where a paged list is: page ``number`` of ``count`` (1-based; count is at least 1)."""
+
+    number: int
+    count: int
+
+    @property
+    def older(self) -> int | None:
+        return self.number + 1 if self.number < self.count else None
+
+    @property
+    def newer(self) -> int | None:
+        return self.number - 1 if self.number > 1 else None
+
+
+def paging(page: str, total: int, size: int) -> Pages:
+    """The page asked for (``?page=``), clamped to the pages there are; anything not a number is page 1."""
+    count = max(1, -(-total // size))
+    number = int(page) if page.isdigit() and len(page) <= 6 else 1
+    return Pages(number=min(max(number, 1), count), count=count)
+
+
+@dataclass(frozen=True)
+class AdvisoryFilters:
+    severities: tuple[str, ...]  # empty: any
+    severity: str
+    category: str
+    library: str
+    since: datetime | None
+    since_text: str
+
+    def matches(self, categories: Sequence[str], libraries: Sequence[str]) -> bool:
+        return ((not self.category or self.category in categories)
+                and (not self.library or self.library in libraries))
+
+
+def advisory_filters(*, severity: str, category: str, library: str, since: str) -> AdvisoryFilters:
+    """The advisories page's filters, checked: ``severity`` is a minimum; a bad value is a ValueError saying why."""
+    severity, category, library, since = (v.strip().lower() for v in (severity, category, library, since))
+    severities: tuple[str, ...] = ()
+    if severity:
+        if severity not in SEVERITIES:
+            raise ValueError(f"Unknown severity {severity[:40]!r}: give one of {', '.join(SEVERITIES)}.")
+        severities = SEVERITIES[: SEVERITIES.index(severity) + 1]
+    if category and category not in CATEGORY_LABELS:
+        raise ValueError(f"Unknown category {category[:40]!r}: give one of {', '.join(sorted(CATEGORY_LABELS))}.")
+    since_at = None
+    if since:
+        try:
+            since_at = datetime.fromisoformat(since.upper().replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"Invalid date {since[:40]!r}: give YYYY-MM-DD.") from None
+        if since_at.tzinfo is None:
+            since_at = since_at.replace(tzinfo=UTC)
+    return AdvisoryFilters(severities=severities, severity=severity, category=category, library=library[:100],
+                           since=since_at, since_text=since[:40])
+
+
+def filter_query(params: Mapping[str, str]) -> str:
+    """The filters of a request as a query string prefix for page links ("severity=high&"), page left out."""
+    from urllib.parse import urlencode
+
+    kept = [(k, params[k]) for k in ("severity", "category", "library", "since") if params.get(k)]
+    return urlencode(kept) + "&" if kept else ""
+
+
+@dataclass(frozen=True)
+class CodeExplained:
+    code: str
+    category: str
+    label: str
+    severity: str
+    why: str
+    advice: str
+    filterable: bool  # the advisories page can filter on this category
+
+
+def explain_code(code: str, severity: str, why: str) -> CodeExplained:
+    """A finding code's page: what it is about, its severity and why, and what to do."""
+    category = code.split(".", 1)[0]
+    return CodeExplained(code=code, category=category, label=category_label(category), severity=severity,
+                         why=why, advice=ADVICE.get(category, GENERIC_ADVICE), filterable=category in CATEGORY_LABELS)
+
+
+def severity_rank(value: str | None) -> int:
+    return SEVERITIES.index(value) if value in SEVERITIES else len(SEVERITIES)
+
+
+def worst(values: Iterable[str]) -> str | None:
+    ranked = sorted(values, key=severity_rank)
+    return ranked[0] if ranked and ranked[0] in SEVERITIES else None
+
+
+def category_label(category: str) -> str:
+    return CATEGORY_LABELS.get(category, category.replace("_", " ").capitalize())
+
+
+def show_value(value: Any, limit: int = VALUE_SHOWN) -> str:
+    """A before/after value as a person reads it: text as is, anything else as compact JSON."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    return clip_words(text, limit)
+
+
+def when(value: datetime | None) -> str:
+    """A UTC time to the minute, as the pages write every time ("2026-12-01 14:05 UTC")."""
+    if value is None:
+        return "never"
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+# -- findings grouped by category (the timeline) ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FindingGroup:
+    category: str
+    label: str
+    worst: str | None
+    findings: tuple[Mapping[str, Any], ...]
+
+
+def group_findings(findings: Sequence[Mapping[str, Any]]) -> list[FindingGroup]:
+    """Findings by category, categories in reading order, findings most severe first within each."""
+    by_category: dict[str, list[Mapping[str, Any]]] = {}
+    for f in findings:
+        by_category.setdefault(str(f.get("category") or "other"), []).append(f)
+    order = list(CATEGORY_LABELS)
+    ranked = sorted(by_category, key=lambda c: (order.index(c) if c in order else len(order), c))
+    return [
+        FindingGroup(category=c, label=category_label(c),
+                     worst=worst(str(f.get("severity")) for f in by_category[c]),
+                     findings=tuple(sorted(by_category[c], key=lambda f: severity_rank(str(f.get("severity"))))))
+        for c in ranked
+    ]
+
+
+# -- the revision page's sections -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RenderedPrompt:
+    conversation: str
+    title: str
+    change: str
+    diff: SideBySide
+
+
+@dataclass(frozen=True)
+class TemplateChange:
+    finding: Mapping[str, Any]
+    text_diff: SideBySide | None
+    prompts: tuple[RenderedPrompt, ...]
+    tokens_changed: tuple[tuple[str, str, str], ...]  # (special token, before, after)
+
+
+@dataclass(frozen=True)
+class KeyChange:
+    path: str
+    key: str
+    before: str
+    after: str
+    finding: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class TokenChange:
+    """A tokenizer finding and its examples, as (token, what happened to it) pairs."""
+
+    finding: Mapping[str, Any]
+    direction: str  # added | removed | changed
+    examples: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class TensorChange:
+    finding: Mapping[str, Any]
+    tensors: tuple[tuple[str, str, str], ...]  # (name, dtype, shape)
+    names: tuple[tuple[str, tuple[str, ...]], ...]  # ("added", (...)), ("removed", ...), ("moved", ...)
+
+
+@dataclass(frozen=True)
+class LibraryGroup:
+    """Findings of one library ("any library": the repo's files whatever loads them)."""
+
+    label: str
+    worst: str
+    findings: tuple[Mapping[str, Any], ...]
+
+
+def library_groups(findings: Sequence[Mapping[str, Any]]) -> tuple[LibraryGroup, ...]:
+    """The revision's findings grouped by the library whose analyser found them, most severe group first."""
+    from tracker.core.findings.libraries import group_by_library, library_label
+    from tracker.core.model import Finding
+
+    parsed = [(Finding.from_json(f), f) for f in findings]
+    by_id = {id(finding): raw for finding, raw in parsed}
+    return tuple(LibraryGroup(label=library_label(name), worst=str(items[0].severity.value),
+                              findings=tuple(by_id[id(f)] for f in items))
+                 for name, items in group_by_library(sorted((f for f, _ in parsed), key=lambda f: f.severity.rank)))
+
+
+@dataclass(frozen=True)
+class EmbeddingsVerdict:
+    """``embeddings.incompatible``: why stored vectors no longer compare, and the module pipeline on each side."""
+
+    finding: Mapping[str, Any]
+    reasons: tuple[str, ...]
+    before: tuple[str, ...]  # module types, in pipeline order
+    after: tuple[str, ...]
+
+
+def _embeddings_verdict(f: Mapping[str, Any]) -> EmbeddingsVerdict:
+    evidence = f.get("evidence") or {}
+
+    def names(key: str) -> tuple[str, ...]:
+        value = evidence.get(key)
+        return tuple(str(v) for v in value) if isinstance(value, list) else ()
+
+    return EmbeddingsVerdict(finding=f, reasons=names("reasons"), before=names("pipeline_before"),
+                             after=names("pipeline_after"))
+
+
+@dataclass(frozen=True)
+class RevisionSections:
+    templates: tuple[TemplateChange, ...] = ()
+    keys: tuple[KeyChange, ...] = ()
+    tokens: tuple[TokenChange, ...] = ()
+    tensors: tuple[TensorChange, ...] = ()
+    others: tuple[FindingGroup, ...] = ()
+    files: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # added/removed/changed paths
+    embeddings: tuple[EmbeddingsVerdict, ...] = ()
+    libraries: tuple[LibraryGroup, ...] = ()
+
+
+def _prompts(evidence: Mapping[str, Any]) -> tuple[RenderedPrompt, ...]:
+    branches = evidence.get("branches")
+    out = []
+    if isinstance(branches, Mapping) and branches:
+        for conv, branch in branches.items():
+            if isinstance(branch, Mapping) and isinstance(branch.get("rendered_diff"), str):
+                out.append(RenderedPrompt(str(conv), str(branch.get("title") or conv), str(branch.get("change") or ""),
+                                          side_by_side(branch["rendered_diff"])))
+    elif isinstance(evidence.get("rendered_diff"), str):
+        first = str(evidence.get("first") or "")
+        out.append(RenderedPrompt(first, first, str(evidence.get("change") or ""),
+                                  side_by_side(evidence["rendered_diff"])))
+    return tuple(out)
+
+
+def _template_change(f: Mapping[str, Any]) -> TemplateChange:
+    evidence = f.get("evidence") or {}
+    text = evidence.get("text_diff")
+    tokens = evidence.get("tokens_changed") or {}
+    pairs = tuple((str(k), show_value(v[0]) if v[0] is not None else "(none)",
+                   show_value(v[1]) if v[1] is not None else "(none)")
+                  for k, v in tokens.items() if isinstance(v, list | tuple) and len(v) == 2)
+    return TemplateChange(finding=f, text_diff=side_by_side(text) if isinstance(text, str) else None,
+                          prompts=_prompts(evidence), tokens_changed=pairs)
+
+
+def _key_change(f: Mapping[str, Any]) -> KeyChange:
+    evidence = f.get("evidence") or {}
+    key = evidence.get("key")
+    if not isinstance(key, str):
+        keys = evidence.get("keys")
+        key = ", ".join(map(str, keys)) if isinstance(keys, list) and keys else str(f.get("code", ""))
+    return KeyChange(path=str(f.get("path") or ""), key=key,
+                     before="(absent)" if f.get("before") is None else show_value(f.get("before")),
+                     after="(absent)" if f.get("after") is None else show_value(f.get("after")), finding=f)
+
+
+def _distinct_keys(keys: Sequence[KeyChange]) -> list[KeyChange]:
+    """One row per (file, key, before, after): two findings about the same change (an eos id seen by the
+    config and the generation rules) show once, at the worse severity."""
+    kept: dict[tuple[str, str, str, str], KeyChange] = {}
+    for k in keys:
+        ident = (k.path, k.key, k.before, k.after)
+        held = kept.get(ident)
+        if held is None or severity_rank(str(k.finding.get("severity"))) < severity_rank(
+                str(held.finding.get("severity"))):
+            kept[ident] = k
+    return list(kept.values())
+
+
+def _token_label(example: Mapping[str, Any]) -> str:
+    for key in ("token", "content", "text"):
+        if key in example:
+            return show_value(example[key], 80)
+    return show_value(dict(example), 80)
+
+
+def _token_detail(example: Mapping[str, Any]) -> str:
+    if "old_id" in example or "new_id" in example:
+        return f"id {example.get('old_id')} → {example.get('new_id')}"
+    if "id" in example:
+        return f"id {example['id']}"
+    if "old" in example or "new" in example:
+        return f"{show_value(example.get('old'), 80)} → {show_value(example.get('new'), 80)}"
+    return ""
+
+
+def _token_change(f: Mapping[str, Any]) -> TokenChange | None:
+    evidence = f.get("evidence") or {}
+    examples = evidence.get("examples")
+    code = str(f.get("code", ""))
+    if not isinstance(examples, list) or not examples:
+        return None
+    direction = "added" if "added" in code else "removed" if "removed" in code else "changed"
+    return TokenChange(finding=f, direction=direction,
+                       examples=tuple((_token_label(e), _token_detail(e)) if isinstance(e, Mapping)
+                                      else (show_value(e, 80), "") for e in examples))
+
+
+def _tensor_change(f: Mapping[str, Any]) -> TensorChange | None:
+    evidence = f.get("evidence") or {}
+    tensors = evidence.get("tensors")
+    rows: list[tuple[str, str, str]] = []
+    if isinstance(tensors, Mapping):
+        for name, info in tensors.items():
+            if isinstance(info, Mapping):
+                shape = info.get("shape")
+                rows.append((str(name), str(info.get("dtype", "")),
+                             " × ".join(map(str, shape)) if isinstance(shape, list) else ""))
+    names = tuple((kind, tuple(map(str, evidence[kind]))) for kind in ("added", "removed", "moved")
+                  if isinstance(evidence.get(kind), list) and evidence[kind])
+    if not rows and not names:
+        return None
+    return TensorChange(finding=f, tensors=tuple(rows), names=names)
+
+
+def revision_sections(findings: Sequence[Mapping[str, Any]], diff: Mapping[str, Any] | None) -> RevisionSections:
+    """The revision page's sections; each finding appears in one section only (the rest under "Other")."""
+    templates, keys, tokens, tensors, rest = [], [], [], [], []
+    embeddings = []
+    for f in findings:
+        category = f.get("category")
+        evidence = f.get("evidence") or {}
+        if f.get("code") == "embeddings.incompatible":
+            embeddings.append(_embeddings_verdict(f))
+        elif category == "chat_template" and any(k in evidence for k in ("text_diff", "rendered_diff", "branches")):
+            templates.append(_template_change(f))
+        elif category in ("config", "generation") and (f.get("before") is not None or f.get("after") is not None
+                                                       or "key" in evidence):
+            keys.append(_key_change(f))
+        elif category == "tokenizer" and (token := _token_change(f)) is not None:
+            tokens.append(token)
+        elif category == "weights" and (tensor := _tensor_change(f)) is not None:
+            tensors.append(tensor)
+        else:
+            rest.append(f)
+    keys = _distinct_keys(keys)
+    files = diff.get("files") if isinstance(diff, Mapping) else None
+    paths = {kind: tuple(str(e.get("path")) for e in (files or {}).get(kind) or [] if isinstance(e, Mapping))
+             for kind in ("added", "removed", "changed")}
+    return RevisionSections(templates=tuple(templates), keys=tuple(keys), tokens=tuple(tokens),
+                            tensors=tuple(tensors), others=tuple(group_findings(rest)),
+                            files={k: v for k, v in paths.items() if v}, embeddings=tuple(embeddings),
+                            libraries=library_groups(findings))
+
+
+# -- the estimator's card table ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CardRow:
+    card: str
+    full: str
+    lora: str
+    serve: str
+    cost: str
+
+
+@dataclass(frozen=True)
+class EstimateView:
+    supported: bool
+    reason: str
+    params: str
+    checkpoint: str
+    full_gb: str
+    lora_gb: str
+    seq_len: str
+    lora_rank: str
+    cards: tuple[CardRow, ...]
+    delta: tuple[str, ...]
+
+
+def _batch(value: Any, borderline: Any = False) -> str:
+    if not isinstance(value, int) or isinstance(value, bool):
+        return "?"
+    if value == 0:
+        return "does not fit"
+    return f"batch {value}, borderline" if borderline else f"batch {value}"
+
+
+def _gb(value: Any) -> str:
+    return f"{value:.3g} GB" if isinstance(value, int | float) and not isinstance(value, bool) else "?"
+
+
+def _count(value: Any) -> str:
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else "not read"
+
+
+def estimate_view(est: Mapping[str, Any]) -> EstimateView:
+    """The stored estimate (``Estimate.to_json()`` plus ``delta``) as the reference page's card table."""
+    cards = []
+    for c in est.get("cards") or []:
+        if not isinstance(c, Mapping):
+            continue
+        card = CARDS_BY_NAME.get(str(c.get("card")))
+        cost = c.get("cost_usd")
+        cards.append(CardRow(
+            card=card.label if card else str(c.get("card")),
+            full=_batch(c.get("full_batch"), c.get("full_borderline")),
+            lora=_batch(c.get("lora_batch"), c.get("lora_borderline")),
+            serve=_batch(c.get("serve_batch")),
+            cost=f"${cost:,.2f} {c.get('cost_mode') or ''}".strip() if isinstance(cost, int | float) else "-"))
+    return EstimateView(
+        supported=bool(est.get("supported")), reason=str(est.get("reason") or ""),
+        params=_count(est.get("params")), checkpoint=_count(est.get("checkpoint_params")),
+        full_gb=_gb(est.get("full_finetune_gb")), lora_gb=_gb(est.get("lora_gb")),
+        seq_len=str(est.get("seq_len") or "?"), lora_rank=str(est.get("lora_rank") or "?"),
+        cards=tuple(cards), delta=tuple(estimate_lines(est.get("delta"))))

@@ -1,9 +1,0 @@
-"""The pages: server-rendered HTML (Jinja2, autoescaped), a stylesheet and server-side SVG charts.
-
-``pages_router(tracker)`` is what ``tracker.api.create_app`` includes; ``tracker demo``
-(:mod:`tracker.web.demo`) serves them over a scripted history on the Hub stand-in.
-"""
-
-from tracker.web.routes import install_site, pages_router
-
-__all__ = ["install_site", "pages_router"]
