@@ -1,6 +1,6 @@
 """Local stand-in for the OSV.dev API, serving real OSV records from disk.
 
-Tests of the dependency check run the real client (:mod:`tracker.osvdev`)
+Tests of the dependency check run the real client (:mod:`tracker.adapters.osvdev`)
 against it instead of ``https://api.osv.dev``, which no test machine reaches.
 It serves the records in ``shared/osv/pypi/`` (YAML and JSON) with OSV.dev's
 request and response shapes (``shared/osv/NOTES.md`` §2):
@@ -225,7 +225,7 @@ class OsvDatabase:
 
 
 def _ecosystems() -> set[str]:
-    from tracker.advisory.validate import schema
+    from tracker.core.advisory.validate import schema
 
     return set(schema()["$defs"]["ecosystemName"]["enum"]) | {"GIT"}
 
