@@ -74,8 +74,8 @@ def describe_url(url: str) -> str:
 
 def migrations_dir() -> Path:
     """The Alembic scripts: ``migrations/`` in a source tree, ``tracker/migrations`` once installed."""
-    installed = Path(__file__).resolve().parents[1] / "migrations"
-    source = Path(__file__).resolve().parents[2] / "migrations"
+    installed = Path(__file__).resolve().parents[2] / "migrations"
+    source = Path(__file__).resolve().parents[3] / "migrations"
     for path in (installed, source):
         if (path / "env.py").exists():
             return path
