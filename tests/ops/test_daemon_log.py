@@ -86,11 +86,11 @@ def test_the_log_of_a_run_at_default_verbosity(hub_standin, tmp_path):
     lines = [TS.sub("", line) for line in err.splitlines()]
     assert all(TS.match(line) for line in err.splitlines()), err
     database = f"{tmp_path}/t.sqlite3"
-    assert lines[0] == (f"INFO tracker.surfaces.daemon: tracker started: polling 2 repo(s) (every 1h unless set per repo), "
+    assert lines[0] == (f"INFO tracker.daemon: tracker started: polling 2 repo(s) (every 1h unless set per repo), "
                         f"database {database}, Hub {hub_standin.url}, API http://127.0.0.1:{port}")
     # The two first polls run at once, in either order; a failed one says when it is tried again (in 1h).
     first = sorted(lines[1:3])
-    assert first[0] == "INFO tracker.surfaces.daemon: acme/model: first poll, baseline read (1 revision)"
+    assert first[0] == "INFO tracker.daemon: acme/model: first poll, baseline read (1 revision)"
     typo = re.fullmatch(r"WARNING tracker\.daemon: acme/typo: not found on the Hub \(check the id; private and gated "
                         r"repos need HF_TOKEN\); next try (\S+Z)", first[1])
     assert typo, first[1]
@@ -99,8 +99,8 @@ def test_the_log_of_a_run_at_default_verbosity(hub_standin, tmp_path):
     assert tried - datetime.fromisoformat(logged_at.strip().replace("Z", "+00:00")) == pytest.approx(
         timedelta(hours=1), abs=timedelta(seconds=5))
     assert lines[3:] == [
-        "INFO tracker.surfaces.daemon: acme/model: 1 new revision, 1 advisory (high)",
-        "INFO tracker.surfaces.daemon: stopped",
+        "INFO tracker.daemon: acme/model: 1 new revision, 1 advisory (high)",
+        "INFO tracker.daemon: stopped",
     ]
 
 
@@ -113,7 +113,7 @@ def test_json_lines_for_log_shippers(hub_standin, tmp_path):
     assert records[0]["message"].startswith("tracker started: polling 2 repo(s)")
     by_message = {r["message"]: r for r in records}
     assert by_message["acme/model: 1 new revision, 1 advisory (high)"] == {
-        "level": "info", "logger": "tracker.surfaces.daemon", "message": "acme/model: 1 new revision, 1 advisory (high)",
+        "level": "info", "logger": "tracker.daemon", "message": "acme/model: 1 new revision, 1 advisory (high)",
         "repo": "acme/model", "outcome": "new", "new_revisions": 1, "processed": 1, "advisories": 1,
         "worst_severity": "high", "events": [], "error": None,
     }
@@ -129,7 +129,7 @@ def test_library_internals_only_at_vv(hub_standin, tmp_path):
     _, err = script(hub_standin, proc, port)
     loggers = {m.group(1) for m in re.finditer(r"^\S+ [A-Z]+ ([\w.]+): ", err, re.M)}
     assert {"alembic.runtime.migration", "apscheduler.scheduler", "uvicorn.error"} <= loggers
-    assert "INFO tracker.surfaces.daemon: acme/model: 1 new revision, 1 advisory (high)" in err
+    assert "INFO tracker.daemon: acme/model: 1 new revision, 1 advisory (high)" in err
 
 
 def test_the_log_of_a_run_over_the_demo_history(hub_standin, tmp_path):
@@ -167,11 +167,11 @@ def test_the_log_of_a_run_over_the_demo_history(hub_standin, tmp_path):
     assert proc.returncode == 0, err
     assert all(TS.match(line) for line in err.splitlines()), err
     assert [TS.sub("", line) for line in err.splitlines()] == [
-        f"INFO tracker.surfaces.daemon: tracker started: polling 1 repo(s) (every 1h unless set per repo), "
+        f"INFO tracker.daemon: tracker started: polling 1 repo(s) (every 1h unless set per repo), "
         f"database {tmp_path}/t.sqlite3, Hub {hub_standin.url}, API http://127.0.0.1:{port}",
-        "INFO tracker.surfaces.daemon: intfloat/multilingual-e5-large: first poll, baseline read (1 revision)",
-        "INFO tracker.surfaces.daemon: intfloat/multilingual-e5-large: 1 new revision",
-        "INFO tracker.surfaces.daemon: intfloat/multilingual-e5-large: 1 new revision, 1 advisory (high)",
-        "INFO tracker.surfaces.daemon: intfloat/multilingual-e5-large: 1 new revision, 2 advisories (critical)",
-        "INFO tracker.surfaces.daemon: stopped",
+        "INFO tracker.daemon: intfloat/multilingual-e5-large: first poll, baseline read (1 revision)",
+        "INFO tracker.daemon: intfloat/multilingual-e5-large: 1 new revision",
+        "INFO tracker.daemon: intfloat/multilingual-e5-large: 1 new revision, 1 advisory (high)",
+        "INFO tracker.daemon: intfloat/multilingual-e5-large: 1 new revision, 2 advisories (critical)",
+        "INFO tracker.daemon: stopped",
     ]

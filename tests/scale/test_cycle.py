@@ -196,7 +196,7 @@ def test_the_budget_spreads_the_cycle_and_says_when_the_schedule_needs_more(hub_
     third = cycle.tick()
     assert third.polls == 1
     assert wait_for(lambda: cycle.in_flight() == 0)
-    caplog.set_level(logging.INFO, logger="tracker.pipeline.cycle")
+    caplog.set_level(logging.INFO, logger="tracker.cycle")
     assert cycle.check_budget() is False  # 5 repos a minute: 25 HEADs per 5 minutes, 18 allowed
     assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
         "hub budget: checking the watch list on schedule needs about 0 api and 25 resolvers requests per 5 min, "

@@ -45,7 +45,7 @@ from tracker.core.errors import HubRateLimited, TrackerError, first_line
 from tracker.core.model import RepoState
 from tracker.pipeline.ports import HubReader
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("tracker.changes")  # the name operators filter logs by, not the module path
 
 OVERLAP_SECONDS = 600.0  # the walk reaches this far (Hub clock) past its watermark: replication lag, skew
 MAX_WALK_PAGES = 200  # a walk needing more starts a new chain (the repos due are checked on their own)

@@ -46,7 +46,7 @@ from tracker.pipeline.polling import LEASE_MARGIN_SECONDS, Poller, PollResult, _
 from tracker.pipeline.ports import Clock, HubReader
 from tracker.pipeline.watchrules import RuleKeeper
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("tracker.cycle")  # the name operators filter logs by, not the module path
 
 LISTING_DEADLINE = 120.0  # wall clock for one owner listing, all its pages
 ERROR_RETRY = 600.0  # a poll that failed is tried again this soon (or at its interval, if sooner)

@@ -51,7 +51,7 @@ from tracker.core.report import EventReport, event_advisory
 from tracker.pipeline.ports import Clock, HubReader, Store
 from tracker.pipeline.processing import Processor
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("tracker.polling")  # the name operators filter logs by, not the module path
 _SEVERITIES = frozenset(s.value for s in Severity)
 LEASE_MARGIN_SECONDS = 300.0  # a lease outlives the poll's Hub deadline by this much (analysis time)
 

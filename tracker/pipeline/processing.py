@@ -43,7 +43,7 @@ from tracker.pipeline.lineage import ModelTree
 from tracker.pipeline.ports import Clock, HubReader, OsvLookup, Store
 from tracker.pipeline.sources import HubSources
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("tracker.processing")  # the name operators filter logs by, not the module path
 
 Side = tuple[str, Snapshot]  # (sha, file list)
 

@@ -24,7 +24,7 @@ from tracker.core.errors import HubError, NotWatched, RepoGone, RevisionGone, Re
 from tracker.core.model import SHA_RE, AdvisoryKind, AdvisoryRow, RepoId, RepoRow, Severity
 from tracker.pipeline.ports import HubReader, Store
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("tracker.querying")  # the name operators filter logs by, not the module path
 
 LOOKUP_LISTING_LIMIT = 500  # commits walked per listing when placing an unseen revision in the graph
 CACHE_SIZE = 2048  # unseen revisions remembered per process

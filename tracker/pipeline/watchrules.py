@@ -35,7 +35,7 @@ from tracker.core.errors import ConfigError, TrackerError, first_line
 from tracker.core.model import RepoId, validate_repo_id
 from tracker.pipeline.ports import HubReader
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("tracker.watchrules")  # the name operators filter logs by, not the module path
 
 DEFAULT_MAX = 1000
 DEFAULT_GRACE = 86400.0  # a repo the rule stopped matching is dropped after this long

@@ -49,7 +49,7 @@ from tracker.surfaces.web import install_site, pages_router
 if TYPE_CHECKING:
     from tracker.app import Tracker
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("tracker.api")  # the name operators filter logs by, not the module path
 PAGE_SIZE = 1000
 # A page of /v1/query also ends (after at least one record) once the records' computed ``versions``
 # reach this many: a commit affected by thousands of advisories is answered in pages of bounded

@@ -51,7 +51,7 @@ from tracker.surfaces.api_bodies import BodyGate
 if TYPE_CHECKING:
     from tracker.app import Tracker
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("tracker.api_repos")  # the name operators filter logs by, not the module path
 
 # Open even when reads need a token: probes, the Hub's webhook (its own secret), the API's description.
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/hooks/hub", "/openapi.json", "/docs", "/docs/oauth2-redirect"})

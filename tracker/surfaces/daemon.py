@@ -39,7 +39,7 @@ from tracker.surfaces.logs import Heartbeat, log_poll, start_line
 if TYPE_CHECKING:
     from tracker.adapters.delivery.worker import DeliveryWorker
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("tracker.daemon")  # the name operators filter logs by, not the module path
 RECONCILE_SECONDS = 60
 TICK_SECONDS = 2.0  # how often the cycle looks for due repos (a webhook's repo waits at most this long)
 HEARTBEAT_MAX_SECONDS = 600.0  # a summary line at least this often, however long a cycle is

@@ -28,7 +28,7 @@ import httpx2
 from tracker.adapters.hub import deadline
 from tracker.core.errors import TrackerError
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("tracker.delivery.guard")  # the name operators filter logs by, not the module path
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], list[str]]

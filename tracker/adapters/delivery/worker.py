@@ -50,7 +50,7 @@ from tracker.adapters.hub.guards import clamp_wait
 from tracker.adapters.settings import DeliverySettings
 from tracker.adapters.store.delivery import DeliveryRow, SubscriptionRow
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("tracker.delivery.worker")  # the name operators filter logs by, not the module path
 
 RETRY_AFTER_MAX = 86400.0  # a receiver asking for more than a day is asked again after a day
 # A lease outlasts the attempt's deadline by this much: resolving the target's name (getaddrinfo

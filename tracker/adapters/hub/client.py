@@ -38,7 +38,7 @@ from tracker.core.model import SHA_RE, Commit, CommitSha, FileEntry, RepoId, Sna
 if TYPE_CHECKING:
     from tracker.adapters.settings import Settings
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("tracker.hub.client")  # the name operators filter logs by, not the module path
 
 
 @dataclass(frozen=True)

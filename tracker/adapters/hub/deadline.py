@@ -28,7 +28,7 @@ from typing import Any
 import httpcore2
 import httpx2
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("tracker.hub.deadline")  # the name operators filter logs by, not the module path
 
 _state = threading.local()
 

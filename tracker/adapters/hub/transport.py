@@ -60,7 +60,7 @@ from tracker.core.errors import (
     RevisionGone,
 )
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("tracker.hub.transport")  # the name operators filter logs by, not the module path
 
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 REDIRECT_STATUS = frozenset({301, 302, 303, 307, 308})

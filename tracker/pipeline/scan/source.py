@@ -38,7 +38,7 @@ from tracker.pipeline.scan.advice import Open, suggest
 from tracker.pipeline.scan.card import model_facts
 from tracker.pipeline.scan.model import AdvisoryHit, ModelFacts, PinStatus
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("tracker.scan.source")  # the name operators filter logs by, not the module path
 
 HISTORY = 100  # revisions read, at most, for a repo nobody watches
 
