@@ -128,7 +128,8 @@ def test_poll_lines(poll, said):
 
 def test_the_heartbeat_sums_up_a_cycle_then_starts_over():
     beat = Heartbeat()
-    assert beat.summary(watched=3, period="1h") is None
+    assert beat.summary(watched=3, period="1h", pending=2) == (
+        "heartbeat: 3 repos watched; last 1h: 0 polls; 2 revisions pending")
     beat.add(result(PollOutcome.NEW, new_revisions=2, advisories=1, worst_advisory="moderate"))
     beat.add(result(PollOutcome.UNCHANGED))
     beat.add(result(PollOutcome.UNCHANGED))

@@ -93,6 +93,8 @@ class Daemon:
         self.cycle = Cycle(tracker.settings, tracker.store, hub, tracker.poller, clock=tracker.clock,
                            on_result=self._report)
         self.queue = PollQueue(tracker.store)
+        # One summary per cycle, or every 10 minutes when cycles are longer: never silent for longer.
+        self.heartbeat_every = min(clamp_interval(tracker.settings.poll_every), HEARTBEAT_MAX_SECONDS)
 
     def _report(self, result: PollResult) -> None:
         self.heartbeat.add(result)
@@ -120,10 +122,9 @@ class Daemon:
             pending: int | None = HealthReads(self.tracker.store).pending_revisions()
         except TrackerError:
             pending = None
-        every = min(clamp_interval(self.tracker.settings.poll_every), HEARTBEAT_MAX_SECONDS)
-        line = self.heartbeat.summary(watched=len(self._intervals), period=format_duration(every), pending=pending)
-        if line:
-            log.info("%s", line)
+        line = self.heartbeat.summary(watched=len(self._intervals), period=format_duration(self.heartbeat_every),
+                                      pending=pending)
+        log.info("%s", line)
 
     def reconcile(self) -> None:
         """Keep the watched repos' intervals (the count the logs show) and the budget check current."""
@@ -143,9 +144,7 @@ class Daemon:
         self.scheduler.add_job(self.reconcile, IntervalTrigger(seconds=RECONCILE_SECONDS), id="reconcile")
         self.scheduler.add_job(self.tick, IntervalTrigger(seconds=TICK_SECONDS), id="cycle",
                                next_run_time=datetime.now(UTC) + timedelta(seconds=1))
-        every = min(clamp_interval(self.tracker.settings.poll_every), HEARTBEAT_MAX_SECONDS)
-        self.scheduler.add_job(self.beat, IntervalTrigger(seconds=every),
-                               id="heartbeat")  # one summary per cycle, or every 10 minutes when cycles are longer
+        self.scheduler.add_job(self.beat, IntervalTrigger(seconds=self.heartbeat_every), id="heartbeat")
         self.scheduler.start()
         log.info("%s", start_line(self.tracker, api=api, watched=len(self._intervals)))
 

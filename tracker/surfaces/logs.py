@@ -262,24 +262,25 @@ class Heartbeat:
             if result.worst_advisory:
                 self.worst.append(result.worst_advisory)
 
-    def summary(self, *, watched: int, period: str, pending: int | None = None) -> str | None:
+    def summary(self, *, watched: int, period: str, pending: int | None = None) -> str:
         """"heartbeat: 4 repos watched; last 1h: 12 polls (10 unchanged, 1 new, 1 error), 2 new revisions,
-        1 advisory; 0 revisions pending" — and the counts start over. None when nothing was polled."""
+        1 advisory; 0 revisions pending" — and the counts start over. A line even when nothing was polled
+        ("... last 10m: 0 polls; ..."), so the daemon is never silent for longer than a heartbeat."""
         with self._lock:
             return self._summary(watched=watched, period=period, pending=pending)
 
-    def _summary(self, *, watched: int, period: str, pending: int | None) -> str | None:
+    def _summary(self, *, watched: int, period: str, pending: int | None) -> str:
         polls = sum(self.outcomes.values())
-        if not polls:
-            return None
-        order = [o.value for o in PollOutcome]
-        kinds = ", ".join(f"{n} {k}" for k, n in sorted(self.outcomes.items(), key=lambda kv: order.index(kv[0])))
-        text = (f"heartbeat: {_plural(watched, 'repo')} watched; last {period}: {_plural(polls, 'poll')} "
-                f"({kinds}), {_plural(self.new_revisions, 'new revision')}, "
-                f"{_plural(self.advisories, 'advisory', 'advisories')}")
-        worst = worst_of(self.worst)
-        if worst:
-            text += f" (worst {worst})"
+        text = f"heartbeat: {_plural(watched, 'repo')} watched; last {period}: {_plural(polls, 'poll')}"
+        if polls:
+            order = [o.value for o in PollOutcome]
+            kinds = ", ".join(f"{n} {k}" for k, n in sorted(self.outcomes.items(),
+                                                            key=lambda kv: order.index(kv[0])))
+            text += (f" ({kinds}), {_plural(self.new_revisions, 'new revision')}, "
+                     f"{_plural(self.advisories, 'advisory', 'advisories')}")
+            worst = worst_of(self.worst)
+            if worst:
+                text += f" (worst {worst})"
         if pending is not None:
             text += f"; {_plural(pending, 'revision')} pending"
         self.outcomes.clear()
