@@ -37,22 +37,50 @@ import copy
 import fnmatch
 import json
 import re
-from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime, timedelta
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 from tracker.core.advisory.affected import affected_commits as compute_affected_commits
+from tracker.core.advisory.common import (
+    SCHEMA_VERSION,
+    SOURCE,
+    SUMMARY_MAX,
+    TOOL_CREDIT,
+    affected_entry,
+    check_sha,
+    commit_url,
+    finalise,
+    fix_section,
+    format_timestamp,
+    later,
+    one_line,
+    repo_url,
+    with_fix_section,
+)
 from tracker.core.advisory.ids import advisory_id, repo_event_id
+from tracker.core.advisory.record import (
+    Advisory,
+    DatabaseSpecific,
+    Event,
+    Reference,
+    parse_advisory,
+    plain,
+    to_osv,
+)
 from tracker.core.escaping import escape_controls
 from tracker.core.findings.rules import SeverityRules
-from tracker.core.model import Finding, Severity, clip_words, sort_findings, validate_repo_id
+from tracker.core.model import Finding, Severity, sort_findings, validate_repo_id
 
 __all__ = [
     "CLASSIFICATION",
     "REPO_EVENTS",
     "SCHEMA_VERSION",
     "AdvisoryKind",
+    "RepoEvent",
     "RepoEventKind",
+    "RevisionFacts",
     "advisory_events",
     "build_revision_advisories",
     "build_revision_advisory",
@@ -60,15 +88,17 @@ __all__ = [
     "format_timestamp",
     "mark_fixed",
     "range_events",
+    "record_fixed",
+    "record_with_versions",
+    "record_withdrawn",
     "repo_event_advisory",
+    "repo_event_record",
+    "revision_record",
+    "revision_records",
     "split_findings",
     "with_versions",
     "withdraw",
 ]
-
-SCHEMA_VERSION = "1.7.5"
-SOURCE = "upstream-tracker"
-SUMMARY_MAX = 120
 
 AdvisoryKind = Literal["update", "risk"]
 Classification = Literal["update", "risk", "ignore"]
@@ -140,61 +170,9 @@ DIFF_EVIDENCE_KEYS: tuple[str, ...] = ("rendered_prompt_diff", "prompt_diff", "d
 DIFF_MAX_LINES = 60
 DIFF_MAX_CHARS = 6000
 
-_SHA_RE = re.compile(r"^[0-9a-f]{40}$")
-_FIX_HEADING = "\n\n## Undone\n"
 
 
 # ---------------------------------------------------------------- small helpers
-
-
-def format_timestamp(value: datetime) -> str:
-    """RFC 3339 UTC with a ``Z`` (the OSV schema rejects ``+00:00``); microseconds only when non-zero."""
-    if value.tzinfo is None:
-        raise ValueError("timestamps must be timezone-aware (UTC); got a naive datetime")
-    value = value.astimezone(UTC)
-    text = value.strftime("%Y-%m-%dT%H:%M:%S")
-    if value.microsecond:
-        text += f".{value.microsecond:06d}".rstrip("0")
-    return text + "Z"
-
-
-def _parse_timestamp(text: str) -> datetime | None:
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except (TypeError, ValueError):
-        return None
-
-
-def _later(now: datetime, previous: str | None) -> str:
-    """``now``, or just after ``previous`` if the clock says otherwise: ``modified`` must increase."""
-    prev = _parse_timestamp(previous) if previous else None
-    if prev is not None and now <= prev:
-        now = prev + timedelta(microseconds=1)
-    return format_timestamp(now)
-
-
-def _sha(value: str, what: str) -> str:
-    if not isinstance(value, str) or not _SHA_RE.match(value):
-        raise ValueError(f"{what} must be a full 40-hex lower-case commit id, got {value!r}")
-    return value
-
-
-def _plain(value: Any) -> Any:
-    """Plain JSON data (tuples to lists, anything odd to its str), so equality is content equality."""
-    return json.loads(json.dumps(value, default=str, sort_keys=True))
-
-
-def _one_line(text: str, limit: int = SUMMARY_MAX) -> str:
-    text = " ".join(str(text).split())
-    return clip_words(text, limit)
-
-
-def _repo_url(endpoint: str, repo_id: str) -> str:
-    return f"{endpoint.rstrip('/')}/{repo_id}"
-
-
-def _commit_url(repo_url: str, sha: str) -> str:
-    return f"{repo_url}/commit/{sha}"
 
 
 def _fence(text: str) -> str:
@@ -242,14 +220,6 @@ def advisory_events(kind: AdvisoryKind, revision: str, fixes: Iterable[str] = ()
     raise ValueError(f"unknown advisory kind {kind!r}")
 
 
-def _git_ranges(record: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [r for a in record.get("affected") or [] for r in a.get("ranges") or [] if r.get("type") == "GIT"]
-
-
-def _fixes(record: Mapping[str, Any] | None) -> list[str]:
-    if not record:
-        return []
-    return [e["fixed"] for r in _git_ranges(record) for e in r.get("events", []) if "fixed" in e]
 
 
 # ---------------------------------------------------------------- rendering
@@ -277,8 +247,8 @@ def _diff_excerpt(finding: Finding) -> str | None:
 
 
 def _render_value(value: Any) -> str:
-    text = json.dumps(_plain(value), ensure_ascii=False, sort_keys=True)
-    return f"`{_one_line(text, 80)}`"
+    text = json.dumps(plain(value), ensure_ascii=False, sort_keys=True)
+    return f"`{one_line(text, 80)}`"
 
 
 def _render_estimate(delta: Mapping[str, Any]) -> list[str]:
@@ -292,40 +262,14 @@ def _render_estimate(delta: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _fix_section(repo_url: str, fixes: list[str]) -> str:
-    if not fixes:
-        return ""
-    lines = [
-        (f"- revision [`{f[:12]}`]({_commit_url(repo_url, f)}) undoes it; it and its descendants "
-         "are no longer affected.")
-        for f in fixes
-    ]
-    return _FIX_HEADING + "\n".join(lines)
-
-
-def _with_fix_section(details: str, repo_url: str, fixes: list[str]) -> str:
-    return details.split(_FIX_HEADING, 1)[0] + _fix_section(repo_url, fixes)
-
-
-def _details(
-    *,
-    kind: AdvisoryKind,
-    repo_id: str,
-    repo_url: str,
-    revision: str,
-    parent: str | None,
-    revision_date: datetime | None,
-    findings: list[Finding],
-    estimate_delta: Mapping[str, Any] | None,
-    related: list[str],
-    fixes: list[str],
-) -> str:
+def _details(facts: RevisionFacts, kind: AdvisoryKind, findings: list[Finding], fixes: list[str]) -> str:
+    repo_url, revision, parent = facts.repo_url, facts.revision, facts.parent
     label = "Risk introduced" if kind == "risk" else "Upstream change"
     where = f"parent `{parent[:12]}`" if parent else "first revision read"
-    when = f", committed {format_timestamp(revision_date)}" if revision_date else ""
+    when = f", committed {format_timestamp(facts.revision_date)}" if facts.revision_date else ""
     parts = [
-        f"**{label}** in [{repo_id}]({repo_url}) at revision "
-        f"[`{revision[:12]}`]({_commit_url(repo_url, revision)}) ({where}){when}.",
+        f"**{label}** in [{facts.repo_id}]({repo_url}) at revision "
+        f"[`{revision[:12]}`]({commit_url(repo_url, revision)}) ({where}){when}.",
         (
             "This revision **introduces** the change: it and every later revision are affected "
             "until a revision undoes it."
@@ -336,22 +280,25 @@ def _details(
         "## Findings",
     ]
     for severity in sorted({f.severity for f in findings}, key=lambda s: s.rank):
-        group = [f for f in findings if f.severity is severity]
-        lines = [f"### {severity.name.capitalize()}"]
-        excerpts = []
-        for f in group:
-            path = f", `{escape_controls(f.path)}`" if f.path else ""
-            lines.append(f"- {_one_line(f.summary, 300)} (`{f.code}`{path})")
-            excerpt = _diff_excerpt(f)
-            if excerpt:
-                excerpts.append(excerpt)
-        parts.append("\n".join(lines))
-        parts.extend(excerpts)
-    if estimate_delta:
-        parts.append("## Estimate changes\n" + "\n".join(_render_estimate(estimate_delta)))
-    if related:
-        parts.append("## Related OSV.dev advisories\n" + "\n".join(f"- {r}" for r in related))
-    return "\n\n".join(parts) + _fix_section(repo_url, fixes)
+        parts.extend(_severity_section(severity, [f for f in findings if f.severity is severity]))
+    if facts.estimate_delta:
+        parts.append("## Estimate changes\n" + "\n".join(_render_estimate(facts.estimate_delta)))
+    if facts.related:
+        parts.append("## Related OSV.dev advisories\n" + "\n".join(f"- {r}" for r in sorted(set(facts.related))))
+    return "\n\n".join(parts) + fix_section(repo_url, fixes)
+
+
+def _severity_section(severity: Severity, group: list[Finding]) -> list[str]:
+    """One severity's heading and finding lines, then the diff excerpts of its findings."""
+    lines = [f"### {severity.name.capitalize()}"]
+    excerpts = []
+    for f in group:
+        path = f", `{escape_controls(f.path)}`" if f.path else ""
+        lines.append(f"- {one_line(f.summary, 300)} (`{f.code}`{path})")
+        excerpt = _diff_excerpt(f)
+        if excerpt:
+            excerpts.append(excerpt)
+    return ["\n".join(lines), *excerpts]
 
 
 def _summary(kind: AdvisoryKind, repo_id: str, revision: str, findings: list[Finding]) -> str:
@@ -359,50 +306,328 @@ def _summary(kind: AdvisoryKind, repo_id: str, revision: str, findings: list[Fin
     more = f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""
     head = f"{label} {repo_id}@{revision[:12]}: "
     room = SUMMARY_MAX - len(head) - len(more)
-    return _one_line(head + _one_line(findings[0].summary, max(room, 10)) + more)
+    return one_line(head + one_line(findings[0].summary, max(room, 10)) + more)
+
+
+def advisory_url(tracker_url: str | None, record_id: str) -> str | None:
+    """The record's page on the tracker's own site, when it has one."""
+    return f"{tracker_url.rstrip('/')}/advisories/{record_id}" if tracker_url else None
 
 
 def _references(
-    kind: str, repo_url: str, revision: str | None, fixes: list[str], tracker_url: str | None, record_id: str
-) -> list[dict[str, str]]:
-    refs = [{"type": "PACKAGE", "url": repo_url}]
+    kind: str, repo_url: str, revision: str | None, fixes: list[str], page: str | None
+) -> tuple[Reference, ...]:
+    refs = [Reference(type="PACKAGE", url=repo_url)]
     if revision is not None:
-        refs.append({"type": "FIX" if kind == "update" else "INTRODUCED", "url": _commit_url(repo_url, revision)})
-    refs += [{"type": "FIX", "url": _commit_url(repo_url, f)} for f in fixes]
-    if tracker_url:
-        refs.append({"type": "ADVISORY", "url": f"{tracker_url.rstrip('/')}/advisories/{record_id}"})
-    return refs
-
-
-def _affected_entry(repo_id: str, repo_url: str, events: list[dict] | None, versions: Iterable[str]) -> dict:
-    entry: dict[str, Any] = {
-        "package": {"ecosystem": "GIT", "name": repo_url, "purl": f"pkg:huggingface/{repo_id}"},
-    }
-    if events is not None:
-        entry["ranges"] = [{"type": "GIT", "repo": repo_url, "events": events}]
-    entry["versions"] = sorted({_sha(v, "an affected commit") for v in versions})
-    return entry
-
-
-def _finalise(record: dict[str, Any], previous: Mapping[str, Any] | None, now: datetime) -> dict[str, Any]:
-    """Apply the ``published``/``modified`` rules against the stored record."""
-    record = _plain(record)
-    if previous is None:
-        return record
-    if previous.get("id") != record["id"]:
-        raise ValueError(f"previous record {previous.get('id')!r} is not {record['id']!r}")
-    if previous.get("published"):
-        record["published"] = previous["published"]
-    if {**record, "modified": previous.get("modified")} == _plain(previous):
-        return copy.deepcopy(dict(previous))
-    record["modified"] = _later(now, previous.get("modified"))
-    return record
+        refs.append(Reference(type="FIX" if kind == "update" else "INTRODUCED", url=commit_url(repo_url, revision)))
+    refs += [Reference(type="FIX", url=commit_url(repo_url, f)) for f in fixes]
+    if page:
+        refs.append(Reference(type="ADVISORY", url=page))
+    return tuple(refs)
 
 
 # ------------------------------------------------------------------ builders
 
 
-def build_revision_advisory(
+@dataclass(frozen=True)
+class RevisionFacts:
+    """What a revision's advisories are built from, apart from their kind and the stored records.
+
+    Only ``findings`` that reach ``min_severity`` count. Raises ValueError on a bad repo id or
+    a short sha.
+    """
+
+    repo_id: str
+    revision: str
+    parent: str | None
+    revision_date: datetime | None
+    findings: Sequence[Finding]
+    endpoint: str
+    tracker_url: str | None = None
+    estimate_delta: Mapping[str, Any] | None = None
+    related: Sequence[str] = ()
+    min_severity: Severity = Severity.LOW
+
+    def __post_init__(self) -> None:
+        validate_repo_id(self.repo_id)
+        check_sha(self.revision, "revision")
+        if self.parent is not None:
+            check_sha(self.parent, "parent")
+
+    @property
+    def repo_url(self) -> str:
+        return repo_url(self.endpoint, self.repo_id)
+
+
+def revision_record(
+    facts: RevisionFacts, kind: AdvisoryKind, *, affected_commits: Iterable[str], now: datetime,
+    previous: Advisory | None = None,
+) -> Advisory | None:
+    """The OSV record of ``kind`` ("update" or "risk") for one revision, or None.
+
+    Only findings that classify as ``kind`` count. Returns:
+
+    * None when none count and there is no ``previous`` record;
+    * ``previous`` withdrawn (:func:`record_withdrawn`) when none count any more;
+    * ``previous`` itself, unchanged, when the rebuilt content equals it apart
+      from ``modified`` (so ``modified`` only moves when content changes);
+    * otherwise a new record with ``modified = now`` (``published`` kept from
+      ``previous``, else ``now``).
+
+    ``affected_commits`` (the caller owns the graph) are listed in ``versions``,
+    sorted; compute them from :func:`advisory_events` with
+    :func:`tracker.core.advisory.affected.affected_commits`. A risk record keeps the
+    ``fixed`` events that :func:`record_fixed` added to ``previous``.
+    Raises ValueError on a naive datetime.
+    """
+    selected = split_findings(facts.findings, facts.min_severity).get(kind, [])
+    if not selected:
+        return record_withdrawn(previous, now) if previous is not None else None
+    fixes = previous.fixes if previous is not None and kind == "risk" else []
+    record_id = advisory_id(facts.repo_id, facts.revision, kind)
+    now_ts = format_timestamp(now)
+    record = Advisory(
+        schema_version=SCHEMA_VERSION, id=record_id, modified=now_ts, published=now_ts,
+        summary=_summary(kind, facts.repo_id, facts.revision, selected),
+        details=_details(facts, kind, selected, fixes),
+        affected=(affected_entry(facts.repo_id, facts.repo_url, advisory_events(kind, facts.revision, fixes),
+                                  affected_commits),),
+        references=_references(kind, facts.repo_url, facts.revision, fixes, advisory_url(facts.tracker_url, record_id)),
+        credits=(TOOL_CREDIT,),
+        database_specific=_revision_specific(facts, kind, selected),
+    )
+    if facts.related:
+        record = record.replace(related=tuple(sorted(set(facts.related))))
+    return finalise(record, previous, now)
+
+
+def _revision_specific(facts: RevisionFacts, kind: AdvisoryKind, selected: list[Finding]) -> DatabaseSpecific:
+    worst = Severity.worst(f.severity for f in selected)
+    assert worst is not None
+    delta = {"estimate_delta": plain(facts.estimate_delta)} if facts.estimate_delta is not None else {}
+    return DatabaseSpecific(
+        source=SOURCE, kind=kind, severity=worst.name, categories=tuple(sorted({f.category for f in selected})),
+        repo_id=facts.repo_id, revision=facts.revision, parent=facts.parent,
+        revision_date=format_timestamp(facts.revision_date) if facts.revision_date else None,
+        findings=tuple(plain(f.to_json()) for f in selected), **delta,
+    )
+
+
+def revision_records(
+    facts: RevisionFacts, *, parents: Mapping[str, list[str]], now: datetime, previous: Iterable[Advisory] = (),
+) -> list[Advisory]:
+    """Every advisory a revision should have: 0, 1 or 2 records ("risk" first, then "update").
+
+    As :func:`revision_record`, except that the caller passes the repo's commit graph
+    (``parents``: commit -> parents, first parent first) and the affected commits are computed
+    here from each record's events, and ``previous`` is the stored records for this revision
+    (any order; records with other ids are ignored). A stored record whose kind has no findings
+    any more comes back withdrawn; the list holds exactly the records to upsert.
+    """
+    stored = {r.id: r for r in previous}
+    out: list[Advisory] = []
+    kinds: tuple[AdvisoryKind, ...] = ("risk", "update")
+    for kind in kinds:
+        prev = stored.get(advisory_id(facts.repo_id, facts.revision, kind))
+        events = advisory_events(kind, facts.revision, prev.fixes if prev is not None and kind == "risk" else [])
+        record = revision_record(facts, kind, affected_commits=compute_affected_commits(parents, events), now=now,
+                                 previous=prev)
+        if record is not None:
+            out.append(record)
+    return out
+
+
+def record_with_versions(record: Advisory, versions: Iterable[str], now: datetime) -> Advisory:
+    """``record`` whose ``affected[0].versions`` are ``versions`` (sorted); ``modified`` moves
+    only when they changed."""
+    wanted = tuple(sorted(set(versions)))
+    first, *rest = record.affected
+    if first.versions == wanted:
+        return record
+    return record.replace(affected=(first.model_copy(update={"versions": wanted}), *rest),
+                          modified=later(now, record.modified))
+
+
+def record_fixed(record: Advisory, fixed_revision: str, now: datetime, affected_commits: Iterable[str]) -> Advisory:
+    """``record`` saying that ``fixed_revision`` undid it.
+
+    Adds a ``fixed`` event to its GIT range, a FIX reference and an "Undone" section to
+    ``details``, replaces ``versions`` with ``affected_commits`` (recomputed by the caller with
+    the new event) and moves ``modified``; ``published`` and the id stay. Idempotent: fixing
+    again with the same revision and commits returns the record unchanged. Raises ValueError for
+    an ``update`` advisory (its own revision already is the fix) or a record with no GIT range.
+    """
+    check_sha(fixed_revision, "fixed_revision")
+    if record.kind == "update":
+        raise ValueError(f"{record.id}: an update advisory is fixed by its own revision")
+    ranges = list(record.git_ranges)
+    if not ranges:
+        raise ValueError(f"{record.id}: no GIT range to add a fixed event to")
+    rng = ranges[0]
+    assert rng.repo is not None
+    events = rng.events
+    if all(e.fixed != fixed_revision for e in events):
+        events = (*events, Event(fixed=fixed_revision))
+    new_rng = rng.model_copy(update={"events": events})
+    fixes = [e.fixed for r in ranges for e in (new_rng if r is rng else r).events if e.fixed is not None]
+    entries = [a.model_copy(update={"ranges": tuple(new_rng if r is rng else r for r in a.ranges)})
+               if any(r is rng for r in a.ranges) else a for a in record.affected]
+    versions = tuple(sorted({check_sha(v, "an affected commit") for v in affected_commits}))
+    entries[0] = entries[0].model_copy(update={"versions": versions})
+    new = record.replace(affected=tuple(entries),
+                         references=_with_fix_reference(record.references, rng.repo, fixed_revision),
+                         details=with_fix_section(record.details or "", rng.repo, fixes))
+    if to_osv(new) == to_osv(record):
+        return record
+    return new.replace(modified=later(now, record.modified))
+
+
+def _with_fix_reference(refs: tuple[Reference, ...], repo_url: str, fixed_revision: str) -> tuple[Reference, ...]:
+    """``refs`` with a FIX reference to ``fixed_revision``, put before the ADVISORY ones."""
+    fix_url = commit_url(repo_url, fixed_revision)
+    if any(r.type == "FIX" and r.url == fix_url for r in refs):
+        return refs
+    advisory_refs = tuple(r for r in refs if r.type == "ADVISORY")
+    return (*(r for r in refs if r.type != "ADVISORY"), Reference(type="FIX", url=fix_url), *advisory_refs)
+
+
+def record_withdrawn(record: Advisory, now: datetime, reason: str | None = None) -> Advisory:
+    """``record`` marked ``withdrawn`` (and ``modified``) at ``now``; already withdrawn: unchanged.
+
+    For advisories the tracker no longer stands behind (re-analysis with newer rules found
+    nothing at the threshold). Not for reverts: a revert is a ``fixed`` event
+    (:func:`record_fixed`). The rationale goes first in ``summary`` as OSV asks, and in
+    ``database_specific.withdrawn_reason``.
+    """
+    if record.withdrawn:
+        return record
+    reason = reason or "re-analysis no longer reports findings at or above the minimum severity"
+    stamp = later(now, record.modified)
+    return record.replace(
+        withdrawn=stamp, modified=stamp,
+        summary=one_line(f"Withdrawn ({reason}): {record.summary or ''}"),
+        details=f"**Withdrawn** on {stamp}: {reason}.\n\n" + (record.details or ""),
+        database_specific=record.specific.model_copy(update={"withdrawn_reason": reason}),
+    )
+
+
+@dataclass(frozen=True)
+class RepoEvent:
+    """Something that happened to the repo itself rather than to a file.
+
+    ``kind`` and its severity come from ``REPO_EVENTS``. ``revisions`` are the commits concerned.
+    ``detail`` (JSON-able: e.g. ``{"old_head", "new_head"}`` or ``{"new_repo_id"}``) is kept in
+    ``database_specific.detail``; a ``new_repo_id`` also appears in the summary. Raises
+    ValueError on a bad repo id, an unknown kind, no revisions or a short sha.
+    """
+
+    repo_id: str
+    kind: RepoEventKind
+    detail: Mapping[str, Any]
+    revisions: Sequence[str]
+    endpoint: str
+    tracker_url: str | None = None
+
+    def __post_init__(self) -> None:
+        validate_repo_id(self.repo_id)
+        if self.kind not in REPO_EVENTS:
+            raise ValueError(f"unknown repo event kind {self.kind!r}; expected one of {sorted(REPO_EVENTS)}")
+        if not self.revisions:
+            raise ValueError("a repo event advisory needs at least one revision")
+        for r in self.revisions:
+            check_sha(r, "revision")
+
+    @property
+    def repo_url(self) -> str:
+        return repo_url(self.endpoint, self.repo_id)
+
+
+_REPO_EVENT_EXPLANATION: Mapping[str, str] = {
+    "history_rewritten": "The branch history was rewritten: the revisions below are no longer reachable "
+    "from it. Anyone pinned to them can no longer fetch them reliably and should review what replaced them.",
+    "renamed": "The repo was renamed. Pins by the old id keep working only while the Hub redirects; "
+    "if someone creates a new repo under the old id, they will get its content instead.",
+    "deleted": "The repo was deleted. Pinned revisions can no longer be downloaded, and the id may be "
+    "taken by someone else.",
+    "recreated": "The repo was deleted and a repo with the same id was created again. Its content may come "
+    "from a different owner: treat every revision as untrusted until reviewed.",
+    "gated": "The repo now requires accepting conditions before download; unattended downloads will fail.",
+    "commit_flood": "More new commits arrived at once than the tracker reads in one poll. The head was "
+    "analysed at once, against the last revision read; the revisions in between are read in the background "
+    "and, until then, are affected by this advisory: pin the head or a revision the tracker has read.",
+    "private": "The repo was made private (or is no longer visible); downloads will fail.",
+}
+
+
+def _repo_event_ranges(event: RepoEvent, fixes: list[str]) -> list[dict[str, str]] | None:
+    if event.kind == "history_rewritten":
+        return None
+    if event.kind == "commit_flood":  # the intermediate revisions: from the first new one up to the head
+        return [{"introduced": event.revisions[0]}, {"fixed": event.revisions[-1]}]
+    return [{"introduced": "0"}] + [{"fixed": f} for f in fixes]
+
+
+def _repo_event_details(event: RepoEvent, description: str, fixes: list[str]) -> str:
+    repo_url = event.repo_url
+    shown = sorted(set(event.revisions))
+    listing = "\n".join(f"- [`{r[:12]}`]({commit_url(repo_url, r)})" for r in shown[:50])
+    if len(shown) > 50:
+        listing += f"\n- … and {len(shown) - 50} more (all listed in `affected[].versions`)"
+    return (
+        f"**{description.capitalize()}**: [{event.repo_id}]({repo_url}).\n\n{_REPO_EVENT_EXPLANATION[event.kind]}"
+        f"\n\n## Revisions concerned\n{listing}"
+    ) + fix_section(repo_url, fixes)
+
+
+def repo_event_record(event: RepoEvent, *, now: datetime, previous: Advisory | None = None) -> Advisory:
+    """An advisory about the repo itself rather than a file change.
+
+    ``recreated`` - the namespace deleted and created again, a possible takeover - is critical.
+    The revisions are listed in ``versions``: for ``history_rewritten`` the revisions no longer
+    reachable from the branch (the record then has no range: those commits are gone from the
+    graph, and ``introduced: "0"`` would wrongly cover the new history); for the other kinds the
+    repo's known revisions, with a range ``introduced: "0"`` that covers the whole repo as it is
+    now. The id depends on repo, kind and the set of revisions only
+    (:func:`tracker.core.advisory.ids.repo_event_id`), and ``previous`` gives the same
+    ``modified``/``published`` rules as revision advisories.
+    """
+    severity, description = REPO_EVENTS[event.kind]
+    record_id = repo_event_id(event.repo_id, event.kind, event.revisions)
+    now_ts = format_timestamp(now)
+    fixes = previous.fixes if previous is not None and event.kind not in ("history_rewritten", "commit_flood") \
+        else []
+    new_name = event.detail.get("new_repo_id")
+    summary = f"{event.repo_id}: {description}" + (f" (now {new_name})" if new_name else "")
+    record = Advisory(
+        schema_version=SCHEMA_VERSION, id=record_id, modified=now_ts, published=now_ts,
+        summary=one_line(summary), details=_repo_event_details(event, description, fixes),
+        affected=(affected_entry(event.repo_id, event.repo_url, _repo_event_ranges(event, fixes),
+                                  event.revisions),),
+        references=_references("repo", event.repo_url, None, fixes, advisory_url(event.tracker_url, record_id)),
+        credits=(TOOL_CREDIT,),
+        database_specific=DatabaseSpecific(
+            source=SOURCE, kind="repo", event=event.kind, severity=severity.name, categories=("repo",),
+            repo_id=event.repo_id, detail=plain(dict(event.detail)),
+        ),
+    )
+    return finalise(record, previous, now)
+
+
+# ------------------------------------------------- the same, on JSON data
+
+
+def _parsed(record: Mapping[str, Any] | None) -> Advisory | None:
+    return parse_advisory(record) if record is not None else None
+
+
+def _as_json(result: Advisory, source: Advisory | None, source_json: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``result`` as JSON data; the caller's own dict (copied) when the builder gave ``source`` back unchanged."""
+    if result is source and source_json is not None:
+        return copy.deepcopy(dict(source_json))
+    return to_osv(result)
+
+
+def build_revision_advisory(  # noqa: PLR0913, RUF100 - the JSON form keeps the keyword interface of RevisionFacts
     *,
     kind: AdvisoryKind,
     repo_id: str,
@@ -412,81 +637,23 @@ def build_revision_advisory(
     findings: list[Finding],
     endpoint: str,
     tracker_url: str | None,
-    estimate_delta: dict | None,
+    estimate_delta: Mapping[str, Any] | None,
     related: list[str],
     affected_commits: Iterable[str],
     now: datetime,
     min_severity: Severity = Severity.LOW,
-    previous: dict | None = None,
-) -> dict | None:
-    """The OSV record of ``kind`` ("update" or "risk") for one revision, or None.
-
-    Only ``findings`` that classify as ``kind`` and reach ``min_severity`` count.
-    Returns:
-
-    * None when none count and there is no ``previous`` record;
-    * ``previous`` withdrawn (:func:`withdraw`) when none count any more;
-    * ``previous`` itself, unchanged, when the rebuilt content equals it apart
-      from ``modified`` (so ``modified`` only moves when content changes);
-    * otherwise a new record with ``modified = now`` (``published`` kept from
-      ``previous``, else ``now``).
-
-    ``affected_commits`` (the caller owns the graph) are listed in ``versions``,
-    sorted; compute them from :func:`advisory_events` with
-    :func:`tracker.core.advisory.affected.affected_commits`. A risk record keeps the
-    ``fixed`` events that :func:`mark_fixed` added to ``previous``.
-    Raises ValueError on a bad repo id, a short sha or a naive datetime.
-    """
-    validate_repo_id(repo_id)
-    _sha(revision, "revision")
-    if parent is not None:
-        _sha(parent, "parent")
-    record_id = advisory_id(repo_id, revision, kind)
-    selected = split_findings(findings, min_severity).get(kind, [])
-    if not selected:
-        return withdraw(previous, now) if previous is not None else None
-
-    repo_url = _repo_url(endpoint, repo_id)
-    fixes = _fixes(previous) if kind == "risk" else []
-    related = sorted(set(related))
-    now_ts = format_timestamp(now)
-    worst = Severity.worst(f.severity for f in selected)
-    assert worst is not None
-    database_specific: dict[str, Any] = {
-        "source": SOURCE,
-        "kind": kind,
-        "severity": worst.name,
-        "categories": sorted({f.category for f in selected}),
-        "repo_id": repo_id,
-        "revision": revision,
-        "parent": parent,
-        "revision_date": format_timestamp(revision_date) if revision_date else None,
-        "findings": [f.to_json() for f in selected],
-    }
-    if estimate_delta is not None:
-        database_specific["estimate_delta"] = estimate_delta
-    record: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "id": record_id,
-        "modified": now_ts,
-        "published": now_ts,
-        "summary": _summary(kind, repo_id, revision, selected),
-        "details": _details(
-            kind=kind, repo_id=repo_id, repo_url=repo_url, revision=revision, parent=parent,
-            revision_date=revision_date, findings=selected, estimate_delta=estimate_delta,
-            related=related, fixes=fixes,
-        ),
-        "affected": [_affected_entry(repo_id, repo_url, advisory_events(kind, revision, fixes), affected_commits)],
-        "references": _references(kind, repo_url, revision, fixes, tracker_url, record_id),
-        "credits": [{"name": SOURCE, "type": "TOOL"}],
-        "database_specific": database_specific,
-    }
-    if related:
-        record["related"] = related
-    return _finalise(record, previous, now)
+    previous: Mapping[str, Any] | None = None,
+) -> dict[str, Any] | None:
+    """:func:`revision_record` on JSON data: the record as a dict, or None."""
+    facts = RevisionFacts(repo_id=repo_id, revision=revision, parent=parent, revision_date=revision_date,
+                          findings=findings, endpoint=endpoint, tracker_url=tracker_url,
+                          estimate_delta=estimate_delta, related=related, min_severity=min_severity)
+    prev = _parsed(previous)
+    record = revision_record(facts, kind, affected_commits=affected_commits, now=now, previous=prev)
+    return _as_json(record, prev, previous) if record is not None else None
 
 
-def build_revision_advisories(
+def build_revision_advisories(  # noqa: PLR0913, RUF100 - the JSON form keeps the keyword interface of RevisionFacts
     *,
     repo_id: str,
     revision: str,
@@ -495,198 +662,61 @@ def build_revision_advisories(
     findings: list[Finding],
     endpoint: str,
     tracker_url: str | None,
-    estimate_delta: dict | None,
+    estimate_delta: Mapping[str, Any] | None,
     related: list[str],
     parents: Mapping[str, list[str]],
     now: datetime,
     min_severity: Severity = Severity.LOW,
-    previous: Iterable[dict] = (),
-) -> list[dict]:
-    """Every advisory a revision should have: 0, 1 or 2 records ("risk" first, then "update").
-
-    Same inputs as :func:`build_revision_advisory`, except that the caller
-    passes the repo's commit graph (``parents``: commit -> parents, first parent
-    first) and the affected commits are computed here from each record's events,
-    and ``previous`` is the stored records for this revision (any order; records
-    with other ids are ignored). A stored record whose kind has no findings any
-    more comes back withdrawn; the list holds exactly the records to upsert.
-    """
-    stored = {r["id"]: r for r in previous}
-    out: list[dict] = []
-    for kind in ("risk", "update"):
-        record_id = advisory_id(repo_id, revision, kind)
-        prev = stored.get(record_id)
-        events = advisory_events(kind, revision, _fixes(prev) if kind == "risk" else [])
-        record = build_revision_advisory(
-            kind=kind, repo_id=repo_id, revision=revision, parent=parent, revision_date=revision_date,
-            findings=findings, endpoint=endpoint, tracker_url=tracker_url, estimate_delta=estimate_delta,
-            related=related, affected_commits=compute_affected_commits(parents, events), now=now,
-            min_severity=min_severity, previous=prev,
-        )
-        if record is not None:
-            out.append(record)
-    return out
+    previous: Iterable[Mapping[str, Any]] = (),
+) -> list[dict[str, Any]]:
+    """:func:`revision_records` on JSON data."""
+    facts = RevisionFacts(repo_id=repo_id, revision=revision, parent=parent, revision_date=revision_date,
+                          findings=findings, endpoint=endpoint, tracker_url=tracker_url,
+                          estimate_delta=estimate_delta, related=related, min_severity=min_severity)
+    stored = [(parse_advisory(r), r) for r in previous]
+    records = revision_records(facts, parents=parents, now=now, previous=[p for p, _ in stored])
+    by_instance = {id(p): r for p, r in stored}
+    return [_as_json(rec, rec, by_instance.get(id(rec))) for rec in records]
 
 
 def range_events(record: Mapping[str, Any]) -> list[dict[str, str]]:
     """The events of every GIT range of a record (the tracker writes one range per record)."""
-    return [e for r in _git_ranges(record) for e in r.get("events", [])]
+    return [e.as_json() for e in parse_advisory(record).events]
 
 
-def with_versions(record: dict, versions: Iterable[str], now: datetime) -> dict:
-    """A copy of ``record`` whose ``affected[0].versions`` are ``versions`` (sorted); ``modified`` moves
-    only when they changed."""
-    wanted = sorted(set(versions))
-    if record["affected"][0].get("versions", []) == wanted:
-        return record
-    return {**record, "affected": [{**record["affected"][0], "versions": wanted}, *record["affected"][1:]],
-            "modified": _later(now, record.get("modified"))}
+def with_versions(record: Mapping[str, Any], versions: Iterable[str], now: datetime) -> dict[str, Any]:
+    """:func:`record_with_versions` on JSON data."""
+    parsed = parse_advisory(record)
+    result = record_with_versions(parsed, versions, now)
+    return dict(record) if result is parsed else to_osv(result)
 
 
-def mark_fixed(record: dict, fixed_revision: str, now: datetime, affected_commits: Iterable[str]) -> dict:
-    """A copy of ``record`` saying that ``fixed_revision`` undid it.
-
-    Adds a ``fixed`` event to its GIT range, a FIX reference and an "Undone"
-    section to ``details``, replaces ``versions`` with ``affected_commits``
-    (recomputed by the caller with the new event) and moves ``modified``;
-    ``published`` and the id stay. Idempotent: fixing again with the same
-    revision and commits returns the record unchanged. Raises ValueError for an
-    ``update`` advisory (its own revision already is the fix) or a record with
-    no GIT range.
-    """
-    _sha(fixed_revision, "fixed_revision")
-    if (record.get("database_specific") or {}).get("kind") == "update":
-        raise ValueError(f"{record.get('id')}: an update advisory is fixed by its own revision")
-    new = copy.deepcopy(record)
-    ranges = _git_ranges(new)
-    if not ranges:
-        raise ValueError(f"{record.get('id')}: no GIT range to add a fixed event to")
-    rng = ranges[0]
-    if all(e.get("fixed") != fixed_revision for e in rng["events"]):
-        rng["events"].append({"fixed": fixed_revision})
-    fixes = _fixes(new)
-    repo_url = rng["repo"]
-    new["affected"][0]["versions"] = sorted({_sha(v, "an affected commit") for v in affected_commits})
-    fix_url = _commit_url(repo_url, fixed_revision)
-    refs = new.setdefault("references", [])
-    if not any(r.get("type") == "FIX" and r.get("url") == fix_url for r in refs):
-        advisory_refs = [r for r in refs if r.get("type") == "ADVISORY"]
-        refs[:] = [r for r in refs if r.get("type") != "ADVISORY"] + [{"type": "FIX", "url": fix_url}] + advisory_refs
-    new["details"] = _with_fix_section(new.get("details", ""), repo_url, fixes)
-    if _plain(new) == _plain(record):
-        return copy.deepcopy(record)
-    new["modified"] = _later(now, record.get("modified"))
-    return _plain(new)
+def mark_fixed(record: Mapping[str, Any], fixed_revision: str, now: datetime,
+               affected_commits: Iterable[str]) -> dict[str, Any]:
+    """:func:`record_fixed` on JSON data."""
+    parsed = parse_advisory(record)
+    return _as_json(record_fixed(parsed, fixed_revision, now, affected_commits), parsed, record)
 
 
-def withdraw(record: dict, now: datetime, reason: str | None = None) -> dict:
-    """A copy of ``record`` marked ``withdrawn`` (and ``modified``) at ``now``; already withdrawn: unchanged.
-
-    For advisories the tracker no longer stands behind (re-analysis with newer
-    rules found nothing at the threshold). Not for reverts: a revert is a
-    ``fixed`` event (:func:`mark_fixed`). The rationale goes first in
-    ``summary`` as OSV asks, and in ``database_specific.withdrawn_reason``.
-    """
-    if record.get("withdrawn"):
-        return copy.deepcopy(record)
-    reason = reason or "re-analysis no longer reports findings at or above the minimum severity"
-    new = copy.deepcopy(record)
-    stamp = _later(now, record.get("modified"))
-    new["withdrawn"] = stamp
-    new["modified"] = stamp
-    new["summary"] = _one_line(f"Withdrawn ({reason}): {record.get('summary', '')}")
-    new["details"] = f"**Withdrawn** on {stamp}: {reason}.\n\n" + record.get("details", "")
-    new.setdefault("database_specific", {})["withdrawn_reason"] = reason
-    return _plain(new)
+def withdraw(record: Mapping[str, Any], now: datetime, reason: str | None = None) -> dict[str, Any]:
+    """:func:`record_withdrawn` on JSON data."""
+    parsed = parse_advisory(record)
+    return _as_json(record_withdrawn(parsed, now, reason), parsed, record)
 
 
-def repo_event_advisory(
+def repo_event_advisory(  # noqa: PLR0913, RUF100 - the JSON form keeps the keyword interface of RepoEvent
     *,
     repo_id: str,
     kind: RepoEventKind,
-    detail: dict,
-    revisions: list[str],
+    detail: Mapping[str, Any],
+    revisions: Sequence[str],
     endpoint: str,
     now: datetime,
     tracker_url: str | None = None,
-    previous: dict | None = None,
-) -> dict:
-    """An advisory about the repo itself rather than a file change.
-
-    ``kind`` and its severity come from ``REPO_EVENTS`` (``recreated`` - the
-    namespace deleted and created again, a possible takeover - is critical).
-    ``revisions`` are the commits concerned and are listed in ``versions``:
-    for ``history_rewritten`` the revisions no longer reachable from the branch
-    (the record then has no range: those commits are gone from the graph, and
-    ``introduced: "0"`` would wrongly cover the new history); for the other kinds
-    the repo's known revisions, with a range ``introduced: "0"`` that covers the
-    whole repo as it is now. ``detail`` (JSON-able: e.g. ``{"old_head", "new_head"}``
-    or ``{"new_repo_id"}``) is kept in ``database_specific.detail``; a
-    ``new_repo_id`` also appears in the summary. The id depends on repo, kind and
-    the set of revisions only (:func:`tracker.core.advisory.ids.repo_event_id`), and
-    ``previous`` gives the same ``modified``/``published`` rules as revision advisories.
-    """
-    validate_repo_id(repo_id)
-    if kind not in REPO_EVENTS:
-        raise ValueError(f"unknown repo event kind {kind!r}; expected one of {sorted(REPO_EVENTS)}")
-    if not revisions:
-        raise ValueError("a repo event advisory needs at least one revision")
-    for r in revisions:
-        _sha(r, "revision")
-    severity, description = REPO_EVENTS[kind]
-    record_id = repo_event_id(repo_id, kind, revisions)
-    repo_url = _repo_url(endpoint, repo_id)
-    now_ts = format_timestamp(now)
-    fixes = _fixes(previous) if kind not in ("history_rewritten", "commit_flood") else []
-    if kind == "history_rewritten":
-        events = None
-    elif kind == "commit_flood":  # the intermediate revisions: from the first new one up to the head
-        events = [{"introduced": revisions[0]}, {"fixed": revisions[-1]}]
-    else:
-        events = [{"introduced": "0"}] + [{"fixed": f} for f in fixes]
-    new_name = detail.get("new_repo_id") if isinstance(detail, Mapping) else None
-    summary = f"{repo_id}: {description}" + (f" (now {new_name})" if new_name else "")
-    shown = sorted(set(revisions))
-    listing = "\n".join(f"- [`{r[:12]}`]({_commit_url(repo_url, r)})" for r in shown[:50])
-    if len(shown) > 50:
-        listing += f"\n- … and {len(shown) - 50} more (all listed in `affected[].versions`)"
-    explanation = {
-        "history_rewritten": "The branch history was rewritten: the revisions below are no longer reachable "
-        "from it. Anyone pinned to them can no longer fetch them reliably and should review what replaced them.",
-        "renamed": "The repo was renamed. Pins by the old id keep working only while the Hub redirects; "
-        "if someone creates a new repo under the old id, they will get its content instead.",
-        "deleted": "The repo was deleted. Pinned revisions can no longer be downloaded, and the id may be "
-        "taken by someone else.",
-        "recreated": "The repo was deleted and a repo with the same id was created again. Its content may come "
-        "from a different owner: treat every revision as untrusted until reviewed.",
-        "gated": "The repo now requires accepting conditions before download; unattended downloads will fail.",
-        "commit_flood": "More new commits arrived at once than the tracker reads in one poll. The head was "
-        "analysed at once, against the last revision read; the revisions in between are read in the background "
-        "and, until then, are affected by this advisory: pin the head or a revision the tracker has read.",
-        "private": "The repo was made private (or is no longer visible); downloads will fail.",
-    }[kind]
-    details = (
-        f"**{description.capitalize()}**: [{repo_id}]({repo_url}).\n\n{explanation}\n\n"
-        f"## Revisions concerned\n{listing}"
-    ) + _fix_section(repo_url, fixes)
-    record: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "id": record_id,
-        "modified": now_ts,
-        "published": now_ts,
-        "summary": _one_line(summary),
-        "details": details,
-        "affected": [_affected_entry(repo_id, repo_url, events, revisions)],
-        "references": _references("repo", repo_url, None, fixes, tracker_url, record_id),
-        "credits": [{"name": SOURCE, "type": "TOOL"}],
-        "database_specific": {
-            "source": SOURCE,
-            "kind": "repo",
-            "event": kind,
-            "severity": severity.name,
-            "categories": ["repo"],
-            "repo_id": repo_id,
-            "detail": detail,
-        },
-    }
-    return _finalise(record, previous, now)
+    previous: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """:func:`repo_event_record` on JSON data."""
+    event = RepoEvent(repo_id=repo_id, kind=kind, detail=detail if isinstance(detail, Mapping) else {},
+                      revisions=revisions, endpoint=endpoint, tracker_url=tracker_url)
+    prev = _parsed(previous)
+    return _as_json(repo_event_record(event, now=now, previous=prev), prev, previous)
