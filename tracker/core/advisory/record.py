@@ -230,7 +230,8 @@ def plain(value: Any) -> Any:
 
 def to_osv(advisory: Advisory) -> dict[str, Any]:
     """The record as OSV JSON data: the fields that were set (null included), keys sorted."""
-    return plain(advisory.model_dump(mode="json", exclude_unset=True))  # type: ignore[no-any-return]
+    data: dict[str, Any] = plain(advisory.model_dump(mode="json", exclude_unset=True))
+    return data
 
 
 def parse_advisory(data: Mapping[str, Any]) -> Advisory:
