@@ -61,6 +61,7 @@ DEFAULT_LFS_SUFFIXES: frozenset[str] = frozenset(
 #: Files larger than this go to LFS (the Hub rejects >10 MB regular git files).
 DEFAULT_LFS_THRESHOLD: int = 10 * 1024 * 1024
 
+_LOG_FORMAT = "--format=%H%x1f%P%x1f%an%x1f%at%x1f%B"
 _SHA1_RE = re.compile(r"^[0-9a-f]{40}$")
 _POINTER_RE = re.compile(
     rb"^version https://git-lfs\.github\.com/spec/v1\noid sha256:([0-9a-f]{64})\nsize (\d+)\n$"
@@ -240,6 +241,7 @@ class RepoStore:
         self._redirects: dict[str, str] = {}
         self._tree_cache: dict[tuple[str, str], dict[str, Entry]] = {}
         self._log_cache: dict[tuple[str, str], list[CommitRecord]] = {}
+        self._log_tip: dict[str, str] = {}  # per repo, the newest head whose log is cached
         self._refs_cache: dict[tuple[str, int], dict[str, str]] = {}
         self._reach_cache: dict[tuple[str, int], frozenset[str]] = {}
         self._pointer_cache: dict[tuple[str, str], LfsPointer | None] = {}
@@ -473,6 +475,7 @@ class RepoStore:
         for cache in (self._tree_cache, self._log_cache, self._pointer_cache):
             for key in [k for k in cache if k[0] == repo_id]:
                 del cache[key]
+        self._log_tip.pop(repo_id, None)
 
     def update_meta(self, repo_id: str, **changes: object) -> None:
         """Change Hub-side settings (gated/private/disabled/tokens) and persist them."""
@@ -703,13 +706,30 @@ class RepoStore:
         return self._git(repo_id, "cat-file", "blob", oid)
 
     def log(self, repo_id: str, revision: str) -> list[CommitRecord]:
-        """First-parent history of ``revision``, newest first (the Hub's /commits order)."""
+        """First-parent history of ``revision``, newest first (the Hub's /commits order).
+
+        A head that descends from the last one logged reads only the commits in between, so a
+        growing history costs the stand-in its new commits, not its whole length, per listing."""
         sha = self.resolve(repo_id, revision) if not _SHA1_RE.match(revision) else revision
         key = (repo_id, sha)
         cached = self._log_cache.get(key)
         if cached is not None:
             return cached
-        out = self._git(repo_id, "log", "--first-parent", "-z", "--format=%H%x1f%P%x1f%an%x1f%at%x1f%B", sha)
+        tip = self._log_tip.get(repo_id)
+        older = self._log_cache.get((repo_id, tip)) if tip is not None else None
+        records: list[CommitRecord] | None = None
+        if tip is not None and older is not None:
+            newer = self._parse_log(self._git(repo_id, "log", "--first-parent", "-z", _LOG_FORMAT, sha, f"^{tip}"))
+            if newer and newer[-1].parent == tip:
+                records = newer + older
+        if records is None:
+            records = self._parse_log(self._git(repo_id, "log", "--first-parent", "-z", _LOG_FORMAT, sha))
+        self._log_cache[key] = records
+        self._log_tip[repo_id] = sha
+        return records
+
+    @staticmethod
+    def _parse_log(out: bytes) -> list[CommitRecord]:
         records: list[CommitRecord] = []
         for raw in out.decode().split("\x00"):
             if not raw.strip():
@@ -726,7 +746,6 @@ class RepoStore:
                     message=rest.strip("\n"),
                 )
             )
-        self._log_cache[key] = records
         return records
 
     def last_commit(self, repo_id: str, commit: str, path: str) -> CommitRecord:

@@ -192,3 +192,21 @@ def test_super_squash_through_the_client(hub_standin: HubStandin, hf_api: HfApi)
     [only] = hf_api.list_repo_commits("acme/tiny")
     assert only.title == "squashed" and only.commit_id == hub_standin.head("acme/tiny") != demo.second
     assert hub_standin.tree("acme/tiny") == hub_standin.store.tree("acme/tiny", demo.second)
+
+
+def test_a_growing_history_is_logged_incrementally_and_a_rewrite_in_full(tmp_path: Path) -> None:
+    """The stand-in reads only a head's new commits when it descends from the last head logged; a
+    branch moved back and grown elsewhere (a force push) is logged from scratch. Both equal git's log."""
+    with HubStandin(tmp_path / "hub") as hub:
+        hub.create_repo("acme/long")
+        shas = [hub.commit("acme/long", {"n.txt": str(i)}, message=f"commit {i}") for i in range(3)]
+        assert [c.id for c in hub.store.log("acme/long", "main")] == shas[::-1]
+        shas += [hub.commit("acme/long", {"n.txt": str(i)}, message=f"commit {i}") for i in range(3, 6)]
+        grown = hub.store.log("acme/long", "main")
+        assert [c.id for c in grown] == shas[::-1]
+        assert [c.title for c in grown] == [f"commit {i}" for i in range(5, -1, -1)]
+        assert [c.parent for c in grown] == [*shas[::-1][1:], None]
+        hub.branch("acme/long", "main", shas[1])  # force push: main back to commit 1, then elsewhere
+        other = hub.commit("acme/long", {"n.txt": "other"}, message="elsewhere")
+        assert [c.id for c in hub.store.log("acme/long", "main")] == [other, shas[1], shas[0]]
+        assert [c.id for c in hub.store.log("acme/long", shas[5])] == shas[::-1]  # an old head, cached
