@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,9 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.core.conftest import config_json
+from tracker.adapters import metrics
+from tracker.adapters.hub import HubClient
+from tracker.app import make_tracker
 from tracker.surfaces.api import create_app
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,6 +62,68 @@ def test_a_serving_replica_reports_what_another_process_read(polled_elsewhere):
             for sev in ("critical", "high", "moderate", "low", "info")} == {
         sev: live.get(sev, 0) for sev in ("critical", "high", "moderate", "low", "info")}
     assert samples[("tracker_deliveries_pending", ())] == 0 and samples[("tracker_deliveries_dead", ())] == 0
+
+
+def samples_of(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+class Clock:
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.fixture
+def three_repos(hub_standin, settings, sleeps):
+    """acme/steady (polled fine twice), acme/broken (fine, then a commit the Hub answers 500 about), acme/never
+    (not on the Hub),
+    all watched at T0; polled at T0+1m and T0+1h; the clock then stands at T0+3h."""
+    t0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+    clock = Clock(t0)
+    hub = HubClient(settings.hub_endpoint, timeout=settings.hub_timeout, max_retries=settings.hub_max_retries,
+                    max_wait=settings.hub_max_wait, sleep=sleeps)
+    tracker = make_tracker(settings, hub=hub, clock=clock)
+    for repo in ("acme/steady", "acme/broken"):
+        hub_standin.create_repo(repo)
+        hub_standin.commit(repo, {"config.json": config_json()})
+    for repo in ("acme/steady", "acme/broken", "acme/never"):
+        tracker.store.add_watch(repo, now=t0)
+    clock.now = t0 + timedelta(minutes=1)
+    first = {r.repo: r.status.value for r in tracker.poll()}
+    assert first == {"acme/broken": "baseline", "acme/never": "not_found", "acme/steady": "baseline"}
+    hub_standin.commit("acme/broken", {"config.json": config_json(hidden_size=768)})  # to be read, and fail
+    hub_standin.faults.add("acme/broken", status=500, times=None)
+    clock.now = t0 + timedelta(hours=1)
+    second = {r.repo: r.status.value for r in tracker.poll()}
+    assert second == {"acme/broken": "error", "acme/never": "not_found", "acme/steady": "unchanged"}
+    clock.now = t0 + timedelta(hours=3)
+    yield TestClient(create_app(tracker))
+    tracker.store.close()
+
+
+def test_each_repo_s_time_since_its_last_successful_poll(three_repos):
+    samples = samples_of(three_repos.get("/metrics").text)
+    ages = {labels[0][1]: value for (name, labels), value in samples.items()
+            if name == "tracker_repo_last_success_age_seconds"}
+    # steady: its unchanged poll at T0+1h; broken: its baseline at T0+1m (the failed poll does not count);
+    # never: no success yet, counted from when it was watched.
+    assert ages == {"acme/steady": 2 * 3600, "acme/broken": 3 * 3600 - 60, "acme/never": 3 * 3600}
+    assert samples[("tracker_repo_last_success_age_omitted", ())] == 0
+    assert samples[("tracker_repos_watched", ())] == 3
+
+
+def test_the_per_repo_series_are_bounded_to_the_stalest(three_repos, monkeypatch):
+    monkeypatch.setattr(metrics, "MAX_REPO_SERIES", 2)
+    samples = samples_of(three_repos.get("/metrics").text)
+    ages = {labels[0][1]: value for (name, labels), value in samples.items()
+            if name == "tracker_repo_last_success_age_seconds"}
+    assert ages == {"acme/never": 3 * 3600, "acme/broken": 3 * 3600 - 60}
+    assert samples[("tracker_repo_last_success_age_omitted", ())] == 1
+    assert samples[("tracker_repos_watched", ())] == 3
 
 
 def test_the_exposition_passes_promtool(polled_elsewhere):

@@ -40,6 +40,9 @@ POLL_LAG = Histogram(
 )
 
 SEVERITIES = ("critical", "high", "moderate", "low", "info")
+# A per-repo gauge has at most this many series (the stalest repos): a scrape stays small at 10,000 repos,
+# and the repos an alert on staleness is about are always in it.
+MAX_REPO_SERIES = 1000
 for _severity in SEVERITIES:  # every series exists from the start, at zero
     FINDINGS.labels(_severity)
     ADVISORIES.labels(_severity)

@@ -209,8 +209,9 @@ class Poller:
                 self.store.update_repo(repo.pk, last_error=first_line(exc), last_polled_at=now, unreachable_since=None)
             result.status, result.error = PollOutcome.ERROR, first_line(exc)
         else:
-            self.store.update_repo(repo.pk, last_error=None, defer_until=None, last_polled_at=self.clock(),
-                                   unreachable_since=None)
+            done = self.clock()
+            self.store.update_repo(repo.pk, last_error=None, defer_until=None, last_polled_at=done,
+                                   last_success_at=done, unreachable_since=None)
 
     # -- events -------------------------------------------------------------------------------
 

@@ -543,7 +543,6 @@ def ops_router(tracker: Tracker, scheduler_running: Callable[[], bool] | None) -
             oldest = fleet.oldest_pending_listed_at
             gauges = {
                 "tracker_database_up": ("1 when the database answered this scrape.", 1),
-                "tracker_repos_watched": ("Repos watched.", len(store.list_watches())),
                 "tracker_revisions": ("Revisions read and stored (every process's polls).", fleet.revisions_read),
                 "tracker_revisions_pending": ("Revisions listed and not read yet.", fleet.revisions_pending),
                 "tracker_revisions_pending_oldest_age_seconds": (
@@ -552,9 +551,19 @@ def ops_router(tracker: Tracker, scheduler_running: Callable[[], bool] | None) -
                 "tracker_deliveries_pending": ("Alerts queued or being retried (the outbox backlog).", backlog.pending),
                 "tracker_deliveries_dead": ("Alerts given up on (dead letters).", backlog.dead),
             }
-            labelled = {"tracker_advisories_live": (
-                "Advisories in the store, not withdrawn, by severity.", "severity",
-                {sev: float(fleet.advisories_by_severity.get(sev, 0)) for sev in metrics.SEVERITIES})}
+            stalest, watched = reads.last_successes(limit=metrics.MAX_REPO_SERIES)
+            gauges["tracker_repos_watched"] = ("Repos watched.", watched)
+            gauges["tracker_repo_last_success_age_omitted"] = (
+                f"Watched repos left out of tracker_repo_last_success_age_seconds (it has the "
+                f"{metrics.MAX_REPO_SERIES} stalest).", max(0, watched - len(stalest)))
+            labelled = {
+                "tracker_advisories_live": (
+                    "Advisories in the store, not withdrawn, by severity.", "severity",
+                    {sev: float(fleet.advisories_by_severity.get(sev, 0)) for sev in metrics.SEVERITIES}),
+                "tracker_repo_last_success_age_seconds": (
+                    "Time since each repo's last successful poll (since it was watched, when none yet).", "repo",
+                    {repo_id: max(0.0, (now - when).total_seconds()) for repo_id, when in stalest}),
+            }
         except TrackerError as exc:
             log.warning("metrics: the database did not answer: %s", exc)
             gauges = {"tracker_database_up": ("1 when the database answered this scrape.", 0)}

@@ -160,6 +160,21 @@ class HealthReads:
             return int(conn.execute(select(func.count()).select_from(revisions)
                                     .where(revisions.c.status == RevisionStatus.PENDING)).scalar_one())
 
+    def last_successes(self, *, limit: int) -> tuple[list[tuple[str, datetime]], int]:
+        """The ``limit`` watched repos whose last successful poll is oldest, stalest first, as (repo id, when it
+        succeeded, or when it was watched for a repo never polled successfully), and how many repos are watched."""
+        since = func.coalesce(repos.c.last_success_at, repos.c.created_at).label("since")
+        with self._store._tx() as conn:
+            rows = conn.execute(select(repos.c.repo_id, repos.c.last_success_at, repos.c.created_at)
+                                .order_by(since, repos.c.repo_id).limit(limit)).all()
+            total = int(conn.execute(select(func.count()).select_from(repos)).scalar_one())
+        out = []
+        for r in rows:
+            when = _utc(r.last_success_at or r.created_at)
+            assert when is not None  # created_at is NOT NULL
+            out.append((str(r.repo_id), when))
+        return out, total
+
     def fleet(self) -> FleetFigures:
         """What every replica reports at scrape time, whichever process polled: three statements."""
         with self._store._tx() as conn:

@@ -150,7 +150,8 @@ class PollQueue:
             "lease_until": case((repos.c.lease_owner == owner, None), else_=repos.c.lease_until),
         }
         if unchanged:
-            values.update(last_polled_at=now, last_error=None, defer_until=None, last_outcome="unchanged")
+            values.update(last_polled_at=now, last_success_at=now, last_error=None, defer_until=None,
+                          last_outcome="unchanged")
         if epoch is not None:
             values["listing_epoch"] = epoch
         with self.store._tx() as conn:
@@ -166,7 +167,8 @@ class PollQueue:
             "poll_served": bindparam("b_requests", type_=Integer),
             "lease_owner": case((repos.c.lease_owner == owner, None), else_=repos.c.lease_owner),
             "lease_until": case((repos.c.lease_owner == owner, None), else_=repos.c.lease_until),
-            "last_polled_at": now, "last_error": None, "defer_until": None, "last_outcome": "unchanged",
+            "last_polled_at": now, "last_success_at": now, "last_error": None, "defer_until": None,
+            "last_outcome": "unchanged",
         }
         if epoch is not None:
             values["listing_epoch"] = epoch

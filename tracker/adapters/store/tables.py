@@ -75,6 +75,8 @@ repos = Table(
     Column("rule_missing_since", DateTime(timezone=True), nullable=True),
     # Since when every poll failed with the Hub unreachable (migration 0012): NULL once the Hub answers.
     Column("unreachable_since", DateTime(timezone=True), nullable=True),
+    # When a poll last succeeded (migration 0013): last_polled_at moves on failures too. /metrics serves its age.
+    Column("last_success_at", DateTime(timezone=True), nullable=True),
 )
 Index("ix_repos_rule_id", repos.c.rule_id)
 Index("ix_repos_next_poll_at", repos.c.next_poll_at)
