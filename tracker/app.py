@@ -2,7 +2,8 @@
 
 The CLI, the daemon, the HTTP API and the tests all build a ``Tracker`` here. It holds the
 three orchestrators, each with one job, built in dependency order and never patched into
-one another:
+one another, and closes what it opened (``with make_tracker(settings) as tracker:``), also when
+building fails halfway:
 
 - ``Poller`` (tracker/pipeline/polling.py): what to read; repo events;
 - ``Processor`` (tracker/pipeline/processing.py): read → report → save, one transaction per revision;
@@ -12,14 +13,17 @@ one another:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from types import TracebackType
 from typing import Any
 
 from tracker.adapters.hub import HubClient
 from tracker.adapters.hub.budget import HubBudget
 from tracker.adapters.settings import Settings
 from tracker.adapters.store import SqlStore, open_store
+from tracker.adapters.store.tokens import TokenStore
 from tracker.core.bounded import json_object
 from tracker.core.errors import HubUnavailable, NotWatched
 from tracker.core.findings.rules import SeverityRules
@@ -51,8 +55,24 @@ class Tracker:
     processor: Processor
     poller: Poller
     querier: Querier
+    tokens: TokenStore
     osv: OsvLookup | None = None
     budget: HubBudget | None = None  # the Hub budget of `poll` (the daemon's cycle keeps its own)
+    # What this Tracker opened (the engine, the OSV client), closed by close(); parts handed in stay open.
+    resources: ExitStack = field(default_factory=ExitStack, repr=False)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close what :func:`make_tracker` opened, last opened first; parts handed in are left open."""
+        self.resources.close()
+
+    def __enter__(self) -> Tracker:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
 
     # -- watching and polling -------------------------------------------------------------------
 
@@ -128,17 +148,32 @@ def make_tracker(
     auto_upgrade: bool | None = None,
     clock: Clock = utcnow,
 ) -> Tracker:
-    store = store or open_store(settings.database_url, auto_upgrade=auto_upgrade)
-    store.max_versions = settings.max_versions
-    hub = hub or make_hub(settings)
-    osv: OsvLookup | None = None
-    if settings.osv_api_url:
-        from tracker.adapters.osvdev import OsvClient
+    """Build the Tracker ``settings`` describe; ``store`` and ``hub``, when given, are used as they are.
 
-        osv = OsvClient(settings.osv_api_url, cache={})
-    rules = SeverityRules.default().with_overrides(settings.severity)
-    processor = Processor(settings, store, hub, clock=clock, rules=rules, osv=osv)
-    poller = Poller(settings, store, hub, processor, clock=clock)
-    querier = Querier(store, hub, requests_per_call=settings.query_hub_requests)
-    return Tracker(settings=settings, store=store, hub=hub, clock=clock, processor=processor, poller=poller,
-                   querier=querier, osv=osv)
+    What is opened here is closed by ``Tracker.close()``; when building fails halfway it is closed
+    before the error propagates, so a bad setting leaks no engine or client.
+    """
+    with ExitStack() as opened:
+        if store is None:
+            store = open_store(settings.database_url, auto_upgrade=auto_upgrade)
+            opened.callback(store.close)
+        store.max_versions = settings.max_versions
+        hub = hub or make_hub(settings)
+        osv = _osv_client(settings, opened)
+        rules = SeverityRules.default().with_overrides(settings.severity)
+        processor = Processor(settings, store, hub, clock=clock, rules=rules, osv=osv)
+        poller = Poller(settings, store, hub, processor, clock=clock)
+        querier = Querier(store, hub, requests_per_call=settings.query_hub_requests)
+        tracker = Tracker(settings=settings, store=store, hub=hub, clock=clock, processor=processor,
+                          poller=poller, querier=querier, tokens=TokenStore(store), osv=osv,
+                          resources=opened.pop_all())
+    return tracker
+
+
+def _osv_client(settings: Settings, opened: ExitStack) -> OsvLookup | None:
+    """The OSV.dev client ``[osv] api_url`` names (None: no dependency lookups), closed with the Tracker."""
+    if not settings.osv_api_url:
+        return None
+    from tracker.adapters.osvdev import OsvClient
+
+    return opened.enter_context(OsvClient(settings.osv_api_url, cache={}))

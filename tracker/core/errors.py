@@ -16,6 +16,7 @@
     │       └── HubDeadlineExceeded   the wall-clock deadline set around a poll (``hub.deadline``) ran out
     ├── UpstreamFileError             a file upstream is too large or unreadable (recorded, not fatal)
     ├── NotWatched(LookupError)       a command or request names a repo that is not on the watch list
+    ├── NotFound(LookupError)         no subscription, token, watch rule or watched repo by that id or name
     ├── RevisionUnresolved            a revision the tracker cannot resolve (unknown, or the Hub is unreachable)
     └── StoreError                    database problems, each with a sentence a user can act on
         ├── SchemaBehind              the schema is older than this tracker: run `tracker init`
@@ -100,6 +101,10 @@ class NotWatched(TrackerError, LookupError):
     def __init__(self, repo_id: str) -> None:
         super().__init__(f"not watched: {repo_id} (add with `tracker watch add {repo_id}`)")
         self.repo_id = repo_id
+
+
+class NotFound(TrackerError, LookupError):
+    """No subscription, token, watch rule or watched repo by the id or name given (the message says which)."""
 
 
 class RevisionUnresolved(TrackerError):

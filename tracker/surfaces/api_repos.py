@@ -40,10 +40,12 @@ from starlette.concurrency import run_in_threadpool
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from tracker import usecases
 from tracker.adapters import metrics
+from tracker.adapters.delivery import TargetRefused
 from tracker.adapters.settings import parse_interval
 from tracker.adapters.store.tokens import TokenStore
-from tracker.core.errors import ConfigError, TrackerError, first_line
+from tracker.core.errors import ConfigError, NotFound, TrackerError, first_line
 from tracker.core.model import RepoId, RevisionRow, validate_repo_id
 from tracker.pipeline.watchrules import RuleStore
 from tracker.surfaces.api_bodies import BodyGate
@@ -574,10 +576,8 @@ def ops_router(tracker: Tracker, scheduler_running: Callable[[], bool] | None) -
 
 
 def writes_router(tracker: Tracker) -> APIRouter:
-    tokens = TokenStore(tracker.store)
-    router = APIRouter(tags=["writes"], dependencies=[Depends(token_dependency(tokens, tracker.clock))],
+    router = APIRouter(tags=["writes"], dependencies=[Depends(token_dependency(tracker.tokens, tracker.clock))],
                        responses={**AUTH_ERRORS, 400: ERRORS[400]})
-    store = tracker.store
 
     @router.post("/v1/watch", response_model=WatchOut, status_code=201)
     def watch(body: WatchIn) -> WatchOut:
@@ -587,50 +587,46 @@ def writes_router(tracker: Tracker) -> APIRouter:
             every = parse_interval(body.every) if body.every else None
         except (ValueError, ConfigError) as exc:
             raise BadRequest(str(exc)) from exc
-        row, created = store.add_watch(repo_id, branch=_revision(body.branch, "branch"), every=every,
-                                       now=tracker.clock())
-        return WatchOut(repo=row.repo_id, branch=row.branch, every_seconds=row.every_seconds, created=created)
+        watched = usecases.watch(tracker, repo_id, branch=_revision(body.branch, "branch"), every=every)
+        row = watched.repo
+        return WatchOut(repo=row.repo_id, branch=row.branch, every_seconds=row.every_seconds, created=watched.created)
 
     @router.delete("/v1/watch/{owner}/{name}", response_model=RemovedOut, responses={404: ERRORS[404]})
     def unwatch(owner: str = Path(..., max_length=96), name: str = Path(..., max_length=96)) -> Any:
         """Stop watching a repo (its stored revisions go with it)."""
         repo_id = _repo(owner, name)
-        if not store.remove_watch(repo_id):
-            return JSONResponse({"code": 5, "message": f"not watched: {repo_id}"}, status_code=404)
+        try:
+            usecases.unwatch(tracker, repo_id)
+        except NotFound as exc:
+            return JSONResponse({"code": 5, "message": str(exc)}, status_code=404)
         return RemovedOut(removed=repo_id)
 
     @router.post("/v1/subscriptions", response_model=SubscriptionOut, status_code=201)
     def subscribe(body: SubscriptionIn) -> SubscriptionOut:
         """Send alerts about a target to Slack or a signed webhook (the webhook's secret is in this answer only)."""
-        from tracker.adapters.delivery import TargetGuard, new_secret, parse_categories, parse_target
-
         if (body.slack is None) == (body.webhook is None):
             raise BadRequest("give exactly one of slack or webhook")
-        try:
-            target = parse_target(body.target)
-            wanted = parse_categories(body.categories)
-        except ValueError as exc:
-            raise BadRequest(str(exc)) from exc
         kind, url = ("slack", body.slack) if body.slack is not None else ("webhook", body.webhook)
         assert url is not None
+        wanted = usecases.NewSubscription(target=body.target, kind=kind, url=url, min_severity=body.min_severity,
+                                          categories=body.categories)
         try:
-            TargetGuard(tracker.settings.delivery.allow_hosts).check(url)
-        except TrackerError as exc:  # TargetRefused: a private address, a bad URL
-            raise BadRequest(str(exc).splitlines()[0]) from exc
-        secret = new_secret() if kind == "webhook" else None
-        sub = store.add_subscription(target=target, kind=kind, url=url, secret=secret, min_severity=body.min_severity,
-                                     categories=wanted, now=tracker.clock())
+            done = usecases.subscribe(tracker, wanted)
+        except (ConfigError, TargetRefused) as exc:  # a bad target or category; a private address, a bad URL
+            raise BadRequest(first_line(exc)) from exc
+        sub = done.subscription
         return SubscriptionOut(id=sub.id, target=sub.target, kind=sub.kind, url=_redacted(sub.kind, sub.url),
                                min_severity=sub.min_severity, categories=list(sub.categories),
-                               created_at=sub.created_at, secret=secret)
+                               created_at=sub.created_at, secret=done.secret)
 
     @router.delete("/v1/subscriptions/{subscription_id}", response_model=UnsubscribedOut,
                    responses={404: ERRORS[404]})
     def unsubscribe(subscription_id: int = Path(..., ge=1, le=2**31 - 1)) -> Any:
         """Remove a subscription; its deliveries not yet sent are dropped."""
-        dropped = store.remove_subscription(subscription_id)
-        if dropped is None:
-            return JSONResponse({"code": 5, "message": f"no subscription {subscription_id}"}, status_code=404)
+        try:
+            dropped = usecases.unsubscribe(tracker, subscription_id)
+        except NotFound as exc:
+            return JSONResponse({"code": 5, "message": str(exc)}, status_code=404)
         return UnsubscribedOut(removed=subscription_id, dropped=dropped)
 
     return router
@@ -659,11 +655,10 @@ def install(app: FastAPI, tracker: Tracker, *, scheduler_running: Callable[[], b
         Unauthorized: unauthorized, BadRequest: bad_request, Busy: busy}
     for kind, handler in handlers.items():
         app.add_exception_handler(kind, handler)
-    writers = TokenStore(tracker.store)
+    tokens = tracker.tokens
     app.add_middleware(BodyGate, webhook_secret=webhook_secret,
-                       token_valid=lambda token: writers.check(token, now=tracker.clock()) is not None)
+                       token_valid=lambda token: tokens.check(token, now=tracker.clock()) is not None)
     if tracker.settings.api_read_requires_token:
-        tokens = TokenStore(tracker.store)
         app.add_middleware(ReadGuard, check=lambda token: tokens.check(token, now=tracker.clock()) is not None)
     hosts = served_hosts(tracker.settings, bind_host)
     if hosts is not None:

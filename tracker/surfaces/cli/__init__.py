@@ -2,8 +2,10 @@
 
 This module holds the group, the shared context, the helpers and the one table of exit codes;
 the commands live in the modules beside it, by what they are for (watching, reading,
-advisories, delivery, ops). Exit codes: 0 success, 1 a tracker error (one line on stderr),
-2 bad usage.
+advisories, delivery, ops). A command that needs a Tracker takes it through :func:`pass_tracker`,
+which opens it for the command and closes it when the command ends, however it ends. What the
+CLI and the API both do is in :mod:`tracker.usecases`; the commands parse and format. Exit codes:
+0 success, 1 a tracker error (one line on stderr), 2 bad usage.
 """
 
 from __future__ import annotations
@@ -39,10 +41,13 @@ class Context:
         return self._settings
 
     def tracker(self, *, auto_upgrade: bool | None = None) -> Tracker:
+        """The command's Tracker, opened on first use and closed when the command ends (click closes
+        the resources of its root context however the command exits: a return, an error, sys.exit)."""
         if self._tracker is None:
             from tracker.app import make_tracker
 
-            self._tracker = make_tracker(self.settings, auto_upgrade=auto_upgrade)
+            tracker = make_tracker(self.settings, auto_upgrade=auto_upgrade)
+            self._tracker = click.get_current_context().find_root().with_resource(tracker)
         return self._tracker
 
 
@@ -71,6 +76,19 @@ def fail_cleanly(func: Callable[..., Any]) -> Callable[..., Any]:
                 raise click.UsageError(str(exc)) from exc
             click.echo(f"error: {first_line(exc)}", err=True)
             sys.exit(code)
+
+    return wrapper
+
+
+def pass_tracker(func: Callable[..., Any]) -> Callable[..., Any]:
+    """The command gets the Tracker as its first argument, opened for it and closed when it ends; the
+    tracker's errors (building it included) become one line and the exit status of EXIT_CODES."""
+
+    @click.pass_obj
+    @fail_cleanly
+    @wraps(func)
+    def wrapper(obj: Context, *args: Any, **kwargs: Any) -> Any:
+        return func(obj.tracker(), *args, **kwargs)
 
     return wrapper
 

@@ -6,9 +6,11 @@ import logging
 import os
 import sys
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import click
 
+from tracker import usecases
 from tracker.surfaces.cli import (  # the group and the helpers every command shares
     Context,
     _emit_json,
@@ -16,8 +18,12 @@ from tracker.surfaces.cli import (  # the group and the helpers every command sh
     _require_repo,
     fail_cleanly,
     main,
+    pass_tracker,
 )
 from tracker.surfaces.cli.hubchecks import naming
+
+if TYPE_CHECKING:
+    from tracker.app import Tracker
 
 # -- advisories ---------------------------------------------------------------------------------
 
@@ -26,11 +32,9 @@ from tracker.surfaces.cli.hubchecks import naming
 @click.option("--repo", "repo_id", required=True, help="The repo (owner/name).")
 @click.option("--revision", required=True, help="A commit sha (or prefix), branch or tag.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output, OSV-style {\"vulns\": [...]}.")
-@click.pass_obj
-@fail_cleanly
-def query(obj: Context, repo_id: str, revision: str, as_json: bool) -> None:
+@pass_tracker
+def query(tracker: Tracker, repo_id: str, revision: str, as_json: bool) -> None:
     """Which advisories affect REVISION of a repo, and how far it is behind the branch head."""
-    tracker = obj.tracker()
     repo = _repo_id(repo_id)
     with naming(tracker.hub, repo, "--revision", revision):
         result = tracker.query(repo, revision)
@@ -51,11 +55,9 @@ def query(obj: Context, repo_id: str, revision: str, as_json: bool) -> None:
 @click.option("--repo", "repo_id", default=None, help="Only this repo.")
 @click.option("--since", default=None, help="Only advisories modified at or after this date (YYYY-MM-DD or ISO).")
 @click.option("--json", "as_json", is_flag=True, help="The OSV records, as a JSON list.")
-@click.pass_obj
-@fail_cleanly
-def advisories(obj: Context, repo_id: str | None, since: str | None, as_json: bool) -> None:
+@pass_tracker
+def advisories(tracker: Tracker, repo_id: str | None, since: str | None, as_json: bool) -> None:
     """List advisories, oldest first."""
-    tracker = obj.tracker()
     repo_pk = _require_repo(tracker, repo_id).pk if repo_id else None
     since_dt = None
     if since:
@@ -81,9 +83,8 @@ def export() -> None:
 
 @export.command("osv")
 @click.argument("directory", type=click.Path(file_okay=False))
-@click.pass_obj
-@fail_cleanly
-def export_osv(obj: Context, directory: str) -> None:
+@pass_tracker
+def export_osv(tracker: Tracker, directory: str) -> None:
     """Write one <id>.json per advisory and an all.zip, as OSV offline databases are laid out.
 
     Streams: records are read a batch at a time, in id order, and each is written to its file and
@@ -101,7 +102,7 @@ def export_osv(obj: Context, directory: str) -> None:
     partial = out / (ALL_ZIP + ".partial")
     count = 0
     with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for row in obj.tracker().store.iter_advisories():
+        for row in tracker.store.iter_advisories():
             record_id = checked(row.record)
             data = record_bytes(row.record)
             (out / f"{record_id}.json").write_bytes(data)
@@ -138,10 +139,8 @@ def serve(obj: Context, host: str | None, port: int | None) -> None:
 @fail_cleanly
 def reanalyse(obj: Context, repo_ids: tuple[str, ...]) -> None:
     """Re-run the analysis of every stored revision with the current rules; advisories follow."""
-    tracker = obj.tracker()
-    ids = [_repo_id(r) for r in repo_ids] or [r.repo_id for r in tracker.store.list_watches()]
-    for repo_id in ids:
-        changed = tracker.reanalyse(repo_id)
+    ids = [_repo_id(r) for r in repo_ids]  # bad ids are bad usage, before anything opens
+    for repo_id, changed in usecases.reanalyse(obj.tracker(), ids):
         click.echo(f"{repo_id}: {changed} revision(s) re-analysed")
 
 

@@ -7,12 +7,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from tracker import usecases
+from tracker.core.errors import ConfigError
 from tracker.surfaces.cli import (  # the group and the helpers every command shares
     Context,
     _emit_json,
     _iso,
     fail_cleanly,
     main,
+    pass_tracker,
 )
 
 if TYPE_CHECKING:
@@ -47,56 +50,47 @@ def _subscription_json(sub: Any) -> dict[str, Any]:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (with the secret).")
 @click.pass_obj
 @fail_cleanly
-def subscribe(obj: Context, target: str, slack_url: str | None, webhook_url: str | None, min_severity: str,
-              categories: tuple[str, ...], as_json: bool) -> None:
+def subscribe(obj: Context, target: str, slack_url: str | None, webhook_url: str | None,
+              min_severity: str, categories: tuple[str, ...], as_json: bool) -> None:
     """Send alerts about TARGET (a repo owner/name, an owner, or '*') to Slack or a signed webhook."""
-    from tracker.adapters.delivery import TargetGuard, new_secret, parse_categories, parse_target
-
     if (slack_url is None) == (webhook_url is None):
         raise click.UsageError("give exactly one of --slack URL or --webhook URL")
-    try:
-        target = parse_target(target)
-        wanted = parse_categories(categories)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from exc
     kind, url = ("slack", slack_url) if slack_url is not None else ("webhook", webhook_url)
     assert url is not None
-    TargetGuard(obj.settings.delivery.allow_hosts).check(url)  # TargetRefused: one line, exit 1
-    secret = new_secret() if kind == "webhook" else None
-    tracker = obj.tracker()
-    sub = tracker.store.add_subscription(target=target, kind=kind, url=url, secret=secret,
-                                         min_severity=min_severity, categories=wanted, now=tracker.clock())
+    wanted = usecases.NewSubscription(target=target, kind=kind, url=url, min_severity=min_severity,
+                                      categories=categories)
+    try:
+        done = usecases.subscribe(obj.tracker(), wanted)  # TargetRefused: one line, exit 1
+    except ConfigError as exc:  # the target or a category
+        raise click.BadParameter(str(exc)) from exc
+    sub = done.subscription
     if as_json:
-        _emit_json({**_subscription_json(sub), "secret": secret})
+        _emit_json({**_subscription_json(sub), "secret": done.secret})
         return
-    scope = f" in {', '.join(wanted)}" if wanted else ""
-    click.echo(f"subscription {sub.id}: {kind} alerts for {target} ({min_severity} and above{scope})")
-    if secret:
-        click.echo(f"signing secret (shown once, keep it safe): {secret}")
-    _warn_unwatched(tracker, target)
+    scope = f" in {', '.join(sub.categories)}" if sub.categories else ""
+    click.echo(f"subscription {sub.id}: {kind} alerts for {sub.target} ({min_severity} and above{scope})")
+    if done.secret:
+        click.echo(f"signing secret (shown once, keep it safe): {done.secret}")
+    if not done.watched:
+        _warn_unwatched(sub.target)
 
 
-def _warn_unwatched(tracker: Tracker, target: str) -> None:
+def _warn_unwatched(target: str) -> None:
     """A subscription to what nothing watched matches is kept (the watch may come later), with a warning."""
-    if target == "*":
-        return
-    watched = [r.repo_id.lower() for r in tracker.store.list_watches()]
     if "/" in target:
-        if target.lower() not in watched:
-            click.echo(f"warning: {target} is not watched, so no alert comes until you "
-                       f"`tracker watch add {target}`", err=True)
-    elif not any(r.startswith(target.lower() + "/") for r in watched):
+        click.echo(f"warning: {target} is not watched, so no alert comes until you "
+                   f"`tracker watch add {target}`", err=True)
+    else:
         click.echo(f"warning: no repo of {target} is watched, so no alert comes until you "
                    f"`tracker watch add {target}/NAME`", err=True)
 
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@click.pass_obj
-@fail_cleanly
-def subscriptions(obj: Context, as_json: bool) -> None:
+@pass_tracker
+def subscriptions(tracker: Tracker, as_json: bool) -> None:
     """List subscriptions (never their secrets)."""
-    rows = obj.tracker().store.list_subscriptions()
+    rows = tracker.store.list_subscriptions()
     if as_json:
         _emit_json([_subscription_json(s) for s in rows])
         return
@@ -110,14 +104,10 @@ def subscriptions(obj: Context, as_json: bool) -> None:
 
 @main.command()
 @click.argument("subscription_id", type=int)
-@click.pass_obj
-@fail_cleanly
-def unsubscribe(obj: Context, subscription_id: int) -> None:
+@pass_tracker
+def unsubscribe(tracker: Tracker, subscription_id: int) -> None:
     """Remove a subscription; its deliveries not yet sent are dropped."""
-    dropped = obj.tracker().store.remove_subscription(subscription_id)
-    if dropped is None:
-        click.echo(f"error: no subscription {subscription_id}", err=True)
-        sys.exit(1)
+    dropped = usecases.unsubscribe(tracker, subscription_id)  # NotFound: one line, exit 1
     click.echo(f"removed subscription {subscription_id}" + (f" ({dropped} pending deliveries dropped)"
                                                              if dropped else ""))
 
@@ -157,11 +147,9 @@ def _list_deliveries(obj: Context, failed: bool, as_json: bool) -> None:
 
 @deliveries.command("retry")
 @click.argument("delivery_id", type=int)
-@click.pass_obj
-@fail_cleanly
-def deliveries_retry(obj: Context, delivery_id: int) -> None:
+@pass_tracker
+def deliveries_retry(tracker: Tracker, delivery_id: int) -> None:
     """Send a dead delivery again (with the same webhook-id)."""
-    tracker = obj.tracker()
     row = tracker.store.get_delivery(delivery_id)
     if row is None:
         click.echo(f"error: no delivery {delivery_id}", err=True)

@@ -7,15 +7,19 @@ from typing import TYPE_CHECKING
 
 import click
 
-if TYPE_CHECKING:
-    pass
+from tracker import usecases
+from tracker.core.errors import ConfigError
 from tracker.surfaces.cli import (  # the group and the helpers every command shares
     Context,
     _emit_json,
     _iso,
     fail_cleanly,
     main,
+    pass_tracker,
 )
+
+if TYPE_CHECKING:
+    from tracker.app import Tracker
 
 # -- status and API tokens ----------------------------------------------------------------------
 
@@ -24,13 +28,12 @@ from tracker.surfaces.cli import (  # the group and the helpers every command sh
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--max-cycles", default=3, show_default=True, type=click.IntRange(min=1),
               help="A repo not polled, or a backlog waiting, for more than this many poll intervals is unhealthy.")
-@click.pass_obj
-@fail_cleanly
-def status(obj: Context, as_json: bool, max_cycles: int) -> None:
+@pass_tracker
+def status(tracker: Tracker, as_json: bool, max_cycles: int) -> None:
     """Per repo: state, last poll, errors, next due, lag; the backlogs. Exits 1 when something is unhealthy."""
     from tracker.surfaces.status import gather, render
 
-    report = gather(obj.tracker(), max_cycles=max_cycles)
+    report = gather(tracker, max_cycles=max_cycles)
     if as_json:
         _emit_json(report.to_json())
     else:
@@ -64,18 +67,13 @@ def token() -> None:
 
 @token.command("create")
 @click.argument("name")
-@click.pass_obj
-@fail_cleanly
-def token_create(obj: Context, name: str) -> None:
+@pass_tracker
+def token_create(tracker: Tracker, name: str) -> None:
     """Make a token called NAME and print it, once (only a salted hash of it is stored)."""
-    from tracker.adapters.store.tokens import TokenStore, validate_name
-
     try:
-        validate_name(name)
-    except ValueError as exc:
+        text = usecases.create_token(tracker, name)
+    except ConfigError as exc:  # the name
         raise click.BadParameter(str(exc)) from exc
-    tracker = obj.tracker()
-    text = TokenStore(tracker.store).create(name, now=tracker.clock())
     click.echo(text)
     click.echo(f"token {name!r} created; it is shown only now: send it as `Authorization: Bearer <token>`",
                err=True)
@@ -83,13 +81,10 @@ def token_create(obj: Context, name: str) -> None:
 
 @token.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@click.pass_obj
-@fail_cleanly
-def token_list(obj: Context, as_json: bool) -> None:
+@pass_tracker
+def token_list(tracker: Tracker, as_json: bool) -> None:
     """List tokens (names and dates; the tokens themselves are not stored)."""
-    from tracker.adapters.store.tokens import TokenStore
-
-    rows = TokenStore(obj.tracker().store).list()
+    rows = usecases.list_tokens(tracker)
     if as_json:
         _emit_json([{"name": r.name, "id": r.key_id, "created_at": _iso(r.created_at),
                      "last_used_at": _iso(r.last_used_at)} for r in rows])
@@ -104,15 +99,10 @@ def token_list(obj: Context, as_json: bool) -> None:
 
 @token.command("revoke")
 @click.argument("name")
-@click.pass_obj
-@fail_cleanly
-def token_revoke(obj: Context, name: str) -> None:
+@pass_tracker
+def token_revoke(tracker: Tracker, name: str) -> None:
     """Revoke the token called NAME: requests with it are refused (401) from now on."""
-    from tracker.adapters.store.tokens import TokenStore
-
-    if not TokenStore(obj.tracker().store).revoke(name):
-        click.echo(f"error: no token named {name!r}", err=True)
-        sys.exit(1)
+    usecases.revoke_token(tracker, name)  # NotFound: one line, exit 1
     click.echo(f"revoked {name}")
 
 

@@ -18,6 +18,7 @@ from tracker.surfaces.cli import (  # the group and the helpers every command sh
     _require_repo,
     fail_cleanly,
     main,
+    pass_tracker,
 )
 from tracker.surfaces.cli.hubchecks import naming
 
@@ -53,14 +54,12 @@ def _revision_json(rev: Any) -> dict[str, Any]:
 @click.option("--branch", default="main", show_default=True, help="For a repo not watched: the branch to list.")
 @click.option("--limit", default=30, show_default=True, type=click.IntRange(min=1, max=1000),
               help="For a repo not watched: how many of the newest commits to list.")
-@click.pass_obj
-@fail_cleanly
-def revisions(obj: Context, repo_id: str, as_json: bool, branch: str, limit: int) -> None:
+@pass_tracker
+def revisions(tracker: Tracker, repo_id: str, as_json: bool, branch: str, limit: int) -> None:
     """List the revisions read for a repo, oldest first, with what changed in each.
 
     A repo that is not watched is listed from the Hub (its newest commits; nothing is analysed or stored).
     """
-    tracker = obj.tracker()
     repo = tracker.store.get_repo(_repo_id(repo_id))
     if repo is None:
         _upstream_revisions(tracker, _repo_id(repo_id), branch=branch, limit=limit, as_json=as_json)
@@ -133,11 +132,9 @@ def format_findings(findings: list[Finding]) -> list[str]:
 @click.argument("old")
 @click.argument("new")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@click.pass_obj
-@fail_cleanly
-def diff(obj: Context, repo_id: str, old: str, new: str, as_json: bool) -> None:
+@pass_tracker
+def diff(tracker: Tracker, repo_id: str, old: str, new: str, as_json: bool) -> None:
     """Show what changed between two revisions of any repo (stored when watched, else read from the Hub)."""
-    tracker = obj.tracker()
     repo_id = _repo_id(repo_id)
     with naming(tracker.hub, repo_id, "OLD", old):
         old_side = tracker.snapshot_of(repo_id, old)
@@ -171,11 +168,9 @@ def diff(obj: Context, repo_id: str, old: str, new: str, as_json: bool) -> None:
 @main.command()
 @click.argument("repo_id", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@click.pass_obj
-@fail_cleanly
-def events(obj: Context, repo_id: str | None, as_json: bool) -> None:
+@pass_tracker
+def events(tracker: Tracker, repo_id: str | None, as_json: bool) -> None:
     """Upstream surprises: history rewritten, renamed, deleted, re-created, gated, disabled."""
-    tracker = obj.tracker()
     repo_pk = _require_repo(tracker, repo_id).pk if repo_id else None
     rows = tracker.store.events(repo_pk)
     if as_json:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from tracker import usecases
 from tracker.adapters.settings import format_duration, parse_interval
 from tracker.core.model import PollOutcome, RepoId, validate_repo_id
 from tracker.surfaces.cli import (  # the group and the helpers every command shares
@@ -16,6 +17,7 @@ from tracker.surfaces.cli import (  # the group and the helpers every command sh
     _repo_id,
     fail_cleanly,
     main,
+    pass_tracker,
 )
 
 if TYPE_CHECKING:
@@ -101,7 +103,7 @@ def watch_add(obj: Context, repo_ids: tuple[str, ...], branch: str, every: str |
         click.echo("nothing added: fix the ids above (or pass --no-check to add them anyway)", err=True)
         sys.exit(1)
     for repo_id in dict.fromkeys(valid):
-        _, created = tracker.store.add_watch(repo_id, branch=branch, every=seconds, now=tracker.clock())
+        created = usecases.watch(tracker, repo_id, branch=branch, every=seconds).created
         click.echo(f"{'watching' if created else 'updated'} {repo_id} ({branch}, every "
                    f"{format_duration(seconds or obj.settings.poll_every)})")
     if with_base and not _watch_bases(tracker, list(dict.fromkeys(valid)), branch=branch, every=seconds):
@@ -110,11 +112,7 @@ def watch_add(obj: Context, repo_ids: tuple[str, ...], branch: str, every: str |
 
 def _add_rule(obj: Context, text: str, max_repos: int | None) -> None:
     """``watch add --rule``: store the rule; the next cycle (`tracker poll`, `tracker run`) watches its matches."""
-    from tracker.pipeline.watchrules import DEFAULT_MAX, RuleStore, parse_rule
-
-    rule = parse_rule(text)  # a ConfigError: bad usage, exit 2
-    tracker = obj.tracker()
-    row, created = RuleStore(tracker.store).add(rule, max_repos=max_repos or DEFAULT_MAX, now=tracker.clock())
+    row, created = usecases.add_rule(obj.tracker(), text, max_repos=max_repos)  # a ConfigError: bad usage, exit 2
     click.echo(f"{'rule' if created else 'updated rule'} {row.id}: {row.text} (at most {row.max_repos} repos); "
                "the next poll cycle watches what it matches")
 
@@ -154,13 +152,11 @@ def _watch_bases(tracker: Tracker, repo_ids: list[RepoId], *, branch: str, every
 
 @watch.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@click.pass_obj
-@fail_cleanly
-def watch_list(obj: Context, as_json: bool) -> None:
+@pass_tracker
+def watch_list(tracker: Tracker, as_json: bool) -> None:
     """List watched repos."""
     from tracker.pipeline.watchrules import RuleStore
 
-    tracker = obj.tracker()
     tracker.sync_config_watches()
     rows = tracker.store.list_watches()
     rules = RuleStore(tracker.store).all()
@@ -168,8 +164,8 @@ def watch_list(obj: Context, as_json: bool) -> None:
         _emit_json([
             {
                 "repo": r.repo_id, "branch": r.branch,
-                "every": format_duration(r.every_seconds or obj.settings.poll_every),
-                "every_seconds": r.every_seconds or obj.settings.poll_every,
+                "every": format_duration(r.every_seconds or tracker.settings.poll_every),
+                "every_seconds": r.every_seconds or tracker.settings.poll_every,
                 "state": r.state, "last_seen_sha": r.last_seen_sha, "renamed_to": r.renamed_to,
                 "last_polled_at": _iso(r.last_polled_at), "last_error": r.last_error, "rule": r.rule_id,
             }
@@ -182,7 +178,7 @@ def watch_list(obj: Context, as_json: bool) -> None:
     click.echo(f"{'REPO':45} {'BRANCH':10} {'EVERY':6} {'STATE':9} {'HEAD READ':13} LAST POLLED")
     for r in rows:
         click.echo(
-            f"{r.repo_id:45} {r.branch:10} {format_duration(r.every_seconds or obj.settings.poll_every):6} "
+            f"{r.repo_id:45} {r.branch:10} {format_duration(r.every_seconds or tracker.settings.poll_every):6} "
             f"{r.state:9} {(r.last_seen_sha or '-')[:12]:13} {_iso(r.last_polled_at) or 'never'}"
             + (f"  (rule {r.rule_id})" if r.rule_id is not None else "")
         )
@@ -212,20 +208,13 @@ def watch_remove(obj: Context, repo_id: str | None, rule_id: int | None = None) 
     if rule_id is not None:
         if repo_id is not None:
             raise click.UsageError("give a repo id or --rule ID, not both")
-        from tracker.pipeline.watchrules import RuleStore
-
-        removed = RuleStore(obj.tracker().store).remove(rule_id)
-        if removed is None:
-            click.echo(f"error: no watch rule {rule_id}", err=True)
-            sys.exit(1)
+        removed = usecases.remove_rule(obj.tracker(), rule_id)  # NotFound: one line, exit 1
         click.echo(f"removed rule {rule_id} and the {len(removed)} repo(s) it watched")
         return
     if repo_id is None:
         raise click.UsageError("give a repo id, or --rule ID")
     repo = _repo_id(repo_id)
-    if not obj.tracker().store.remove_watch(repo):
-        click.echo(f"error: not watched: {repo}", err=True)
-        sys.exit(1)
+    usecases.unwatch(obj.tracker(), repo)  # NotFound: one line, exit 1
     click.echo(f"removed {repo}")
     if any(spec.repo == repo for spec in obj.settings.watch):
         click.echo(f"note: {repo} is listed in {obj.settings.config_path}; remove it there too, "
@@ -245,7 +234,7 @@ def poll(obj: Context, repo_ids: tuple[str, ...], backfill: int) -> None:
     """Run one poll cycle over the given (or all watched) repos and exit."""
     from tqdm import tqdm
 
-    ids = [_repo_id(r) for r in repo_ids] or None
+    ids = [_repo_id(r) for r in repo_ids] or None  # bad ids are bad usage, before anything opens
     tracker = obj.tracker()
     tracker.sync_config_watches()
     bar = tqdm(desc="revisions", unit="rev", disable=not backfill or not sys.stderr.isatty(), leave=False)

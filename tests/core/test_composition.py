@@ -1,0 +1,76 @@
+"""The composition root: a Tracker closes what make_tracker opened, also when building it fails halfway."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+from sqlalchemy import event
+from sqlalchemy.pool import Pool
+
+from tracker.adapters.settings import Settings
+from tracker.adapters.store import open_store
+from tracker.app import make_tracker
+from tracker.core.errors import ConfigError
+
+
+@dataclass
+class Connections:
+    """The DBAPI connections every pool opened and closed while the test ran."""
+
+    opened: list[int] = field(default_factory=list)
+    closed: list[int] = field(default_factory=list)
+
+    @property
+    def open_now(self) -> set[int]:
+        return set(self.opened) - set(self.closed)
+
+
+@pytest.fixture
+def connections() -> Iterator[Connections]:
+    seen = Connections()
+
+    def on_connect(dbapi_connection: object, _record: object) -> None:
+        seen.opened.append(id(dbapi_connection))
+
+    def on_close(dbapi_connection: object, _record: object) -> None:
+        seen.closed.append(id(dbapi_connection))
+
+    event.listen(Pool, "connect", on_connect)
+    event.listen(Pool, "close", on_close)
+    yield seen
+    event.remove(Pool, "connect", on_connect)
+    event.remove(Pool, "close", on_close)
+
+
+def test_a_bad_hub_endpoint_fails_the_build_and_the_engine_it_opened_is_closed(tmp_path, connections):
+    settings = Settings(database_url=f"sqlite:///{tmp_path}/t.sqlite3", hub_endpoint="ftp://hub.example")
+    with pytest.raises(ConfigError) as failed:
+        make_tracker(settings)
+    assert str(failed.value) == "invalid Hub endpoint 'ftp://hub.example': expected http(s)://host[:port]"
+    # The store was opened (the schema was created through it) before the Hub client failed ...
+    assert connections.opened
+    # ... and every connection it opened is closed, though the traceback still holds the store.
+    assert connections.open_now == set()
+
+
+def test_a_tracker_closes_its_engine_when_its_block_ends(tmp_path, hub_standin, connections):
+    settings = Settings(database_url=f"sqlite:///{tmp_path}/t.sqlite3", hub_endpoint=hub_standin.url)
+    with make_tracker(settings) as tracker:
+        tracker.store.ping()
+        assert connections.open_now != set()
+    assert connections.open_now == set()
+
+
+def test_a_store_handed_in_stays_open_for_its_owner(tmp_path, hub_standin, connections):
+    settings = Settings(database_url=f"sqlite:///{tmp_path}/t.sqlite3", hub_endpoint=hub_standin.url)
+    store = open_store(settings.database_url, auto_upgrade=True)
+    try:
+        with make_tracker(settings, store=store) as tracker:
+            tracker.store.ping()
+        assert connections.open_now != set()  # the Tracker did not close what it did not open
+        store.ping()
+    finally:
+        store.close()
+    assert connections.open_now == set()
