@@ -16,6 +16,7 @@ from tests.web.synthetic import build, sha_of
 from tracker.adapters.settings import Settings
 from tracker.app import make_tracker
 from tracker.surfaces.api import create_app
+from tracker.surfaces.web import charts
 from tracker.surfaces.web.demo import REPO
 
 CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; form-action 'self'; "
@@ -166,6 +167,26 @@ def test_each_page_runs_the_same_number_of_statements_for_5_and_60_revisions(app
     assert f'id="rev-{sha_of("acme/long", 9)}"' in second and f'id="rev-{sha_of("acme/long", 0)}"' in second
     assert '<a rel="next" href="/repos/acme/long?page=2">Older →</a>' in first
     assert '<a rel="prev" href="/repos/acme/long?page=1">← Newer</a>' in second
+
+
+def test_the_repo_chart_draws_the_newest_estimator_reruns_only(app_on, monkeypatch):
+    tracker, client = app_on()
+    build(tracker.store, "acme/long", 60)  # the estimator reran at every fifth revision: 12 reruns
+    build(tracker.store, "acme/short", 12)  # 3 reruns
+    shown = re.compile(r"<title>([0-9a-f]{12}): parameters [^<]*</title>")
+
+    def charted(name: str) -> tuple[list[str], int, str]:
+        page = client.get(f"/repos/{name}").text
+        return shown.findall(page), page.count("<circle "), page
+
+    # every rerun is a point (three series each), the revisions in between none
+    labels, circles, page = charted("acme/short")
+    assert (labels, circles) == ([sha_of("acme/short", i)[:12] for i in (0, 5, 10)], 9)
+    assert "the newest" not in page
+    monkeypatch.setattr(charts, "RERUNS_CHARTED", 4)
+    labels, circles, page = charted("acme/long")
+    assert (labels, circles) == ([sha_of("acme/long", i)[:12] for i in (40, 45, 50, 55)], 12)
+    assert "(the newest 4; older ones are on the timeline's later pages)" in page
 
 
 # -- what every site answers, and the pages that find things ----------------------------------------

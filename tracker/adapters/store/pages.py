@@ -9,13 +9,13 @@ what a page shows, with JSON fields picked out by the database, in one statement
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, func, select
+from sqlalchemy import Connection, Engine, and_, func, or_, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from tracker.adapters.store.db import database_error, describe_url
@@ -26,6 +26,7 @@ from tracker.core.model import RepoId, RepoRow, Severity
 _SEVERITY_RANK = {s.value: s.rank for s in Severity}
 # The estimator figures the repo page charts (the stored estimate holds far more: structure, verifier).
 CHART_KEYS = ("supported", "params", "full_finetune_gb", "lora_gb", "cards")
+_CHARTED = ("params", "full_finetune_gb", "lora_gb")  # the numbers the chart draws
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -170,21 +171,29 @@ class PageReads:
             row = conn.execute(select(repos).where(repos.c.repo_id == repo_id)).first()
             return SqlStore._repo(row) if row else None
 
-    def revision_count(self, repo_pk: int) -> int:
+    def counts(self, repo_pk: int) -> tuple[int, int]:
+        """(revisions, advisories) of a repo, in one statement."""
+        revs = select(func.count()).select_from(revisions).where(revisions.c.repo_pk == repo_pk).scalar_subquery()
+        advs = select(func.count()).select_from(advisories).where(advisories.c.repo_pk == repo_pk).scalar_subquery()
         with self._tx() as conn:
-            return int(conn.execute(select(func.count()).where(revisions.c.repo_pk == repo_pk)).scalar_one())
+            row = conn.execute(select(revs.label("revisions"), advs.label("advisories"))).one()
+        return int(row.revisions), int(row.advisories)
 
-    def chart_figures(self, repo_pk: int) -> list[tuple[str, dict[str, Any] | None]]:
-        """(sha, charted estimator figures or None) for every revision, oldest first: the chart's points."""
-        picked = [revisions.c.estimate[key].label(f"est_{key}") for key in CHART_KEYS]
+    def chart_figures(self, repo_pk: int, *, limit: int) -> tuple[list[tuple[str, dict[str, Any]]], bool]:
+        """The chart's points: (sha, charted figures) of the newest ``limit`` revisions the estimator reran at,
+        oldest first, and whether older reruns were left out. Only those rows are read (the revisions in
+        between hold the figures of the rerun before them), their figures picked out as numbers by the
+        database: the cost is ``limit`` rows however long the history."""
+        ran = revisions.c.estimate["supported"].as_boolean()
+        query = (select(revisions.c.sha, ran.label("supported"),
+                        *(revisions.c.estimate[key].as_float().label(key) for key in _CHARTED))
+                 .where(revisions.c.repo_pk == repo_pk, ran.is_not(None))
+                 .order_by(revisions.c.seq.desc()).limit(limit + 1))
         with self._tx() as conn:
-            rows = conn.execute(select(revisions.c.sha, *picked).where(revisions.c.repo_pk == repo_pk)
-                                .order_by(revisions.c.seq)).all()
-        out: list[tuple[str, dict[str, Any] | None]] = []
-        for r in rows:
-            figures = {key: getattr(r, f"est_{key}") for key in CHART_KEYS}
-            out.append((r.sha, figures if any(v is not None for v in figures.values()) else None))
-        return out
+            rows = conn.execute(query).all()
+        out = [(str(r.sha), {"supported": bool(r.supported), **{key: getattr(r, key) for key in _CHARTED}})
+               for r in rows[:limit]]
+        return out[::-1], len(rows) > limit
 
     def neighbours(self, repo_pk: int, seq: int) -> tuple[str | None, str | None]:
         """The shas of the revisions read just before and just after ``seq`` (None at either end)."""
@@ -215,14 +224,18 @@ class PageReads:
                                         worst_severity=r.worst_severity, summary=r.summary, estimate=estimate))
         return out
 
-    def advisory_lines(self, repo_pk: int, *, revision_sha: str | None = None) -> list[AdvisoryLine]:
-        """A repo's advisories (or one revision's), most severe first: one statement, no ``affected`` lists."""
+    def advisory_lines(self, repo_pk: int, *, revision_sha: str | None = None,
+                       page_of: Sequence[str] | None = None) -> list[AdvisoryLine]:
+        """A repo's advisories (or one revision's; or, with ``page_of``, those of these revisions and the repo's
+        own), most severe first: one statement, no ``affected`` lists."""
         query = (select(advisories.c.id, advisories.c.revision_sha, advisories.c.kind, advisories.c.severity,
                         advisories.c.record["summary"].label("summary"), advisories.c.withdrawn,
                         advisories.c.fixed_sha, advisories.c.published)
                  .where(advisories.c.repo_pk == repo_pk))
         if revision_sha is not None:
             query = query.where(advisories.c.revision_sha == revision_sha)
+        if page_of is not None:
+            query = query.where(or_(advisories.c.revision_sha.in_(list(page_of)), advisories.c.revision_sha.is_(None)))
         with self._tx() as conn:
             rows = conn.execute(query.order_by(advisories.c.published, advisories.c.id)).all()
         lines = [AdvisoryLine(id=r.id, revision_sha=r.revision_sha, kind=r.kind, severity=r.severity,

@@ -189,20 +189,22 @@ def pages_router(tracker: Tracker) -> APIRouter:
             repo = reads.repo(repo_id)
             if repo is None:
                 raise _NotFound(f"{repo_id} is not watched here.")
-            total = reads.revision_count(repo.pk)
+            total, advisory_count = reads.counts(repo.pk)
             pages = paging(page, total, TIMELINE_PAGE)
             timeline = reads.timeline(repo.pk, limit=TIMELINE_PAGE, offset=(pages.number - 1) * TIMELINE_PAGE)
-            lines = reads.advisory_lines(repo.pk)
+            lines = reads.advisory_lines(repo.pk, page_of=[r.sha for r in timeline])  # this page's, and the repo's
             by_revision: dict[str | None, list[Any]] = {}
             for line in lines:
                 by_revision.setdefault(line.revision_sha, []).append(line)
             entries = [{"rev": r, "groups": group_findings(r.findings), "advisories": by_revision.get(r.sha, [])}
                        for r in timeline]
-            chart = charts.estimate_chart(charts.points([(sha[:12], est) for sha, est in reads.chart_figures(repo.pk)]))
+            reruns, older = reads.chart_figures(repo.pk, limit=charts.RERUNS_CHARTED)
+            chart = charts.estimate_chart(charts.points([(sha[:12], est) for sha, est in reruns]))
             status, status_class = _repo_status(repo)
             return _page("repo.html.jinja", title=repo_id, repo=repo, entries=entries, chart=chart,
+                         chart_window=charts.RERUNS_CHARTED if older else None,
                          status=status, status_class=status_class, total=total, pages=pages,
-                         repo_advisories=by_revision.get(None, []), advisory_count=len(lines))
+                         repo_advisories=by_revision.get(None, []), advisory_count=advisory_count)
         return _guard(render)
 
     @router.get("/repos/{owner}/{name}/revisions/{sha}", response_class=HTMLResponse)
