@@ -25,7 +25,7 @@ RIGHT = 96
 TOP = 26
 BOTTOM = 24
 MARKERS_SHOWN = 200  # a dot per estimator rerun, up to this many
-RERUNS_CHARTED = 200  # the repo page charts its newest estimator reruns, this many at most
+RERUNS_CHARTED = 50  # the repo page charts its newest estimator reruns, this many at most (as a timeline page)
 
 
 @dataclass(frozen=True)
