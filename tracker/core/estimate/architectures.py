@@ -98,7 +98,10 @@ def _dropout(cfg: Mapping[str, Any], *keys: str) -> bool:
 
 
 def _context(cfg: Mapping[str, Any], fallback: int | None = None) -> int | None:
-    return get(cfg, "max_position_embeddings", "n_positions", "n_ctx", "seq_length", "max_sequence_length", default=fallback)
+    context: int | None = get(
+        cfg, "max_position_embeddings", "n_positions", "n_ctx", "seq_length", "max_sequence_length", default=fallback
+    )
+    return context
 
 
 def _num_labels(cfg: Mapping[str, Any]) -> int:
@@ -226,7 +229,8 @@ def _distilbert(cfg: Mapping[str, Any]) -> Arch:
 # Learned-position / ALiBi decoders with LayerNorm: GPT-2, GPT-J, GPT-NeoX, OPT, BLOOM, Falcon
 # ---------------------------------------------------------------------------
 
-def _decoder_common(
+# Keyword-only, one per dimension of a decoder, as each family reads them from its config: a builder of Arch.
+def _decoder_common(  # noqa: PLR0913
     cfg: Mapping[str, Any], *, family: str, h: int, L: int, nh: int, kv: int, hd: int, inter: int, V: int,
     context: int | None, emb: int, layer: int, final: int, tied: bool, head_bias: int = 0,
     positional: str, norm: str, gated: bool, dropout: bool, lora_per_layer: tuple[tuple[int, int, int], ...],

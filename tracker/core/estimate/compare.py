@@ -7,6 +7,7 @@ from branches here: each distinct situation has its own code.
 from __future__ import annotations
 
 from tracker.core.estimate.core import Estimate
+from tracker.core.estimate.memory import CardFit
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.model import Finding
 
@@ -16,8 +17,9 @@ SERVE_CHANGE = 0.10  # serving batch moving by more than this fraction is report
 _MODES = (("full", "full fine-tune"), ("lora", "LoRA"), ("serve", "serving"))
 
 
-def _batch(fit, mode: str) -> int:
-    return getattr(fit, f"{mode}_batch")
+def _batch(fit: CardFit, mode: str) -> int:
+    batch: int = getattr(fit, f"{mode}_batch")
+    return batch
 
 
 def _say(b: int) -> str:
@@ -63,17 +65,24 @@ def compare_estimates(old: Estimate | None, new: Estimate, rules: SeverityRules)
     old_cards = {c.card: c for c in old.cards}
     for card in new.cards:
         before = old_cards.get(card.card)
-        if before is None:
-            continue
-        for mode, label in _MODES:
-            b0, b1 = _batch(before, mode), _batch(card, mode)
-            if b0 and not b1:
-                out.append(f("estimate.fit_lost", CATEGORY, f"{label} on {card.card}: {_say(b0)} -> does not fit",
-                             path=card.card, before=b0, after=b1, evidence={"mode": mode}))
-            elif b1 and not b0:
-                out.append(f("estimate.fit_gained", CATEGORY, f"{label} on {card.card}: does not fit -> {_say(b1)}",
-                             path=card.card, before=b0, after=b1, evidence={"mode": mode}))
-            elif mode == "serve" and b0 and abs(b1 - b0) > SERVE_CHANGE * b0:
-                out.append(f("estimate.serve_batch_changed", CATEGORY, f"serving on {card.card}: batch {b0} -> {b1} ({(b1 - b0) / b0:+.0%})",
-                             path=card.card, before=b0, after=b1, evidence={"mode": mode}))
+        if before is not None:
+            out.extend(_fit_changes(before, card, rules))
+    return out
+
+
+def _fit_changes(before: CardFit, card: CardFit, rules: SeverityRules) -> list[Finding]:
+    """Per mode on one card: a fit lost or gained, or a serving batch that moved by more than SERVE_CHANGE."""
+    out: list[Finding] = []
+    f = rules.finding
+    for mode, label in _MODES:
+        b0, b1 = _batch(before, mode), _batch(card, mode)
+        if b0 and not b1:
+            out.append(f("estimate.fit_lost", CATEGORY, f"{label} on {card.card}: {_say(b0)} -> does not fit",
+                         path=card.card, before=b0, after=b1, evidence={"mode": mode}))
+        elif b1 and not b0:
+            out.append(f("estimate.fit_gained", CATEGORY, f"{label} on {card.card}: does not fit -> {_say(b1)}",
+                         path=card.card, before=b0, after=b1, evidence={"mode": mode}))
+        elif mode == "serve" and b0 and abs(b1 - b0) > SERVE_CHANGE * b0:
+            out.append(f("estimate.serve_batch_changed", CATEGORY, f"serving on {card.card}: batch {b0} -> {b1} ({(b1 - b0) / b0:+.0%})",
+                         path=card.card, before=b0, after=b1, evidence={"mode": mode}))
     return out

@@ -64,8 +64,10 @@ class Estimate:
 
     def to_json(self) -> dict[str, Any]:
         """The issue's JSON shape (plus a few extra keys); a batch that does not fit is 0. Strict JSON."""
-        r = lambda x: None if x is None else round(x, 4)  # noqa: E731
-        return json_safe({
+        def r(x: float | None) -> float | None:
+            return None if x is None else round(x, 4)
+
+        safe: dict[str, Any] = json_safe({
             "model_type": self.model_type,
             "supported": self.supported,
             "reason": self.reason,
@@ -87,6 +89,7 @@ class Estimate:
             "components": dict(self.components),
             "buffers": dict(self.buffers),
         })
+        return safe
 
 
 def estimate(
@@ -131,11 +134,12 @@ def estimate(
         if checkpoint_params is None:
             checkpoint_params = counted
     s = seq_len or memory.default_seq_len(arch.context)
-    return _estimate(arch, config, s, lora_rank, checkpoint_params, checkpoint_headers)
+    return _estimate(arch, config, s, lora_rank, ckpt=checkpoint_params, headers=checkpoint_headers)
 
 
 def _estimate(
-    arch: Arch, config: Mapping[str, Any], s: int, rank: int, ckpt: int | None, headers: Mapping[str, Mapping[str, Any]] | None
+    arch: Arch, config: Mapping[str, Any], s: int, rank: int, *, ckpt: int | None,
+    headers: Mapping[str, Mapping[str, Any]] | None,
 ) -> Estimate:
     act = memory.activation_bytes(arch, s)
     return Estimate(

@@ -267,9 +267,8 @@ def _token_content(value: Any) -> str | None:
     """A special token as a string: tokenizer files hold either "tok" or {"content": "tok", ...}."""
     if isinstance(value, str):
         return value
-    if isinstance(value, dict) and isinstance(value.get("content"), str):
-        return value["content"]
-    return None
+    content = value.get("content") if isinstance(value, dict) else None
+    return content if isinstance(content, str) else None
 
 
 def resolve_templates(sources: RevisionSources, side_name: str, snapshot: Snapshot) -> SideTemplates:
@@ -289,20 +288,7 @@ def resolve_templates(sources: RevisionSources, side_name: str, snapshot: Snapsh
             if token is not None:
                 side.tokens[key] = token
 
-    jinja_files: list[tuple[str, str]] = []  # (name, path)
-    if sources.text(side_name, TEMPLATE_FILE) is not None:
-        jinja_files.append(("default", TEMPLATE_FILE))
-    for path in _extra_template_paths(snapshot):
-        jinja_files.append((path[len(EXTRA_TEMPLATE_DIR) : -len(".jinja")], path))
-
-    if jinja_files:
-        for name, path in jinja_files:
-            raw = sources.text(side_name, path)
-            text = _decode(raw, path, side) if raw is not None else None
-            if text is None:
-                side.complete = False
-                continue
-            side.templates[name] = TemplateSource(name, path, text)
+    if _read_jinja_files(sources, side_name, snapshot, side):
         return side
 
     raw_legacy = sources.text(side_name, LEGACY_TEMPLATE_JSON)
@@ -327,6 +313,26 @@ def resolve_templates(sources: RevisionSources, side_name: str, snapshot: Snapsh
             else:
                 side.templates.update(found)
     return side
+
+
+def _read_jinja_files(sources: RevisionSources, side_name: str, snapshot: Snapshot, side: SideTemplates) -> bool:
+    """Read ``chat_template.jinja`` and ``additional_chat_templates/*.jinja`` into ``side``; False if there are none.
+
+    Where they exist they win: the legacy JSON file and tokenizer_config.json are not read.
+    """
+    jinja_files: list[tuple[str, str]] = []  # (name, path)
+    if sources.text(side_name, TEMPLATE_FILE) is not None:
+        jinja_files.append(("default", TEMPLATE_FILE))
+    for path in _extra_template_paths(snapshot):
+        jinja_files.append((path[len(EXTRA_TEMPLATE_DIR) : -len(".jinja")], path))
+    for name, path in jinja_files:
+        raw = sources.text(side_name, path)
+        text = _decode(raw, path, side) if raw is not None else None
+        if text is None:
+            side.complete = False
+            continue
+        side.templates[name] = TemplateSource(name, path, text)
+    return bool(jinja_files)
 
 
 # ----------------------------------------------------------------------------- text helpers
@@ -596,7 +602,7 @@ def analyse(
         for name in names:
             findings.extend(
                 _one_template(rules, renderer, old_templates.get(name), new.templates.get(name),
-                              old_tokens, new.tokens, baseline=baseline)
+                              old_tokens=old_tokens, new_tokens=new.tokens, baseline=baseline)
             )
     return findings
 
@@ -619,7 +625,8 @@ def template_findings(
     if before is None and after is None:
         return []
     with _sandbox(limits) as sandbox:
-        return _one_template(rules, _Renderer(sandbox), before, after, old_tokens, new_tokens, baseline=baseline)
+        return _one_template(rules, _Renderer(sandbox), before, after,
+                             old_tokens=old_tokens, new_tokens=new_tokens, baseline=baseline)
 
 
 def _one_template(
@@ -627,9 +634,9 @@ def _one_template(
     renderer: _Renderer,
     before: TemplateSource | None,
     after: TemplateSource | None,
+    *,
     old_tokens: Mapping[str, str],
     new_tokens: Mapping[str, str],
-    *,
     baseline: bool,
 ) -> list[Finding]:
     if after is None:
@@ -658,7 +665,7 @@ def _one_template(
                 )
             )
         return findings + _check_alone(rules, renderer, after, new_tokens)
-    return _compare(rules, renderer, before, after, old_tokens, new_tokens)
+    return _compare(rules, renderer, before, after, old_tokens=old_tokens, new_tokens=new_tokens)
 
 
 def _template_problem(
@@ -764,28 +771,44 @@ def _unsafe_or_limits(
     ]
 
 
+@dataclass(frozen=True)
+class _Rendered:
+    """Both sides of one template rendered on the same conversations, and what every finding shows."""
+
+    before: TemplateSource
+    after: TemplateSource
+    convs: tuple[Conversation, ...]
+    old: dict[Conversation, Outcome]
+    new: dict[Conversation, Outcome]
+    text_changed: bool
+    tokens_changed: dict[str, list[str | None]]
+    text_diff: str | None
+
+    @property
+    def label(self) -> str:
+        return _label(self.after.name)
+
+    def common(self) -> dict[str, Any]:
+        """The evidence every comparison finding carries."""
+        common: dict[str, Any] = {"template": self.after.name}
+        if self.text_diff is not None:
+            common["text_diff"] = self.text_diff
+        if self.tokens_changed:
+            common["tokens_changed"] = self.tokens_changed
+        return common
+
+
 def _compare(
     rules: SeverityRules,
     renderer: _Renderer,
     before: TemplateSource,
     after: TemplateSource,
+    *,
     old_tokens: Mapping[str, str],
     new_tokens: Mapping[str, str],
 ) -> list[Finding]:
-    findings: list[Finding] = []
+    findings = _moved(rules, before, after)
     text_changed = before.text != after.text
-    if before.path != after.path and not text_changed:
-        findings.append(
-            rules.finding(
-                "chat_template.moved",
-                CATEGORY,
-                f"{_label(after.name)} moved from {before.path} to {after.path}, text unchanged",
-                path=after.path,
-                before=before.path,
-                after=after.path,
-                evidence={"template": after.name},
-            )
-        )
     tokens_changed = {
         key: [old_tokens.get(key), new_tokens.get(key)]
         for key in TOKEN_KEYS
@@ -804,110 +827,130 @@ def _compare(
     convs = renderer.conversations(before.text, after.text)
     new = {conv: renderer.render(after.text, new_tokens, conv) for conv in convs}
     old = {conv: renderer.render(before.text, old_tokens, conv) for conv in convs}
-    hostile = _unsafe_or_limits(rules, after, new, old, text_diff)
+    rendered = _Rendered(before, after, convs, old=old, new=new, text_changed=text_changed,
+                         tokens_changed=tokens_changed, text_diff=text_diff)
+    hostile = _unsafe_or_limits(rules, after, rendered.new, rendered.old, text_diff)
     findings.extend(hostile)
     if any(f.code == "chat_template.unsafe" for f in hostile):
         return findings
+    return findings + _render_changes(rules, rendered, hostile=bool(hostile))
 
+
+def _moved(rules: SeverityRules, before: TemplateSource, after: TemplateSource) -> list[Finding]:
+    if before.path == after.path or before.text != after.text:
+        return []
+    return [
+        rules.finding(
+            "chat_template.moved",
+            CATEGORY,
+            f"{_label(after.name)} moved from {before.path} to {after.path}, text unchanged",
+            path=after.path,
+            before=before.path,
+            after=after.path,
+            evidence={"template": after.name},
+        )
+    ]
+
+
+def _render_changes(rules: SeverityRules, rendered: _Rendered, *, hostile: bool) -> list[Finding]:
+    """Conversations whose prompt changed, that now fail or now render; else that the text alone changed."""
+    old, new, convs = rendered.old, rendered.new, rendered.convs
     changed = [c for c in convs if old[c].ok and new[c].ok and old[c].output != new[c].output]
     failed = [c for c in convs if old[c].ok and new[c].status == "error"]
     recovered = [c for c in convs if not old[c].ok and new[c].ok]
-    label = _label(after.name)
-    common: dict[str, Any] = {"template": after.name}
-    if text_diff is not None:
-        common["text_diff"] = text_diff
-    if tokens_changed:
-        common["tokens_changed"] = tokens_changed
-
+    findings: list[Finding] = []
     if changed:
-        first = changed[0]
-        old_out, new_out = old[first].output or "", new[first].output or ""
-        description = describe_change(old_out, new_out)
-        only = _only_when(changed, convs)
-        cause = " and ".join(
-            part
-            for part, flag in (("template text", text_changed), ("special tokens", bool(tokens_changed)))
-            if flag
-        )
-        findings.append(
-            rules.finding(
-                "chat_template.rendered_prompt_changed",
-                CATEGORY,
-                ("" if after.name == "default" else f"{label}: ")
-                + f"rendered prompt changed for {len(changed)} of {len(convs)} conversations"
-                + (f" ({only})" if only else "")
-                + f"; {first.title}: {description}",
-                path=after.path,
-                before=_clean(_clip(old_out, SHOWN_PROMPT_CHARS)),
-                after=_clean(_clip(new_out, SHOWN_PROMPT_CHARS)),
-                evidence={
-                    **common,
-                    "changed": [c.id for c in changed],
-                    "unchanged": [c.id for c in convs if c not in changed],
-                    "first": first.id,
-                    "change": _clean(description),
-                    "cause": cause,
-                    "rendered_diff": _clean(rendered_diff(old_out, new_out, first.id)),
-                    "branches": _branches(changed, old, new),
-                },
-            )
-        )
+        findings.append(_prompt_changed(rules, rendered, changed))
     if failed:
-        first = failed[0]
-        findings.append(
-            rules.finding(
-                "chat_template.render_failed",
-                CATEGORY,
-                f"{label} now fails on {len(failed)} of {len(convs)} conversations that rendered "
-                f"before; {first.title}: {new[first].message}",
-                path=after.path,
-                before="rendered",
-                after=new[first].message,
-                evidence={
-                    **common,
-                    "failed": [c.id for c in failed],
-                    "first": first.id,
-                    "error": new[first].message,
-                    "line": new[first].line,
-                },
-            )
-        )
+        findings.append(_render_failed(rules, rendered, failed))
     if recovered:
-        first = recovered[0]
-        findings.append(
-            rules.finding(
-                "chat_template.render_recovered",
-                CATEGORY,
-                f"{label} now renders {len(recovered)} of {len(convs)} conversations that failed "
-                f"before; {first.title} failed with: {old[first].message}",
-                path=after.path,
-                before=old[first].message,
-                after="rendered",
-                evidence={**common, "recovered": [c.id for c in recovered], "first": first.id},
-            )
-        )
-    if text_changed and not (changed or failed or recovered or hostile):
-        added = sum(
-            1
-            for line in (text_diff or "").splitlines()
-            if line.startswith("+") and not line.startswith("+++")
-        )
-        removed = sum(
-            1
-            for line in (text_diff or "").splitlines()
-            if line.startswith("-") and not line.startswith("---")
-        )
-        findings.append(
-            rules.finding(
-                "chat_template.text_changed_render_same",
-                CATEGORY,
-                f"{label} text changed (+{added} −{removed} pieces) but renders identically on all "
-                f"{len(convs)} conversations",
-                path=after.path,
-                evidence={**common, "rendered": [c.id for c in convs if new[c].ok]},
-            )
-        )
+        findings.append(_render_recovered(rules, rendered, recovered))
+    if rendered.text_changed and not (changed or failed or recovered or hostile):
+        findings.append(_render_same(rules, rendered))
     return findings
+
+
+def _prompt_changed(rules: SeverityRules, rendered: _Rendered, changed: list[Conversation]) -> Finding:
+    convs, after = rendered.convs, rendered.after
+    first = changed[0]
+    old_out, new_out = rendered.old[first].output or "", rendered.new[first].output or ""
+    description = describe_change(old_out, new_out)
+    only = _only_when(changed, convs)
+    cause = " and ".join(
+        part
+        for part, flag in (("template text", rendered.text_changed), ("special tokens", bool(rendered.tokens_changed)))
+        if flag
+    )
+    return rules.finding(
+        "chat_template.rendered_prompt_changed",
+        CATEGORY,
+        ("" if after.name == "default" else f"{rendered.label}: ")
+        + f"rendered prompt changed for {len(changed)} of {len(convs)} conversations"
+        + (f" ({only})" if only else "")
+        + f"; {first.title}: {description}",
+        path=after.path,
+        before=_clean(_clip(old_out, SHOWN_PROMPT_CHARS)),
+        after=_clean(_clip(new_out, SHOWN_PROMPT_CHARS)),
+        evidence={
+            **rendered.common(),
+            "changed": [c.id for c in changed],
+            "unchanged": [c.id for c in convs if c not in changed],
+            "first": first.id,
+            "change": _clean(description),
+            "cause": cause,
+            "rendered_diff": _clean(rendered_diff(old_out, new_out, first.id)),
+            "branches": _branches(changed, rendered.old, rendered.new),
+        },
+    )
+
+
+def _render_failed(rules: SeverityRules, rendered: _Rendered, failed: list[Conversation]) -> Finding:
+    first = failed[0]
+    error = rendered.new[first]
+    return rules.finding(
+        "chat_template.render_failed",
+        CATEGORY,
+        f"{rendered.label} now fails on {len(failed)} of {len(rendered.convs)} conversations that rendered "
+        f"before; {first.title}: {error.message}",
+        path=rendered.after.path,
+        before="rendered",
+        after=error.message,
+        evidence={
+            **rendered.common(),
+            "failed": [c.id for c in failed],
+            "first": first.id,
+            "error": error.message,
+            "line": error.line,
+        },
+    )
+
+
+def _render_recovered(rules: SeverityRules, rendered: _Rendered, recovered: list[Conversation]) -> Finding:
+    first = recovered[0]
+    return rules.finding(
+        "chat_template.render_recovered",
+        CATEGORY,
+        f"{rendered.label} now renders {len(recovered)} of {len(rendered.convs)} conversations that failed "
+        f"before; {first.title} failed with: {rendered.old[first].message}",
+        path=rendered.after.path,
+        before=rendered.old[first].message,
+        after="rendered",
+        evidence={**rendered.common(), "recovered": [c.id for c in recovered], "first": first.id},
+    )
+
+
+def _render_same(rules: SeverityRules, rendered: _Rendered) -> Finding:
+    lines = (rendered.text_diff or "").splitlines()
+    added = sum(1 for line in lines if line.startswith("+") and not line.startswith("+++"))
+    removed = sum(1 for line in lines if line.startswith("-") and not line.startswith("---"))
+    return rules.finding(
+        "chat_template.text_changed_render_same",
+        CATEGORY,
+        f"{rendered.label} text changed (+{added} −{removed} pieces) but renders identically on all "
+        f"{len(rendered.convs)} conversations",
+        path=rendered.after.path,
+        evidence={**rendered.common(), "rendered": [c.id for c in rendered.convs if rendered.new[c].ok]},
+    )
 
 
 BRANCHES_SHOWN = 8

@@ -152,7 +152,7 @@ def _same(a: Any, b: Any) -> bool:
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    return a == b
+    return bool(a == b)
 
 
 def change_summary(path: str, before: Any, after: Any) -> str:
@@ -377,7 +377,7 @@ def diff_configs(old: Mapping[str, Any], new: Mapping[str, Any], rules: Severity
     return found.result(rules)
 
 
-def _finding(rules: SeverityRules, code: str, key: str, before: Any, after: Any, summary: str | None = None,
+def _finding(rules: SeverityRules, code: str, key: str, before: Any, after: Any, *, summary: str | None = None,
              **evidence: Any) -> Finding:
     return rules.finding(
         code,
@@ -392,13 +392,30 @@ def _finding(rules: SeverityRules, code: str, key: str, before: Any, after: Any,
 
 def _diff_dict(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str, rules: SeverityRules,
                out: _Collected) -> None:
+    handled = _diff_aliases(old, new, prefix, rules, out)
+    for key in list(old) + [k for k in new if k not in old]:
+        if key in handled:
+            continue
+        before, after = old.get(key, MISSING), new.get(key, MISSING)
+        if _same(before, after) or {type(before), type(after)} == {type(None), type(MISSING)}:
+            continue  # an explicit null is the class default, as is an absent key
+        _diff_key(key, before, after, prefix=prefix, rules=rules, out=out)
+
+
+def _diff_aliases(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str, rules: SeverityRules,
+                  out: _Collected) -> set[str]:
+    """Keys spelled differently on the two sides (a rename, or a value moved between spellings).
+
+    Returns the keys handled here, which the key-by-key comparison skips.
+    """
     handled: set[str] = set()
-    same_spellings = _SPELLINGS.intersection(old) == _SPELLINGS.intersection(new)
-    for group, spellings in () if same_spellings else ALIASES.items():
+    if _SPELLINGS.intersection(old) == _SPELLINGS.intersection(new):
+        return handled
+    for group, spellings in ALIASES.items():
         old_keys = [k for k in spellings if k in old]
         new_keys = [k for k in spellings if k in new]
         if old_keys == new_keys:
-            continue  # same spellings on both sides: compared key by key below
+            continue  # same spellings on both sides: compared key by key
         handled.update(old_keys, new_keys)
         old_key = old_keys[0] if old_keys else None
         new_key = new_keys[0] if new_keys else None
@@ -412,7 +429,7 @@ def _diff_dict(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str, rule
         if renamed:
             out.add(_finding(
                 rules, "config.key_renamed", new_name, before, after,
-                f"{old_name} renamed to {new_name} (value {fmt_value(after)} unchanged)",
+                summary=f"{old_name} renamed to {new_name} (value {fmt_value(after)} unchanged)",
                 old_key=old_name,
             ))
         elif old_name == new_name:
@@ -420,39 +437,36 @@ def _diff_dict(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str, rule
         else:
             out.add(_finding(
                 rules, GROUP_CODE[group], new_name, before, after,
-                f"{old_name}: {fmt_value(before)} → {new_name}: {fmt_value(after)}",
+                summary=f"{old_name}: {fmt_value(before)} → {new_name}: {fmt_value(after)}",
                 old_key=old_name,
             ))
-
-    group_code = _SPELLING_CODE
-    for key in list(old) + [k for k in new if k not in old]:
-        if key in handled:
-            continue
-        before, after = old.get(key, MISSING), new.get(key, MISSING)
-        if _same(before, after) or {type(before), type(after)} == {type(None), type(MISSING)}:
-            continue  # an explicit null is the class default, as is an absent key
-        name = prefix + str(key)
-        if key == "auto_map" and not prefix:
-            for finding in _diff_auto_map(before, after, rules):
-                if out.want(finding.code, str(finding.evidence.get("key", name))):
-                    out.add(finding)
-        elif key in ("quantization_config", "compression_config"):
-            _diff_subtree(name, before, after, "config.quantization_changed", rules, out)
-        elif key in ("rope_scaling", "rope_parameters"):
-            _diff_rope(name, before, after, rules, out)
-        elif key in ("id2label", "label2id"):
-            if out.want("config.labels_changed", name):
-                out.add(_finding(rules, "config.labels_changed", name, before, after,
-                                 label_map_summary(name, before, after)))
-        elif isinstance(before, dict) and isinstance(after, dict) and key not in LEAF_MAPPINGS:
-            _diff_dict(before, after, name + ".", rules, out)  # text_config, vision_config, ...
-        else:
-            code = group_code.get(key) or _leaf_code(key)
-            if out.want(code, name):
-                out.add(_finding(rules, code, name, before, after))
+    return handled
 
 
-def _diff_subtree(name: str, before: Any, after: Any, code: str, rules: SeverityRules, out: _Collected) -> None:
+def _diff_key(key: str, before: Any, after: Any, *, prefix: str, rules: SeverityRules, out: _Collected) -> None:
+    """One key whose value changed: the key's own comparison, a nested config, or one leaf finding."""
+    name = prefix + str(key)
+    if key == "auto_map" and not prefix:
+        for finding in _diff_auto_map(before, after, rules):
+            if out.want(finding.code, str(finding.evidence.get("key", name))):
+                out.add(finding)
+    elif key in ("quantization_config", "compression_config"):
+        _diff_subtree(name, before, after, "config.quantization_changed", rules=rules, out=out)
+    elif key in ("rope_scaling", "rope_parameters"):
+        _diff_rope(name, before, after, rules, out)
+    elif key in ("id2label", "label2id"):
+        if out.want("config.labels_changed", name):
+            out.add(_finding(rules, "config.labels_changed", name, before, after,
+                             summary=label_map_summary(name, before, after)))
+    elif isinstance(before, dict) and isinstance(after, dict) and key not in LEAF_MAPPINGS:
+        _diff_dict(before, after, name + ".", rules, out)  # text_config, vision_config, ...
+    else:
+        code = _SPELLING_CODE.get(key) or _leaf_code(key)
+        if out.want(code, name):
+            out.add(_finding(rules, code, name, before, after))
+
+
+def _diff_subtree(name: str, before: Any, after: Any, code: str, *, rules: SeverityRules, out: _Collected) -> None:
     """One finding per changed leaf; a block that appears or disappears is one finding."""
     if not isinstance(before, dict) or not isinstance(after, dict):
         if before is MISSING or before is None:
@@ -462,7 +476,7 @@ def _diff_subtree(name: str, before: Any, after: Any, code: str, rules: Severity
         else:
             summary = None
         if out.want(code, name):
-            out.add(_finding(rules, code, name, before, after, summary))
+            out.add(_finding(rules, code, name, before, after, summary=summary))
         return
     for path, b, a in flat_diff(before, after):
         if out.want(code, f"{name}.{path}"):
@@ -479,7 +493,7 @@ def _rope_type(block: Mapping[str, Any]) -> tuple[str | None, Any]:
 def _diff_rope(name: str, before: Any, after: Any, rules: SeverityRules, out: _Collected) -> None:
     """RoPE scaling: a known type rename or a ``type``→``rope_type`` key move is not a new scaling."""
     if not isinstance(before, dict) or not isinstance(after, dict):
-        _diff_subtree(name, before, after, "config.rope_changed", rules, out)
+        _diff_subtree(name, before, after, "config.rope_changed", rules=rules, out=out)
         return
     findings: list[Finding] = []
     old_key, old_type = _rope_type(before)
@@ -496,7 +510,7 @@ def _diff_rope(name: str, before: Any, after: Any, rules: SeverityRules, out: _C
         elif _same(old_type, new_type):
             findings.append(_finding(
                 rules, "config.key_renamed", new_name, old_type, new_type,
-                f"{old_name} renamed to {new_name} (value {fmt_value(new_type)} unchanged)",
+                summary=f"{old_name} renamed to {new_name} (value {fmt_value(new_type)} unchanged)",
                 old_key=old_name,
             ))
         elif old_name == new_name:
@@ -504,7 +518,7 @@ def _diff_rope(name: str, before: Any, after: Any, rules: SeverityRules, out: _C
         else:
             findings.append(_finding(
                 rules, "config.rope_changed", new_name, old_type, new_type,
-                f"{old_name}: {fmt_value(old_type)} → {new_name}: {fmt_value(new_type)}",
+                summary=f"{old_name}: {fmt_value(old_type)} → {new_name}: {fmt_value(new_type)}",
             ))
     for finding in findings:
         if out.want(finding.code, str(finding.evidence.get("key"))):

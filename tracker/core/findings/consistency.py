@@ -73,15 +73,29 @@ def _ids(value: Any) -> set[int]:
     return set()
 
 
-def problems(sources: RevisionSources, side: str) -> dict[tuple[str, str], dict[str, Any]]:
+Problems = dict[tuple[str, str], dict[str, Any]]
+
+
+def problems(sources: RevisionSources, side: str) -> Problems:
     """The consistency problems on one side, keyed by (code, subject) so sides can be compared."""
-    found: dict[tuple[str, str], dict[str, Any]] = {}
     config = _json(sources, side, "config.json") or {}
     gen = _json(sources, side, "generation_config.json")
     tok_config = _json(sources, side, "tokenizer_config.json") or {}
     stm = _json(sources, side, "special_tokens_map.json") or {}
     added_json = _json(sources, side, "added_tokens.json") or {}
+    vocab, size = _vocabulary(sources, side, tok_config, added_json)
+    found: Problems = {}
+    found.update(_vocab_size_problem(config, size))
+    found.update(_eos_problems(config, gen, tok_config, stm, vocab=vocab, size=size))
+    if vocab is not None:
+        found.update(_template_token_problems(sources, side, tok_config, vocab))
+    return found
 
+
+def _vocabulary(
+    sources: RevisionSources, side: str, tok_config: dict[str, Any], added_json: dict[str, Any]
+) -> tuple[dict[str, int] | None, int | None]:
+    """The tokenizer's token -> id map with the added tokens, and the number of ids it can produce."""
     vocab: dict[str, int] | None = None
     size: int | None = None
     data = sources.text(side, "tokenizer.json")
@@ -91,30 +105,46 @@ def problems(sources: RevisionSources, side: str) -> dict[tuple[str, str], dict[
             vocab, size = token_ids(doc), tokenizer_vocab_size(doc)
         except (JsonProblem, TypeError, ValueError):
             vocab = None
-    if vocab is not None:
-        for content, i in added_json.items():
-            if isinstance(i, int):
-                vocab.setdefault(content, i)
-                size = max(size or 0, i + 1)
-        decoder = tok_config.get("added_tokens_decoder")
-        if isinstance(decoder, dict):
-            for key, entry in decoder.items():
-                special = _special(entry)
-                # ASCII digits only, and short: int() refuses "²" and 5,000-digit strings with ValueError
-                if special is not None and key.isascii() and key.isdigit() and len(key) <= MAX_ID_DIGITS:
-                    vocab.setdefault(special, int(key))
-                    size = max(size or 0, int(key) + 1)
+    if vocab is None:
+        return None, size
+    for content, i in added_json.items():
+        if isinstance(i, int):
+            vocab.setdefault(content, i)
+            size = max(size or 0, i + 1)
+    decoder = tok_config.get("added_tokens_decoder")
+    if isinstance(decoder, dict):
+        for key, entry in decoder.items():
+            special = _special(entry)
+            # ASCII digits only, and short: int() refuses "²" and 5,000-digit strings with ValueError
+            if special is not None and key.isascii() and key.isdigit() and len(key) <= MAX_ID_DIGITS:
+                vocab.setdefault(special, int(key))
+                size = max(size or 0, int(key) + 1)
+    return vocab, size
 
-    # 1. config vocab_size vs the ids the tokenizer can produce
+
+def _vocab_size_problem(config: dict[str, Any], size: int | None) -> Problems:
+    """Config vocab_size vs the ids the tokenizer can produce."""
     vocab_size = config.get("vocab_size")
-    if size is not None and isinstance(vocab_size, int) and not isinstance(vocab_size, bool) and size > vocab_size:
-        found[("consistency.vocab_size_too_small", "vocab_size")] = {
-            "summary": f"tokenizer produces ids up to {size - 1}, but config vocab_size is {vocab_size}: "
-                       "those ids index past the embedding matrix",
-            "before": None, "after": {"vocab_size": vocab_size, "tokenizer_size": size}, "path": "config.json",
-        }
+    if size is None or not isinstance(vocab_size, int) or isinstance(vocab_size, bool) or size <= vocab_size:
+        return {}
+    return {("consistency.vocab_size_too_small", "vocab_size"): {
+        "summary": f"tokenizer produces ids up to {size - 1}, but config vocab_size is {vocab_size}: "
+                   "those ids index past the embedding matrix",
+        "before": None, "after": {"vocab_size": vocab_size, "tokenizer_size": size}, "path": "config.json",
+    }}
 
-    # 2. generation eos vs the tokenizer's eos token
+
+def _eos_problems(
+    config: dict[str, Any],
+    gen: dict[str, Any] | None,
+    tok_config: dict[str, Any],
+    stm: dict[str, Any],
+    *,
+    vocab: dict[str, int] | None,
+    size: int | None,
+) -> Problems:
+    """Generation eos vs the tokenizer's eos token, and eos ids the tokenizer cannot produce."""
+    found: Problems = {}
     gen_source = "generation_config.json" if gen is not None else "config.json"
     eos_ids = _ids((gen if gen is not None else config).get("eos_token_id"))
     eos_token = _special(tok_config.get("eos_token")) or _special(stm.get("eos_token"))
@@ -141,35 +171,40 @@ def problems(sources: RevisionSources, side: str) -> dict[tuple[str, str], dict[
                            f"{size} ids: generation can never stop on it",
                 "before": None, "after": beyond, "path": gen_source,
             }
+    return found
 
-    # 3. literal special tokens in the chat template that the vocabulary lacks
-    if vocab is not None:
-        templates: list[tuple[str, str]] = []
-        raw = tok_config.get("chat_template")
-        if isinstance(raw, str):
-            templates.append(("tokenizer_config.json", raw))
-        elif isinstance(raw, list):
-            templates += [("tokenizer_config.json", t["template"]) for t in raw
-                          if isinstance(t, dict) and isinstance(t.get("template"), str)]
-        jinja = sources.text(side, "chat_template.jinja")
-        if jinja is not None:
-            templates.append(("chat_template.jinja", jinja.decode("utf-8", errors="replace")))
-        for path, text in templates:
-            missing = sorted({m for m in SPECIAL_TOKEN_RE.findall(text) if m not in vocab})
-            if len(missing) > MAX_MISSING_TOKENS:
-                rest = missing[MAX_MISSING_TOKENS:]
-                found[("consistency.template_token_missing", f"{path}: {len(rest)} more")] = {
-                    "summary": f"chat template emits {len(rest)} more tokens that are not in the vocabulary, "
-                               f"e.g. {rest[0]}",
-                    "before": None, "after": rest[:MAX_MISSING_TOKENS], "path": path,
-                }
-                missing = missing[:MAX_MISSING_TOKENS]
-            for token in missing:
-                found[("consistency.template_token_missing", token)] = {
-                    "summary": f"chat template emits {token}, which is not a token in the vocabulary: "
-                               "it will be split into ordinary pieces",
-                    "before": None, "after": token, "path": path,
-                }
+
+def _template_token_problems(
+    sources: RevisionSources, side: str, tok_config: dict[str, Any], vocab: dict[str, int]
+) -> Problems:
+    """Literal special tokens in the chat template that the vocabulary lacks."""
+    found: Problems = {}
+    templates: list[tuple[str, str]] = []
+    raw = tok_config.get("chat_template")
+    if isinstance(raw, str):
+        templates.append(("tokenizer_config.json", raw))
+    elif isinstance(raw, list):
+        templates += [("tokenizer_config.json", t["template"]) for t in raw
+                      if isinstance(t, dict) and isinstance(t.get("template"), str)]
+    jinja = sources.text(side, "chat_template.jinja")
+    if jinja is not None:
+        templates.append(("chat_template.jinja", jinja.decode("utf-8", errors="replace")))
+    for path, text in templates:
+        missing = sorted({m for m in SPECIAL_TOKEN_RE.findall(text) if m not in vocab})
+        if len(missing) > MAX_MISSING_TOKENS:
+            rest = missing[MAX_MISSING_TOKENS:]
+            found[("consistency.template_token_missing", f"{path}: {len(rest)} more")] = {
+                "summary": f"chat template emits {len(rest)} more tokens that are not in the vocabulary, "
+                           f"e.g. {rest[0]}",
+                "before": None, "after": rest[:MAX_MISSING_TOKENS], "path": path,
+            }
+            missing = missing[:MAX_MISSING_TOKENS]
+        for token in missing:
+            found[("consistency.template_token_missing", token)] = {
+                "summary": f"chat template emits {token}, which is not a token in the vocabulary: "
+                           "it will be split into ordinary pieces",
+                "before": None, "after": token, "path": path,
+            }
     return found
 
 

@@ -90,7 +90,7 @@ def components(index: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def _finding(rules: SeverityRules, code: str, summary: str, path: str, before: Any = None, after: Any = None,
+def _finding(rules: SeverityRules, code: str, summary: str, path: str, *, before: Any = None, after: Any = None,
              **evidence: Any) -> Finding:
     return rules.finding(code, CATEGORY, summary, path=path, before=before, after=after, evidence=evidence)
 
@@ -100,7 +100,7 @@ def _compare_index(old: dict[str, Any], new: dict[str, Any], rules: SeverityRule
     if old.get("_class_name") != new.get("_class_name"):
         out.append(_finding(rules, "diffusers.pipeline_class_changed",
                             f"{INDEX}: {change_summary('_class_name', old.get('_class_name'), new.get('_class_name'))}",
-                            INDEX, old.get("_class_name"), new.get("_class_name")))
+                            INDEX, before=old.get("_class_name"), after=new.get("_class_name")))
     a, b = components(old), components(new)
     for name in list(a) + [n for n in b if n not in a]:
         before, after = a.get(name), b.get(name)
@@ -109,15 +109,15 @@ def _compare_index(old: dict[str, Any], new: dict[str, Any], rules: SeverityRule
         if name == "safety_checker" and before not in (None, "(none)") and after in (None, "(none)"):
             out.append(_finding(rules, "diffusers.safety_checker_removed",
                                 f"{INDEX}: safety_checker removed (was {before}): images are no longer screened",
-                                INDEX, before, after, component=name))
+                                INDEX, before=before, after=after, component=name))
             continue
         what = (f"{name} added: {after}" if before is None else f"{name} removed (was {before})" if after is None
                 else f"{name}: {before} → {after}")
-        out.append(_finding(rules, "diffusers.components_changed", f"{INDEX}: {what}", INDEX, before, after,
+        out.append(_finding(rules, "diffusers.components_changed", f"{INDEX}: {what}", INDEX, before=before, after=after,
                             component=name))
     if old.get("requires_safety_checker") is True and new.get("requires_safety_checker") is False:
         out.append(_finding(rules, "diffusers.safety_checker_removed",
-                            f"{INDEX}: requires_safety_checker: true → false", INDEX, True, False,
+                            f"{INDEX}: requires_safety_checker: true → false", INDEX, before=True, after=False,
                             key="requires_safety_checker"))
     return out
 
@@ -142,7 +142,7 @@ def _compare_component(name: str, path: str, old: dict[str, Any], new: dict[str,
         else:
             code = "diffusers.config_value_changed"
         out.append(_finding(rules, code, f"{path}: {change_summary(key, before, after)}", path,
-                            json_value(before), json_value(after), key=key, component=name))
+                            before=json_value(before), after=json_value(after), key=key, component=name))
     return out
 
 
@@ -209,7 +209,7 @@ def _memory(change: RevisionChange, sources: RevisionSources, names: list[str],
     parts = ", ".join(f"{n} {size(before, n)} → {size(after, n)}" for n in changed)
     return [_finding(rules, "diffusers.pipeline_memory_changed",
                      f"serving memory {fmt_bytes(total_before)} → {fmt_bytes(total_after)} ({parts})",
-                     INDEX, total_before, total_after, components={n: [before.get(n), after.get(n)] for n in changed})]
+                     INDEX, before=total_before, after=total_after, components={n: [before.get(n), after.get(n)] for n in changed})]
 
 
 class FolderSources:

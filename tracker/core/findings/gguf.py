@@ -449,20 +449,7 @@ def _weights(
     common = sorted(set(ta) & set(tb))
     retyped = [n for n in common if ta[n]["type"] != tb[n]["type"]]
     if retyped:
-        pairs: dict[str, int] = {}
-        for n in retyped:
-            pair = f"{ta[n]['type']} → {tb[n]['type']}"
-            pairs[pair] = pairs.get(pair, 0) + 1
-        fa, fb = file_type(before), file_type(after)
-        head = f"re-quantized {fa} → {fb}" if fa != fb else f"quantization changed within {fb}"
-        listed = ", ".join(f"{p} ×{c}" for p, c in sorted(pairs.items(), key=lambda kv: (-kv[1], kv[0])))
-        out.append(rules.finding(
-            "weights.quantization_changed", "weights",
-            f"{label}: {head}; {len(retyped)} of {len(tb)} tensors changed type ({listed})",
-            path=path, before=fa, after=fb,
-            evidence={"type_changes": pairs, "count": len(retyped),
-                      "tensors": {n: [ta[n]["type"], tb[n]["type"]] for n in retyped[:MAX_LISTED]}},
-        ))
+        out.append(_quantization_changed(rules, label, path, (before, after), retyped))
     added, removed = sorted(set(tb) - set(ta)), sorted(set(ta) - set(tb))
     reshaped = [n for n in common if ta[n]["shape"] != tb[n]["shape"]]
     if added or removed or reshaped:
@@ -492,6 +479,29 @@ def _weights(
             evidence={"keys": {k: [_short(ma.get(k)), _short(mb.get(k))] for k in keys[:MAX_LISTED]}},
         ))
     return out
+
+
+def _quantization_changed(
+    rules: SeverityRules, label: str, path: str, sides: tuple[Mapping[str, Any], Mapping[str, Any]],
+    retyped: list[str],
+) -> Finding:
+    """Tensors whose quantization type changed, counted by (old type → new type)."""
+    before, after = sides
+    ta, tb = before.get("tensors") or {}, after.get("tensors") or {}
+    pairs: dict[str, int] = {}
+    for n in retyped:
+        pair = f"{ta[n]['type']} → {tb[n]['type']}"
+        pairs[pair] = pairs.get(pair, 0) + 1
+    fa, fb = file_type(before), file_type(after)
+    head = f"re-quantized {fa} → {fb}" if fa != fb else f"quantization changed within {fb}"
+    listed = ", ".join(f"{p} ×{c}" for p, c in sorted(pairs.items(), key=lambda kv: (-kv[1], kv[0])))
+    return rules.finding(
+        "weights.quantization_changed", "weights",
+        f"{label}: {head}; {len(retyped)} of {len(tb)} tensors changed type ({listed})",
+        path=path, before=fa, after=fb,
+        evidence={"type_changes": pairs, "count": len(retyped),
+                  "tensors": {n: [ta[n]["type"], tb[n]["type"]] for n in retyped[:MAX_LISTED]}},
+    )
 
 
 def _short(value: Any) -> Any:

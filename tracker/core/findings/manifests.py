@@ -137,7 +137,7 @@ def check_index(sources: RevisionSources, side: str, path: str, snapshot: Snapsh
             continue
         state.add("manifest.shard_orphaned", p, f"{files[p].size:,} bytes")
     if ext == ".safetensors":
-        _check_headers(sources, side, folder, by_file, files, state)
+        _check_headers(sources, side, folder, by_file, files=files, state=state)
     return state
 
 
@@ -146,6 +146,7 @@ def _check_headers(
     side: str,
     folder: str,
     by_file: Mapping[str, list[str]],
+    *,
     files: Mapping[str, FileEntry],
     state: IndexState,
 ) -> None:

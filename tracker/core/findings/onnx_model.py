@@ -15,7 +15,7 @@ prefix is checked against its enclosing message; malformed bytes are a
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from tracker.core.findings.protobuf import ProtobufError, as_text, fields
@@ -91,7 +91,7 @@ class _Window:
             shift += 7
 
 
-def _walk(win: _Window, start: int, end: int, budget: list[int], cap: int):
+def _walk(win: _Window, start: int, end: int, budget: list[int], cap: int) -> Iterator[tuple[int, int, int, int, int]]:
     """(number, wire, value_start, value_end, varint value) for each field in [start, end); values not read."""
     pos = start
     while pos < end:
@@ -182,12 +182,7 @@ def read_onnx_model(
         if number == 1 and wire == 0:
             ir_version = value
         elif number == 8 and wire == 2:
-            domain, version = "ai.onnx", None
-            for f in fields(small(start, end, MAX_OPSET_BYTES, "an opset_import"), max_fields=16):
-                if f.number == 1:
-                    domain = as_text(f.value) or "ai.onnx"
-                elif f.number == 2 and isinstance(f.value, int):
-                    version = f.value
+            domain, version = _opset(small(start, end, MAX_OPSET_BYTES, "an opset_import"))
             if version is not None and len(opsets) < 256:
                 opsets[domain] = version
         elif number == 7 and wire == 2:
@@ -204,6 +199,17 @@ def read_onnx_model(
         raise ProtobufError("no ir_version and no graph: not an ONNX model")
     return {"ir_version": ir_version, "opsets": opsets, "inputs": inputs, "outputs": outputs,
             "bytes_read": win.fetched, "requests": win.requests}
+
+
+def _opset(data: bytes) -> tuple[str, int | None]:
+    """An ``OperatorSetIdProto``: its domain (default ``ai.onnx``) and version."""
+    domain, version = "ai.onnx", None
+    for f in fields(data, max_fields=16):
+        if f.number == 1:
+            domain = as_text(f.value) or "ai.onnx"
+        elif f.number == 2 and isinstance(f.value, int):
+            version = f.value
+    return domain, version
 
 
 def describe(io: dict[str, Any]) -> str:

@@ -29,62 +29,77 @@ class OpenVinoError(ValueError):
 
 def read_ir(data: bytes) -> dict[str, Any]:
     """``{"inputs": [{"name", "type", "shape"}], "outputs": [{"name", "type", "shape"}]}`` in layer order."""
-    inputs: list[dict[str, Any]] = []
-    outputs: list[dict[str, Any]] = []
-    depth = elements = 0
-    layer: dict[str, Any] | None = None
-    in_port: str | None = None  # "input" or "output" while inside a layer's port list
-    port_dims: list[str] | None = None
-    port_precision: str | None = None
-    root_seen = False
+    reader = _IrReader()
     try:
         for event, elem in iterparse(io.BytesIO(data), events=("start", "end"),
                                      forbid_dtd=True, forbid_entities=True, forbid_external=True):
-            tag = elem.tag
             if event == "start":
-                depth += 1
-                elements += 1
-                if depth > MAX_DEPTH:
-                    raise OpenVinoError(f"elements nested deeper than {MAX_DEPTH}")
-                if elements > MAX_ELEMENTS:
-                    raise OpenVinoError(f"more than {MAX_ELEMENTS:,} elements")
-                if depth == 1:
-                    if tag != "net":
-                        raise OpenVinoError(f"the root element is <{tag[:40]}>, not <net>")
-                    root_seen = True
-                elif depth == 3 and tag == "layer":
-                    kind = elem.get("type")
-                    layer = {"type": kind, "name": elem.get("name", ""), "data": None, "ports": []} \
-                        if kind in ("Parameter", "Result") else None
-                elif layer is not None and depth == 4 and tag in ("input", "output"):
-                    in_port = tag
-                elif layer is not None and in_port and depth == 5 and tag == "port":
-                    port_dims, port_precision = [], elem.get("precision")
-                continue
-            # end
-            depth -= 1
-            if layer is not None:
-                if depth == 3 and tag == "data":
-                    layer["data"] = dict(elem.attrib)
-                elif depth == 5 and tag == "dim" and port_dims is not None:
-                    if len(port_dims) >= MAX_DIMS:
-                        raise OpenVinoError(f"a port with more than {MAX_DIMS} dimensions")
-                    port_dims.append((elem.text or "").strip()[:40])
-                elif depth == 4 and tag == "port" and port_dims is not None:
-                    layer["ports"].append({"side": in_port, "dims": port_dims, "precision": port_precision})
-                    port_dims = None
-                elif depth == 3 and tag in ("input", "output"):
-                    in_port = None
-                elif depth == 2 and tag == "layer":
-                    _finish(layer, inputs, outputs)
-                    layer = None
-            if depth <= 3:
-                elem.clear()  # keep memory flat on a large IR
+                reader.start(elem)
+            else:
+                reader.end(elem)
     except (ParseError, DefusedXmlException) as exc:
         raise OpenVinoError(f"not well-formed XML: {type(exc).__name__}: {exc}") from None
-    if not root_seen:
+    if not reader.root_seen:
         raise OpenVinoError("no <net> element")
-    return {"inputs": inputs, "outputs": outputs}
+    return {"inputs": reader.inputs, "outputs": reader.outputs}
+
+
+class _IrReader:
+    """What the streamed elements have shown so far: the Parameter and Result layers, with their ports."""
+
+    def __init__(self) -> None:
+        self.inputs: list[dict[str, Any]] = []
+        self.outputs: list[dict[str, Any]] = []
+        self.depth = self.elements = 0
+        self.layer: dict[str, Any] | None = None
+        self.in_port: str | None = None  # "input" or "output" while inside a layer's port list
+        self.port_dims: list[str] | None = None
+        self.port_precision: str | None = None
+        self.root_seen = False
+
+    def start(self, elem: Any) -> None:
+        tag = elem.tag
+        self.depth += 1
+        self.elements += 1
+        depth, layer = self.depth, self.layer
+        if depth > MAX_DEPTH:
+            raise OpenVinoError(f"elements nested deeper than {MAX_DEPTH}")
+        if self.elements > MAX_ELEMENTS:
+            raise OpenVinoError(f"more than {MAX_ELEMENTS:,} elements")
+        if depth == 1:
+            if tag != "net":
+                raise OpenVinoError(f"the root element is <{tag[:40]}>, not <net>")
+            self.root_seen = True
+        elif depth == 3 and tag == "layer":
+            kind = elem.get("type")
+            self.layer = {"type": kind, "name": elem.get("name", ""), "data": None, "ports": []} \
+                if kind in ("Parameter", "Result") else None
+        elif layer is not None and depth == 4 and tag in ("input", "output"):
+            self.in_port = tag
+        elif layer is not None and self.in_port and depth == 5 and tag == "port":
+            self.port_dims, self.port_precision = [], elem.get("precision")
+
+    def end(self, elem: Any) -> None:
+        tag = elem.tag
+        self.depth -= 1
+        depth, layer = self.depth, self.layer
+        if layer is not None:
+            if depth == 3 and tag == "data":
+                layer["data"] = dict(elem.attrib)
+            elif depth == 5 and tag == "dim" and self.port_dims is not None:
+                if len(self.port_dims) >= MAX_DIMS:
+                    raise OpenVinoError(f"a port with more than {MAX_DIMS} dimensions")
+                self.port_dims.append((elem.text or "").strip()[:40])
+            elif depth == 4 and tag == "port" and self.port_dims is not None:
+                layer["ports"].append({"side": self.in_port, "dims": self.port_dims, "precision": self.port_precision})
+                self.port_dims = None
+            elif depth == 3 and tag in ("input", "output"):
+                self.in_port = None
+            elif depth == 2 and tag == "layer":
+                _finish(layer, self.inputs, self.outputs)
+                self.layer = None
+        if depth <= 3:
+            elem.clear()  # keep memory flat on a large IR
 
 
 def _finish(layer: dict[str, Any], inputs: list[dict[str, Any]], outputs: list[dict[str, Any]]) -> None:

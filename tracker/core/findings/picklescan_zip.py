@@ -48,6 +48,7 @@ import pickletools
 import struct
 import zlib
 from collections.abc import Callable
+from typing import NamedTuple
 
 ReadRange = Callable[[int, int], bytes]
 
@@ -153,6 +154,83 @@ class _Opaque:
 _OPAQUE = _Opaque()
 
 
+_MEMO_OPS = _PUT_OPS | _GET_OPS | {"MEMOIZE", "DUP"}
+_IMPORT_OPS = frozenset({"GLOBAL", "INST", "STACK_GLOBAL", "EXT1", "EXT2", "EXT4"})
+
+
+class _ImportTracer:
+    """The unpickler's stack and memo, followed just far enough to name each global a pickle imports."""
+
+    def __init__(self, found: dict[tuple[str, str], None]) -> None:
+        self.found = found
+        self.stack: list[object] = []
+        self.memo: dict[object, object] = {}
+
+    def step(self, opcode: pickletools.OpcodeInfo, arg: object) -> None:
+        name = opcode.name
+        if name in _STRING_OPS:
+            self.stack.append(arg if isinstance(arg, str) else _OPAQUE)
+        elif name == "MARK":
+            self.stack.append(_MARK)
+        elif name in _MEMO_OPS:
+            self._memo_op(name, arg)
+        elif name in _IMPORT_OPS:
+            self._import(name, arg)
+            self.stack.append(_OPAQUE)
+        else:
+            self._other(opcode)
+
+    def _pop(self) -> object:
+        return self.stack.pop() if self.stack else _OPAQUE  # underflow: the loader would fail here
+
+    def _pop_to_mark(self) -> None:
+        while self.stack:
+            if self.stack.pop() is _MARK:
+                return
+
+    def _memo_op(self, name: str, arg: object) -> None:
+        top = self.stack[-1] if self.stack else _OPAQUE
+        if name in _PUT_OPS:
+            self.memo[arg] = top
+        elif name == "MEMOIZE":
+            self.memo[len(self.memo)] = top
+        elif name in _GET_OPS:
+            self.stack.append(self.memo.get(arg, _OPAQUE))
+        else:  # DUP
+            self.stack.append(top)
+
+    def _import(self, name: str, arg: object) -> None:
+        if name in ("GLOBAL", "INST"):
+            module, _, attr = str(arg).partition(" ")
+            self.found.setdefault((module, attr), None)
+            if name == "INST":
+                self._pop_to_mark()
+        elif name == "STACK_GLOBAL":
+            attr_value, module_value = self._pop(), self._pop()
+            self.found.setdefault(
+                (
+                    module_value if isinstance(module_value, str) else UNKNOWN,
+                    attr_value if isinstance(attr_value, str) else UNKNOWN,
+                ),
+                None,
+            )
+        else:
+            # EXT1, EXT2, EXT4: copyreg extension registry, a global we cannot name statically.
+            self.found.setdefault((UNKNOWN, f"extension {arg}"), None)
+
+    def _other(self, opcode: pickletools.OpcodeInfo) -> None:
+        """Any other opcode: pops what it takes (through its MARK), pushes values that do not matter."""
+        before = opcode.stack_before
+        if pickletools.markobject in before:
+            self._pop_to_mark()
+            for _ in range(before.index(pickletools.markobject)):
+                self._pop()
+        else:
+            for _ in before:
+                self._pop()
+        self.stack.extend(_OPAQUE for _ in opcode.stack_after)
+
+
 def _scan_one_pickle(
     stream: io.BytesIO, found: dict[tuple[str, str], None], at: list[int]
 ) -> None:
@@ -164,65 +242,13 @@ def _scan_one_pickle(
     ``at[0]`` is kept at the offset of the opcode being read, so a caller knows
     where a failure started.
     """
-    stack: list[object] = []
-    memo: dict[object, object] = {}
+    tracer = _ImportTracer(found)
     at[0] = stream.tell()
-
-    def pop() -> object:
-        return stack.pop() if stack else _OPAQUE  # underflow: the loader would fail here
-
-    def pop_to_mark() -> None:
-        while stack:
-            if stack.pop() is _MARK:
-                return
-
     for opcode, arg, _pos in pickletools.genops(stream):
         at[0] = stream.tell()
-        name = opcode.name
-        if name in _STRING_OPS:
-            stack.append(arg if isinstance(arg, str) else _OPAQUE)
-        elif name == "MARK":
-            stack.append(_MARK)
-        elif name in _PUT_OPS:
-            memo[arg] = stack[-1] if stack else _OPAQUE
-        elif name == "MEMOIZE":
-            memo[len(memo)] = stack[-1] if stack else _OPAQUE
-        elif name in _GET_OPS:
-            stack.append(memo.get(arg, _OPAQUE))
-        elif name == "DUP":
-            stack.append(stack[-1] if stack else _OPAQUE)
-        elif name in ("GLOBAL", "INST"):
-            module, _, attr = str(arg).partition(" ")
-            found.setdefault((module, attr), None)
-            if name == "INST":
-                pop_to_mark()
-            stack.append(_OPAQUE)
-        elif name == "STACK_GLOBAL":
-            attr_value, module_value = pop(), pop()
-            found.setdefault(
-                (
-                    module_value if isinstance(module_value, str) else UNKNOWN,
-                    attr_value if isinstance(attr_value, str) else UNKNOWN,
-                ),
-                None,
-            )
-            stack.append(_OPAQUE)
-        elif name in ("EXT1", "EXT2", "EXT4"):
-            # copyreg extension registry: resolves to a global we cannot name statically.
-            found.setdefault((UNKNOWN, f"extension {arg}"), None)
-            stack.append(_OPAQUE)
-        elif name == "STOP":
+        if opcode.name == "STOP":
             return
-        else:
-            before = opcode.stack_before
-            if pickletools.markobject in before:
-                pop_to_mark()
-                for _ in range(before.index(pickletools.markobject)):
-                    pop()
-            else:
-                for _ in before:
-                    pop()
-            stack.extend(_OPAQUE for _ in opcode.stack_after)
+        tracer.step(opcode, arg)
 
 
 # Protocol-0 opcodes whose argument is a line, and the bytes the unpickler accepts in it:
@@ -347,7 +373,18 @@ def _zip64_extra(extra: bytes, usize: int, csize: int, offset: int) -> tuple[int
     return usize, csize, offset
 
 
-def _central_directory(reader: _Reader) -> list[tuple[str, int, int, int, int, int]]:
+class _Entry(NamedTuple):
+    """A zip member as the central directory lists it."""
+
+    name: str
+    method: int
+    flags: int
+    csize: int  # compressed size
+    usize: int  # uncompressed size
+    offset: int  # of its local header
+
+
+def _central_directory(reader: _Reader) -> list[_Entry]:
     """Entries ``(name, method, flags, compressed, uncompressed, local_offset)``."""
     # Almost every archive has no comment: a small tail read finds the record (and
     # the zip64 locator before it); only otherwise is the full 64 kB window read.
@@ -388,7 +425,7 @@ def _central_directory(reader: _Reader) -> list[tuple[str, int, int, int, int, i
     if concat < 0:
         raise ScanError("central directory offset/size inconsistent with the file")
     cd = reader.read(cd_offset + concat, cd_size)
-    entries: list[tuple[str, int, int, int, int, int]] = []
+    entries: list[_Entry] = []
     i = 0
     while i + _CENTRAL_SIZE <= len(cd) and len(entries) < n_entries:
         if cd[i : i + 4] != _CENTRAL_SIG:
@@ -402,12 +439,13 @@ def _central_directory(reader: _Reader) -> list[tuple[str, int, int, int, int, i
         extra = cd[i + _CENTRAL_SIZE + name_len : i + _CENTRAL_SIZE + name_len + extra_len]
         usize, csize, offset = _zip64_extra(extra, usize, csize, offset)
         name = name_raw.decode("utf-8" if flags & 0x800 else "cp437", errors="replace")
-        entries.append((name, method, flags, csize, usize, offset + concat))
+        entries.append(_Entry(name, method, flags, csize, usize, offset + concat))
         i += _CENTRAL_SIZE + name_len + extra_len + comment_len
     return entries
 
 
-def _read_member(reader: _Reader, method: int, flags: int, csize: int, usize: int, offset: int) -> bytes:
+def _read_member(reader: _Reader, member: _Entry) -> bytes:
+    method, flags, csize, usize, offset = member.method, member.flags, member.csize, member.usize, member.offset
     if flags & 0x1:
         raise ScanError("encrypted zip member")
     if csize > MAX_MEMBER_BYTES or usize > MAX_MEMBER_BYTES:
@@ -431,15 +469,16 @@ def _read_member(reader: _Reader, method: int, flags: int, csize: int, usize: in
     raise ScanError(f"unsupported zip compression method {method}")
 
 
-def _pickle_members(entries: list[tuple[str, int, int, int, int, int]]) -> list[tuple[str, int, int, int, int, int]]:
+def _pickle_members(entries: list[_Entry]) -> list[_Entry]:
     """``*/data.pkl`` first (what ``torch.load`` reads), then any other ``.pkl``."""
     pkls = [e for e in entries if e[0].lower().endswith(".pkl")]
     pkls.sort(key=lambda e: (not (e[0] == "data.pkl" or e[0].endswith("/data.pkl")), e[0]))
     return pkls
 
 
-def _member_prefix(reader: _Reader, method: int, flags: int, csize: int, offset: int, want: int) -> bytes:
+def _member_prefix(reader: _Reader, member: _Entry, want: int) -> bytes:
     """The first ``want`` bytes (or fewer, if the member is shorter) of a member, inflating only what is needed."""
+    method, flags, csize, offset = member.method, member.flags, member.csize, member.offset
     if flags & 0x1:
         raise ScanError("encrypted zip member")
     header = reader.read(offset, _LOCAL_SIZE)
@@ -499,9 +538,9 @@ def npy_header(prefix: bytes) -> tuple[bool, int, str]:
 def _npy_header_end(prefix: bytes) -> int:
     """Where a ``.npy`` header ends, from its first 12 bytes (capped, so a bogus length reads no more)."""
     if len(prefix) >= 10 and prefix[6] == 1:
-        return 10 + min(struct.unpack_from("<H", prefix, 8)[0], MAX_NPY_HEADER_BYTES)
+        return 10 + min(int(struct.unpack_from("<H", prefix, 8)[0]), MAX_NPY_HEADER_BYTES)
     if len(prefix) >= 12:
-        return 12 + min(struct.unpack_from("<I", prefix, 8)[0], MAX_NPY_HEADER_BYTES)
+        return 12 + min(int(struct.unpack_from("<I", prefix, 8)[0]), MAX_NPY_HEADER_BYTES)
     return 12
 
 
@@ -517,7 +556,6 @@ def _has_objects(descr: object, depth: int = 0) -> bool:
     return False
 
 
-_Entry = tuple[str, int, int, int, int, int]
 
 
 def _object_npy_members(reader: _Reader, entries: list[_Entry], skipped: list[str]) -> list[tuple[_Entry, int]]:
@@ -525,11 +563,11 @@ def _object_npy_members(reader: _Reader, entries: list[_Entry], skipped: list[st
     npys = [e for e in entries if e[0].lower().endswith(".npy")]
     found: list[tuple[_Entry, int]] = []
     for entry in npys[:MAX_NPY_MEMBERS]:
-        name, method, flags, csize, _usize, offset = entry
+        name = entry.name
         try:
-            prefix = _member_prefix(reader, method, flags, csize, offset, SNIFF_BYTES)
+            prefix = _member_prefix(reader, entry, SNIFF_BYTES)
             if _npy_header_end(prefix) > len(prefix) == SNIFF_BYTES:  # a header longer than the first read
-                prefix = _member_prefix(reader, method, flags, csize, offset, _npy_header_end(prefix))
+                prefix = _member_prefix(reader, entry, _npy_header_end(prefix))
             holds, data_offset, _descr = npy_header(prefix)
         except ScanError as exc:
             skipped.append(f"{name}: {exc}")
@@ -553,9 +591,10 @@ def _scan_zip(reader: _Reader, *, expect_pickle: bool) -> PickleGlobals:
         return _no_pickle()
     found: dict[tuple[str, str], None] = {}
     scanned = 0
-    for (name, method, flags, csize, usize, offset), start in members[:MAX_PICKLE_MEMBERS]:
+    for member, start in members[:MAX_PICKLE_MEMBERS]:
+        name = member.name
         try:
-            items = scan_pickle_bytes(_read_member(reader, method, flags, csize, usize, offset)[start:])
+            items = scan_pickle_bytes(_read_member(reader, member)[start:])
         except ScanError as exc:  # one unreadable member does not void what the others showed
             skipped.append(f"{name}: {exc}")
             continue

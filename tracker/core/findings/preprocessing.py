@@ -46,7 +46,7 @@ def _code(key: str) -> str | None:
     return "preprocessing.value_changed"
 
 
-def compare(path: str, old: Any, new: Any, prefix: str, rules: SeverityRules, library: str) -> list[Finding]:
+def compare(path: str, old: Any, new: Any, prefix: str, *, rules: SeverityRules, library: str) -> list[Finding]:
     out = []
     for key, before, after in flat_diff(old, new, prefix):
         code = _code(key)
@@ -91,6 +91,6 @@ def analyse_file(change: RevisionChange, sources: RevisionSources, rules: Severi
         a, b = old.get(section), new.get(section)
         if section == "":
             a, b = {k: v for k, v in old.items() if k in CLASSES}, {k: v for k, v in new.items() if k in CLASSES}
-        out += compare(path, a if isinstance(a, dict) else {}, b if isinstance(b, dict) else {}, prefix, rules,
-                       library)
+        out += compare(path, a if isinstance(a, dict) else {}, b if isinstance(b, dict) else {}, prefix,
+                       rules=rules, library=library)
     return out

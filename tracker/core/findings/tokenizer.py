@@ -334,7 +334,9 @@ def _diff_merges(old: list[Any], new: list[Any], rules: SeverityRules, limits: T
     k = limits.examples
     def text(m: Any) -> str:
         return m if isinstance(m, str) else " ".join(m)
-    show = lambda ms: ", ".join(_tok(text(m)) for m in ms[:3])  # noqa: E731
+    def show(ms: list[Any]) -> str:
+        return ", ".join(_tok(text(m)) for m in ms[:3])
+
     if removed:
         findings.append(rules.finding(
             "tokenizer.merges_removed", CATEGORY,
@@ -498,6 +500,11 @@ class TokenizerLoadError(Exception):
 
 _ENCODINGS: dict[tuple[str, tuple[str, ...]], SampleEncoding | TokenizerLoadError] = {}
 _ENCODINGS_KEPT = 8
+
+
+def forget_encodings() -> None:
+    """Empty the cache :func:`encode_sample` keeps, so the next call encodes again (a cold run)."""
+    _ENCODINGS.clear()
 
 
 def encode_sample(data: bytes, texts: tuple[str, ...] | None = None) -> SampleEncoding:
@@ -822,17 +829,17 @@ def analyse_tokenizer(change: RevisionChange, sources: RevisionSources, rules: S
     for path, differ in side_files:
         if not file_changed(change, path):
             continue
-        new = _load_side(sources, "new", path, limits.config_max_bytes, rules, findings)
+        new = _load_side(sources, "new", path, cap=limits.config_max_bytes, rules=rules, findings=findings)
         if new is None or change.old is None:
             continue
-        old = _load_side(sources, "old", path, limits.config_max_bytes, None, findings)
+        old = _load_side(sources, "old", path, cap=limits.config_max_bytes, rules=None, findings=findings)
         if old is None:
             old = {}  # added at this revision: everything in it is new
         findings.extend(differ(old, new, rules, limits))
     return findings
 
 
-def _load_side(sources: RevisionSources, side: str, path: str, cap: int, rules: SeverityRules | None,
+def _load_side(sources: RevisionSources, side: str, path: str, *, cap: int, rules: SeverityRules | None,
                findings: list[Finding]) -> dict[str, Any] | None:
     data = sources.text(side, path)
     if data is None:

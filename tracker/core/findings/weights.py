@@ -47,6 +47,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from tracker.core.bounded import loads_json
@@ -450,6 +451,30 @@ def _merged_tensors(
     return tensors, metadata
 
 
+Tensors = dict[str, tuple[str, tuple[int, ...]]]  # name -> (dtype, shape)
+
+
+@dataclass(frozen=True)
+class _Checkpoint:
+    """One safetensors checkpoint (a file or a set of shards) on both sides, with the tensors read."""
+
+    key: str
+    old: Mapping[str, FileEntry]
+    new: Mapping[str, FileEntry]
+    tensors_old: Tensors
+    metadata_old: dict[str, Any]
+    tensors_new: Tensors
+    metadata_new: dict[str, Any]
+
+    @property
+    def label(self) -> str:
+        return sorted(self.new)[0] if len(self.new) == 1 else f"{self.key} ({len(self.new)} shards)"
+
+    @property
+    def path(self) -> str:
+        return sorted(self.new)[0] if len(self.new) == 1 else self.key
+
+
 def _safetensors(
     old: Mapping[str, FileEntry], new: Mapping[str, FileEntry], sources: RevisionSources, rules: SeverityRules
 ) -> list[Finding]:
@@ -459,97 +484,121 @@ def _safetensors(
         a, b = og[key], ng[key]
         if {p: e.content_id for p, e in a.items()} == {p: e.content_id for p, e in b.items()}:
             continue
-        label = sorted(b)[0] if len(b) == 1 else f"{key} ({len(b)} shards)"
-        path = sorted(b)[0] if len(b) == 1 else key
         ra = _merged_tensors(sources, "old", a, rules, out)
         rb = _merged_tensors(sources, "new", b, rules, out)
         if ra is None or rb is None:
             continue
-        (ta, meta_a), (tb, meta_b) = ra, rb
-        added = sorted(set(tb) - set(ta))
-        removed = sorted(set(ta) - set(tb))
-        common = set(ta) & set(tb)
-        reshaped = sorted(n for n in common if ta[n][1] != tb[n][1])
-        retyped = sorted(n for n in common if ta[n][0] != tb[n][0])
-        if not (added or removed or reshaped or retyped) and sorted(a) != sorted(b):
-            # Different files, same tensors: the split changed. Whether the values also did
-            # cannot be told without downloading (shard hashes are not comparable).
-            out.append(
-                rules.finding(
-                    "weights.resharded",
-                    CATEGORY,
-                    f"{key}: resharded from {len(a)} to {len(b)} files; same {len(tb):,} tensors "
-                    "(names, shapes, dtypes)",
-                    path=key,
-                    before=sorted(a),
-                    after=sorted(b),
-                    evidence={"tensors": len(tb), "parameters": _params(tb)},
-                )
-            )
-            continue
-        if not (added or removed or reshaped or retyped):
-            dtypes = sorted({d for d, _ in tb.values()})
-            out.append(
-                rules.finding(
-                    "weights.values_changed",
-                    CATEGORY,
-                    f"{label}: same {len(tb):,} tensors (names, shapes, dtypes), new content: the values changed",
-                    path=path,
-                    before=sorted(e.content_id for e in a.values()),
-                    after=sorted(e.content_id for e in b.values()),
-                    evidence={
-                        "tensors": len(tb),
-                        "parameters": _params(tb),
-                        "dtypes": dtypes,
-                        **({"metadata_before": meta_a, "metadata_after": meta_b} if meta_a != meta_b else {}),
-                    },
-                )
-            )
-            continue
-        if added:
-            out.append(rules.finding(
-                "weights.tensors_added", CATEGORY,
-                f"{label}: {len(added)} tensors added: {_preview(added)}",
-                path=path, after=_names(added),
-                evidence={"count": len(added), "tensors": {n: {"dtype": tb[n][0], "shape": list(tb[n][1])} for n in _names(added)}},
-            ))
-        if removed:
-            out.append(rules.finding(
-                "weights.tensors_removed", CATEGORY,
-                f"{label}: {len(removed)} tensors removed: {_preview(removed)}",
-                path=path, before=_names(removed),
-                evidence={"count": len(removed), "tensors": {n: {"dtype": ta[n][0], "shape": list(ta[n][1])} for n in _names(removed)}},
-            ))
-        if reshaped:
-            first = reshaped[0]
-            out.append(rules.finding(
-                "weights.tensors_reshaped", CATEGORY,
-                f"{label}: {len(reshaped)} tensors reshaped, e.g. {first} {list(ta[first][1])} → {list(tb[first][1])}",
-                path=path,
-                before={n: list(ta[n][1]) for n in _names(reshaped)},
-                after={n: list(tb[n][1]) for n in _names(reshaped)},
-                evidence={"count": len(reshaped)},
-            ))
-        if retyped:
-            first = retyped[0]
-            pairs = sorted({f"{ta[n][0]} → {tb[n][0]}" for n in retyped})
-            out.append(rules.finding(
-                "weights.tensors_retyped", CATEGORY,
-                f"{label}: {len(retyped)} tensors changed dtype ({', '.join(pairs)}), e.g. {first}",
-                path=path,
-                before={n: ta[n][0] for n in _names(retyped)},
-                after={n: tb[n][0] for n in _names(retyped)},
-                evidence={"count": len(retyped), "dtype_changes": pairs},
-            ))
-        pa, pb = _params(ta), _params(tb)
-        if pa != pb:
-            out.append(rules.finding(
-                "weights.parameter_count_changed", CATEGORY,
-                f"{label}: parameters {pa:,} → {pb:,} ({pb - pa:+,})",
-                path=path, before=pa, after=pb,
-                evidence={"tensors_before": len(ta), "tensors_after": len(tb)},
-            ))
+        out.extend(_checkpoint_changes(rules, _Checkpoint(key, a, b, *ra, *rb)))
     return out
+
+
+def _checkpoint_changes(rules: SeverityRules, ck: _Checkpoint) -> list[Finding]:
+    ta, tb = ck.tensors_old, ck.tensors_new
+    added = sorted(set(tb) - set(ta))
+    removed = sorted(set(ta) - set(tb))
+    common = set(ta) & set(tb)
+    reshaped = sorted(n for n in common if ta[n][1] != tb[n][1])
+    retyped = sorted(n for n in common if ta[n][0] != tb[n][0])
+    if not (added or removed or reshaped or retyped):
+        return [_resharded(rules, ck) if sorted(ck.old) != sorted(ck.new) else _values_changed(rules, ck)]
+    return [*_tensor_set_changes(rules, ck, added, removed), *_tensor_kind_changes(rules, ck, reshaped, retyped),
+            *_parameter_count_change(rules, ck)]
+
+
+def _resharded(rules: SeverityRules, ck: _Checkpoint) -> Finding:
+    # Different files, same tensors: the split changed. Whether the values also did
+    # cannot be told without downloading (shard hashes are not comparable).
+    tb = ck.tensors_new
+    return rules.finding(
+        "weights.resharded",
+        CATEGORY,
+        f"{ck.key}: resharded from {len(ck.old)} to {len(ck.new)} files; same {len(tb):,} tensors "
+        "(names, shapes, dtypes)",
+        path=ck.key,
+        before=sorted(ck.old),
+        after=sorted(ck.new),
+        evidence={"tensors": len(tb), "parameters": _params(tb)},
+    )
+
+
+def _values_changed(rules: SeverityRules, ck: _Checkpoint) -> Finding:
+    tb, meta_a, meta_b = ck.tensors_new, ck.metadata_old, ck.metadata_new
+    dtypes = sorted({d for d, _ in tb.values()})
+    return rules.finding(
+        "weights.values_changed",
+        CATEGORY,
+        f"{ck.label}: same {len(tb):,} tensors (names, shapes, dtypes), new content: the values changed",
+        path=ck.path,
+        before=sorted(e.content_id for e in ck.old.values()),
+        after=sorted(e.content_id for e in ck.new.values()),
+        evidence={
+            "tensors": len(tb),
+            "parameters": _params(tb),
+            "dtypes": dtypes,
+            **({"metadata_before": meta_a, "metadata_after": meta_b} if meta_a != meta_b else {}),
+        },
+    )
+
+
+def _tensor_set_changes(rules: SeverityRules, ck: _Checkpoint, added: list[str], removed: list[str]) -> list[Finding]:
+    ta, tb, label, path = ck.tensors_old, ck.tensors_new, ck.label, ck.path
+    out: list[Finding] = []
+    if added:
+        out.append(rules.finding(
+            "weights.tensors_added", CATEGORY,
+            f"{label}: {len(added)} tensors added: {_preview(added)}",
+            path=path, after=_names(added),
+            evidence={"count": len(added), "tensors": {n: {"dtype": tb[n][0], "shape": list(tb[n][1])} for n in _names(added)}},
+        ))
+    if removed:
+        out.append(rules.finding(
+            "weights.tensors_removed", CATEGORY,
+            f"{label}: {len(removed)} tensors removed: {_preview(removed)}",
+            path=path, before=_names(removed),
+            evidence={"count": len(removed), "tensors": {n: {"dtype": ta[n][0], "shape": list(ta[n][1])} for n in _names(removed)}},
+        ))
+    return out
+
+
+def _tensor_kind_changes(
+    rules: SeverityRules, ck: _Checkpoint, reshaped: list[str], retyped: list[str]
+) -> list[Finding]:
+    ta, tb, label, path = ck.tensors_old, ck.tensors_new, ck.label, ck.path
+    out: list[Finding] = []
+    if reshaped:
+        first = reshaped[0]
+        out.append(rules.finding(
+            "weights.tensors_reshaped", CATEGORY,
+            f"{label}: {len(reshaped)} tensors reshaped, e.g. {first} {list(ta[first][1])} → {list(tb[first][1])}",
+            path=path,
+            before={n: list(ta[n][1]) for n in _names(reshaped)},
+            after={n: list(tb[n][1]) for n in _names(reshaped)},
+            evidence={"count": len(reshaped)},
+        ))
+    if retyped:
+        first = retyped[0]
+        pairs = sorted({f"{ta[n][0]} → {tb[n][0]}" for n in retyped})
+        out.append(rules.finding(
+            "weights.tensors_retyped", CATEGORY,
+            f"{label}: {len(retyped)} tensors changed dtype ({', '.join(pairs)}), e.g. {first}",
+            path=path,
+            before={n: ta[n][0] for n in _names(retyped)},
+            after={n: tb[n][0] for n in _names(retyped)},
+            evidence={"count": len(retyped), "dtype_changes": pairs},
+        ))
+    return out
+
+
+def _parameter_count_change(rules: SeverityRules, ck: _Checkpoint) -> list[Finding]:
+    pa, pb = _params(ck.tensors_old), _params(ck.tensors_new)
+    if pa == pb:
+        return []
+    return [rules.finding(
+        "weights.parameter_count_changed", CATEGORY,
+        f"{ck.label}: parameters {pa:,} → {pb:,} ({pb - pa:+,})",
+        path=ck.path, before=pa, after=pb,
+        evidence={"tensors_before": len(ck.tensors_old), "tensors_after": len(ck.tensors_new)},
+    )]
 
 
 def _pickles(
@@ -569,60 +618,65 @@ def _pickles(
             sniffed += 1
             if sniffed > MAX_CONTENT_SNIFFS:
                 continue
-        added = before is None
-        globals_ = sources.pickle_globals("new", path)
-        if globals_ is not None and not getattr(globals_, "holds_pickle", True):
-            continue  # a numeric array, an archive without pickles: nothing to unpickle
-        if kind == "content" and not globals_:
-            continue  # not a pickle, or one that imports nothing: no code can run
-        verb = "added" if added else "replaced"
-        if globals_ is None:
-            out.append(rules.finding(
-                "weights.pickle_unscanned", CATEGORY,
-                f"pickle-based file {verb}: {path} ({_size(entry.size)}); its imports could not be scanned",
-                path=path, after=entry.content_id, evidence={"added": added, "size": entry.size},
-            ))
-            continue
-        classes = {f"{m}.{n}": classify_global(m, n) for m, n in globals_}
-        dangerous = sorted(g for g, c in classes.items() if c == "dangerous")
-        unknown = sorted(g for g, c in classes.items() if c == "unknown")
-        incomplete: str | None = getattr(globals_, "incomplete", None)
-        evidence = {"added": added, "size": entry.size, "globals": dict(sorted(classes.items()))}
-        partly = ""
-        if incomplete:
-            evidence["unscanned"] = incomplete
-            partly = f" (partly scanned: {incomplete})"
-        if dangerous:
-            out.append(rules.finding(
-                "weights.pickle_dangerous_import", CATEGORY,
-                f"pickle-based file {verb}: {path} would import {_preview(dangerous)} when loaded{partly}",
-                path=path, after=dangerous, evidence=evidence,
-            ))
-            continue
-        if unknown:
-            if not added and not incomplete:
-                old_globals = sources.pickle_globals("old", path)
-                if old_globals is not None and set(unknown) <= {f"{m}.{n}" for m, n in old_globals}:
-                    continue  # same non-rebuild imports as before: file_replaced says enough
-            out.append(rules.finding(
-                "weights.pickle_unknown_import", CATEGORY,
-                f"pickle-based file {verb}: {path} imports {len(unknown)} globals beyond tensor rebuilding: "
-                f"{_preview(unknown)}{partly}",
-                path=path, after=unknown, evidence=evidence,
-            ))
-            continue
-        if incomplete:
-            out.append(rules.finding(
-                "weights.pickle_unscanned", CATEGORY,
-                f"pickle-based file {verb}: {path} ({_size(entry.size)}); only partly scanned ({incomplete}), "
-                "the scanned part imports only tensor-rebuild globals",
-                path=path, after=entry.content_id, evidence=evidence,
-            ))
-            continue
-        if added:
-            out.append(rules.finding(
-                "weights.pickle_added", CATEGORY,
-                f"pickle-based file added: {path} ({_size(entry.size)}); imports only tensor-rebuild globals",
-                path=path, after=sorted(classes), evidence=evidence,
-            ))
+        finding = _pickle_finding(rules, sources, path, entry, kind=kind, added=before is None)
+        if finding is not None:
+            out.append(finding)
     return out
+
+
+def _pickle_finding(
+    rules: SeverityRules, sources: RevisionSources, path: str, entry: FileEntry, *, kind: str, added: bool
+) -> Finding | None:
+    """What a new or replaced pickle-bearing file would import when loaded, if worth saying."""
+    globals_ = sources.pickle_globals("new", path)
+    if globals_ is not None and not getattr(globals_, "holds_pickle", True):
+        return None  # a numeric array, an archive without pickles: nothing to unpickle
+    if kind == "content" and not globals_:
+        return None  # not a pickle, or one that imports nothing: no code can run
+    verb = "added" if added else "replaced"
+    if globals_ is None:
+        return rules.finding(
+            "weights.pickle_unscanned", CATEGORY,
+            f"pickle-based file {verb}: {path} ({_size(entry.size)}); its imports could not be scanned",
+            path=path, after=entry.content_id, evidence={"added": added, "size": entry.size},
+        )
+    classes = {f"{m}.{n}": classify_global(m, n) for m, n in globals_}
+    dangerous = sorted(g for g, c in classes.items() if c == "dangerous")
+    unknown = sorted(g for g, c in classes.items() if c == "unknown")
+    incomplete: str | None = getattr(globals_, "incomplete", None)
+    evidence = {"added": added, "size": entry.size, "globals": dict(sorted(classes.items()))}
+    partly = ""
+    if incomplete:
+        evidence["unscanned"] = incomplete
+        partly = f" (partly scanned: {incomplete})"
+    if dangerous:
+        return rules.finding(
+            "weights.pickle_dangerous_import", CATEGORY,
+            f"pickle-based file {verb}: {path} would import {_preview(dangerous)} when loaded{partly}",
+            path=path, after=dangerous, evidence=evidence,
+        )
+    if unknown:
+        if not added and not incomplete:
+            old_globals = sources.pickle_globals("old", path)
+            if old_globals is not None and set(unknown) <= {f"{m}.{n}" for m, n in old_globals}:
+                return None  # same non-rebuild imports as before: file_replaced says enough
+        return rules.finding(
+            "weights.pickle_unknown_import", CATEGORY,
+            f"pickle-based file {verb}: {path} imports {len(unknown)} globals beyond tensor rebuilding: "
+            f"{_preview(unknown)}{partly}",
+            path=path, after=unknown, evidence=evidence,
+        )
+    if incomplete:
+        return rules.finding(
+            "weights.pickle_unscanned", CATEGORY,
+            f"pickle-based file {verb}: {path} ({_size(entry.size)}); only partly scanned ({incomplete}), "
+            "the scanned part imports only tensor-rebuild globals",
+            path=path, after=entry.content_id, evidence=evidence,
+        )
+    if added:
+        return rules.finding(
+            "weights.pickle_added", CATEGORY,
+            f"pickle-based file added: {path} ({_size(entry.size)}); imports only tensor-rebuild globals",
+            path=path, after=sorted(classes), evidence=evidence,
+        )
+    return None
