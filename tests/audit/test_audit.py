@@ -225,9 +225,9 @@ def test_repos_nobody_watches_are_read_within_the_hub_request_budget(machine, tm
                         hub_timeout=30.0, hub_budget_api=3)
     with AdvisorySource(settings, tracker=None) as source:
         first = source.lookup(RISKY, [machine.risky[1]])[machine.risky[1]]
-        sent = dict(source._hub.requests_by_bucket)
+        sent = source.requests_by_bucket
         second = source.lookup(CHAT, [machine.chat[0]])[machine.chat[0]]
-        assert source._hub.requests_by_bucket == sent  # nothing more went out
+        assert source.requests_by_bucket == sent  # nothing more went out
     assert first.revision == machine.risky[1] and first.notes == ()
     assert sent["api"] >= 3
     assert second.revision is None

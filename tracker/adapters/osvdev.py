@@ -85,7 +85,8 @@ class OsvClient:
     injection points for tests.
     """
 
-    def __init__(
+    # Keyword-only: the bounds by name, and the seams tests use (transport, clock, cache).
+    def __init__(  # noqa: PLR0913
         self,
         base_url: str = DEFAULT_BASE_URL,
         *,
@@ -121,7 +122,7 @@ class OsvClient:
 
     # ------------------------------------------------------------- transport
 
-    def _request(self, method: str, path: str, body: dict | None = None) -> httpx2.Response:
+    def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> httpx2.Response:
         """One request with retries; returns a 2xx or 404 response, raises _Transient/_Permanent."""
 
         def once() -> httpx2.Response:

@@ -85,6 +85,16 @@ def declared_base(readme: bytes | None, repo_id: str | None = None) -> DeclaredB
     return DeclaredBase(base)
 
 
+@dataclass(frozen=True)
+class TreeRead:
+    """The revision the model tree is read for: its repo's advisories, its files, the revision before it."""
+
+    ctx: AdvisoryContext
+    snapshot: Snapshot
+    prior: RevisionRow | None  # the revision compared with; None on a first revision
+    strict: bool  # a transient Hub failure while reading raises (the revision is read again later)
+
+
 @dataclass
 class Chain:
     """What ``watch_base_chain`` did: each (derivative, base, newly watched) link, and why it stopped."""
@@ -207,11 +217,11 @@ class ModelTree:
             return repo.base_repo_id, {}
         return declared.repo_id, {"base_repo_id": declared.repo_id}
 
-    def inputs(self, repo: RepoRow, *, ctx: AdvisoryContext, snapshot: Snapshot, prior: RevisionRow | None,
-               sources: HubSources, raw: RawDiff, base_id: RepoId | None, relation_changed: bool,
-               strict: bool) -> InheritInputs | None:
+    def inputs(self, repo: RepoRow, read: TreeRead, *, sources: HubSources, raw: RawDiff, base_id: RepoId | None,
+               relation_changed: bool) -> InheritInputs | None:
         """What the report needs along the model tree; None when the repo has neither a watched base nor
         watched derivatives nor open inherited advisories (nothing is read then)."""
+        ctx, prior = read.ctx, read.prior
         derivatives = [d for d in self.store.derivatives_of(repo.repo_id) if d.pk != repo.pk]
         base = self.store.get_repo(base_id) if base_id and base_id.lower() != repo.repo_id.lower() else None
         open_items = [item for a in ctx.advisories if a.kind == AdvisoryKind.INHERITED and not a.withdrawn
@@ -220,8 +230,7 @@ class ModelTree:
             return None
         parsed: dict[str, dict[str, Any] | None] = {}  # JSON read once per content id
         touched = raw.touched() & set(INHERITABLE) if prior is not None else set(INHERITABLE)
-        changes = self._base_changes(repo, base, ctx=ctx, snapshot=snapshot, prior=prior, touched=touched,
-                                     relation_changed=relation_changed, strict=strict,
+        changes = self._base_changes(repo, base, read, touched=touched, relation_changed=relation_changed,
                                      parsed=parsed) if base is not None else []
         wanted = {p for c in changes for p in c.paths} | {str(i.get("path")) for i in open_items}
         as_base = derivatives if prior is not None and touched else []
@@ -231,17 +240,17 @@ class ModelTree:
         gathered = [d for d in (self._derivative(d, touched, parsed) for d in as_base) if d is not None]
         return InheritInputs(content=content, before=before, derivatives=gathered, base_changes=changes)
 
-    def _base_changes(self, repo: RepoRow, base: RepoRow, *, ctx: AdvisoryContext, snapshot: Snapshot,
-                      prior: RevisionRow | None, touched: set[str], relation_changed: bool, strict: bool,
-                      parsed: dict[str, dict[str, Any] | None]) -> list[BaseChange]:
+    def _base_changes(self, repo: RepoRow, base: RepoRow, read: TreeRead, *, touched: set[str],
+                      relation_changed: bool, parsed: dict[str, dict[str, Any] | None]) -> list[BaseChange]:
         """The base's update advisories this revision must be checked against.
 
         Skipped: those it already has an inherited advisory for, those on files it does not carry, and
         those its previous revision was already checked against with the same files (the advisory
         is older than that revision's analysis and this one changed none of its files).
         """
+        ctx, prior = read.ctx, read.prior
         existing = ctx.inherited_ids | {a.id for a in ctx.advisories}
-        carried = {f.path for f in snapshot.files if f.path in INHERITABLE}
+        carried = {f.path for f in read.snapshot.files if f.path in INHERITABLE}
         changes = []
         for adv in self.store.advisories_for(repo_pk=base.pk, include_withdrawn=False, versions=False):
             if adv.kind != AdvisoryKind.UPDATE or adv.revision_sha is None:
@@ -254,7 +263,7 @@ class ModelTree:
             if (prior is not None and not relation_changed and not paths & touched and prior.analysed_at is not None
                     and adv.published <= prior.analysed_at):
                 continue
-            change = self._base_change(base, adv, strict=strict, parsed=parsed)
+            change = self._base_change(base, adv, strict=read.strict, parsed=parsed)
             if change is not None:
                 changes.append(change)
         return changes

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -39,7 +39,7 @@ from tracker.core.model import (
     sort_findings,
 )
 from tracker.core.report import AdvisoryContext, RevisionReport, revision_advisories, revision_report
-from tracker.pipeline.lineage import ModelTree
+from tracker.pipeline.lineage import ModelTree, TreeRead
 from tracker.pipeline.ports import Clock, HubReader, OsvLookup, Store
 from tracker.pipeline.sources import HubSources
 
@@ -370,27 +370,31 @@ class Processor:
             log.warning("%s@%s: dependency lookups failed: %s", repo.repo_id, revision.sha[:12], exc)
         findings = sort_findings([*analysis.findings, *dependency_findings, *unsafe])
         now = self.clock()
-        report = self._report(repo, revision, now=now, snapshot=snapshot, old=old, analysis=analysis,
-                              findings=findings, retry=retry, prior=base, strict=strict)
+        report = self._report(repo, revision, replace(analysis, findings=findings), now=now, snapshot=snapshot,
+                              prior=base, retry=retry, strict=strict)
         saved = self.store.save_revision_report(report)
         if saved:
             metrics.revision_saved(finding_severities=[f.severity.value for f in findings], committed_at=revision.date,
                                    read_at=now, baseline=revision.baseline or old is None)
         return saved
 
-    def _report(self, repo: RepoRow, revision: RevisionRow, *, now: datetime, snapshot: Snapshot,
-                old: Side | None, analysis: Analysis, findings: Sequence[Finding], retry: bool,
-                prior: RevisionRow | None = None, strict: bool = True) -> RevisionReport:
+    def _report(self, repo: RepoRow, revision: RevisionRow, analysis: Analysis, *, now: datetime,
+                snapshot: Snapshot, prior: RevisionRow | None, retry: bool, strict: bool) -> RevisionReport:
+        """The revision's report, from its analysis with every finding (dependencies and unsafe paths too).
+
+        ``prior`` is the revision it was compared with; without a snapshot it is a first revision.
+        """
+        compared = prior is not None and prior.snapshot is not None
         ctx = self.context(repo, now=now, sha=revision.sha)
         base_id, updates = self.tree.declared_base(repo, analysis.sources, analysis.raw, snapshot,
-                                                   baseline=old is None)
-        inherit = self.tree.inputs(repo, ctx=ctx, snapshot=snapshot, prior=prior if old else None,
-                                   sources=analysis.sources, raw=analysis.raw, base_id=base_id,
-                                   relation_changed=bool(updates), strict=strict)
+                                                   baseline=not compared)
+        read = TreeRead(ctx=ctx, snapshot=snapshot, prior=prior if compared else None, strict=strict)
+        inherit = self.tree.inputs(repo, read, sources=analysis.sources, raw=analysis.raw, base_id=base_id,
+                                   relation_changed=bool(updates))
         return revision_report(
             ctx, repo_pk=repo.pk, revision_pk=revision.pk, sha=revision.sha, parent=revision.parent_sha,
-            date=revision.date, baseline=revision.baseline or old is None, snapshot=snapshot,
-            diff=analysis.raw if old is not None else None, findings=findings, estimate=analysis.estimate,
+            date=revision.date, baseline=revision.baseline or not compared, snapshot=snapshot,
+            diff=analysis.raw if compared else None, findings=analysis.findings, estimate=analysis.estimate,
             dependencies_pending=retry, inherit=inherit, repo_updates=updates, libraries=analysis.libraries,
         )
 

@@ -111,7 +111,8 @@ class DeliveryWorker:
     (default ``[delivery] per_target``) those to any one receiver.
     """
 
-    def __init__(self, store: DeliveryStore, settings: DeliverySettings, *, tracker_url: str | None = None,
+    # Keyword-only: overrides of the settings' bounds by name, and the seams tests use (resolver, clock, jitter).
+    def __init__(self, store: DeliveryStore, settings: DeliverySettings, *, tracker_url: str | None = None,  # noqa: PLR0913
                  resolver: Resolver | None = None, clock: Callable[[], datetime] | None = None,
                  jitter: Callable[[], float] = random.random, parallel: int | None = None,
                  per_target: int | None = None, idle: float = 0.5) -> None:
@@ -185,7 +186,7 @@ class DeliveryWorker:
 
     def backoff(self, attempts: int) -> float:
         """Seconds before attempt ``attempts + 1``: exponential, capped, with equal jitter."""
-        delay = min(self.settings.backoff_max, self.settings.backoff_base * 2 ** max(attempts - 1, 0))
+        delay: float = min(self.settings.backoff_max, self.settings.backoff_base * 2 ** max(attempts - 1, 0))
         return delay / 2 + self.jitter() * delay / 2
 
     def _attempt(self, delivery: DeliveryRow, sub: SubscriptionRow) -> None:

@@ -137,6 +137,53 @@ def _parse_date(value: object) -> datetime:
 def _is_sha(value: object) -> bool:
     return isinstance(value, str) and SHA_RE.fullmatch(value) is not None
 
+class _ChangeWalk:
+    """The models read so far from the change listing's pages, newest first, each listed once."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.models: list[ListedModel] = []
+        self.seen: set[str] = set()
+        self.repeated = 0
+        self.disorder = False  # a model newer than the one listed before it
+        self.previous: datetime | None = None
+
+    def read_page(self, page: list[Any]) -> tuple[int, datetime | None]:
+        """Add the page's models not listed before; how many were new, and the page's oldest date."""
+        fresh = 0
+        oldest: datetime | None = None
+        for item in page:
+            if not isinstance(item, dict):
+                continue
+            try:
+                when = _parse_date(item.get("lastModified"))
+            except (TypeError, ValueError, OverflowError) as exc:
+                raise HubUnavailable(f"{self.what}: malformed lastModified {item.get('lastModified')!r:.80}") from exc
+            oldest = when if oldest is None else min(oldest, when)
+            valid = _valid_repo_id(item.get("id"))
+            if valid is None:
+                continue
+            if valid.lower() in self.seen:
+                self.repeated += 1
+                continue
+            self.seen.add(valid.lower())
+            fresh += 1
+            if self.previous is not None and when > self.previous:
+                self.disorder = True
+            self.previous = when
+            sha = item.get("sha")
+            self.models.append(ListedModel(repo_id=valid, sha=CommitSha(str(sha)) if _is_sha(sha) else None,
+                                           last_modified=when))
+        return fresh, oldest
+
+
+def _valid_repo_id(value: object) -> RepoId | None:
+    try:
+        return validate_repo_id(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
 class HubClient(HubTransport):
     """Read-only access to model repos on a Hub (or a mirror, or the stand-in).
 
@@ -306,11 +353,9 @@ class HubClient(HubTransport):
         url = f"{self.endpoint}/api/models?" + urlencode(
             [("sort", "lastModified"), ("direction", "-1"), ("expand", "sha"), ("expand", "lastModified")])
         what = "the Hub's change listing"
-        models: list[ListedModel] = []
-        seen: set[str] = set()
-        repeated = pages = page_size = stale_pages = 0
-        disorder = reached = False
-        previous: datetime | None = None
+        walk = _ChangeWalk(what)
+        pages = page_size = stale_pages = 0
+        reached = False
         next_url: httpx2.URL | None = httpx2.URL(url)
         while next_url is not None and pages < max_pages:
             page, next_url = self._get_json(next_url, what)
@@ -318,42 +363,15 @@ class HubClient(HubTransport):
             if not isinstance(page, list):
                 raise HubUnavailable(f"{what}: expected a JSON list")
             page_size = max(page_size, len(page))
-            fresh = 0
-            oldest: datetime | None = None
-            for item in page:
-                if not isinstance(item, dict):
-                    continue
-                try:
-                    when = _parse_date(item.get("lastModified"))
-                except (TypeError, ValueError, OverflowError) as exc:
-                    raise HubUnavailable(f"{what}: malformed lastModified {item.get('lastModified')!r:.80}") from exc
-                oldest = when if oldest is None else min(oldest, when)
-                repo_id = item.get("id")
-                try:
-                    valid = validate_repo_id(repo_id) if isinstance(repo_id, str) else None
-                except ValueError:
-                    valid = None
-                if valid is None:
-                    continue
-                if valid.lower() in seen:
-                    repeated += 1
-                    continue
-                seen.add(valid.lower())
-                fresh += 1
-                if previous is not None and when > previous:
-                    disorder = True
-                previous = when
-                sha = item.get("sha")
-                models.append(ListedModel(repo_id=valid, sha=CommitSha(str(sha)) if _is_sha(sha) else None,
-                                          last_modified=when))
+            fresh, oldest = walk.read_page(page)
             stale_pages = stale_pages + 1 if page and not fresh else 0
             if stale_pages >= 2:
                 break  # the cursor keeps answering what was listed already
             if stop_before is None or next_url is None or (oldest is not None and oldest < stop_before):
                 reached = stale_pages == 0
                 break
-        return ChangeListing(models=tuple(models), pages=pages, reached=reached, repeated=repeated,
-                             disorder=disorder, page_size=page_size)
+        return ChangeListing(models=tuple(walk.models), pages=pages, reached=reached, repeated=walk.repeated,
+                             disorder=walk.disorder, page_size=page_size)
 
     def models_matching(self, query: list[tuple[str, str]], *, downloads_min: int | None,
                         max_items: int) -> MatchListing:

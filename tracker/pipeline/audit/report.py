@@ -189,16 +189,17 @@ class AuditReport:
                 rule_id = f"hf-advisory/{hit.kind or 'advisory'}/{hit.severity.value}"
                 n = rule(rule_id, advisory_rule(hit.kind or "advisory", hit.severity))
                 results.append(_result(rule_id, n, LEVELS[hit.severity],
-                                       f"{shown} (cached) is affected by {hit.id}: {hit.summary}{move}", rev,
-                                       hit.id, advisory=hit.id))
+                                       f"{shown} (cached) is affected by {hit.id}: {hit.summary}{move}", rev=rev,
+                                       what=hit.id, advisory=hit.id))
             if entry.behind:
                 n = rule("hf-stale", _STALE_RULE)
                 results.append(_result("hf-stale", n, "note", f"{shown} (cached) is {entry.behind} commit(s) "
-                                                              f"behind its branch.{move}", rev, STALE))
+                                                              f"behind its branch.{move}", rev=rev, what=STALE))
             if status is not None and status.revision is None:
                 n = rule("hf-unresolved", _UNRESOLVED_RULE)
                 why = "; ".join(status.notes) or "unknown to the tracker"
-                results.append(_result("hf-unresolved", n, "warning", f"{shown} (cached): {why}.", rev, "unresolved"))
+                results.append(_result("hf-unresolved", n, "warning", f"{shown} (cached): {why}.", rev=rev,
+                                       what="unresolved"))
         return {
             "$schema": SARIF_SCHEMA,
             "version": "2.1.0",
@@ -215,7 +216,7 @@ def _folder_uri(path: str) -> str:
     return "file://" + quote(path.rstrip("/") + "/")
 
 
-def _result(rule_id: str, rule_index: int, level: str, text: str, rev: CachedRevision, what: str, *,
+def _result(rule_id: str, rule_index: int, level: str, text: str, *, rev: CachedRevision, what: str,
             advisory: str | None = None) -> dict[str, Any]:
     key = "\0".join([rev.repo, rev.sha, what])
     properties = {"repo": rev.repo, "revision": rev.sha}

@@ -197,8 +197,8 @@ class ScanReport:
                 text = f"{shown} is affected by {hit.id}: {hit.summary}"
                 if status and status.suggested:
                     text += f" Suggested revision: {status.suggested}."
-                results.append(self._result(rule_id, n, LEVELS[hit.severity], text, location, ref, hit.id,
-                                            advisory=hit.id))
+                results.append(self._result(rule_id, n, LEVELS[hit.severity], text, location=location, ref=ref,
+                                            what=hit.id, advisory=hit.id))
             if not ref.pinned:
                 n = rule("hf-floating", _FLOATING_RULE)
                 how = (f"revision={ref.revision_expr}" if ref.revision_expr
@@ -206,12 +206,13 @@ class ScanReport:
                 text = f"{ref.repo} is loaded with {how}, not a commit: what it loads changes when upstream does."
                 if status and status.suggested:
                     text += f" Pin it: revision=\"{status.suggested}\"."
-                results.append(self._result("hf-floating", n, "warning", text, location, ref, "floating"))
+                results.append(self._result("hf-floating", n, "warning", text, location=location, ref=ref,
+                                            what="floating"))
             elif status is not None and status.revision is None:
                 n = rule("hf-unresolved", _UNRESOLVED_RULE)
                 why = "; ".join(status.notes) or "unknown to the tracker"
-                results.append(self._result("hf-unresolved", n, "warning", f"{shown}: {why}.", location, ref,
-                                            "unresolved"))
+                results.append(self._result("hf-unresolved", n, "warning", f"{shown}: {why}.", location=location,
+                                            ref=ref, what="unresolved"))
         return {
             "$schema": SARIF_SCHEMA,
             "version": "2.1.0",
@@ -236,8 +237,8 @@ class ScanReport:
                                      "region": region}}
 
     @staticmethod
-    def _result(rule_id: str, rule_index: int, level: str, text: str, location: dict[str, Any],
-                ref: Reference, what: str, *, advisory: str | None = None) -> dict[str, Any]:
+    def _result(rule_id: str, rule_index: int, level: str, text: str, *, location: dict[str, Any],
+                ref: Reference, what: str, advisory: str | None = None) -> dict[str, Any]:
         # Stable across runs and line moves: the file, the repo, the revision as written and what is wrong.
         key = "\0".join([ref.file, ref.repo, ref.ref or "", what])
         properties = {"repo": ref.repo, "revision": ref.ref}

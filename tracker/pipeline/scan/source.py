@@ -228,6 +228,12 @@ class AdvisorySource:
             self._scratch.append(scratch)
             return scratch
 
+    @property
+    def requests_by_bucket(self) -> dict[str, int]:
+        """The Hub requests this run has sent, per rate-limit bucket (none before a repo is read)."""
+        counts = getattr(self._hub, "requests_by_bucket", None)
+        return dict(counts) if isinstance(counts, dict) else {}
+
     def _budget_spent(self) -> str | None:
         """Why a repo nobody watches is not read: this run has sent a 5-minute window's Hub budget.
 
@@ -235,8 +241,8 @@ class AdvisorySource:
         daemon's; a repo starts only while both have room, so a large cache or codebase does not
         burst past the Hub's rate limits (it may overrun by what the repos already started read).
         """
-        counts = getattr(self._hub, "requests_by_bucket", None)
-        if not isinstance(counts, dict):
+        counts = self.requests_by_bucket
+        if not counts:
             return None
         api, resolvers = counts.get("api", 0), counts.get("resolvers", 0)
         if api < self.settings.hub_budget_api and resolvers < self.settings.hub_budget_resolvers:

@@ -268,14 +268,7 @@ def run_demo(*, host: str = "127.0.0.1", port: int = 8080, keep: Path | None = N
         raise DemoUnavailable("the demo needs the local Hub stand-in: pip install -e ./standin "
                               "(from a checkout of upstream-tracker)") from None
     # Bound before anything starts: a port in use is one clear line, and the URL printed is live.
-    listening = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        listening.bind((host, port))
-    except OSError as exc:
-        listening.close()
-        raise DemoUnavailable(f"cannot serve on {host}:{port} ({exc.strerror}): pass --port") from None
-    listening.listen(128)
+    listening = _listen(host, port)
     port = listening.getsockname()[1]
     url = f"http://{host}:{port}"
     work = keep or Path(tempfile.mkdtemp(prefix="tracker-demo-"))
@@ -307,19 +300,7 @@ def run_demo(*, host: str = "127.0.0.1", port: int = 8080, keep: Path | None = N
         if not serve:
             return
         sender.start()
-        import uvicorn
-
-        from tracker.surfaces.api import create_app
-
-        server = uvicorn.Server(uvicorn.Config(create_app(tracker, bind_host=host), host=host, port=port, log_level="warning"))
-        say("")
-        say(f"Open {url}/  (the repo: {url}/repos/{REPO}; its feed: {url}/feeds/{REPO}.atom)")
-        say("Stop with Ctrl-C.")
-        try:
-            server.run(sockets=[listening])
-        except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it drained on: that is the way out
-            pass
-        say("stopped")
+        _serve_pages(tracker, listening, host=host, url=url, say=say)
     finally:
         if sender is not None:
             sender.stop()
@@ -332,6 +313,37 @@ def run_demo(*, host: str = "127.0.0.1", port: int = 8080, keep: Path | None = N
         listening.close()
         if keep is None:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    listening = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listening.bind((host, port))
+    except OSError as exc:
+        listening.close()
+        raise DemoUnavailable(f"cannot serve on {host}:{port} ({exc.strerror}): pass --port") from None
+    listening.listen(128)
+    return listening
+
+
+def _serve_pages(tracker: Tracker, listening: socket.socket, *, host: str, url: str,
+                 say: Callable[[str], None]) -> None:
+    """The pages and the API on the bound socket, until Ctrl-C."""
+    import uvicorn
+
+    from tracker.surfaces.api import create_app
+
+    port = listening.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(tracker, bind_host=host), host=host, port=port, log_level="warning"))
+    say("")
+    say(f"Open {url}/  (the repo: {url}/repos/{REPO}; its feed: {url}/feeds/{REPO}.atom)")
+    say("Stop with Ctrl-C.")
+    try:
+        server.run(sockets=[listening])
+    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it drained on: that is the way out
+        pass
+    say("stopped")
 
 
 def _secret() -> str:
