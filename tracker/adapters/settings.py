@@ -188,12 +188,12 @@ def _hosts(value: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(h.strip().lower() for h in value if h.strip())
 
 
-def check_database_url(url: Any) -> str:
+def check_database_url(value: Any) -> str:
     """A database URL the tracker can open, or one ConfigError line that says how to fix it."""
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 
-    url = _text(url)
+    url = _text(value)
     usage = "use sqlite:///path/tracker.sqlite3 or postgresql+psycopg://user@host/db"
     try:
         parsed = make_url(url)
@@ -345,7 +345,8 @@ class Settings:
 
 
 def _fields_of(cls: type) -> dict[str, FieldInfo]:
-    return cls.__pydantic_fields__  # type: ignore[attr-defined]  # set by pydantic's dataclass
+    fields: dict[str, FieldInfo] = cls.__pydantic_fields__  # type: ignore[attr-defined]  # set by pydantic's dataclass
+    return fields
 
 SECTIONS_WHOLE = {"delivery": "delivery", "watch": "watch", "severity": "severity"}  # section -> field
 

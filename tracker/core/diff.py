@@ -122,7 +122,8 @@ def _sha256(data: bytes) -> str:
 def _deepdiff(a: Any, b: Any, **kwargs: Any) -> dict[str, Any]:
     if a == b:
         return {}
-    return json.loads(DeepDiff(a, b, verbose_level=2, **kwargs).to_json())
+    diff: dict[str, Any] = json.loads(DeepDiff(a, b, verbose_level=2, **kwargs).to_json())
+    return diff
 
 
 def _too_large(*values: Any) -> bool:
@@ -145,7 +146,9 @@ def _vocab_diff(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, Any]:
 
 
 def _merges_diff(a: list[Any], b: list[Any]) -> dict[str, Any]:
-    key = lambda m: " ".join(m) if isinstance(m, list) else str(m)  # noqa: E731 - merges are "a b" or ["a","b"]
+    def key(merge: Any) -> str:  # merges are "a b" or ["a", "b"]
+        return " ".join(merge) if isinstance(merge, list) else str(merge)
+
     sa, sb = {key(m) for m in a}, {key(m) for m in b}
     added, removed = sorted(sb - sa), sorted(sa - sb)
     return {"added_count": len(added), "removed_count": len(removed), "added": added[:MAX_LISTED],
@@ -385,9 +388,10 @@ def diff_text(path: str, old: bytes | None, new: bytes | None) -> dict[str, Any]
             return {"kind": "error", "side": label, "error": f"{type(exc).__name__}: {reason}"}
     a, b = sides
     summary = _hash_summary(old, new)
-    if name == "tokenizer.json" and a is not None and b is not None:
-        return json_safe(_tokenizer_json_diff(a, b, summary))
-    return json_safe(_structured(kind, a, b, summary))
+    structured = _tokenizer_json_diff(a, b, summary) if name == "tokenizer.json" and a is not None and b is not None \
+        else _structured(kind, a, b, summary)
+    safe: dict[str, Any] = json_safe(structured)
+    return safe
 
 
 def diff_revisions(

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from tracker.core.errors import HubError, HubRateLimited, HubUnavailable, UpstreamFileError
-from tracker.core.model import RepoId, Snapshot
+from tracker.core.model import FileEntry, RepoId, Snapshot
 from tracker.pipeline.ports import BlobCache, HubReader
 
 
@@ -43,14 +43,13 @@ class HubSources:
         self.max_header_bytes = max_header_bytes
         self.now = now
         self.problems: list[dict[str, Any]] = []
-        self._headers: dict[tuple[str, str], Any] = {}
+        self._headers: dict[tuple[str, str], dict[str, Any] | None] = {}
 
-    def _entry(self, side: str, path: str):
+    def _entry(self, side: str, path: str) -> tuple[str, FileEntry] | None:
+        """The side's commit and the file's entry there, or None when the side or the file is absent."""
         rev = self.revisions.get(side)
-        if rev is None:
-            return None, None
-        sha, snapshot = rev
-        return sha, snapshot.get(path)
+        entry = rev[1].get(path) if rev is not None else None
+        return None if rev is None or entry is None else (rev[0], entry)
 
     def _check_transient(self, exc: BaseException) -> None:
         """Re-raise a transient Hub failure (strict mode): the revision is read again later."""
@@ -63,9 +62,10 @@ class HubSources:
             self.problems.append(item)
 
     def text(self, side: str, path: str) -> bytes | None:
-        sha, entry = self._entry(side, path)
-        if entry is None:
+        found = self._entry(side, path)
+        if found is None:
             return None
+        sha, entry = found
         cached = self.store.get_blob(entry.content_id)
         if cached is not None:
             return cached
@@ -82,9 +82,10 @@ class HubSources:
         return data
 
     def safetensors_header(self, side: str, path: str) -> dict[str, Any] | None:
-        sha, entry = self._entry(side, path)
-        if entry is None or not path.lower().endswith(".safetensors"):
+        found = self._entry(side, path)
+        if found is None or not path.lower().endswith(".safetensors"):
             return None
+        sha, entry = found
         key = (entry.content_id, path)
         if key not in self._headers:
             try:
@@ -102,9 +103,10 @@ class HubSources:
 
         Cached by content id; the read stops at ``tracker.core.findings.gguf.MAX_HEADER_BYTES``.
         """
-        sha, entry = self._entry(side, path)
-        if entry is None or not path.lower().endswith(".gguf"):
+        found = self._entry(side, path)
+        if found is None or not path.lower().endswith(".gguf"):
             return None
+        sha, entry = found
         from tracker.core.findings.gguf import GGUFError, read_gguf_header
 
         key = (entry.content_id, "gguf:" + path)
@@ -127,9 +129,10 @@ class HubSources:
         weights are jumped over, never fetched. Past the caps ``{"not_read": why}``; malformed
         bytes ``{"malformed": why}``; both are the analyser's findings, not read problems.
         """
-        sha, entry = self._entry(side, path)
-        if entry is None or not path.lower().endswith(".onnx"):
+        found = self._entry(side, path)
+        if found is None or not path.lower().endswith(".onnx"):
             return None
+        sha, entry = found
         from tracker.core.findings.onnx_model import OnnxNotRead, read_onnx_model
         from tracker.core.findings.protobuf import ProtobufError
 
@@ -163,10 +166,12 @@ class HubSources:
         from tracker.core.findings.picklescan_zip import PickleGlobals, scan_checkpoint
         from tracker.core.findings.weights import MAX_CONTENT_SNIFF_BYTES, pickle_kind
 
-        sha, entry = self._entry(side, path)
+        found = self._entry(side, path)
+        if found is None:
+            return None
+        sha, entry = found
         rev = self.revisions.get(side)
-        kind = pickle_kind(path, entry, has_file=lambda p: rev is not None and rev[1].get(p) is not None) \
-            if entry is not None else None
+        kind = pickle_kind(path, entry, has_file=lambda p: rev is not None and rev[1].get(p) is not None)
         if kind is None:
             return None
         try:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from tracker.pipeline.polling import PollResult
 
 LOG_FORMATS = ("text", "json")
+_HANDLER_NAME = "tracker"  # marks the root handler setup_logging installed, so a later call replaces it
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 # Third-party loggers that speak only at -vv ("library internals").
@@ -108,7 +109,7 @@ def _timestamp(record: logging.LogRecord) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-class _StderrHandler(logging.StreamHandler):
+class _StderrHandler(logging.StreamHandler[TextIO]):
     """Writes to whatever ``sys.stderr`` is when a record is emitted (a test runner may swap it)."""
 
     def __init__(self) -> None:
@@ -136,10 +137,10 @@ def setup_logging(verbose: int = 0, log_format: str = "text", *, talkative: bool
     handler: logging.Handler = logging.StreamHandler(stream) if stream is not None else _StderrHandler()
     handler.setFormatter(JsonFormatter(tracebacks=tracebacks) if log_format == "json"
                          else OneLineFormatter(tracebacks=tracebacks))
-    handler._tracker = True  # type: ignore[attr-defined]
+    handler.set_name(_HANDLER_NAME)
     root = logging.getLogger()
     for old in list(root.handlers):
-        if getattr(old, "_tracker", False):  # ours from an earlier call; others' handlers stay
+        if old.get_name() == _HANDLER_NAME:  # ours from an earlier call; others' handlers stay
             root.removeHandler(old)
     root.addHandler(handler)
     base = logging.INFO if talkative else logging.WARNING

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from tracker.core.estimate.architectures import BF16, Arch
 from tracker.core.estimate.cards import CARDS, Card
@@ -100,7 +101,7 @@ class CardFit:
     cost_usd: float | None
     cost_mode: str | None  # "full" | "lora" | None when neither fits
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "card": self.card, "gb": self.gb, "full_batch": self.full_batch, "full_borderline": self.full_borderline,
             "lora_batch": self.lora_batch, "lora_borderline": self.lora_borderline, "serve_batch": self.serve_batch,

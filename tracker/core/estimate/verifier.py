@@ -42,7 +42,7 @@ class VerifierFinding:
     severity: Severity
     message: str
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"rule": self.rule, "severity": self.severity.value, "message": self.message}
 
 

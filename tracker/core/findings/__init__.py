@@ -61,7 +61,8 @@ def _load(name: str) -> Analyser | None:
         if exc.name == f"tracker.core.findings.{name}":
             return None  # not written yet
         raise
-    return module.analyse
+    analyse: Analyser = module.analyse
+    return analyse
 
 
 TRANSIENT = (HubUnavailable, HubRateLimited, RevisionGone)  # raised by the sources while strict

@@ -77,7 +77,7 @@ def _same_ids(a: Any, b: Any) -> bool:
             return frozenset(v)
         return v if v is not MISSING else None
     try:
-        return ids(a) == ids(b)
+        return bool(ids(a) == ids(b))
     except TypeError:
         return False
 

@@ -115,8 +115,9 @@ def pipeline_text(modules: list[Module] | None) -> str:
 
 
 def _pooling_mode(config: dict[str, Any]) -> str:
-    if isinstance(config.get("pooling_mode"), str):
-        return config["pooling_mode"]
+    mode = config.get("pooling_mode")
+    if isinstance(mode, str):
+        return mode
     modes = [name for key, name in POOLING_MODES.items() if config.get(key) is True]
     return "+".join(modes) or "(none)"
 

@@ -175,10 +175,10 @@ class _Budget:
 class _TemplateDict:
     """transformers' ``dict`` global: builds dicts but exposes nothing of the type itself."""
 
-    def __call__(self, *args: Any, **kwargs: Any) -> dict:
+    def __call__(self, *args: Any, **kwargs: Any) -> dict[Any, Any]:
         return dict(*args, **kwargs)
 
-    def fromkeys(self, *args: Any, **kwargs: Any) -> dict:
+    def fromkeys(self, *args: Any, **kwargs: Any) -> dict[Any, Any]:
         return dict.fromkeys(*args, **kwargs)
 
 
@@ -218,7 +218,7 @@ class _GenerationTag(jinja2.ext.Extension):
         return nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
 
     def _body(self, caller: Any) -> str:
-        return caller()
+        return str(caller())
 
 
 def _tojson(x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None,
@@ -677,9 +677,10 @@ class TemplateSandbox:
         if line is None:
             return None
         try:
-            return json.loads(line)
+            answer: dict[str, Any] | None = json.loads(line)
         except ValueError:
             raise _WorkerGone("it sent something that is not JSON") from None
+        return answer
 
     def _readline(self, deadline: float) -> bytes | None:
         """One line from the worker, or None at the deadline; _WorkerGone at end of file."""

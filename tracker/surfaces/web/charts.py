@@ -78,7 +78,7 @@ def _nice_step(value: float) -> float:
     """A round step at or above ``value``: 1, 2, 2.5 or 5 times a power of ten."""
     if value <= 0:
         return 1.0
-    power = 10 ** math.floor(math.log10(value))
+    power: float = 10 ** math.floor(math.log10(value))  # an int for positive exponents, as before
     for step in (1, 2, 2.5, 5, 10):
         if step * power >= value * (1 - 1e-9):
             return step * power
