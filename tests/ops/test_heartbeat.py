@@ -61,7 +61,8 @@ def test_a_heartbeat_with_no_poll_still_says_so(started, caplog):
     daemon.reconcile()
     caplog.set_level(logging.INFO, logger="tracker.daemon")
     caplog.clear()
-    daemon._report(PollResult(repo=RepoId("acme/quiet"), status=PollOutcome.UNCHANGED))
+    # What the cycle tells the daemon after a poll (its on_result callback), without running one.
+    daemon._report(PollResult(repo=RepoId("acme/quiet"), status=PollOutcome.UNCHANGED))  # noqa: SLF001
     daemon.beat()  # the heartbeat after a cycle of the hourly schedule
     daemon.beat()  # ten minutes later: no repo was due
     daemon.beat()
