@@ -127,12 +127,11 @@ def one_cycle(url: str, endpoint: str, workers: int) -> dict[str, float]:
     """In this (fresh) process: the daemon's cycle until nothing is due; its CPU time and peak RSS."""
     from tracker.adapters.settings import Settings
     from tracker.app import make_tracker
-    from tracker.pipeline.cycle import Cycle
 
     settings = Settings(database_url=url, hub_endpoint=endpoint, hub_budget_api=1_000_000,
                         hub_budget_resolvers=1_000_000, poll_workers=workers)
     tracker = make_tracker(settings, auto_upgrade=False)
-    cycle = Cycle(settings, tracker.store, tracker.hub, tracker.poller, clock=tracker.clock, workers=workers)
+    cycle = tracker.new_cycle(workers=workers)
     wall, cpu = time.perf_counter(), time.process_time()
     ticks = vouched = walk_pages = 0
     while True:

@@ -2,12 +2,17 @@
 
 The CLI, the daemon, the HTTP API and the tests all build a ``Tracker`` here. It holds the
 three orchestrators, each with one job, built in dependency order and never patched into
-one another, and closes what it opened (``with make_tracker(settings) as tracker:``), also when
-building fails halfway:
+one another:
 
 - ``Poller`` (tracker/pipeline/polling.py): what to read; repo events;
 - ``Processor`` (tracker/pipeline/processing.py): read → report → save, one transaction per revision;
-- ``Querier`` (tracker/pipeline/querying.py): which advisories affect a revision, reads only.
+- ``Querier`` (tracker/pipeline/querying.py): which advisories affect a revision, reads only;
+
+and the parts the entry points share: the Hub budget (handed to the Hub client when it is built,
+so every request counts against it), the poll queue and the poll cycles built on it
+(:meth:`Tracker.new_cycle`), the delivery worker, the coalescer of webhook-asked polls, the API
+tokens. ``make_tracker`` closes what it opened when building fails halfway; the Tracker closes it
+at the end of its ``with`` block (``with make_tracker(settings) as tracker:``).
 """
 
 from __future__ import annotations
@@ -19,15 +24,19 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
+from tracker.adapters.delivery.worker import DeliveryWorker
 from tracker.adapters.hub import HubClient
 from tracker.adapters.hub.budget import HubBudget
 from tracker.adapters.settings import Settings
 from tracker.adapters.store import SqlStore, open_store
+from tracker.adapters.store.schedule import PollQueue
 from tracker.adapters.store.tokens import TokenStore
 from tracker.core.bounded import json_object
 from tracker.core.errors import HubUnavailable, NotWatched
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.model import RepoId, RepoRow, Snapshot
+from tracker.pipeline.coalescing import PollCoalescer
+from tracker.pipeline.cycle import Cycle
 from tracker.pipeline.polling import Poller, PollResult
 from tracker.pipeline.ports import Clock, HubReader, OsvLookup
 from tracker.pipeline.processing import Analysis, Processor, Side, safetensors_headers
@@ -40,8 +49,11 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def make_hub(settings: Settings) -> HubClient:
-    return HubClient.from_settings(settings)
+def make_hub(settings: Settings, budget: HubBudget | None = None) -> HubClient:
+    """The Hub client ``[hub]`` describes; each request (and each 429) is told to ``budget``, if given."""
+    if budget is None:
+        return HubClient.from_settings(settings)
+    return HubClient.from_settings(settings, on_request=budget.spend, on_rate_limited=budget.exhausted)
 
 
 @dataclass
@@ -55,10 +67,13 @@ class Tracker:
     processor: Processor
     poller: Poller
     querier: Querier
+    budget: HubBudget  # one per process: what the Hub client built here spends, what every cycle claims within
+    queue: PollQueue  # which repos are due, leased to one process at a time
     tokens: TokenStore
+    delivery: DeliveryWorker  # the outbox sender (started by `tracker run`)
+    poll_soon: Callable[[str], None]  # a poll asked for outside the schedule (a Hub webhook), coalesced per repo
     osv: OsvLookup | None = None
-    budget: HubBudget | None = None  # the Hub budget of `poll` (the daemon's cycle keeps its own)
-    # What this Tracker opened (the engine, the OSV client), closed by close(); parts handed in stay open.
+    # What this Tracker opened (the engine, the OSV client, pools), closed by close(); parts handed in stay open.
     resources: ExitStack = field(default_factory=ExitStack, repr=False)
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -83,14 +98,17 @@ class Tracker:
             if spec.repo not in known:
                 self.store.add_watch(spec.repo, branch=spec.branch, every=spec.every, now=self.clock())
 
+    def new_cycle(self, *, on_result: Callable[[PollResult], None] | None = None,
+                  workers: int | None = None) -> Cycle:
+        """A poll cycle over this Tracker's parts (its budget, queue and Poller), with its own pool of
+        ``workers`` (default ``[poll] workers``); ``on_result`` is told each poll's result (the daemon's log)."""
+        return Cycle(self.settings, self.store, self.hub, self.poller, clock=self.clock, budget=self.budget,
+                     queue=self.queue, workers=workers, on_result=on_result)
+
     def poll(self, repo_ids: Iterable[str] | None = None, *, backfill: int = 0,
              progress: Callable[[int], Any] | None = None) -> list[PollResult]:
         """One cycle over every watched repo (or the ones named), then a result per repo: the daemon's cycle, once."""
-        from tracker.pipeline.cycle import Cycle  # the cycle builds on this module's collaborators
-
-        if self.budget is None:  # one budget for every cycle this process runs
-            self.budget = HubBudget(self.settings.hub_budget_api, self.settings.hub_budget_resolvers)
-        cycle = Cycle(self.settings, self.store, self.hub, self.poller, clock=self.clock, budget=self.budget)
+        cycle = self.new_cycle()
         try:
             return cycle.run_once(repo_ids, backfill=backfill, progress=progress)
         finally:
@@ -148,7 +166,8 @@ def make_tracker(
     auto_upgrade: bool | None = None,
     clock: Clock = utcnow,
 ) -> Tracker:
-    """Build the Tracker ``settings`` describe; ``store`` and ``hub``, when given, are used as they are.
+    """Build the Tracker ``settings`` describe; ``store`` and ``hub``, when given, are used as they are
+    (a Hub client handed in spends the budget only if it was built with it: see :func:`make_hub`).
 
     What is opened here is closed by ``Tracker.close()``; when building fails halfway it is closed
     before the error propagates, so a bad setting leaks no engine or client.
@@ -158,14 +177,20 @@ def make_tracker(
             store = open_store(settings.database_url, auto_upgrade=auto_upgrade)
             opened.callback(store.close)
         store.max_versions = settings.max_versions
-        hub = hub or make_hub(settings)
+        budget = HubBudget(settings.hub_budget_api, settings.hub_budget_resolvers)
+        hub = hub or make_hub(settings, budget)
         osv = _osv_client(settings, opened)
         rules = SeverityRules.default().with_overrides(settings.severity)
         processor = Processor(settings, store, hub, clock=clock, rules=rules, osv=osv)
         poller = Poller(settings, store, hub, processor, clock=clock)
         querier = Querier(store, hub, requests_per_call=settings.query_hub_requests)
+        delivery = DeliveryWorker(store, settings.delivery, tracker_url=settings.public_url)
+        opened.callback(delivery.stop)
+        coalescer = PollCoalescer(poller.poll_repo)
+        opened.callback(coalescer.close)
         tracker = Tracker(settings=settings, store=store, hub=hub, clock=clock, processor=processor,
-                          poller=poller, querier=querier, tokens=TokenStore(store), osv=osv,
+                          poller=poller, querier=querier, budget=budget, queue=PollQueue(store),
+                          tokens=TokenStore(store), delivery=delivery, poll_soon=coalescer, osv=osv,
                           resources=opened.pop_all())
     return tracker
 

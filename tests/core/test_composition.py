@@ -9,10 +9,11 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.pool import Pool
 
-from tracker.adapters.settings import Settings
+from tracker.adapters.settings import Settings, describe, load_settings, load_with_sources
 from tracker.adapters.store import open_store
 from tracker.app import make_tracker
-from tracker.core.errors import ConfigError
+from tracker.core.errors import ConfigError, RepoGone
+from tracker.core.model import RepoId
 
 
 @dataclass
@@ -74,3 +75,26 @@ def test_a_store_handed_in_stays_open_for_its_owner(tmp_path, hub_standin, conne
     finally:
         store.close()
     assert connections.open_now == set()
+
+
+def test_the_hub_client_built_here_spends_the_trackers_budget(tmp_path, hub_standin):
+    settings = Settings(database_url=f"sqlite:///{tmp_path}/t.sqlite3", hub_endpoint=hub_standin.url)
+    with make_tracker(settings) as tracker:
+        with pytest.raises(RepoGone):
+            tracker.hub.head(RepoId("acme/not-there"))
+        assert (tracker.budget.spent("resolvers"), tracker.budget.spent("api")) == (1, 0)
+        cycle = tracker.new_cycle(workers=1)
+        try:  # every cycle the Tracker builds claims within that same budget
+            assert cycle.budget is tracker.budget
+        finally:
+            cycle.close()
+
+
+def test_the_webhook_secret_is_read_once_from_the_settings_and_never_shown():
+    env = {"TRACKER_WEBHOOK_SECRET": "s3cret-value"}
+    settings, sources = load_with_sources(None, env=env)
+    assert settings.hub_webhook_secret == "s3cret-value"
+    assert sources["hub_webhook_secret"] == "env TRACKER_WEBHOOK_SECRET"
+    assert "s3cret-value" not in repr(settings)
+    assert 'webhook_secret = "********"  # env TRACKER_WEBHOOK_SECRET' in describe(settings, sources)
+    assert load_settings(None, env={"TRACKER_HUB_WEBHOOK_SECRET": "other"}).hub_webhook_secret == "other"

@@ -39,9 +39,10 @@ def build(hub_standin, sleeps) -> Iterator[Callable[..., tuple[Tracker, Cycle]]]
 
     def make(settings: Settings, budget: HubBudget | None = None, **overrides: Any) -> tuple[Tracker, Cycle]:
         settings = replace(settings, **overrides)
+        budget = budget or HubBudget(settings.hub_budget_api, settings.hub_budget_resolvers)
         hub = HubClient(settings.hub_endpoint, timeout=settings.hub_timeout, max_retries=settings.hub_max_retries,
                         max_wait=settings.hub_max_wait, request_deadline=settings.hub_request_deadline,
-                        sleep=sleeps)
+                        sleep=sleeps, on_request=budget.spend, on_rate_limited=budget.exhausted)
         tracker = make_tracker(settings, hub=hub, auto_upgrade=True)
         cycle = Cycle(settings, tracker.store, hub, tracker.poller, clock=tracker.clock, budget=budget, workers=2)
         cycles.append(cycle)

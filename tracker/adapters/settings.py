@@ -243,9 +243,9 @@ SeverityOverrides = Annotated[dict[str, SeverityName], AfterValidator(_finding_c
 def key(name: str, default: Any, *, secret: bool = False) -> Any:
     """A setting read from ``[section] key`` of the file (``name`` is ``"section.key"``).
 
-    ``secret``: ``tracker config check`` prints it masked.
+    ``secret``: ``tracker config check`` prints it masked, and the settings' repr leaves it out.
     """
-    return Field(default=default, json_schema_extra={"key": name, "secret": secret})
+    return Field(default=default, repr=not secret, json_schema_extra={"key": name, "secret": secret})
 
 
 _STRICT = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
@@ -302,6 +302,8 @@ class Settings:
     hub_budget_resolvers: Count = key("hub.budget_resolvers_per_5min", 3000)
     hub_webhook_owners: Owners = key("hub.webhook_owners", ())  # owners whose Hub webhooks reach POST /hooks/hub
     hub_webhook_safety_net: Interval = key("hub.webhook_safety_net", 86400.0)  # their repos are still polled this often
+    # The secret the Hub's webhooks send (X-Webhook-Secret); set, it turns on POST /hooks/hub.
+    hub_webhook_secret: OptionalText = key("hub.webhook_secret", None, secret=True)
     poll_every: Interval = key("poll.every", 3600.0)
     poll_max_attempts: Count = key("poll.max_attempts", 5)  # transient failures before a revision is completed
     # More new commits than this in one poll is a flood: the head is read now, the rest in the background.
@@ -376,7 +378,7 @@ def default(name: str) -> Any:
 
 SECTIONS = sorted({section for section, _ in KEYS} | set(SECTIONS_WHOLE))
 # Other names that set a key, besides TRACKER_<SECTION>_<KEY> (read by huggingface_hub too).
-ENV_ALIASES = {("hub", "endpoint"): "HF_ENDPOINT"}
+ENV_ALIASES = {("hub", "endpoint"): "HF_ENDPOINT", ("hub", "webhook_secret"): "TRACKER_WEBHOOK_SECRET"}
 
 
 def env_name(section: str, key_name: str) -> str:

@@ -78,17 +78,19 @@ def _checkable(due: DueRepo) -> bool:
 class Cycle:
     """Claims due repos and checks them: by owner listings where cheaper, else by polling each."""
 
-    def __init__(self, settings: Settings, store: SqlStore, hub: HubReader, poller: Poller, *, clock: Clock,
-                 budget: HubBudget | None = None, workers: int | None = None,
+    def __init__(self, settings: Settings, store: SqlStore, hub: HubReader, poller: Poller, *,
+                 clock: Clock, budget: HubBudget, queue: PollQueue | None = None, workers: int | None = None,
                  on_result: Callable[[PollResult], None] | None = None,
                  rng: Callable[[], float] = random.random, batch: int = 1000) -> None:
+        """``budget`` is the one the Hub client spends (make_tracker hands it to both), so claims stop
+        when the client's requests have used it up."""
         self.settings = settings
         self.store = store
         self.hub = hub
         self.poller = poller
         self.clock = clock
-        self.queue = PollQueue(store)
-        self.budget = budget or HubBudget(settings.hub_budget_api, settings.hub_budget_resolvers)
+        self.queue = queue or PollQueue(store)
+        self.budget = budget
         self.workers = workers or settings.poll_workers
         self.on_result = on_result or (lambda _result: None)
         self.rng = rng
@@ -113,9 +115,6 @@ class Cycle:
         self._backfill = 0
         self._progress: Callable[[int], object] | None = None
         self._budget_wait = 0.0  # run_once: how long the budget would have made it wait
-        self._hooks = (hub.on_request, hub.on_rate_limited)
-        hub.on_request = self.budget.spend
-        hub.on_rate_limited = self.budget.exhausted
 
     # -- the schedule -------------------------------------------------------------------------
 
@@ -140,18 +139,33 @@ class Cycle:
         if self.poller.stopping.is_set():
             return report
         now = self.clock()
-        if time.monotonic() - self._last_sweep >= DEAD_LEASE_SWEEP:
-            self._last_sweep = time.monotonic()
-            freed = self.queue.free_dead_leases(_dead_here)
-            if freed:
-                log.info("took over %d repo lease(s) of stopped processes", freed)
-        until = now + timedelta(seconds=self.settings.hub_poll_deadline + LEASE_MARGIN_SECONDS)
+        self._sweep_dead_leases()
         if not self._once:
             self.evaluate_rules(now, limit=1)
         state = self._maybe_walk(now, report)
         since = self._run_started if self._once and self._run_started else now - timedelta(seconds=VOUCH_FOR)
         vouch = self.changes.vouch_epoch(state, since=since)
         epoch = state.epoch
+        polls, checks = self._claim(now, vouch)
+        report.claimed = len(polls) + len(checks)
+        by_owner, vouched = self._sort_checks(checks, polls, state, vouch)
+        self._finish_vouched(vouched, vouch, now)
+        report.vouched = len(vouched)
+        give_back = self._dispatch(by_owner, polls, epoch, report)
+        self.queue.release([d.pk for d in give_back], self.owner)
+        report.released = len(give_back)
+        return report
+
+    def _sweep_dead_leases(self) -> None:
+        if time.monotonic() - self._last_sweep >= DEAD_LEASE_SWEEP:
+            self._last_sweep = time.monotonic()
+            freed = self.queue.free_dead_leases(_dead_here)
+            if freed:
+                log.info("took over %d repo lease(s) of stopped processes", freed)
+
+    def _claim(self, now: datetime, vouch: int | None) -> tuple[list[DueRepo], list[DueRepo]]:
+        """The due repos this tick claims: (to poll each, that a listing may check)."""
+        until = now + timedelta(seconds=self.settings.hub_poll_deadline + LEASE_MARGIN_SECONDS)
         room_api, room_res = self.budget.room("api"), self.budget.room("resolvers")
         with self._lock:
             free_workers = max(0, 2 * self.workers - self._polls_queued)
@@ -163,7 +177,11 @@ class Cycle:
         # change listing vouches for them: that costs nothing more).
         limit = self.batch if vouch is not None else min(self.batch, int(max(room_res, 0.0) + 50 * max(room_api, 0.0)))
         checks = self.queue.claim_due(self.owner, now=now, until=until, checkable=True, only=self._only, limit=limit)
-        report.claimed = len(polls) + len(checks)
+        return polls, checks
+
+    def _sort_checks(self, checks: list[DueRepo], polls: list[DueRepo], state: ListingState,
+                     vouch: int | None) -> tuple[dict[str, list[DueRepo]], list[DueRepo]]:
+        """Split the checkable repos: to poll (appended to ``polls``), by owner listing, or vouched for."""
         pending = self.queue.with_pending([d.pk for d in checks])
         by_owner: dict[str, list[DueRepo]] = defaultdict(list)
         vouched: list[DueRepo] = []
@@ -174,8 +192,11 @@ class Cycle:
                 vouched.append(due)
             else:
                 by_owner[due.owner.lower()].append(due)
-        self._finish_vouched(vouched, vouch, now)
-        report.vouched = len(vouched)
+        return by_owner, vouched
+
+    def _dispatch(self, by_owner: dict[str, list[DueRepo]], polls: list[DueRepo], epoch: int,
+                  report: TickReport) -> list[DueRepo]:
+        """Hand owner listings, then polls, to the workers within the budget; what did not fit."""
         give_back: list[DueRepo] = []
         for owner, group in by_owner.items():
             pages = self._pages.get(owner, 1)
@@ -198,9 +219,7 @@ class Cycle:
                 report.polls += 1
             else:
                 give_back.append(due)
-        self.queue.release([d.pk for d in give_back], self.owner)
-        report.released = len(give_back)
-        return report
+        return give_back
 
     def _submit(self, dues: list[DueRepo], fn: Callable[..., None], *args: object) -> None:
         with self._lock:
@@ -377,16 +396,7 @@ class Cycle:
         the change listing, owner listings and HEADs as cheapest, the Hub budget (the run waits
         for it), and the poll workers.
         """
-        if repo_ids is None:  # a cycle over the whole watch list: the rules say what it holds first
-            self.evaluate_rules(self.clock(), every=True)
-        rows = self.store.list_watches()
-        if repo_ids is not None:
-            by_id: dict[str, RepoRow] = {r.repo_id: r for r in rows}
-            wanted = list(dict.fromkeys(repo_ids))
-            for repo_id in wanted:
-                if repo_id not in by_id:
-                    raise NotWatched(repo_id)
-            rows = [by_id[r] for r in wanted]
+        rows = self._rows_of(repo_ids)
         results: dict[str, PollResult] = {}
         collect_lock = threading.Lock()
         previous = self.on_result
@@ -404,30 +414,48 @@ class Cycle:
         self.on_result = collect
         try:
             self.queue.make_due([r.pk for r in rows], now=now)
-            while not self.poller.stopping.is_set():
-                report = self.tick()
-                while self.in_flight() and self._queued() >= self.workers:
-                    time.sleep(0.01)
-                if report.claimed:
-                    continue
-                if self.in_flight():
-                    time.sleep(0.01)
-                    continue
-                if all(r.repo_id in results for r in rows):
-                    break
-                if not self.queue.claimable(now=self.clock(), only=self._only):
-                    break  # what is left is leased by another process, or deferred by the Hub
-                wait = max(self.budget.wait_for("resolvers", 1), self.budget.wait_for("api", 1))
-                if wait <= 0 or wait > self.settings.hub_max_wait:
-                    self._budget_wait = wait
-                    break  # nothing claimable now, or the Hub's budget is spent for longer than we wait inline
-                time.sleep(min(wait, 5.0))
+            self._tick_until_done(rows, results)
         finally:
             while self.in_flight():
                 time.sleep(0.01)
             self.on_result = previous
             self._once, self._only, self._backfill, self._progress = False, None, 0, None
         return [results.get(r.repo_id) or self._not_polled(r) for r in rows]
+
+    def _rows_of(self, repo_ids: Iterable[str] | None) -> list[RepoRow]:
+        """The watched repos a run covers: all (the rules evaluated first), or the ones named (NotWatched)."""
+        if repo_ids is None:  # a cycle over the whole watch list: the rules say what it holds first
+            self.evaluate_rules(self.clock(), every=True)
+        rows = self.store.list_watches()
+        if repo_ids is None:
+            return rows
+        by_id: dict[str, RepoRow] = {r.repo_id: r for r in rows}
+        wanted = list(dict.fromkeys(repo_ids))
+        for repo_id in wanted:
+            if repo_id not in by_id:
+                raise NotWatched(repo_id)
+        return [by_id[r] for r in wanted]
+
+    def _tick_until_done(self, rows: list[RepoRow], results: dict[str, PollResult]) -> None:
+        """Tick until every row has a result, nothing more can be claimed, or the budget would wait too long."""
+        while not self.poller.stopping.is_set():
+            report = self.tick()
+            while self.in_flight() and self._queued() >= self.workers:
+                time.sleep(0.01)
+            if report.claimed:
+                continue
+            if self.in_flight():
+                time.sleep(0.01)
+                continue
+            if all(r.repo_id in results for r in rows):
+                return
+            if not self.queue.claimable(now=self.clock(), only=self._only):
+                return  # what is left is leased by another process, or deferred by the Hub
+            wait = max(self.budget.wait_for("resolvers", 1), self.budget.wait_for("api", 1))
+            if wait <= 0 or wait > self.settings.hub_max_wait:
+                self._budget_wait = wait
+                return  # nothing claimable now, or the Hub's budget is spent for longer than we wait inline
+            time.sleep(min(wait, 5.0))
 
     def _queued(self) -> int:
         with self._lock:
@@ -511,9 +539,8 @@ class Cycle:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def close(self) -> None:
-        """After :meth:`run_once`: free the workers and the Hub client's hooks (the Poller keeps running)."""
+        """After :meth:`run_once`: free the workers and the leases (the Poller keeps running)."""
         self.pool.shutdown(wait=True)
-        self.hub.on_request, self.hub.on_rate_limited = self._hooks
         try:
             self.queue.release_all(self.owner)
         except TrackerError as exc:

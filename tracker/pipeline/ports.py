@@ -24,8 +24,6 @@ class HubReader(Protocol):
     """Read-only access to model repos on a Hub: heads, listings, trees, capped file and range reads."""
 
     endpoint: str
-    on_request: Callable[[str], None] | None  # told each request's rate-limit bucket (the daemon's budget)
-    on_rate_limited: Callable[[str, float], None] | None  # told (bucket, seconds) of each 429
 
     def deadline(self, seconds: float) -> AbstractContextManager[None]:
         """Every request of this thread inside the block ends within ``seconds`` from now."""

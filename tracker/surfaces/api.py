@@ -18,9 +18,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from fastapi import Body, FastAPI, Request
@@ -104,44 +102,6 @@ def _package_repo(package: Any) -> str | None:
         raise QueryError(str(exc)) from exc
 
 
-class PollCoalescer:
-    """Hub webhooks ask for polls; per repo at most one poll runs and one waits, on a small pool.
-
-    A burst of deliveries (the Hub retries, or someone replays one a thousand times) costs at most
-    two polls per repo, never a thread per delivery.
-    """
-
-    def __init__(self, poll: Callable[[str], Any], *, workers: int = 2) -> None:
-        self._poll = poll
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="hook")
-        self._lock = threading.Lock()
-        self._running: set[str] = set()
-        self._queued: set[str] = set()
-
-    def __call__(self, repo_id: str) -> None:
-        with self._lock:
-            if repo_id in self._queued:
-                return
-            if repo_id in self._running:
-                self._queued.add(repo_id)
-                return
-            self._running.add(repo_id)
-        self._pool.submit(self._run, repo_id)
-
-    def _run(self, repo_id: str) -> None:
-        while True:
-            try:
-                self._poll(repo_id)
-            except Exception:  # a failed poll is logged; the next delivery tries again
-                log.exception("poll of %s (webhook) failed", repo_id)
-            with self._lock:
-                if repo_id in self._queued:
-                    self._queued.discard(repo_id)
-                    continue
-                self._running.discard(repo_id)
-                return
-
-
 # The tracker's errors -> HTTP status and OSV/gRPC-style code, in one place. First match wins.
 ERROR_STATUS: tuple[tuple[type[Exception], int, int], ...] = (
     (QueryError, 400, 3),  # invalid argument
@@ -190,7 +150,7 @@ def create_app(tracker: Tracker, *, page_size: int = PAGE_SIZE, webhook_secret: 
     app.include_router(pages_router(tracker))  # the pages: /, /repos/..., /advisories/{id} (tracker/surfaces/web/)
     install_site(app)  # HEAD, the favicon, /docs, HTML 404s for browsers
     querier = tracker.querier
-    poll_soon = poll_soon or PollCoalescer(tracker.poll_repo)
+    poll_soon = poll_soon or tracker.poll_soon
 
     def target(query: Any, budget: LookupBudget) -> tuple[str, int | None, list[str] | None] | None:
         """The (commit, repo, advisory ids when computed) a query is about; None when it can match nothing.

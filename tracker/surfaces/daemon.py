@@ -28,11 +28,9 @@ from apscheduler.triggers.interval import IntervalTrigger
 from sqlalchemy.engine import make_url
 
 from tracker.adapters.settings import clamp_interval, format_duration
-from tracker.adapters.store.schedule import PollQueue
 from tracker.app import Tracker
 from tracker.core.errors import StoreBusy, TrackerError, first_line
 from tracker.core.model import PollOutcome
-from tracker.pipeline.cycle import Cycle
 from tracker.pipeline.polling import PollResult
 from tracker.surfaces.logs import Heartbeat, log_poll, start_line
 
@@ -89,10 +87,8 @@ class Daemon:
         )
         self._intervals: dict[str, float] = {}
         self.heartbeat = Heartbeat()
-        hub = tracker.hub
-        self.cycle = Cycle(tracker.settings, tracker.store, hub, tracker.poller, clock=tracker.clock,
-                           on_result=self._report)
-        self.queue = PollQueue(tracker.store)
+        self.cycle = tracker.new_cycle(on_result=self._report)
+        self.queue = tracker.queue
         # One summary per cycle, or every 10 minutes when cycles are longer: never silent for longer.
         self.heartbeat_every = min(clamp_interval(tracker.settings.poll_every), HEARTBEAT_MAX_SECONDS)
 
@@ -183,11 +179,7 @@ def run_daemon(tracker: Tracker, *, host: str, port: int, api: bool = True) -> N
 def _run(tracker: Tracker, stop: threading.Event, *, host: str, port: int, api: bool) -> None:
     daemon = Daemon(tracker)
     daemon.start(api=(host, port) if api else None)
-    from tracker.adapters.delivery.worker import (
-        DeliveryWorker,  # the outbox sender: Slack and signed webhooks
-    )
-
-    sender = DeliveryWorker(tracker.store, tracker.settings.delivery, tracker_url=tracker.settings.public_url)
+    sender = tracker.delivery  # the outbox sender: Slack and signed webhooks
     sender.start()
     try:
         if api:
@@ -195,7 +187,7 @@ def _run(tracker: Tracker, stop: threading.Event, *, host: str, port: int, api: 
 
             from tracker.surfaces.api import create_app
 
-            app = create_app(tracker, webhook_secret=os.environ.get("TRACKER_WEBHOOK_SECRET"), bind_host=host,
+            app = create_app(tracker, webhook_secret=tracker.settings.hub_webhook_secret, bind_host=host,
                              poll_soon=daemon.poll_soon, scheduler_running=lambda: daemon.scheduler.running)
             uvicorn.run(app, host=host, port=port, log_config=None, log_level=None)  # logging: tracker/surfaces/logs.py
         else:

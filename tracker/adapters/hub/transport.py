@@ -99,6 +99,8 @@ class HubTransport:
         max_pages: int = default("hub_max_pages"),
         max_redirects: int = 10,
         sleep: Callable[[float], None] = time.sleep,
+        on_request: Callable[[str], None] | None = None,
+        on_rate_limited: Callable[[str, float], None] | None = None,
     ) -> None:
         self.endpoint = (endpoint or constants.ENDPOINT).rstrip("/")
         try:
@@ -123,8 +125,8 @@ class HubTransport:
         self.sleep = sleep
         self.requests_made = 0
         self.requests_by_bucket: dict[str, int] = {}  # per Hub rate-limit bucket (tracker.adapters.hub.budget)
-        self.on_request: Callable[[str], None] | None = None  # told each request's bucket (the cycle's budget)
-        self.on_rate_limited: Callable[[str, float], None] | None = None  # told (bucket, seconds) of each 429
+        self.on_request = on_request  # told each request's bucket (the Tracker's budget, from make_tracker)
+        self.on_rate_limited = on_rate_limited  # told (bucket, seconds) of each 429
         self._local = threading.local()
 
     # -- deadlines ----------------------------------------------------------------------------

@@ -91,7 +91,6 @@ def export_osv(tracker: Tracker, directory: str) -> None:
     to the zip before the next batch is read, so memory stays bounded whatever the history.
     all.zip is written under a temporary name and renamed once complete.
     """
-    import os
     import zipfile
     from pathlib import Path
 
@@ -128,7 +127,7 @@ def serve(obj: Context, host: str | None, port: int | None) -> None:
     host, port = host or obj.settings.api_host, port or obj.settings.api_port
     check_listen(host, port)  # a busy port: one line and exit 1, before anything starts
     tracker = obj.tracker()
-    app = create_app(tracker, webhook_secret=os.environ.get("TRACKER_WEBHOOK_SECRET"), bind_host=host)
+    app = create_app(tracker, webhook_secret=tracker.settings.hub_webhook_secret, bind_host=host)
     logging.getLogger("tracker.serve").info("%s", start_line(tracker, api=(host, port), polling=False))
     uvicorn.run(app, host=host, port=port, log_config=None, log_level=None)  # logging is ours (tracker/surfaces/logs.py)
 

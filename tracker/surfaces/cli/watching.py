@@ -77,6 +77,22 @@ def watch_add(obj: Context, repo_ids: tuple[str, ...], branch: str, every: str |
         return
     if max_repos is not None:
         raise click.UsageError("--max goes with --rule")
+    valid = _valid_ids(_listed_ids(repo_ids, from_file))
+    seconds = parse_interval(every) if every else None
+    tracker = obj.tracker()
+    if not no_check and not _on_hub(tracker, list(dict.fromkeys(valid))):
+        click.echo("nothing added: fix the ids above (or pass --no-check to add them anyway)", err=True)
+        sys.exit(1)
+    for repo_id in dict.fromkeys(valid):
+        created = usecases.watch(tracker, repo_id, branch=branch, every=seconds).created
+        click.echo(f"{'watching' if created else 'updated'} {repo_id} ({branch}, every "
+                   f"{format_duration(seconds or obj.settings.poll_every)})")
+    if with_base and not _watch_bases(tracker, list(dict.fromkeys(valid)), branch=branch, every=seconds):
+        sys.exit(1)
+
+
+def _listed_ids(repo_ids: tuple[str, ...], from_file: Any) -> list[str]:
+    """The ids given as arguments, then those of ``--from`` (one per line, ``#`` comments); bad usage if none."""
     ids = list(repo_ids)
     if from_file is not None:
         for line in from_file:
@@ -85,6 +101,11 @@ def watch_add(obj: Context, repo_ids: tuple[str, ...], branch: str, every: str |
                 ids.append(line)
     if not ids:
         raise click.UsageError("give at least one repo id, or --from FILE")
+    return ids
+
+
+def _valid_ids(ids: list[str]) -> list[RepoId]:
+    """Every id validated, or each bad one said and exit 2 with nothing added."""
     errors = []
     valid: list[RepoId] = []
     for value in ids:
@@ -97,17 +118,7 @@ def watch_add(obj: Context, repo_ids: tuple[str, ...], branch: str, every: str |
             click.echo(f"error: {message}", err=True)
         click.echo("nothing added: fix the ids above and run again", err=True)
         sys.exit(2)
-    seconds = parse_interval(every) if every else None
-    tracker = obj.tracker()
-    if not no_check and not _on_hub(tracker, list(dict.fromkeys(valid))):
-        click.echo("nothing added: fix the ids above (or pass --no-check to add them anyway)", err=True)
-        sys.exit(1)
-    for repo_id in dict.fromkeys(valid):
-        created = usecases.watch(tracker, repo_id, branch=branch, every=seconds).created
-        click.echo(f"{'watching' if created else 'updated'} {repo_id} ({branch}, every "
-                   f"{format_duration(seconds or obj.settings.poll_every)})")
-    if with_base and not _watch_bases(tracker, list(dict.fromkeys(valid)), branch=branch, every=seconds):
-        sys.exit(1)
+    return valid
 
 
 def _add_rule(obj: Context, text: str, max_repos: int | None) -> None:
