@@ -50,7 +50,7 @@ def _subscription_json(sub: Any) -> dict[str, Any]:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (with the secret).")
 @click.pass_obj
 @fail_cleanly
-def subscribe(obj: Context, target: str, slack_url: str | None, webhook_url: str | None,
+def subscribe(obj: Context, target: str, *, slack_url: str | None, webhook_url: str | None,
               min_severity: str, categories: tuple[str, ...], as_json: bool) -> None:
     """Send alerts about TARGET (a repo owner/name, an owner, or '*') to Slack or a signed webhook."""
     if (slack_url is None) == (webhook_url is None):

@@ -194,7 +194,7 @@ def events(tracker: Tracker, repo_id: str | None, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
 @fail_cleanly
-def estimate(obj: Context, target: str, revision: str | None, seq_len: int | None, lora_rank: int,
+def estimate(obj: Context, target: str, *, revision: str | None, seq_len: int | None, lora_rank: int,
              as_json: bool) -> None:
     """Parameters, GPU memory to fine-tune and serve, per card: TARGET is a repo id, a config.json or a folder."""
     from pathlib import Path

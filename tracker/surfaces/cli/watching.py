@@ -66,9 +66,11 @@ def watch() -> None:
 @click.option("--no-check", is_flag=True, help="Add without asking the Hub whether each repo exists (offline).")
 @click.pass_obj
 @fail_cleanly
-def watch_add(obj: Context, repo_ids: tuple[str, ...], branch: str, every: str | None, from_file: Any,
-              with_base: bool = False, no_check: bool = False, rule_text: str | None = None,
-              max_repos: int | None = None) -> None:
+# click passes each option by name: one keyword-only parameter per option.
+def watch_add(  # noqa: PLR0913
+    obj: Context, repo_ids: tuple[str, ...], *, branch: str, every: str | None, from_file: Any,
+    with_base: bool = False, no_check: bool = False, rule_text: str | None = None, max_repos: int | None = None,
+) -> None:
     """Watch one or more repos (owner/name), or every model a rule matches (--rule)."""
     if rule_text is not None:
         if repo_ids or from_file is not None or with_base:
