@@ -129,7 +129,7 @@ def test_two_polls_at_once_share_the_work_without_a_traceback(hub_standin, tmp_p
 
 
 def test_replays_arriving_during_a_poll_coalesce_into_one_queued_poll_on_a_small_pool():
-    from tracker.surfaces.api import PollCoalescer
+    from tracker.pipeline.coalescing import PollCoalescer
 
     release, runs, lock = threading.Event(), [], threading.Lock()
 
