@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -9,11 +10,13 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.pool import Pool
 
+from tests.waiting import wait_for
 from tracker.adapters.settings import Settings, describe, load_settings, load_with_sources
 from tracker.adapters.store import open_store
 from tracker.app import make_tracker
 from tracker.core.errors import ConfigError, RepoGone
 from tracker.core.model import RepoId
+from tracker.pipeline.coalescing import PollCoalescer
 
 
 @dataclass
@@ -98,3 +101,25 @@ def test_the_webhook_secret_is_read_once_from_the_settings_and_never_shown():
     assert "s3cret-value" not in repr(settings)
     assert 'webhook_secret = "********"  # env TRACKER_WEBHOOK_SECRET' in describe(settings, sources)
     assert load_settings(None, env={"TRACKER_HUB_WEBHOOK_SECRET": "other"}).hub_webhook_secret == "other"
+
+
+def test_closing_the_webhook_coalescer_finishes_the_poll_running_and_drops_the_rest():
+    started, release, runs = threading.Event(), threading.Event(), []
+
+    def poll(repo_id: str) -> None:
+        runs.append(repo_id)
+        started.set()
+        release.wait(30)
+
+    coalesce = PollCoalescer(poll, workers=1)
+    coalesce("acme/a")
+    assert started.wait(30)
+    coalesce("acme/a")  # queued behind the running one
+    closing = threading.Thread(target=coalesce.close)
+    closing.start()
+    assert wait_for(lambda: coalesce.closed, timeout=30)  # the queued poll is dropped by now
+    release.set()
+    closing.join(30)
+    assert not closing.is_alive()
+    coalesce("acme/b")  # after close: ignored, not an error
+    assert runs == ["acme/a"]

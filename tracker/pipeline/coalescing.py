@@ -35,6 +35,12 @@ class PollCoalescer:
             self._running.add(repo_id)
         self._pool.submit(self._run, repo_id)
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called (the waiting polls are dropped by then)."""
+        with self._lock:
+            return self._closed
+
     def close(self) -> None:
         """Finish the polls running, drop the ones waiting; later asks are ignored (the schedule polls anyway)."""
         with self._lock:
