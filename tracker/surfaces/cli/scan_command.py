@@ -79,7 +79,8 @@ def run_scan(path: Path, *, settings: Settings, user_tracker: Callable[[], Track
     found = find_references(path)
     tracker = user_tracker() if (watch or has_store(settings)) and found.references else None
     cards = output_format == "cyclonedx"
-    with AdvisorySource(settings, tracker=tracker, watch=watch, cards=cards) as source:
+    # Nothing found: nothing to look up or watch, and no store opened for it.
+    with AdvisorySource(settings, tracker=tracker, watch=watch and tracker is not None, cards=cards) as source:
         statuses = look_up(found, source)
         first_seen = list(dict.fromkeys(r.repo for r in found.references))
         watched = [repo for repo in first_seen if repo in source.added]
