@@ -223,7 +223,7 @@ class ReachIndex:
 
     def affected(self, events: Sequence[Mapping[str, str]], commit: Label) -> bool:
         """Whether one range's events affect the commit at ``commit`` (labels of event commits looked up here)."""
-        introduced, fixed, zero = self._resolve(events)
+        introduced, fixed, zero = self.resolve(events)
         if any(self.is_ancestor(f, commit) for f in fixed):
             return False
         if any(self.is_ancestor(i, commit) for i in introduced):
@@ -234,7 +234,11 @@ class ReachIndex:
             return any(self.chains[c].starts_at_root and (roots is None or c in roots) for c in reach)
         return False
 
-    def _resolve(self, events: Sequence[Mapping[str, str]]) -> tuple[list[Label], list[Label], bool]:
+    def resolve(self, events: Sequence[Mapping[str, str]]) -> tuple[list[Label], list[Label], bool]:
+        """A range's events as labels: (introduced, fixed, whether it is introduced at "0", the first commit).
+
+        Events naming a commit this index does not hold are left out.
+        """
         introduced, fixed, zero = [], [], False
         for event in events:
             for key, value in event.items():
@@ -257,7 +261,7 @@ def events_of(record: Mapping[str, Any]) -> list[dict[str, str]]:
 
 def span_for_chain(index: ReachIndex, events: Sequence[Mapping[str, str]], chain_id: int) -> Span | None:
     """The positions of one chain that a range affects, or None when it affects none of them."""
-    introduced, fixed, zero = index._resolve(events)
+    introduced, fixed, zero = index.resolve(events)
     starts = [p for p in (index.first_reaching(chain_id, i) for i in introduced) if p is not None]
     if zero:
         roots = index.roots_reaching(fixed)
