@@ -51,6 +51,7 @@ log = logging.getLogger("tracker.cycle")  # the name operators filter logs by, n
 LISTING_DEADLINE = 120.0  # wall clock for one owner listing, all its pages
 ERROR_RETRY = 600.0  # a poll that failed is tried again this soon (or at its interval, if sooner)
 DEAD_LEASE_SWEEP = 10.0  # seconds between looks for leases of killed processes of this host
+IDLE_WAIT = 0.5  # seconds run_once waits between looks while polls are in flight
 WALK_EVERY = 60.0  # the daemon walks the Hub-wide change listing at most this often
 # A repo is vouched for by a walk at most this old (the daemon; `tracker poll` walks once per run).
 VOUCH_FOR = 2 * WALK_EVERY
@@ -100,6 +101,7 @@ class Cycle:
         self._inflight: set[int] = set()
         self._polls_queued = 0
         self._lock = threading.Lock()
+        self._progressed = threading.Event()  # a poll started or finished: run_once looks again
         self._pages: dict[str, int] = {}  # owner (lower case) -> pages its last listing needed
         self._webhook_owners = {o.lower() for o in settings.hub_webhook_owners}
         self._last_sweep = 0.0
@@ -229,6 +231,7 @@ class Cycle:
     def _done(self, due: DueRepo) -> None:
         with self._lock:
             self._inflight.discard(due.pk)
+        self._progressed.set()
 
     def in_flight(self) -> int:
         with self._lock:
@@ -285,6 +288,7 @@ class Cycle:
     def _poll(self, due: DueRepo, reserved: bool, epoch: int) -> None:
         with self._lock:
             self._polls_queued -= 1
+        self._progressed.set()
         self._run_poll(due, reserved=reserved, epoch=epoch)
 
     def _run_poll(self, due: DueRepo, *, reserved: bool, epoch: int | None = None) -> None:
@@ -439,13 +443,14 @@ class Cycle:
     def _tick_until_done(self, rows: list[RepoRow], results: dict[str, PollResult]) -> None:
         """Tick until every row has a result, nothing more can be claimed, or the budget would wait too long."""
         while not self.poller.stopping.is_set():
+            self._progressed.clear()
             report = self.tick()
             while self.in_flight() and self._queued() >= self.workers:
-                time.sleep(0.01)
+                self._await_progress()
             if report.claimed:
                 continue
-            if self.in_flight():
-                time.sleep(0.01)
+            if self.in_flight():  # nothing new is claimable before a poll ends: no claim query meanwhile
+                self._await_progress()
                 continue
             if all(r.repo_id in results for r in rows):
                 return
@@ -456,6 +461,11 @@ class Cycle:
                 self._budget_wait = wait
                 return  # nothing claimable now, or the Hub's budget is spent for longer than we wait inline
             time.sleep(min(wait, 5.0))
+
+    def _await_progress(self) -> None:
+        """Until a poll starts or finishes (or IDLE_WAIT passes, for time-driven changes), not spinning."""
+        self._progressed.wait(IDLE_WAIT)
+        self._progressed.clear()
 
     def _queued(self) -> int:
         with self._lock:
