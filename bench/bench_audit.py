@@ -73,7 +73,7 @@ def main() -> int:
             settings = Settings(database_url=database, hub_endpoint=hub.url, hub_timeout=10.0)
             user = make_tracker(settings, auto_upgrade=True)
             for repo in repos:
-                user.store.add_watch(RepoId(repo), now=user.clock())
+                user.store.repos.add(RepoId(repo), now=user.clock())
             user.poll(list(repos), backfill=args.history)
             user.store.close()
 

@@ -105,7 +105,7 @@ def seed(url: str, watched: list[str], head: str) -> None:
     now = datetime.now(UTC)
     rows = [{"repo_id": repo_id, "branch": "main", "state": "active", "hub_uid": f"{i:024x}", "last_seen_sha": head,
              "created_at": now, "last_polled_at": now, "listing_epoch": 1} for i, repo_id in enumerate(watched)]
-    with store.engine.begin() as conn:
+    with store.db.engine.begin() as conn:
         for i in range(0, len(rows), 5000):
             conn.execute(insert(repos), rows[i:i + 5000])
         conn.execute(insert(hub_listing).values(

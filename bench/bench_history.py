@@ -47,7 +47,7 @@ CONFIG = json.dumps({"architectures": ["BertModel"], "model_type": "bert", "hidd
 
 
 def database_bytes(tracker) -> int:
-    engine = tracker.store.engine
+    engine = tracker.store.db.engine
     with engine.connect() as conn:
         if engine.dialect.name == "postgresql":
             return int(conn.execute(text("select pg_database_size(current_database())")).scalar())
@@ -86,7 +86,7 @@ def main() -> int:
         stack.callback(tracker.store.close)
         hub.create_repo(REPO)
         hub.commit(REPO, {"config.json": CONFIG, "generation_config.json": b'{"eos_token_id": 1, "temperature": 0.7}'})
-        tracker.store.add_watch(REPO, now=tracker.clock())
+        tracker.store.repos.add(REPO, now=tracker.clock())
         tracker.poll()
 
         per_revision: list[tuple[float, float]] = []  # (wall s, cpu s) per revision, each poll's share
@@ -112,8 +112,8 @@ def main() -> int:
                 print(f"  {done + n:>5} revisions, last poll {wall / n * 1000:.0f} ms/revision, "
                       f"{sizes[-1] / 1e6:.1f} MB, {time.perf_counter() - t_start:.0f} s", flush=True)
 
-        pk = tracker.store.get_repo(REPO).pk
-        with tracker.store.engine.connect() as conn:
+        pk = tracker.store.repos.get(REPO).pk
+        with tracker.store.db.engine.connect() as conn:
             advisories = conn.execute(text("select count(*) from advisories")).scalar()
             spans = conn.execute(text("select count(*) from advisory_spans")).scalar()
             labels = conn.execute(text("select count(*) from commit_labels")).scalar()
@@ -135,7 +135,7 @@ def main() -> int:
         print(f"database growth per revision, first {window}: {grow_first / 1024:.1f} KiB; last {window}: "
               f"{grow_last / 1024:.1f} KiB (ratio {grow_last / grow_first:.2f}; goal <= {GOAL_RATIO})")
 
-        shas = sorted(tracker.store.commit_graph(pk))
+        shas = sorted(tracker.store.revisions.commit_graph(pk))
         rng = random.Random(3)
         client = TestClient(create_app(tracker))
         times, counts = [], []

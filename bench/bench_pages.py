@@ -45,9 +45,9 @@ def main() -> int:
         started = time.perf_counter()
         shas = build(tracker.store, REPO, args.revisions)
         print(f"built {args.revisions} revisions in {time.perf_counter() - started:.1f} s")
-        advisory = tracker.store.advisories_for(repo_pk=tracker.store.get_repo(REPO).pk)[-1].id
+        advisory = tracker.store.advisories.find(repo_pk=tracker.store.repos.get(REPO).pk)[-1].id
         statements = []
-        event.listen(tracker.store.engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+        event.listen(tracker.store.db.engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
         client = TestClient(create_app(tracker))
         pages = {"index": "/", "repo": f"/repos/{REPO}", "revision": f"/repos/{REPO}/revisions/{shas[-1]}",
                  "advisory": f"/advisories/{advisory}"}

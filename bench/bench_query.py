@@ -139,7 +139,7 @@ def build_store(url: str, *, n_repos: int, n_advisories: int, seed: int = 7) -> 
     repo_rows, commit_rows, adv_rows, label_rows, chain_rows, span_rows = [], [], [], [], [], []
     tracked: list[tuple[str, str, int]] = []  # (repo_id, sha, advisories affecting it)
     sampled: list[str] = []
-    dialect = store.engine.dialect
+    dialect = store.db.engine.dialect
     postgres = dialect.name == "postgresql"
     bind = commits.c.created_at.type.dialect_impl(dialect).bind_processor(dialect)
     stamp = NOW if postgres or bind is None else bind(NOW)  # as SQLAlchemy stores it
@@ -186,7 +186,7 @@ def build_store(url: str, *, n_repos: int, n_advisories: int, seed: int = 7) -> 
         validate(json.loads(text))
     # Bulk load through the engine's own DBAPI connection: rows as SQLAlchemy would bind them
     # (JSON as text, datetimes as SQLite's text format), the secondary indexes built once at the end.
-    with store.engine.begin() as conn:
+    with store.db.engine.begin() as conn:
         conn.execute(insert(repos), repo_rows)
         conn.execute(insert(commit_chains), [
             {"repo_pk": r[0], "chain": r[1], "root": r[2], "tip": r[3], "starts_at_root": r[4],
@@ -194,9 +194,9 @@ def build_store(url: str, *, n_repos: int, n_advisories: int, seed: int = 7) -> 
     built = {"tracker": tracker, "tracked": tracked, "advisories": len(adv_rows), "spans": len(span_rows),
              "commits": len(commit_rows), "repos": len(repo_rows)}
     if postgres:
-        _copy_postgres(store.engine, commit_rows, adv_rows, label_rows, span_rows)
+        _copy_postgres(store.db.engine, commit_rows, adv_rows, label_rows, span_rows)
         return built
-    raw = store.engine.raw_connection()
+    raw = store.db.engine.raw_connection()
     try:
         cur = raw.cursor()
         cur.execute("PRAGMA synchronous=OFF")
@@ -300,7 +300,7 @@ def _database_size(tracker, sqlite_file: Path) -> int:
     """Bytes the database takes: the SQLite file (after a checkpoint), or PostgreSQL's pg_database_size."""
     from sqlalchemy import text
 
-    engine = tracker.store.engine
+    engine = tracker.store.db.engine
     with engine.connect() as conn:
         if engine.dialect.name == "postgresql":
             return int(conn.execute(text("select pg_database_size(current_database())")).scalar())

@@ -104,7 +104,7 @@ def main() -> None:
 
         tracker = make_tracker(Settings(database_url=url, hub_endpoint=endpoint), auto_upgrade=True)
         for repo_id in repo_ids:
-            tracker.store.add_watch(repo_id, now=tracker.clock())
+            tracker.store.repos.add(repo_id, now=tracker.clock())
         wall, cpu = time.perf_counter(), time.process_time()
         with ThreadPoolExecutor(args.workers) as pool:
             results = list(pool.map(lambda r: tracker.poller.poll_repo(r, backfill=args.revisions), repo_ids))
@@ -114,7 +114,7 @@ def main() -> None:
         assert not errors, errors
         expected = args.repos * (args.revisions + 1)
         assert processed == expected, (processed, expected)
-        advisories = len(tracker.store.advisories_for())
+        advisories = len(tracker.store.advisories.find())
         print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
               f"{'PostgreSQL' if args.postgres else 'SQLite'}, {args.workers} workers, stand-in in a subprocess")
         print(f"{processed} revisions ({args.repos} repos x {args.revisions + 1}, baselines included), "

@@ -181,7 +181,7 @@ def seed_watches(database_url: str, watched: list[tuple[str, str]], head: str) -
     now = datetime.now(UTC)
     rows = [{"repo_id": repo_id, "branch": "main", "state": "active", "hub_uid": uid, "last_seen_sha": head,
              "created_at": now, "last_polled_at": now} for repo_id, uid in watched]
-    with store.engine.begin() as conn:
+    with store.db.engine.begin() as conn:
         for i in range(0, len(rows), 2000):
             conn.execute(insert(repos), rows[i:i + 2000])
     store.close()

@@ -29,7 +29,7 @@ from tracker.adapters.hub import HubClient
 from tracker.adapters.hub.budget import HubBudget
 from tracker.adapters.settings import Settings
 from tracker.adapters.store import SqlStore, open_store
-from tracker.adapters.store.schedule import PollQueue
+from tracker.adapters.store.schedule import ScheduleStore
 from tracker.adapters.store.tokens import TokenStore
 from tracker.core.bounded import json_object
 from tracker.core.errors import HubUnavailable, NotWatched
@@ -68,7 +68,7 @@ class Tracker:
     poller: Poller
     querier: Querier
     budget: HubBudget  # one per process: what the Hub client built here spends, what every cycle claims within
-    queue: PollQueue  # which repos are due, leased to one process at a time
+    queue: ScheduleStore  # which repos are due, leased to one process at a time
     tokens: TokenStore
     delivery: DeliveryWorker  # the outbox sender (started by `tracker run`)
     poll_soon: Callable[[str], None]  # a poll asked for outside the schedule (a Hub webhook), coalesced per repo
@@ -93,10 +93,10 @@ class Tracker:
 
     def sync_config_watches(self) -> None:
         """Add the repos listed in the config file (never removes what users added)."""
-        known = {r.repo_id for r in self.store.list_watches()}
+        known = {r.repo_id for r in self.store.repos.all()}
         for spec in self.settings.watch:
             if spec.repo not in known:
-                self.store.add_watch(spec.repo, branch=spec.branch, every=spec.every, now=self.clock())
+                self.store.repos.add(spec.repo, branch=spec.branch, every=spec.every, now=self.clock())
 
     def new_cycle(self, *, on_result: Callable[[PollResult], None] | None = None,
                   workers: int | None = None) -> Cycle:
@@ -118,7 +118,7 @@ class Tracker:
         return self.poller.poll_repo(repo_id, backfill=backfill)
 
     def repo(self, repo_id: str) -> RepoRow:
-        repo = self.store.get_repo(repo_id)
+        repo = self.store.repos.get(repo_id)
         if repo is None:
             raise NotWatched(repo_id)
         return repo
@@ -137,8 +137,8 @@ class Tracker:
 
     def snapshot_of(self, repo_id: RepoId, revision: str) -> Side:
         """A revision's file list: from the store when the repo is watched and it was read, else the Hub."""
-        repo = self.store.get_repo(repo_id)
-        row = self.store.get_revision(repo.pk, revision) if repo is not None else None
+        repo = self.store.repos.get(repo_id)
+        row = self.store.revisions.get(repo.pk, revision) if repo is not None else None
         if row is not None and row.snapshot is not None:
             return row.sha, row.snapshot
         sha = row.sha if row is not None else self.pin(repo_id, revision)
@@ -176,7 +176,7 @@ def make_tracker(
         if store is None:
             store = open_store(settings.database_url, auto_upgrade=auto_upgrade)
             opened.callback(store.close)
-        store.max_versions = settings.max_versions
+        store.advisories.max_versions = settings.max_versions
         budget = HubBudget(settings.hub_budget_api, settings.hub_budget_resolvers)
         hub = hub or make_hub(settings, budget)
         osv = _osv_client(settings, opened)
@@ -184,13 +184,13 @@ def make_tracker(
         processor = Processor(settings, store, hub, clock=clock, rules=rules, osv=osv)
         poller = Poller(settings, store, hub, processor, clock=clock)
         querier = Querier(store, hub, requests_per_call=settings.query_hub_requests)
-        delivery = DeliveryWorker(store, settings.delivery, tracker_url=settings.public_url)
+        delivery = DeliveryWorker(store.outbox, settings.delivery, tracker_url=settings.public_url)
         opened.callback(delivery.stop)
         coalescer = PollCoalescer(poller.poll_repo)
         opened.callback(coalescer.close)
         tracker = Tracker(settings=settings, store=store, hub=hub, clock=clock, processor=processor,
-                          poller=poller, querier=querier, budget=budget, queue=PollQueue(store),
-                          tokens=TokenStore(store), delivery=delivery, poll_soon=coalescer, osv=osv,
+                          poller=poller, querier=querier, budget=budget, queue=store.schedule,
+                          tokens=store.tokens, delivery=delivery, poll_soon=coalescer, osv=osv,
                           resources=opened.pop_all())
     return tracker
 

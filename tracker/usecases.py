@@ -47,13 +47,13 @@ class Watched:
 
 def watch(tracker: Tracker, repo_id: RepoId, *, branch: str = "main", every: float | None = None) -> Watched:
     """Watch ``repo_id`` (a validated id); watching it again updates its branch and interval."""
-    row, created = tracker.store.add_watch(repo_id, branch=branch, every=every, now=tracker.clock())
+    row, created = tracker.store.repos.add(repo_id, branch=branch, every=every, now=tracker.clock())
     return Watched(repo=row, created=created)
 
 
 def unwatch(tracker: Tracker, repo_id: RepoId) -> None:
     """Stop watching ``repo_id``: its stored revisions go with it. Raises NotFound when it is not watched."""
-    if not tracker.store.remove_watch(repo_id):
+    if not tracker.store.repos.remove(repo_id):
         raise NotFound(f"not watched: {repo_id}")
 
 
@@ -80,7 +80,7 @@ def reanalyse(tracker: Tracker, repo_ids: Sequence[RepoId] = ()) -> Iterator[tup
     Yields (repo, revisions re-analysed) as each repo is done, so a long run reports as it goes;
     a repo that is not watched raises NotWatched when its turn comes.
     """
-    ids = list(repo_ids) or [r.repo_id for r in tracker.store.list_watches()]
+    ids = list(repo_ids) or [r.repo_id for r in tracker.store.repos.all()]
     for repo_id in ids:
         yield repo_id, tracker.reanalyse(repo_id)
 
@@ -119,7 +119,7 @@ def subscribe(tracker: Tracker, wanted: NewSubscription) -> Subscribed:
         raise ConfigError(str(exc)) from exc
     TargetGuard(tracker.settings.delivery.allow_hosts).check(wanted.url)
     secret = new_secret() if wanted.kind == "webhook" else None
-    row = tracker.store.add_subscription(target=target, kind=wanted.kind, url=wanted.url, secret=secret,
+    row = tracker.store.outbox.add_subscription(target=target, kind=wanted.kind, url=wanted.url, secret=secret,
                                          min_severity=wanted.min_severity, categories=categories,
                                          now=tracker.clock())
     return Subscribed(subscription=row, secret=secret, watched=_covers_a_watched_repo(tracker, target))
@@ -128,7 +128,7 @@ def subscribe(tracker: Tracker, wanted: NewSubscription) -> Subscribed:
 def _covers_a_watched_repo(tracker: Tracker, target: str) -> bool:
     if target == "*":
         return True
-    watched = [r.repo_id.lower() for r in tracker.store.list_watches()]
+    watched = [r.repo_id.lower() for r in tracker.store.repos.all()]
     if "/" in target:
         return target.lower() in watched
     return any(r.startswith(target.lower() + "/") for r in watched)
@@ -136,7 +136,7 @@ def _covers_a_watched_repo(tracker: Tracker, target: str) -> bool:
 
 def unsubscribe(tracker: Tracker, subscription_id: int) -> int:
     """Remove a subscription; how many of its deliveries not yet sent were dropped. Raises NotFound."""
-    dropped = tracker.store.remove_subscription(subscription_id)
+    dropped = tracker.store.outbox.remove_subscription(subscription_id)
     if dropped is None:
         raise NotFound(f"no subscription {subscription_id}")
     return dropped

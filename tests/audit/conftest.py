@@ -92,13 +92,13 @@ def machine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Machine]:
         database = f"sqlite:///{work}/user.sqlite3"
         settings = Settings(database_url=database, hub_endpoint=hub.url, hub_timeout=30.0)
         user = make_tracker(settings, auto_upgrade=True)
-        user.store.add_watch(CHAT, now=user.clock())
+        user.store.repos.add(CHAT, now=user.clock())
         user.poll([CHAT], backfill=5)
-        row = user.store.get_repo(CHAT)
+        row = user.store.repos.get(CHAT)
         assert row is not None and row.last_seen_sha == chat[2]
         params, in_force = {}, None  # the estimate runs where the config changes; later revisions keep it
         for sha in chat:
-            revision = user.store.get_revision(row.pk, sha)
+            revision = user.store.revisions.get(row.pk, sha)
             assert revision is not None and revision.status == "done", sha
             if revision.estimate and revision.estimate.get("params"):
                 in_force = revision.estimate["params"]

@@ -40,7 +40,7 @@ def history(hub_standin, settings, make):
     r0 = hub.commit(REPO, {"config.json": config_json(), "generation_config.json": b'{"eos_token_id": 128001}',
                            "README.md": README}, message="initial")
     tracker = make(settings)
-    tracker.store.add_watch(REPO, now=tracker.clock())
+    tracker.store.repos.add(REPO, now=tracker.clock())
     tracker.poll()
     r1 = hub.commit(REPO, {"generation_config.json": b'{"eos_token_id": [128001, 128009]}'}, message="fix eos")
     r2 = hub.commit(REPO, {"README.md": README + "\nBetter words.\n"}, message="typo")
@@ -52,7 +52,7 @@ def history(hub_standin, settings, make):
 
 
 def ids(tracker):
-    return {a.id: a for a in tracker.store.advisories_for()}
+    return {a.id: a for a in tracker.store.advisories.find()}
 
 
 def test_exactly_the_expected_advisories(history):

@@ -19,7 +19,7 @@ EOS_FIX = "generation.eos_token_id_changed"
 
 
 def advisories(tracker) -> dict:
-    return {a.id: a for a in tracker.store.advisories_for()}
+    return {a.id: a for a in tracker.store.advisories.find()}
 
 
 def all_valid(tracker) -> dict:
@@ -52,7 +52,7 @@ def watched(hub_standin, settings, make):
     hub_standin.create_repo(REPO)
     r0 = hub_standin.commit(REPO, {"config.json": config_json(), "generation_config.json": EOS_OLD})
     tracker = make(settings)
-    tracker.store.add_watch(REPO, now=tracker.clock())
+    tracker.store.repos.add(REPO, now=tracker.clock())
     tracker.poll()
     r1 = hub_standin.commit(REPO, {"generation_config.json": EOS_NEW}, message="fix eos")
     tracker.poll()
@@ -161,10 +161,10 @@ def three_commits(hub_standin, settings, make):
     c1 = hub_standin.commit(REPO, {"README.md": "# one\n"})
     c2 = hub_standin.commit(REPO, {"README.md": "# two\n"})
     tracker = make(settings)
-    tracker.store.add_watch(REPO, now=tracker.clock())
+    tracker.store.repos.add(REPO, now=tracker.clock())
     (result,) = tracker.poll()
     assert result.status == "baseline"
-    assert [r.sha for r in tracker.store.revisions(tracker.store.get_repo(REPO).pk)] == [c2]
+    assert [r.sha for r in tracker.store.revisions.of_repo(tracker.store.repos.get(REPO).pk)] == [c2]
     return tracker, c0, c1, c2
 
 
@@ -177,13 +177,13 @@ def package_ids(tracker, revision: str) -> list[str]:
 
 def test_a_revision_older_than_the_baseline_is_looked_up_and_later_fixes_affect_it(hub_standin, three_commits):
     tracker, c0, c1, c2 = three_commits
-    pk = tracker.store.get_repo(REPO).pk
-    assert not tracker.store.has_commit(pk, c0)
+    pk = tracker.store.repos.get(REPO).pk
+    assert not tracker.store.revisions.has_commit(pk, c0)
     hub_standin.clear_log()
     result = tracker.query(REPO, c0)
     assert any("/commits/" in r.path for r in hub_standin.requests), "expected a Hub lookup"
     assert (result.known, result.revision, result.vulns, result.behind, result.head) == (True, c0, [], 2, c2)
-    assert tracker.store.commit_graph(pk) == {c2: []}  # a read writes nothing
+    assert tracker.store.revisions.commit_graph(pk) == {c2: []}  # a read writes nothing
     hub_standin.clear_log()
     assert tracker.query(REPO, c0).behind == 2
     assert hub_standin.requests == []  # answered from the graph the first look-up fetched
@@ -234,7 +234,7 @@ def pickled(hub_standin, settings, make):
     hub_standin.create_repo(REPO)
     r0 = hub_standin.commit(REPO, {"config.json": config_json(), "pytorch_model.bin": SAFE})
     tracker = make(settings)
-    tracker.store.add_watch(REPO, now=tracker.clock())
+    tracker.store.repos.add(REPO, now=tracker.clock())
     tracker.poll()
     r1 = hub_standin.commit(REPO, {"pytorch_model.bin": EVIL}, message="new weights")
     tracker.poll()

@@ -62,7 +62,7 @@ def test_a_bad_hub_endpoint_fails_the_build_and_the_engine_it_opened_is_closed(t
 def test_a_tracker_closes_its_engine_when_its_block_ends(tmp_path, hub_standin, connections):
     settings = Settings(database_url=f"sqlite:///{tmp_path}/t.sqlite3", hub_endpoint=hub_standin.url)
     with make_tracker(settings) as tracker:
-        tracker.store.ping()
+        tracker.store.db.ping()
         assert connections.open_now != set()
     assert connections.open_now == set()
 
@@ -72,9 +72,9 @@ def test_a_store_handed_in_stays_open_for_its_owner(tmp_path, hub_standin, conne
     store = open_store(settings.database_url, auto_upgrade=True)
     try:
         with make_tracker(settings, store=store) as tracker:
-            tracker.store.ping()
+            tracker.store.db.ping()
         assert connections.open_now != set()  # the Tracker did not close what it did not open
-        store.ping()
+        store.db.ping()
     finally:
         store.close()
     assert connections.open_now == set()

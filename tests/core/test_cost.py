@@ -30,7 +30,7 @@ def test_reading_a_repo_with_over_1_gb_of_weights_transfers_under_1_mb(hub_stand
     hub_standin.create_repo(repo)
     hub_standin.commit(repo, {"config.json": config_json()})
     tracker = make(settings)
-    tracker.store.add_watch(repo, now=tracker.clock())
+    tracker.store.repos.add(repo, now=tracker.clock())
     tracker.poll()
 
     shard1 = tmp_path / "model-00001-of-00002.safetensors"
@@ -46,7 +46,7 @@ def test_reading_a_repo_with_over_1_gb_of_weights_transfers_under_1_mb(hub_stand
     assert (result.status, result.processed) == ("new", 1)
     served = hub_standin.bytes_served()
     assert served < 1_000_000, served
-    row = tracker.store.get_revision(tracker.store.get_repo(repo).pk, sha)
+    row = tracker.store.revisions.get(tracker.store.repos.get(repo).pk, sha)
     added = {a["path"]: a["size"] for a in row.diff["files"]["added"]}
     assert added[shard1.name] + added[shard2.name] == total
     # No request ever asked for a whole weight file.
@@ -60,7 +60,7 @@ def test_unchanged_repos_of_one_owner_cost_one_listing_together(hub_standin, set
         repo = RepoId(f"acme/model-{n}")
         hub_standin.create_repo(repo)
         hub_standin.commit(repo, {"config.json": config_json(num_hidden_layers=n + 1)})
-        tracker.store.add_watch(repo, now=tracker.clock())
+        tracker.store.repos.add(repo, now=tracker.clock())
     tracker.poll()
     hub_standin.clear_log()
     results = tracker.poll()
@@ -75,7 +75,7 @@ def test_one_watched_repo_costs_one_head(hub_standin, settings, make):
     repo = RepoId("acme/model")
     hub_standin.create_repo(repo)
     hub_standin.commit(repo, {"config.json": config_json()})
-    tracker.store.add_watch(repo, now=tracker.clock())
+    tracker.store.repos.add(repo, now=tracker.clock())
     tracker.poll()
     hub_standin.clear_log()
     assert [r.status for r in tracker.poll()] == ["unchanged"]
@@ -89,7 +89,7 @@ def test_repos_of_two_owners_cost_one_page_of_the_change_listing(hub_standin, se
         repo = RepoId(f"{owner}/model")
         hub_standin.create_repo(repo)
         hub_standin.commit(repo, {"config.json": config_json()})
-        tracker.store.add_watch(repo, now=tracker.clock())
+        tracker.store.repos.add(repo, now=tracker.clock())
     tracker.poll()  # reads both, and the listing's first watermark
     hub_standin.clear_log()
     assert [r.status for r in tracker.poll()] == ["unchanged"] * 2

@@ -90,7 +90,7 @@ def state(db_url: str) -> dict[str, Any]:
         engine.dispose()
     store = open_store(db_url, auto_upgrade=False)
     try:
-        versions = {a.id: a.record["affected"][0]["versions"] for a in store.advisories_for()}
+        versions = {a.id: a.record["affected"][0]["versions"] for a in store.advisories.find()}
     finally:
         store.close()
     return {"revisions": revisions, "events": events, "advisories": advisories, "graph": graph,
@@ -164,7 +164,7 @@ def test_a_fault_inside_the_save_leaves_neither_the_revision_nor_its_advisories(
     hub_standin.create_repo(REPO)
     hub_standin.commit(REPO, {"config.json": config_json(), "generation_config.json": b'{"eos_token_id": 1}'})
     tracker = make(settings)
-    tracker.store.add_watch(REPO, now=tracker.clock())
+    tracker.store.repos.add(REPO, now=tracker.clock())
     tracker.poll()
     fix = hub_standin.commit(REPO, {"generation_config.json": b'{"eos_token_id": [1, 2]}'}, message="fix eos")
 
@@ -172,18 +172,18 @@ def test_a_fault_inside_the_save_leaves_neither_the_revision_nor_its_advisories(
         if statement.lstrip().upper().startswith("INSERT INTO ADVISORY_SPANS"):
             raise RuntimeError("disk full (injected)")
 
-    event.listen(tracker.store.engine, "before_cursor_execute", fail_on_index)
+    event.listen(tracker.store.db.engine, "before_cursor_execute", fail_on_index)
     try:
         (result,) = tracker.poll()
     finally:
-        event.remove(tracker.store.engine, "before_cursor_execute", fail_on_index)
+        event.remove(tracker.store.db.engine, "before_cursor_execute", fail_on_index)
     assert result.status == "error" and "disk full (injected)" in (result.error or "")
-    pk = tracker.store.get_repo(REPO).pk
-    assert tracker.store.get_revision(pk, fix).status == "pending"
-    assert tracker.store.advisories_for() == []  # the advisory row was written before the fault: rolled back
-    assert tracker.store.advisory_ids_for_commit(fix, pk) == []
+    pk = tracker.store.repos.get(REPO).pk
+    assert tracker.store.revisions.get(pk, fix).status == "pending"
+    assert tracker.store.advisories.find() == []  # the advisory row was written before the fault: rolled back
+    assert tracker.store.advisories.ids_for_commit(fix, pk) == []
 
     (result,) = tracker.poll()  # the next poll completes it, with its advisory, exactly once
     assert result.processed == 1
-    assert tracker.store.get_revision(pk, fix).status == "done"
-    assert [a.kind for a in tracker.store.advisories_for()] == ["update"]
+    assert tracker.store.revisions.get(pk, fix).status == "done"
+    assert [a.kind for a in tracker.store.advisories.find()] == ["update"]

@@ -71,7 +71,7 @@ def watched(hub_standin, settings, make):
     hub_standin.create_repo(REPO)
     first = hub_standin.commit(REPO, {"config.json": config_json()})
     tracker = make(settings)
-    tracker.store.add_watch(REPO, now=tracker.clock())
+    tracker.store.repos.add(REPO, now=tracker.clock())
     tracker.poll()
     return tracker, first
 

@@ -35,19 +35,19 @@ def tracker(hub: FakeHub, tmp_path) -> Tracker:
     settings = Settings(database_url=f"sqlite:///{tmp_path}/t.sqlite3", hub_endpoint=hub.endpoint,
                         poll_max_attempts=2)
     tracker = make_tracker(settings, hub=hub, auto_upgrade=True)
-    tracker.store.add_watch(REPO, now=tracker.clock())
+    tracker.store.repos.add(REPO, now=tracker.clock())
     [baseline] = tracker.poll()
     assert baseline.status == PollOutcome.BASELINE
     return tracker
 
 
 def revisions(tracker: Tracker) -> list[tuple[str, str]]:
-    pk = tracker.store.get_repo(REPO).pk
-    return [(r.sha, r.status) for r in tracker.store.revisions(pk)]
+    pk = tracker.store.repos.get(REPO).pk
+    return [(r.sha, r.status) for r in tracker.store.revisions.of_repo(pk)]
 
 
 def failed(tracker: Tracker, sha: str) -> list[dict]:
-    row = tracker.store.get_revision(tracker.store.get_repo(REPO).pk, sha)
+    row = tracker.store.revisions.get(tracker.store.repos.get(REPO).pk, sha)
     assert row is not None and row.status == RevisionStatus.DONE
     return [f["evidence"] for f in row.findings if f["code"] == "analysis.failed"]
 
@@ -74,7 +74,7 @@ def test_a_transient_hub_failure_leaves_the_revision_pending_then_gives_up(hub, 
     [first] = tracker.poll()
     assert (first.status, first.error) == (PollOutcome.ERROR, "the Hub is down")
     assert revisions(tracker)[-1] == (new, RevisionStatus.PENDING)
-    row = tracker.store.get_revision(tracker.store.get_repo(REPO).pk, new)
+    row = tracker.store.revisions.get(tracker.store.repos.get(REPO).pk, new)
     assert row.attempts == 1
     [second] = tracker.poll()  # poll.max_attempts = 2: completed with what could be read, and here nothing
     assert (second.status, second.error) == (PollOutcome.ERROR, "the Hub is down")
@@ -102,7 +102,7 @@ def test_a_busy_store_is_a_busy_poll_not_an_error(hub, tracker, monkeypatch) -> 
     def locked(*args, **kwargs):
         raise StoreBusy("the database at t.sqlite3 is locked by another process\n(waited 30 s)")
 
-    monkeypatch.setattr(tracker.store, "save_revision_report", locked)
+    monkeypatch.setattr(tracker.store.revisions, "save_report", locked)
     result = tracker.poller.poll_repo(REPO)  # one poll (a cycle would try the repo again, as it should)
     assert (result.status, result.error) == (PollOutcome.BUSY,
                                              "the database at t.sqlite3 is locked by another process")
@@ -112,7 +112,7 @@ def test_a_busy_store_is_a_busy_poll_not_an_error(hub, tracker, monkeypatch) -> 
 def test_a_bug_in_a_poll_costs_that_repo_only(hub, tracker, monkeypatch) -> None:
     other = RepoId("acme/other")
     hub.commit(other, {"config.json": CONFIG})
-    tracker.store.add_watch(other, now=tracker.clock())
+    tracker.store.repos.add(other, now=tracker.clock())
     real = tracker.poller._poll_guarded  # noqa: SLF001 - the bug goes into one repo's poll, inside the guard
 
     def buggy(repo, *args, **kwargs):
@@ -123,7 +123,7 @@ def test_a_bug_in_a_poll_costs_that_repo_only(hub, tracker, monkeypatch) -> None
     monkeypatch.setattr(tracker.poller, "_poll_guarded", buggy)
     results = {r.repo: (r.status, r.error) for r in (tracker.poller.poll_repo(REPO), tracker.poller.poll_repo(other))}
     assert results == {REPO: (PollOutcome.ERROR, "internal error: 'oops'"), other: (PollOutcome.BASELINE, None)}
-    assert tracker.store.lease_of(tracker.store.get_repo(REPO).pk)[0] is None  # the lease was released
+    assert tracker.store.schedule.lease_of(tracker.store.repos.get(REPO).pk)[0] is None  # the lease was released
 
 
 def test_a_repo_deleted_upstream_is_gone_with_one_event(hub, tracker) -> None:
@@ -136,7 +136,7 @@ def test_a_repo_deleted_upstream_is_gone_with_one_event(hub, tracker) -> None:
 
 def test_a_repo_never_read_and_not_on_the_hub_is_not_found(hub, tracker) -> None:
     missing = RepoId("acme/missing")
-    tracker.store.add_watch(missing, now=tracker.clock())
+    tracker.store.repos.add(missing, now=tracker.clock())
     result = tracker.poller.poll_repo(missing)
     assert (result.status, result.error, result.events) == (
         PollOutcome.NOT_FOUND, "not found on the Hub (check the id; private and gated repos need HF_TOKEN)", [])
@@ -162,7 +162,7 @@ def test_the_fake_hub_answers_the_port_as_the_stand_in_does(hub) -> None:
 def owners(hub: FakeHub, tracker: Tracker) -> tuple[FakeHub, Tracker]:
     """Two repos of one owner, both read once; the Hub-wide change listing unavailable, so the owner's is used."""
     hub.commit(OTHER, {"config.json": CONFIG})
-    tracker.store.add_watch(OTHER, now=tracker.clock())
+    tracker.store.repos.add(OTHER, now=tracker.clock())
     tracker.poll()
     hub.fail["recent_models"] = HubUnavailable("the change listing is down")
     hub.calls.clear()
@@ -178,7 +178,7 @@ def test_an_owner_listing_checks_the_owners_repos_and_polls_only_the_one_that_mo
     results = {r.repo: r.status for r in tracker.poll()}
     assert results == {REPO: PollOutcome.UNCHANGED, OTHER: PollOutcome.NEW}
     assert (hub.calls["owner_heads"], hub.calls["head"]) == (1, 1)
-    assert tracker.store.get_repo(OTHER).last_seen_sha == moved
+    assert tracker.store.repos.get(OTHER).last_seen_sha == moved
 
 
 @pytest.mark.parametrize("error", [HubUnavailable("listing down"), RuntimeError("a bug in the listing")])
@@ -189,7 +189,7 @@ def test_a_failed_owner_listing_falls_back_to_a_poll_of_each_repo(owners, error)
     results = {r.repo: r.status for r in tracker.poll()}
     assert results == {REPO: PollOutcome.UNCHANGED, OTHER: PollOutcome.NEW}
     assert (hub.calls["owner_heads"], hub.calls["head"]) == (1, 2)
-    assert tracker.store.get_repo(OTHER).last_seen_sha == moved
+    assert tracker.store.repos.get(OTHER).last_seen_sha == moved
 
 
 def test_a_rate_limited_owner_listing_is_not_retried_and_the_repos_are_checked_by_head(owners) -> None:

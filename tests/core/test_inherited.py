@@ -60,7 +60,7 @@ def fix_base(hub) -> str:
 
 
 def by_id(tracker, repo):
-    return {a.id: a for a in tracker.store.advisories_for(repo_pk=tracker.repo(repo).pk)}
+    return {a.id: a for a in tracker.store.advisories.find(repo_pk=tracker.repo(repo).pk)}
 
 
 def check_inherited(tracker, *, r0: str, r1: str, c0: str):
@@ -99,19 +99,19 @@ def test_base_fix_gives_the_copy_an_inherited_advisory_closed_when_it_takes_the_
     hub, r0, c0, g0 = repos
     tracker = on_db
     for repo in (BASE, COPY, GOOD):
-        tracker.store.add_watch(repo, now=tracker.clock())
-    tracker.store.add_subscription(target=str(COPY), kind="webhook", url="https://alerts.example.org/hf",
+        tracker.store.repos.add(repo, now=tracker.clock())
+    tracker.store.outbox.add_subscription(target=str(COPY), kind="webhook", url="https://alerts.example.org/hf",
                                    secret="whsec_dGVzdA==", min_severity="info", categories=["generation"],
                                    now=tracker.clock())
     tracker.poll()
     # The cards' base_model (a string, a list: its first) is recorded as the relation.
     assert [tracker.repo(r).base_repo_id for r in (BASE, COPY, GOOD)] == [None, BASE, BASE]
-    assert tracker.store.advisories_for() == []
+    assert tracker.store.advisories.find() == []
 
     r1 = fix_base(hub)
     tracker.poll([BASE])  # the base's report carries the derivative's advisory
     expected = check_inherited(tracker, r0=r0, r1=r1, c0=c0)
-    assert [(d.event_type, d.advisory_id, d.repo_id, d.severity) for d in tracker.store.list_deliveries()] == [
+    assert [(d.event_type, d.advisory_id, d.repo_id, d.severity) for d in tracker.store.outbox.list_deliveries()] == [
         ("advisory.created", expected, COPY, "high")]
 
     # A revision that does not take the fix is affected too; one that takes it closes the advisory.
@@ -129,7 +129,7 @@ def test_base_fix_gives_the_copy_an_inherited_advisory_closed_when_it_takes_the_
     assert tracker.query(COPY, c2).vulns == []
     own_fix = advisory_id(COPY, c2, "update")  # the derivative's own change, as any repo's
     assert sorted(v["id"] for v in tracker.query(COPY, c1).vulns) == sorted([expected, own_fix])
-    assert [(d.event_type, d.advisory_id) for d in tracker.store.list_deliveries()] == [
+    assert [(d.event_type, d.advisory_id) for d in tracker.store.outbox.list_deliveries()] == [
         ("advisory.created", expected), ("advisory.created", own_fix), ("advisory.updated", expected)]
     # Nothing more on later polls, and none for the derivative that had the fix.
     tracker.poll()
@@ -139,12 +139,12 @@ def test_base_fix_gives_the_copy_an_inherited_advisory_closed_when_it_takes_the_
 def test_derivative_polled_first_after_the_fix_gets_the_same_advisory(repos, on_db):
     hub, r0, c0, g0 = repos
     tracker = on_db
-    tracker.store.add_watch(BASE, now=tracker.clock())
+    tracker.store.repos.add(BASE, now=tracker.clock())
     tracker.poll([BASE])
     r1 = fix_base(hub)
     tracker.poll([BASE])
     for repo in (COPY, GOOD):
-        tracker.store.add_watch(repo, now=tracker.clock())
+        tracker.store.repos.add(repo, now=tracker.clock())
     tracker.poll([COPY, GOOD])  # each derivative's first revision is checked against the base's updates
     expected = check_inherited(tracker, r0=r0, r1=r1, c0=c0)
 
@@ -161,7 +161,7 @@ def test_a_fix_in_a_file_the_derivative_does_not_carry_gives_nothing(hub_standin
     hub.commit(COPY, {"model.gguf.txt": b"weights", "README.md": card(BASE)}, message="a conversion")
     tracker = make(settings)
     for repo in (BASE, COPY):
-        tracker.store.add_watch(repo, now=tracker.clock())
+        tracker.store.repos.add(repo, now=tracker.clock())
     tracker.poll()
     r1 = fix_base(hub)
     tracker.poll()
@@ -180,7 +180,7 @@ def test_a_template_file_is_compared_by_content(hub_standin, settings, make):
     c0 = hub.commit(COPY, {**files, "README.md": card(BASE)}, message="copy")
     tracker = make(settings)
     for repo in (BASE, COPY):
-        tracker.store.add_watch(repo, now=tracker.clock())
+        tracker.store.repos.add(repo, now=tracker.clock())
     tracker.poll()
     r1 = hub.commit(BASE, {"chat_template.jinja": new}, message="close every turn")
     tracker.poll()
@@ -202,7 +202,7 @@ def test_the_relation_follows_the_card(hub_standin, settings, make):
     hub.create_repo(COPY)
     hub.commit(COPY, {"README.md": card(BASE)}, message="initial")
     tracker = make(settings)
-    tracker.store.add_watch(COPY, now=tracker.clock())
+    tracker.store.repos.add(COPY, now=tracker.clock())
     tracker.poll()
     assert tracker.repo(COPY).base_repo_id == BASE
     hub.commit(COPY, {"README.md": card("acme/another-base")}, message="rebased")
@@ -240,9 +240,9 @@ def test_with_base_watches_the_chain(cli, hub_standin, tmp_path):
     from tracker.adapters.store import open_store
 
     store = open_store(f"sqlite:///{tmp_path}/t.sqlite3")
-    assert {r.repo_id: r.base_repo_id for r in store.list_watches()} == {
+    assert {r.repo_id: r.base_repo_id for r in store.repos.all()} == {
         "acme/quant": "acme/fine-tune", "acme/fine-tune": "acme/base", "acme/base": None}
-    assert {r.repo_id: r.every_seconds for r in store.list_watches()} == {r: 3600.0 for r in chain}
+    assert {r.repo_id: r.every_seconds for r in store.repos.all()} == {r: 3600.0 for r in chain}
     # Again: nothing new, the bases keep their settings.
     result = cli("watch", "add", "acme/quant", "--with-base")
     assert result.stdout.splitlines()[1:] == ["already watching acme/fine-tune as the base of acme/quant",

@@ -107,10 +107,10 @@ def test_the_upgrade_resumes_after_a_crash_and_keeps_every_answer(db_url, dump, 
     store = open_store(db_url, auto_upgrade=False)
     try:
         for (repo_pk, sha), want in _old_answers(dump).items():
-            assert store.advisory_ids_for_commit(sha, repo_pk) == want, sha
-            assert store.advisory_ids_for_commit(sha) == want, sha
+            assert store.advisories.ids_for_commit(sha, repo_pk) == want, sha
+            assert store.advisories.ids_for_commit(sha) == want, sha
         old = {a["id"]: a for a in dump["tables"]["advisories"]}
-        served = {a.id: a for a in store.advisories_for()}
+        served = {a.id: a for a in store.advisories.find()}
         assert served.keys() == old.keys()
         kinds = set()
         for advisory_id, row in served.items():
@@ -121,8 +121,8 @@ def test_the_upgrade_resumes_after_a_crash_and_keeps_every_answer(db_url, dump, 
         assert kinds == {"update", "risk", "inherited", "history_rewritten", "gated", "deleted", "recreated"}
         # Stored without their versions now.
         meta = MetaData()
-        advisories = Table("advisories", meta, autoload_with=store.engine)
-        with store.engine.connect() as conn:
+        advisories = Table("advisories", meta, autoload_with=store.db.engine)
+        with store.db.engine.connect() as conn:
             stored = [r for r in conn.execute(select(advisories.c.record)).scalars()]
         assert all(r["affected"][0]["versions"] == [] for r in stored)
     finally:

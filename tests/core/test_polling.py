@@ -20,7 +20,7 @@ def seed(hub) -> list[str]:
 def test_first_poll_takes_the_head_as_baseline_and_later_commits_are_read_in_order(hub_standin, settings, make):
     base = seed(hub_standin)
     tracker = make(settings)
-    tracker.store.add_watch(REPO, now=tracker.clock())
+    tracker.store.repos.add(REPO, now=tracker.clock())
     (result,) = tracker.poll()
     assert (result.status, result.new_revisions, result.processed) == ("baseline", 1, 1)
 
@@ -30,8 +30,8 @@ def test_first_poll_takes_the_head_as_baseline_and_later_commits_are_read_in_ord
     (result,) = tracker.poll()
     assert (result.status, result.new_revisions, result.processed) == ("new", 3, 3)
 
-    repo = tracker.store.get_repo(REPO)
-    rows = tracker.store.revisions(repo.pk)
+    repo = tracker.store.repos.get(REPO)
+    rows = tracker.store.revisions.of_repo(repo.pk)
     assert [(r.sha, r.parent_sha, r.title, r.status) for r in rows] == [
         (base[1], None, "weights", "done"),
         (c1, base[1], "longer", "done"),
@@ -59,17 +59,17 @@ def test_first_poll_takes_the_head_as_baseline_and_later_commits_are_read_in_ord
     assert [(r.method, r.url_path) for r in hub_standin.requests] == [
         ("HEAD", f"/{REPO}/resolve/main/config.json")
     ]
-    assert len(tracker.store.revisions(repo.pk)) == 4
+    assert len(tracker.store.revisions.of_repo(repo.pk)) == 4
 
 
 def test_backfill_reads_the_last_revisions_on_the_first_poll(hub_standin, settings, make):
     base = seed(hub_standin)
     more = [hub_standin.commit(REPO, {"config.json": config_json(num_hidden_layers=n)}) for n in (7, 8)]
     tracker = make(settings)
-    tracker.store.add_watch(REPO, now=tracker.clock())
+    tracker.store.repos.add(REPO, now=tracker.clock())
     (result,) = tracker.poll(backfill=2)
     assert (result.status, result.new_revisions, result.processed) == ("baseline", 3, 3)
-    rows = tracker.store.revisions(tracker.store.get_repo(REPO).pk)
+    rows = tracker.store.revisions.of_repo(tracker.store.repos.get(REPO).pk)
     assert [r.sha for r in rows] == [base[1], *more]
     assert [r.baseline for r in rows] == [True, False, False]
     assert rows[2].diff["texts"]["config.json"]["deepdiff"]["values_changed"] == {

@@ -15,14 +15,14 @@ def watched(hub_standin, settings, make):
     hub_standin.create_repo(REPO)
     first = hub_standin.commit(REPO, {"config.json": config_json(), "tokenizer_config.json": b'{"eos_token": "</s>"}'})
     tracker = make(settings)
-    tracker.store.add_watch(REPO, now=tracker.clock())
+    tracker.store.repos.add(REPO, now=tracker.clock())
     (result,) = tracker.poll()
     assert result.status == "baseline"
     return tracker, first
 
 
 def shas(tracker):
-    return [(r.sha, r.status) for r in tracker.store.revisions(tracker.store.get_repo(REPO).pk)]
+    return [(r.sha, r.status) for r in tracker.store.revisions.of_repo(tracker.store.repos.get(REPO).pk)]
 
 
 def test_429_with_retry_after_is_honoured(hub_standin, watched, sleeps):
@@ -92,7 +92,7 @@ def test_malformed_json_in_an_upstream_file_is_recorded(hub_standin, watched):
     bad = hub_standin.commit(REPO, {"config.json": b'{"model_type": "bert",'})
     (result,) = tracker.poll()
     assert result.status == "new"
-    row = tracker.store.get_revision(tracker.store.get_repo(REPO).pk, bad)
+    row = tracker.store.revisions.get(tracker.store.repos.get(REPO).pk, bad)
     assert row.status == "done"
     text = row.diff["texts"]["config.json"]
     assert text["kind"] == "error" and text["side"] == "new" and text["error"].startswith("JSONDecodeError")
@@ -103,14 +103,14 @@ def test_a_file_cut_off_every_time_is_recorded_after_max_attempts(hub_standin, w
     tracker, first = watched
     second = hub_standin.commit(REPO, {"config.json": config_json(vocab_size=30000)})
     hub_standin.faults.add(f"/resolve/{second}/config.json", truncate_after=10, times=None, method="GET")
-    pk = tracker.store.get_repo(REPO).pk
+    pk = tracker.store.repos.get(REPO).pk
     for attempt in range(1, tracker.settings.poll_max_attempts):
         (result,) = tracker.poll()  # a cut-off body may be the network: read again next time
-        row = tracker.store.get_revision(pk, second)
+        row = tracker.store.revisions.get(pk, second)
         assert (result.status, row.status, row.attempts) == ("error", "pending", attempt)
         assert "cut off" in row.last_error
     (result,) = tracker.poll()  # the last attempt completes it with what could be read
-    row = tracker.store.get_revision(pk, second)
+    row = tracker.store.revisions.get(pk, second)
     assert row.status == "done"
     (problem,) = [f for f in row.findings if f["code"] == "upstream.file_unreadable"]
     assert problem["path"] == "config.json" and problem["evidence"]["side"] == "new"
@@ -123,7 +123,7 @@ def test_a_file_cut_off_once_is_read_whole_on_the_next_poll(hub_standin, watched
     (result,) = tracker.poll()
     assert result.status == "error"
     (result,) = tracker.poll()
-    row = tracker.store.get_revision(tracker.store.get_repo(REPO).pk, second)
+    row = tracker.store.revisions.get(tracker.store.repos.get(REPO).pk, second)
     assert (result.status, row.status, row.attempts) == ("unchanged", "done", 1)
     assert "upstream.file_unreadable" not in [f["code"] for f in row.findings]
     assert "config.vocab_size_changed" in [f["code"] for f in row.findings]
@@ -140,7 +140,7 @@ def test_gated_then_deleted_repo_is_an_event_and_keeps_what_was_read(hub_standin
     hub_standin.delete_repo(REPO)
     (result,) = tracker.poll()
     assert result.status == "gone" and result.events == ["deleted"]
-    assert [e.kind for e in tracker.store.events()] == ["gated", "deleted"]
+    assert [e.kind for e in tracker.store.events.all()] == ["gated", "deleted"]
     assert shas(tracker) == [(first, "done")]
 
 
@@ -153,9 +153,9 @@ def test_deleted_and_created_again_is_told_apart(hub_standin, watched):
     new_first = hub_standin.commit(REPO, {"config.json": config_json(model_type="evil")})
     (result,) = tracker.poll()
     assert "recreated" in result.events and "history_rewritten" in result.events
-    kinds = [e.kind for e in tracker.store.events()]
+    kinds = [e.kind for e in tracker.store.events.all()]
     assert kinds == ["deleted", "recreated", "history_rewritten"]
-    recreated = tracker.store.events()[1]
+    recreated = tracker.store.events.all()[1]
     assert recreated.detail["old_uid"] != recreated.detail["new_uid"]
     assert shas(tracker) == [(first, "done"), (new_first, "done")]
 
@@ -167,10 +167,10 @@ def test_squash_with_the_same_content_is_a_rewrite_without_changes(hub_standin, 
     squashed = hub_standin.squash(REPO)
     (result,) = tracker.poll()
     assert result.events == ["history_rewritten"]
-    (event,) = [e for e in tracker.store.events() if e.kind == "history_rewritten"]
+    (event,) = [e for e in tracker.store.events.all() if e.kind == "history_rewritten"]
     assert event.detail["same_content"] is True
     assert event.detail["unreachable_revisions"] == sorted([first, second])
-    row = tracker.store.get_revision(tracker.store.get_repo(REPO).pk, squashed)
+    row = tracker.store.revisions.get(tracker.store.repos.get(REPO).pk, squashed)
     assert row.diff["files"] == {"added": [], "removed": [], "changed": []}
     assert row.findings == []
 
@@ -180,9 +180,9 @@ def test_rewrite_with_new_content_is_diffed_against_the_last_revision_read(hub_s
     hub_standin.squash(REPO)
     changed = hub_standin.commit(REPO, {"config.json": config_json(vocab_size=32000)})
     (result,) = tracker.poll()
-    (event,) = [e for e in tracker.store.events() if e.kind == "history_rewritten"]
+    (event,) = [e for e in tracker.store.events.all() if e.kind == "history_rewritten"]
     assert event.detail["same_content"] is False
-    row = tracker.store.get_revision(tracker.store.get_repo(REPO).pk, changed)
+    row = tracker.store.revisions.get(tracker.store.repos.get(REPO).pk, changed)
     assert row.parent_sha == first
     assert [c["path"] for c in row.diff["files"]["changed"]] == ["config.json"]
 
@@ -193,9 +193,9 @@ def test_a_rename_is_an_event_and_tracking_follows_the_redirect(hub_standin, wat
     second = hub_standin.commit("acme/renamed-model", {"config.json": config_json(vocab_size=30000)})
     (result,) = tracker.poll()
     assert result.events == ["renamed"]
-    (event,) = tracker.store.events()
+    (event,) = tracker.store.events.all()
     assert event.detail == {"from": REPO, "to": "acme/renamed-model"}
-    assert tracker.store.get_repo(REPO).renamed_to == "acme/renamed-model"
+    assert tracker.store.repos.get(REPO).renamed_to == "acme/renamed-model"
     assert shas(tracker) == [(first, "done"), (second, "done")]
     (result,) = tracker.poll()
     assert result.events == [] and result.status == "unchanged"

@@ -26,7 +26,7 @@ def test_versions_past_max_versions_list_the_newest_and_say_so(hub_standin, sett
     hub_standin.create_repo(REPO)
     shas = [hub_standin.commit(REPO, {"config.json": config_json(), "generation_config.json": b'{"eos_token_id": 0}'})]
     tracker = make(settings, max_versions=3)
-    tracker.store.add_watch(REPO, now=tracker.clock())
+    tracker.store.repos.add(REPO, now=tracker.clock())
     tracker.poll()
     for k in range(1, 6):
         shas.append(hub_standin.commit(REPO, {"generation_config.json": json.dumps({"eos_token_id": k}).encode()},
@@ -34,7 +34,7 @@ def test_versions_past_max_versions_list_the_newest_and_say_so(hub_standin, sett
     tracker.poll()
     last = advisory_id(REPO, shas[5], "update")  # affects shas[0..4]: five commits, three listed
     second = advisory_id(REPO, shas[2], "update")  # affects shas[0..1]: all listed
-    row = tracker.store.get_advisory(last)
+    row = tracker.store.advisories.get(last)
     assert row is not None
     validate(row.record)
     assert row.record["affected"][0]["versions"] == sorted(shas[2:5])  # the newest three
@@ -42,7 +42,7 @@ def test_versions_past_max_versions_list_the_newest_and_say_so(hub_standin, sett
         "listed": 3, "affected": 5,
         "note": "the newest 3 of 5 affected commits are listed; the GIT range covers them all"}
     assert row.record["affected"][0]["ranges"][0]["events"] == [{"introduced": "0"}, {"fixed": shas[5]}]
-    small = tracker.store.get_advisory(second)
+    small = tracker.store.advisories.get(second)
     assert small is not None
     assert small.record["affected"][0]["versions"] == sorted(shas[:2])
     assert "versions" not in small.record["database_specific"]

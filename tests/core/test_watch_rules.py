@@ -53,7 +53,7 @@ def tracker_for(hub_standin, tmp_path, clock):
 
 
 def watched_by(tracker, rule_id):
-    return sorted(r.repo_id for r in tracker.store.list_watches() if r.rule_id == rule_id)
+    return sorted(r.repo_id for r in tracker.store.repos.all() if r.rule_id == rule_id)
 
 
 def test_a_rule_watches_its_matches_follows_new_ones_and_drops_old_ones_after_the_grace(
@@ -84,7 +84,7 @@ def test_a_rule_watches_its_matches_follows_new_ones_and_drops_old_ones_after_th
     clock.now += dt.timedelta(days=1)
     tracker.poll()
     assert watched_by(tracker, rule.id) == sorted([*catalogue[1:], "newcomer/encoder"])
-    assert tracker.store.get_repo(leaving) is None
+    assert tracker.store.repos.get(leaving) is None
 
 
 def test_a_rule_never_holds_more_than_its_cap_and_says_so(hub_standin, tmp_path, catalogue, caplog):

@@ -22,7 +22,7 @@ def test_a_webhook_triggers_a_poll_and_bad_deliveries_are_refused(hub_standin, s
     hub_standin.create_repo(REPO)
     hub_standin.commit(REPO, {"config.json": config_json()})
     tracker = make(settings)
-    tracker.store.add_watch(REPO, now=tracker.clock())
+    tracker.store.repos.add(REPO, now=tracker.clock())
     tracker.poll()
     new = hub_standin.commit(REPO, {"config.json": config_json(vocab_size=1000)})
     polled: list[str] = []
@@ -37,7 +37,7 @@ def test_a_webhook_triggers_a_poll_and_bad_deliveries_are_refused(hub_standin, s
     answer = client.post("/hooks/hub", json=payload(), headers={"X-Webhook-Secret": SECRET})
     assert (answer.status_code, answer.json()) == (202, {"status": "queued", "repo": REPO})
     assert polled == [f"{REPO}: new, 1 new revision(s), 1 analysed"]
-    assert tracker.store.get_repo(REPO).last_seen_sha == new
+    assert tracker.store.repos.get(REPO).last_seen_sha == new
 
     ignored = client.post("/hooks/hub", json=payload(name="acme/other"), headers={"X-Webhook-Secret": SECRET})
     assert ignored.json() == {"status": "ignored", "reason": "acme/other is not watched"}

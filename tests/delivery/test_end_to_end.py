@@ -58,7 +58,7 @@ def test_every_alert_arrives_once_through_500_429_timeouts_and_a_sigkill(hub_sta
                                                                           receiver, tmp_path, db_url):
     start_repo(hub_standin)
     tracker = make(tracker_settings)
-    tracker.store.add_watch(REPO, now=tracker.clock())
+    tracker.store.repos.add(REPO, now=tracker.clock())
     tracker.poll()
     env = run_env(tmp_path, hub_standin, db_url)
     # Attempts 1-4 (all of the first alert): a 500, a 429 asking for 1 s, a request held past the
@@ -68,7 +68,7 @@ def test_every_alert_arrives_once_through_500_429_timeouts_and_a_sigkill(hub_sta
     got.secret = sub["secret"]
     push_history(hub_standin)
     tracker.poll()  # the outbox rows are written with the advisories
-    rows = tracker.store.list_deliveries()
+    rows = tracker.store.outbox.list_deliveries()
     assert len(rows) == 4 and {r.subscription_id for r in rows} == {sub["id"]}
 
     proc = start(env, tmp_path, "--no-api")
@@ -77,11 +77,11 @@ def test_every_alert_arrives_once_through_500_429_timeouts_and_a_sigkill(hub_sta
         os.kill(proc.pid, signal.SIGKILL)  # mid-delivery: the receiver is holding the 4th attempt
         proc.wait(timeout=30)
         assert [r.answered for r in got.got] == [500, 429, "hang", "hang"]
-        assert tracker.store.get_delivery(rows[0].id).state == "pending"
+        assert tracker.store.outbox.get_delivery(rows[0].id).state == "pending"
 
         restarted = start(env, tmp_path, "--no-api")
         try:
-            assert wait_for(lambda: all(tracker.store.get_delivery(r.id).state == "delivered" for r in rows),
+            assert wait_for(lambda: all(tracker.store.outbox.get_delivery(r.id).state == "delivered" for r in rows),
                             timeout=90), stop(restarted, tmp_path)
         finally:
             output = stop(restarted, tmp_path)
@@ -116,7 +116,7 @@ def test_a_genuine_hub_webhook_brings_the_alert_in_seconds_and_a_forged_one_noth
         hub_standin, tracker_settings, make, receiver, tmp_path, db_url):
     start_repo(hub_standin)
     tracker = make(tracker_settings)
-    tracker.store.add_watch(REPO, now=tracker.clock())
+    tracker.store.repos.add(REPO, now=tracker.clock())
     tracker.poll()
     env = {**run_env(tmp_path, hub_standin, db_url), "TRACKER_WEBHOOK_SECRET": HUB_SECRET}
     got = receiver()
@@ -124,7 +124,7 @@ def test_a_genuine_hub_webhook_brings_the_alert_in_seconds_and_a_forged_one_noth
     port = free_port()
     api = f"http://127.0.0.1:{port}"
     proc = start(env, tmp_path, "--port", str(port))
-    pk = tracker.store.get_repo(REPO).pk
+    pk = tracker.store.repos.get(REPO).pk
 
     def healthy() -> bool:
         try:
@@ -142,7 +142,7 @@ def test_a_genuine_hub_webhook_brings_the_alert_in_seconds_and_a_forged_one_noth
         forged = httpx.post(f"{api}/hooks/hub", json=payload, headers={"X-Webhook-Secret": "guess"}, timeout=5)
         assert (forged.status_code, forged.json()) == (401, {"code": 16, "message": "invalid webhook secret"})
         time.sleep(3)
-        assert tracker.store.get_revision(pk, new) is None and got.got == []
+        assert tracker.store.revisions.get(pk, new) is None and got.got == []
 
         sent = time.monotonic()
         genuine = httpx.post(f"{api}/hooks/hub", json=payload, headers={"X-Webhook-Secret": HUB_SECRET}, timeout=5)

@@ -24,14 +24,14 @@ def feeds(hub_standin, tracker_settings, make):
     start_repo(hub_standin, OTHER)
     tracker = make(tracker_settings)
     for repo in (REPO, OTHER):
-        tracker.store.add_watch(repo, now=tracker.clock())
+        tracker.store.repos.add(repo, now=tracker.clock())
     tracker.poll()
     r1, _r2, r3, _r4, r5 = push_history(hub_standin)
     other = hub_standin.commit(OTHER, {"generation_config.json": b'{"eos_token_id": 7}'}, message="eos")
     tracker.poll()
     ids = {"fix": advisory_id(REPO, r1, "update"), "risk": advisory_id(REPO, r3, "risk"),
            "removal": advisory_id(REPO, r5, "update"), "other": advisory_id(OTHER, other, "update")}
-    assert {a.id for a in tracker.store.advisories_for()} == set(ids.values())
+    assert {a.id for a in tracker.store.advisories.find()} == set(ids.values())
     return tracker, TestClient(create_app(tracker)), ids
 
 
@@ -119,7 +119,7 @@ def test_an_entry_carries_summary_findings_estimate_link_and_modified(feeds, fmt
     tracker, client, ids = feeds
     parsed = read(client, f"/feeds/acme/chat-model.{fmt}")
     by_id = {e.id: e for e in parsed.entries}
-    record = tracker.store.get_advisory(ids["fix"]).record
+    record = tracker.store.advisories.get(ids["fix"]).record
     entry = by_id[entry_id(ids["fix"])]
     assert entry.title == f"[HIGH] {record['summary']}"  # the severity first, as a reader's list shows it
     assert entry.link == f"http://testserver/advisories/{ids['fix']}"
@@ -139,12 +139,12 @@ def test_the_estimator_delta_is_in_the_entry(hub_standin, tracker_settings, make
 
     start_repo(hub_standin)
     tracker = make(tracker_settings)
-    tracker.store.add_watch(REPO, now=tracker.clock())
+    tracker.store.repos.add(REPO, now=tracker.clock())
     tracker.poll()
     hub_standin.commit(REPO, {"config.json": config_json(num_hidden_layers=48, hidden_size=4096,
                                                          intermediate_size=16384, num_attention_heads=32)})
     tracker.poll()
-    (adv,) = tracker.store.advisories_for()
+    (adv,) = tracker.store.advisories.find()
     delta = adv.record["database_specific"]["estimate_delta"]
     assert delta["params"]["before"] < delta["params"]["after"]
     parsed = read(TestClient(create_app(tracker)), "/feeds/acme/chat-model.atom")
@@ -165,7 +165,7 @@ def test_a_withdrawn_advisory_updates_its_entry(feeds, tracker_settings, make):
     # Microseconds count (struct_time would drop them): the withdrawal may come within the same second.
     assert datetime.fromisoformat(after.updated) > datetime.fromisoformat(before.updated)
     assert datetime.fromisoformat(after.updated) == datetime.fromisoformat(
-        newer.store.get_advisory(ids["fix"]).record["modified"].replace("Z", "+00:00"))
+        newer.store.advisories.get(ids["fix"]).record["modified"].replace("Z", "+00:00"))
     assert "<strong>Withdrawn</strong>" in after.content[0].value
     assert after_feed.entries[0].id == entry_id(ids["fix"])  # the most recent change comes first
 

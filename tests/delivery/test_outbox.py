@@ -12,13 +12,13 @@ from tracker.core.model import AdvisoryEvent, AdvisoryEventType, RepoId
 
 
 def subscribe(tracker, target: str, *, min_severity: str = "info", categories=(), kind: str = "webhook"):
-    return tracker.store.add_subscription(target=target, kind=kind, url="http://127.0.0.1:9/hook",
+    return tracker.store.outbox.add_subscription(target=target, kind=kind, url="http://127.0.0.1:9/hook",
                                           secret="whsec_" + "A" * 43 if kind == "webhook" else None,
                                           min_severity=min_severity, categories=categories, now=tracker.clock())
 
 
 def queued(tracker) -> list[tuple[int, str, str]]:
-    return [(d.subscription_id, d.event_type, d.advisory_id) for d in tracker.store.list_deliveries()]
+    return [(d.subscription_id, d.event_type, d.advisory_id) for d in tracker.store.outbox.list_deliveries()]
 
 
 def test_each_advisory_is_queued_for_exactly_the_matching_subscriptions(hub_standin, tracker_settings, make):
@@ -26,7 +26,7 @@ def test_each_advisory_is_queued_for_exactly_the_matching_subscriptions(hub_stan
     start_repo(hub_standin, OTHER)
     tracker = make(tracker_settings)
     for repo in (REPO, OTHER):
-        tracker.store.add_watch(repo, now=tracker.clock())
+        tracker.store.repos.add(repo, now=tracker.clock())
     tracker.poll()
     everything = subscribe(tracker, "*")
     by_repo = subscribe(tracker, REPO)
@@ -39,7 +39,7 @@ def test_each_advisory_is_queued_for_exactly_the_matching_subscriptions(hub_stan
     tracker.poll()
     fix, risk, removal = (advisory_id(REPO, r1, "update"), advisory_id(REPO, r3, "risk"),
                           advisory_id(REPO, r5, "update"))
-    stored = {a.id: a for a in tracker.store.advisories_for()}
+    stored = {a.id: a for a in tracker.store.advisories.find()}
     assert set(stored) == {fix, risk, removal}
     assert {i: a.severity for i, a in stored.items()} == {fix: "high", risk: "moderate", removal: "moderate"}
     assert {i: a.record["database_specific"]["categories"] for i, a in stored.items()} == {
@@ -58,7 +58,7 @@ def test_each_advisory_is_queued_for_exactly_the_matching_subscriptions(hub_stan
         if ("advisory.updated", risk) in mine:
             assert mine.index(("advisory.created", risk)) < mine.index(("advisory.updated", risk))
     expected = sorted(got)
-    rows = tracker.store.list_deliveries()
+    rows = tracker.store.outbox.list_deliveries()
     assert all(d.state == "pending" and d.attempts == 0 for d in rows)
     assert len({d.webhook_id for d in rows}) == len(rows)
     # Each row carries the record as it was announced.
@@ -78,7 +78,7 @@ def test_each_advisory_is_queued_for_exactly_the_matching_subscriptions(hub_stan
 def test_a_withdrawal_is_announced_once(hub_standin, tracker_settings, make):
     start_repo(hub_standin)
     tracker = make(tracker_settings)
-    tracker.store.add_watch(REPO, now=tracker.clock())
+    tracker.store.repos.add(REPO, now=tracker.clock())
     tracker.poll()
     sub = subscribe(tracker, REPO)
     r1 = hub_standin.commit(REPO, {"generation_config.json": b'{"eos_token_id": [1, 2]}'}, message="fix eos")
@@ -90,29 +90,29 @@ def test_a_withdrawal_is_announced_once(hub_standin, tracker_settings, make):
     assert newer.reanalyse(REPO) == 1
     assert newer.reanalyse(REPO) == 0
     assert queued(newer) == [(sub.id, "advisory.created", fix), (sub.id, "advisory.withdrawn", fix)]
-    withdrawn = newer.store.list_deliveries()[1]
-    assert withdrawn.record["withdrawn"] == newer.store.get_advisory(fix).record["withdrawn"]
+    withdrawn = newer.store.outbox.list_deliveries()[1]
+    assert withdrawn.record["withdrawn"] == newer.store.advisories.get(fix).record["withdrawn"]
 
 
 def test_the_idempotency_key_is_stable_and_replaying_the_same_event_adds_no_row(hub_standin, tracker_settings,
                                                                                    make):
     start_repo(hub_standin)
     tracker = make(tracker_settings)
-    tracker.store.add_watch(REPO, now=tracker.clock())
+    tracker.store.repos.add(REPO, now=tracker.clock())
     tracker.poll()
     sub = subscribe(tracker, "*")
     hub_standin.commit(REPO, {"config.json": config_json(vocab_size=1000)}, message="vocab")
     tracker.poll()
-    (row,) = tracker.store.list_deliveries()
-    record = tracker.store.get_advisory(row.advisory_id).record
+    (row,) = tracker.store.outbox.list_deliveries()
+    record = tracker.store.advisories.get(row.advisory_id).record
     event = AdvisoryEvent(type=AdvisoryEventType.CREATED, advisory_id=row.advisory_id, repo_id=RepoId(REPO),
                           severity=row.severity, categories=tuple(record["database_specific"]["categories"]),
                           record=record)
     assert row.webhook_id == webhook_id(sub.id, event)
     # A transaction replayed after a crash announces the same event again: the key makes it a no-op.
-    with tracker.store._tx() as conn:
-        tracker.store._enqueue_deliveries(conn, [event])
-    assert len(tracker.store.list_deliveries()) == 1
+    with tracker.store.db.transaction() as conn:
+        tracker.store.outbox.enqueue(conn, [event], now=tracker.clock())
+    assert len(tracker.store.outbox.list_deliveries()) == 1
     # The rows live in the same database as the advisories (one transaction wrote both).
     engine = create_engine(tracker.settings.database_url)
     with engine.connect() as conn:
@@ -123,11 +123,11 @@ def test_the_idempotency_key_is_stable_and_replaying_the_same_event_adds_no_row(
 def test_unsubscribing_drops_what_was_not_sent(hub_standin, tracker_settings, make):
     start_repo(hub_standin)
     tracker = make(tracker_settings)
-    tracker.store.add_watch(REPO, now=tracker.clock())
+    tracker.store.repos.add(REPO, now=tracker.clock())
     tracker.poll()
     keep, drop = subscribe(tracker, "*"), subscribe(tracker, REPO)
     push_history(hub_standin)
     tracker.poll()
-    assert tracker.store.remove_subscription(drop.id) == 4  # three created, one updated
-    assert tracker.store.remove_subscription(drop.id) is None
-    assert {d.subscription_id for d in tracker.store.list_deliveries()} == {keep.id}
+    assert tracker.store.outbox.remove_subscription(drop.id) == 4  # three created, one updated
+    assert tracker.store.outbox.remove_subscription(drop.id) is None
+    assert {d.subscription_id for d in tracker.store.outbox.list_deliveries()} == {keep.id}

@@ -139,13 +139,13 @@ def test_subscribe_accepts_a_private_target_on_the_allow_list(cli):
 def _one_delivery(hub_standin, tracker_settings, make, url: str, *, kind: str = "webhook"):
     start_repo(hub_standin)
     tracker = make(tracker_settings)
-    tracker.store.add_watch(REPO, now=tracker.clock())
+    tracker.store.repos.add(REPO, now=tracker.clock())
     tracker.poll()
-    sub = tracker.store.add_subscription(target=REPO, kind=kind, url=url, min_severity="high", categories=(),
+    sub = tracker.store.outbox.add_subscription(target=REPO, kind=kind, url=url, min_severity="high", categories=(),
                                          secret="whsec_" + "A" * 43, now=tracker.clock())
     push_history(hub_standin)
     tracker.poll()
-    (delivery,) = tracker.store.list_deliveries()  # the eos fix is the only high advisory
+    (delivery,) = tracker.store.outbox.list_deliveries()  # the eos fix is the only high advisory
     return tracker, sub, delivery
 
 
@@ -155,9 +155,9 @@ def test_a_target_allowed_when_subscribing_is_checked_again_when_sending(hub_sta
     url = got.url.replace("127.0.0.1", "localhost")
     tracker, _sub, delivery = _one_delivery(hub_standin, tracker_settings, make, url)
     # The allow list changed since (or DNS did): the worker refuses, once, and never connects.
-    worker = DeliveryWorker(tracker.store, DeliverySettings(max_attempts=5, allow_hosts=()))
+    worker = DeliveryWorker(tracker.store.outbox, DeliverySettings(max_attempts=5, allow_hosts=()))
     assert worker.run_once() == 1
-    row = tracker.store.get_delivery(delivery.id)
+    row = tracker.store.outbox.get_delivery(delivery.id)
     assert (row.state, row.attempts, row.last_status) == ("dead", 1, None)
     assert row.last_error.startswith("refused: localhost resolves to ") and row.last_error.endswith(ALLOW)
     assert got.got == []
@@ -171,9 +171,9 @@ def test_redirects_are_not_followed(hub_standin, tracker_settings, make, receive
         location = elsewhere.url.replace("127.0.0.1", "localhost")
     redirecting = receiver(script=[(302, {"Location": location})])
     tracker, _sub, delivery = _one_delivery(hub_standin, tracker_settings, make, redirecting.url)
-    worker = DeliveryWorker(tracker.store, tracker_settings.delivery)
+    worker = DeliveryWorker(tracker.store.outbox, tracker_settings.delivery)
     assert worker.run_once() == 1
-    row = tracker.store.get_delivery(delivery.id)
+    row = tracker.store.outbox.get_delivery(delivery.id)
     origin = location.split("/latest")[0].rsplit("/hook", 1)[0]
     assert (row.state, row.attempts, row.last_status) == ("pending", 1, 302)
     assert row.last_error == f"HTTP 302: redirect to {origin} not followed"
@@ -193,9 +193,9 @@ def test_the_request_goes_to_the_checked_address_with_the_original_host(hub_stan
 
     tracker, _sub, delivery = _one_delivery(hub_standin, tracker_settings, make,
                                             f"http://hooks.example.test:{port}/hook", kind="slack")
-    worker = DeliveryWorker(tracker.store, DeliverySettings(allow_hosts=("hooks.example.test",)), resolver=resolver)
+    worker = DeliveryWorker(tracker.store.outbox, DeliverySettings(allow_hosts=("hooks.example.test",)), resolver=resolver)
     assert worker.run_once() == 1
-    assert tracker.store.get_delivery(delivery.id).state == "delivered"
+    assert tracker.store.outbox.get_delivery(delivery.id).state == "delivered"
     assert lookups == ["hooks.example.test"]  # resolved once, connected to what was checked
     (request,) = got.got
     assert request.headers["host"] == f"hooks.example.test:{port}"

@@ -21,7 +21,7 @@ def queued(hub_standin, tracker_settings, make, receiver):
     """A webhook subscription to acme/chat-model with four deliveries queued, and its receiver."""
     start_repo(hub_standin)
     tracker = make(tracker_settings)
-    tracker.store.add_watch(REPO, now=tracker.clock())
+    tracker.store.repos.add(REPO, now=tracker.clock())
     tracker.poll()
 
     def subscribe(script=()):
@@ -29,7 +29,7 @@ def queued(hub_standin, tracker_settings, make, receiver):
 
         secret = new_secret()
         got = receiver(secret=secret, script=list(script))
-        sub = tracker.store.add_subscription(target=REPO, kind="webhook", url=got.url, secret=secret,
+        sub = tracker.store.outbox.add_subscription(target=REPO, kind="webhook", url=got.url, secret=secret,
                                              min_severity="info", categories=(), now=tracker.clock())
         return sub, got
 
@@ -39,7 +39,7 @@ def queued(hub_standin, tracker_settings, make, receiver):
 def drain(worker: DeliveryWorker, seconds: float = 120.0) -> None:
     """Run rounds (on the real clock; retries here are due within milliseconds) until nothing is pending."""
     deadline = time.monotonic() + seconds
-    while any(d.state == "pending" for d in worker.store.list_deliveries()):  # type: ignore[attr-defined]
+    while any(d.state == "pending" for d in worker.store.outbox.list_deliveries()):  # type: ignore[attr-defined]
         assert time.monotonic() < deadline, "deliveries still pending"
         if not worker.run_once():
             time.sleep(0.02)
@@ -50,16 +50,16 @@ def test_signed_bodies_in_order_through_500_429_and_503(queued, hub_standin, tmp
     sub, got = subscribe(script=[500, (429, {"Retry-After": "30"}), 503])
     push_history(hub_standin)
     tracker.poll()
-    rows = tracker.store.list_deliveries()
+    rows = tracker.store.outbox.list_deliveries()
     assert sorted(r.event_type for r in rows) == ["advisory.created"] * 3 + ["advisory.updated"]
     clock = [datetime.now(UTC)]
-    worker = DeliveryWorker(tracker.store, DeliverySettings(max_attempts=4, backoff_base=2.0, backoff_max=10.0,
+    worker = DeliveryWorker(tracker.store.outbox, DeliverySettings(max_attempts=4, backoff_base=2.0, backoff_max=10.0,
                                                             timeout=2.0, allow_hosts=("127.0.0.1",)),
                             clock=lambda: clock[0], jitter=lambda: 1.0)
 
     # 1st attempt: 500 -> retried after the backoff (base 2 s, full jitter value 1.0 -> 2 s).
     assert worker.run_once() == 1
-    first = tracker.store.get_delivery(rows[0].id)
+    first = tracker.store.outbox.get_delivery(rows[0].id)
     assert (first.state, first.attempts, first.last_status) == ("pending", 1, 500)
     assert first.last_error.startswith("HTTP 500 from http://127.0.0.1:")
     assert first.next_attempt_at == clock[0] + timedelta(seconds=2)
@@ -67,21 +67,21 @@ def test_signed_bodies_in_order_through_500_429_and_503(queued, hub_standin, tmp
     # 2nd: 429 with Retry-After: 30 -> honoured instead of the backoff.
     clock[0] += timedelta(seconds=2)
     assert worker.run_once() == 1
-    first = tracker.store.get_delivery(rows[0].id)
+    first = tracker.store.outbox.get_delivery(rows[0].id)
     assert (first.attempts, first.last_status, first.next_attempt_at) == (2, 429, clock[0] + timedelta(seconds=30))
     clock[0] += timedelta(seconds=29)
     assert worker.run_once() == 0
     # 3rd: 503 without Retry-After -> backoff 2 * 2**2 = 8 s.
     clock[0] += timedelta(seconds=1)
     assert worker.run_once() == 1
-    assert tracker.store.get_delivery(rows[0].id).next_attempt_at == clock[0] + timedelta(seconds=8)
+    assert tracker.store.outbox.get_delivery(rows[0].id).next_attempt_at == clock[0] + timedelta(seconds=8)
     # 4th: delivered; the rest follow, one per round, in order.
     clock[0] += timedelta(seconds=8)
     for _ in range(4):
         assert worker.run_once() == 1
     assert worker.run_once() == 0
-    assert [tracker.store.get_delivery(r.id).state for r in rows] == ["delivered"] * 4
-    assert tracker.store.get_delivery(rows[0].id).attempts == 4
+    assert [tracker.store.outbox.get_delivery(r.id).state for r in rows] == ["delivered"] * 4
+    assert tracker.store.outbox.get_delivery(rows[0].id).attempts == 4
 
     # What the receiver saw: every request verified with standardwebhooks, bodies in outbox order.
     assert [r.answered for r in got.got] == [500, 429, 503, 200, 200, 200, 200]
@@ -102,11 +102,11 @@ def test_a_dead_letter_is_listed_and_retried_from_the_cli(queued, hub_standin, t
     sub, got = subscribe(script=[500, 500])
     hub_standin.commit(REPO, {"generation_config.json": b'{"eos_token_id": [1, 2]}'}, message="fix eos")
     tracker.poll()
-    (row,) = tracker.store.list_deliveries()
-    worker = DeliveryWorker(tracker.store, DeliverySettings(max_attempts=2, backoff_base=0.01, backoff_max=0.01,
+    (row,) = tracker.store.outbox.list_deliveries()
+    worker = DeliveryWorker(tracker.store.outbox, DeliverySettings(max_attempts=2, backoff_base=0.01, backoff_max=0.01,
                                                             allow_hosts=("127.0.0.1",)))
     drain(worker)
-    dead = tracker.store.get_delivery(row.id)
+    dead = tracker.store.outbox.get_delivery(row.id)
     assert (dead.state, dead.attempts, dead.last_status) == ("dead", 2, 500)
 
     config = tmp_path / "cli.toml"
@@ -130,7 +130,7 @@ def test_a_dead_letter_is_listed_and_retried_from_the_cli(queued, hub_standin, t
     assert (missing.exit_code, missing.output) == (1, "error: no delivery 999\n")
 
     drain(worker)
-    sent = tracker.store.get_delivery(row.id)
+    sent = tracker.store.outbox.get_delivery(row.id)
     assert (sent.state, sent.attempts, sent.last_status) == ("delivered", 1, 200)
     assert [r.answered for r in got.got] == [500, 500, 200]
     assert {r.webhook_id for r in got.got} == {row.webhook_id}  # the resend keeps its idempotency key
@@ -143,10 +143,10 @@ def test_a_dead_letter_does_not_block_the_alerts_behind_it(queued, hub_standin):
     sub, got = subscribe(script=[500])
     push_history(hub_standin)
     tracker.poll()
-    rows = tracker.store.list_deliveries()
-    worker = DeliveryWorker(tracker.store, DeliverySettings(max_attempts=1, allow_hosts=("127.0.0.1",)))
+    rows = tracker.store.outbox.list_deliveries()
+    worker = DeliveryWorker(tracker.store.outbox, DeliverySettings(max_attempts=1, allow_hosts=("127.0.0.1",)))
     drain(worker)
-    assert [tracker.store.get_delivery(r.id).state for r in rows] == ["dead", "delivered", "delivered", "delivered"]
+    assert [tracker.store.outbox.get_delivery(r.id).state for r in rows] == ["dead", "delivered", "delivered", "delivered"]
     worker.stop()
 
 

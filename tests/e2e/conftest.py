@@ -38,7 +38,7 @@ class Upstream:
     def start(self, files: dict[str, Any], message: str = "initial commit") -> str:
         self.hub.create_repo(self.repo)
         sha = self.hub.commit(self.repo, files, message=message)
-        self.tracker.store.add_watch(self.repo, now=self.tracker.clock())
+        self.tracker.store.repos.add(self.repo, now=self.tracker.clock())
         (result,) = self.tracker.poll([self.repo])
         assert (result.status, result.processed, result.error) == ("baseline", 1, None)
         return sha
@@ -53,10 +53,10 @@ class Upstream:
 
     @property
     def pk(self) -> int:
-        return self.tracker.store.get_repo(self.repo).pk
+        return self.tracker.store.repos.get(self.repo).pk
 
     def row(self, sha: str):
-        row = self.tracker.store.get_revision(self.pk, sha)
+        row = self.tracker.store.revisions.get(self.pk, sha)
         assert row is not None and row.status == "done", row
         return row
 
@@ -73,7 +73,7 @@ class Upstream:
         return found[0]
 
     def advisories(self):
-        return self.tracker.store.advisories_for(repo_pk=self.pk)
+        return self.tracker.store.advisories.find(repo_pk=self.pk)
 
 
 @pytest.fixture

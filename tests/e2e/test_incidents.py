@@ -121,7 +121,7 @@ def test_llama3_eos_fix_in_generation_config(upstream, cli_diff):
         "generation.eos_token_id_changed"]
     assert advisory.record["affected"][0]["ranges"][0]["events"] == [{"introduced": "0"}, {"fixed": fix}]
     store = up.tracker.store
-    assert (store.advisory_ids_for_commit(base), store.advisory_ids_for_commit(fix)) == ([advisory.id], [])
+    assert (store.advisories.ids_for_commit(base), store.advisories.ids_for_commit(fix)) == ([advisory.id], [])
 
     out = assert_cli_agrees(cli_diff, up, base, fix)
     assert [c["path"] for c in out["files"]["changed"]] == ["generation_config.json"]
@@ -388,7 +388,7 @@ def test_pickle_with_malicious_reduce_added_is_found_by_range_reads_only(upstrea
         "weights.pickle_dangerous_import"]
     assert advisory.record["affected"][0]["ranges"][0]["events"] == [{"introduced": rev}]
     store = up.tracker.store
-    assert (store.advisory_ids_for_commit(base), store.advisory_ids_for_commit(rev)) == ([], [advisory.id])
+    assert (store.advisories.ids_for_commit(base), store.advisories.ids_for_commit(rev)) == ([], [advisory.id])
 
     assert_cli_agrees(cli_diff, up, base, rev)
     assert ran == []

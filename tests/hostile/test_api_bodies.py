@@ -25,7 +25,6 @@ from tests.core.conftest import config_json
 from tests.hostile.api_support import stream_post, tokenizer_json
 from tracker.adapters.hub import HubClient
 from tracker.adapters.settings import Settings
-from tracker.adapters.store.tokens import TokenStore
 from tracker.app import make_tracker
 from tracker.core.model import RepoId
 from tracker.surfaces.api import create_app
@@ -54,9 +53,9 @@ def world(tmp_path_factory) -> Iterator[dict[str, Any]]:
         new = hub.commit(UNWATCHED, {"tokenizer.json": tokenizer_json("b", TOKENIZER_BYTES)}, message="new vocabulary")
         settings = Settings(database_url=f"sqlite:///{work}/t.sqlite3", hub_endpoint=hub.url)
         tracker = make_tracker(settings, hub=HubClient.from_settings(settings, token=False, sleep=lambda _s: None))
-        tracker.store.add_watch(WATCHED, now=tracker.clock())
+        tracker.store.repos.add(WATCHED, now=tracker.clock())
         tracker.poll()
-        token = TokenStore(tracker.store).create("ci", now=tracker.clock())
+        token = tracker.store.tokens.create("ci", now=tracker.clock())
         app = create_app(tracker, webhook_secret=SECRET, bind_host="127.0.0.1")
         listening = socket.create_server(("127.0.0.1", 0))
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))

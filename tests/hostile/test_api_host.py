@@ -36,7 +36,7 @@ def tracker(tmp_path_factory):
         hub.commit(REPO, {"config.json": config_json(), "README.md": README})
         settings = Settings(database_url=f"sqlite:///{work}/t.sqlite3", hub_endpoint=hub.url)
         built = make_tracker(settings, hub=HubClient.from_settings(settings, token=False, sleep=lambda _s: None))
-        built.store.add_watch(REPO, now=built.clock())
+        built.store.repos.add(REPO, now=built.clock())
         built.poll()
         built.base_settings = settings  # each test serves it with its own settings, made from these
         yield built

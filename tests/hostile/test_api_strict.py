@@ -37,7 +37,7 @@ def nan_history(tmp_path_factory):
         first = hub.commit(REPO, {"config.json": config_json(), "generation_config.json": b'{"temperature": 0.6}'})
         settings = Settings(database_url=f"sqlite:///{work}/t.sqlite3", hub_endpoint=hub.url)
         tracker = make_tracker(settings, hub=HubClient.from_settings(settings, token=False, sleep=lambda _s: None))
-        tracker.store.add_watch(REPO, now=tracker.clock())
+        tracker.store.repos.add(REPO, now=tracker.clock())
         tracker.poll()
         nan = hub.commit(REPO, {
             "config.json": config_json().replace(b'"hidden_size": 384', b'"hidden_size": 384, "rope_theta": NaN'),
@@ -51,7 +51,7 @@ def nan_history(tmp_path_factory):
 
 def test_advisories_from_non_finite_upstream_values_are_served_as_strict_json(nan_history, tmp_path):
     tracker, first, nan = nan_history
-    advisories = tracker.store.advisories_for()
+    advisories = tracker.store.advisories.find()
     assert advisories, "the NaN change should make an advisory"
     client = TestClient(create_app(tracker))
     for adv in advisories:

@@ -64,33 +64,33 @@ def test_a_flood_reads_the_head_at_once_and_the_next_real_commit(hub_standin, tm
     assert settings.poll_max_new_commits == 1000  # the default
     tracker = make_tracker(settings, hub=HubClient.from_settings(settings, token=False, sleep=lambda _s: None))
     for repo in (FLOODED, FINE):
-        tracker.store.add_watch(repo, now=tracker.clock())
+        tracker.store.repos.add(repo, now=tracker.clock())
     tracker.poll()
-    pk = tracker.store.get_repo(FLOODED).pk
-    (last_read,) = [r.sha for r in tracker.store.revisions(pk)]
+    pk = tracker.store.repos.get(FLOODED).pk
+    (last_read,) = [r.sha for r in tracker.store.revisions.of_repo(pk)]
 
     head = _flood(hub_standin, FLOODED, FLOOD)
     fine_next = hub_standin.commit(FINE, {"README.md": "# fine\n"}, message="docs")
     fine, flooded = tracker.poll()  # in repo id order
     assert flooded.events == ["upstream.commit_flood"], flooded.line()
     assert (flooded.new_revisions, flooded.processed) == (1001, 6)  # the head, then 5 in between
-    assert fine.processed == 1 and tracker.store.get_revision(tracker.store.get_repo(FINE).pk, fine_next).status \
+    assert fine.processed == 1 and tracker.store.revisions.get(tracker.store.repos.get(FINE).pk, fine_next).status \
         == RevisionStatus.DONE
 
     # The head, diffed against the last revision read: its eos fix is an update advisory already.
-    row = tracker.store.get_revision(pk, head)
+    row = tracker.store.revisions.get(pk, head)
     assert (row.status, row.parent_sha, row.backlog) == (RevisionStatus.DONE, last_read, False)
     assert "generation.eos_token_id_changed" in [f["code"] for f in row.findings]
-    fix = tracker.store.get_advisory(advisory_id(FLOODED, head, "update"))
+    fix = tracker.store.advisories.get(advisory_id(FLOODED, head, "update"))
     assert fix is not None
 
     # The flood's advisory covers the 1,000 revisions listed in between, until they are read.
-    (event,) = [e for e in tracker.store.events(pk) if e.kind == "upstream.commit_flood"]
-    between = [r.sha for r in tracker.store.revisions(pk) if r.backlog]
+    (event,) = [e for e in tracker.store.events.all(pk) if e.kind == "upstream.commit_flood"]
+    between = [r.sha for r in tracker.store.revisions.of_repo(pk) if r.backlog]
     assert len(between) == 1000 and event.detail["head"] == head and event.detail["first"] == between[0]
     assert (event.detail["new_commits"], event.detail["all_listed"], event.detail["max_new_commits"]) == \
         (1001, False, 1000)
-    (flood_adv,) = [a for a in tracker.store.advisories_for(repo_pk=pk) if a.kind == "commit_flood"]
+    (flood_adv,) = [a for a in tracker.store.advisories.find(repo_pk=pk) if a.kind == "commit_flood"]
     assert flood_adv.severity == "moderate"
     assert flood_adv.record["affected"][0]["ranges"][0]["events"] == [{"introduced": between[0]}, {"fixed": head}]
     assert flood_adv.record["affected"][0]["versions"] == sorted(between)
@@ -103,17 +103,17 @@ def test_a_flood_reads_the_head_at_once_and_the_next_real_commit(hub_standin, tm
     assert flood_adv.id in ids
     assert flood_adv.id not in {v["id"] for v in client.post("/v1/query", json={"commit": head}).json().get(
         "vulns", [])}
-    pending = [r for r in tracker.store.pending_revisions(pk)]
+    pending = [r for r in tracker.store.revisions.pending(pk)]
     assert len(pending) == 995 and all(r.backlog for r in pending)
 
     # The next real commit is read in the next poll, ahead of the backlog; 5 more of it are read.
     real = hub_standin.commit(FLOODED, {"README.md": "# after the flood\n"}, message="docs")
     (again,) = tracker.poll([FLOODED])
     assert again.events == [] and (again.new_revisions, again.processed) == (1, 6), again.line()
-    assert tracker.store.get_revision(pk, real).status == RevisionStatus.DONE
-    assert tracker.store.get_revision(pk, real).parent_sha == head
-    assert len(tracker.store.pending_revisions(pk)) == 990
+    assert tracker.store.revisions.get(pk, real).status == RevisionStatus.DONE
+    assert tracker.store.revisions.get(pk, real).parent_sha == head
+    assert len(tracker.store.revisions.pending(pk)) == 990
     # Backlog revisions are diffed one against the other, oldest first.
-    done_between = [r for r in tracker.store.revisions(pk) if r.backlog and r.status == RevisionStatus.DONE]
+    done_between = [r for r in tracker.store.revisions.of_repo(pk) if r.backlog and r.status == RevisionStatus.DONE]
     assert [r.sha for r in done_between] == between[:10]
     assert done_between[1].parent_sha == between[0]

@@ -117,7 +117,7 @@ def hub_sources(hub_standin, tmp_path: Path, files: dict[str, bytes | Path]) -> 
     client = HubClient(hub_standin.url, token=False, timeout=10)
     snapshot = client.snapshot(REPO, sha)
     store = open_store(f"sqlite:///{tmp_path}/tracker.sqlite3")
-    sources = HubSources(client, store, REPO, {"old": None, "new": (sha, snapshot)}, max_file_bytes=64 * 1024 * 1024,
+    sources = HubSources(client, store.blobs, REPO, {"old": None, "new": (sha, snapshot)}, max_file_bytes=64 * 1024 * 1024,
                          max_header_bytes=32 * 1024 * 1024, now=lambda: datetime.now(UTC))
     change = RevisionChange(repo=REPO, old=None, new=snapshot, old_sha=None, new_sha=CommitSha(sha))
     return change, sources

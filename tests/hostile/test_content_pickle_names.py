@@ -61,7 +61,7 @@ def analysed(hub_standin, tmp_path: Path, files: dict[str, bytes | Path], *, lfs
     client = HubClient(hub_standin.url, token=False, timeout=10)
     snapshot = client.snapshot(REPO, sha)
     store = open_store(f"sqlite:///{tmp_path}/tracker.sqlite3")
-    sources = HubSources(client, store, REPO, {"old": None, "new": (sha, snapshot)}, max_file_bytes=64 * 1024 * 1024,
+    sources = HubSources(client, store.blobs, REPO, {"old": None, "new": (sha, snapshot)}, max_file_bytes=64 * 1024 * 1024,
                          max_header_bytes=32 * 1024 * 1024, now=lambda: datetime.now(UTC))
     change = RevisionChange(repo=REPO, old=None, new=snapshot, old_sha=None, new_sha=CommitSha(sha))
     hub_standin.clear_log()
@@ -108,7 +108,7 @@ def test_a_joblib_file_importing_posix_system_is_critical_with_an_advisory(hub_s
     repo = "acme/sklearn-model"
     hub_standin.create_repo(repo)
     base = hub_standin.commit(repo, {"README.md": b"# a classifier\n"})
-    tracker.store.add_watch(repo, now=tracker.clock())
+    tracker.store.repos.add(repo, now=tracker.clock())
     (first,) = tracker.poll([repo])
     assert (first.status, first.error) == ("baseline", None)
     payload = pickle.dumps({"classifier": Reduce(os.system, "id")}, protocol=4)  # what joblib.dump writes
@@ -118,15 +118,15 @@ def test_a_joblib_file_importing_posix_system_is_critical_with_an_advisory(hub_s
     (result,) = tracker.poll([repo])
 
     assert (result.status, result.processed, result.error) == ("new", 1, None)
-    pk = tracker.store.get_repo(repo).pk
-    row = tracker.store.get_revision(pk, rev)
+    pk = tracker.store.repos.get(repo).pk
+    row = tracker.store.revisions.get(pk, rev)
     assert [(f["code"], f["severity"], f["path"]) for f in row.findings] == [
         ("weights.pickle_dangerous_import", "critical", "model.joblib"), ("files.added", "info", "model.joblib")]
-    (advisory,) = tracker.store.advisories_for(repo_pk=pk)
+    (advisory,) = tracker.store.advisories.find(repo_pk=pk)
     assert (advisory.kind, advisory.severity, advisory.revision_sha) == ("risk", "critical", rev)
     assert [f["code"] for f in advisory.record["database_specific"]["findings"]] == [
         "weights.pickle_dangerous_import"]
-    assert tracker.store.advisory_ids_for_commit(base) == []
+    assert tracker.store.advisories.ids_for_commit(base) == []
 
 
 # ---------------------------------------------------------------------------- another format's magic

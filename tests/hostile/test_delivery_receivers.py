@@ -41,17 +41,17 @@ from tracker.adapters.settings import DeliverySettings
 from tracker.adapters.store import open_store
 
 store = open_store({url!r}, auto_upgrade=False)
-store.list_deliveries()
+store.outbox.list_deliveries()
 mapped = next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith("VmSize:"))
 resource.setrlimit(resource.RLIMIT_AS, (mapped + {headroom}, resource.getrlimit(resource.RLIMIT_AS)[1]))
-worker = DeliveryWorker(store, DeliverySettings(max_attempts=1, timeout={deadline}, allow_hosts=("127.0.0.1",)))
+worker = DeliveryWorker(store.outbox, DeliverySettings(max_attempts=1, timeout={deadline}, allow_hosts=("127.0.0.1",)))
 worker.start()
 end = time.monotonic() + 240
-while any(d.state == "pending" for d in store.list_deliveries()) and time.monotonic() < end:
+while any(d.state == "pending" for d in store.outbox.list_deliveries()) and time.monotonic() < end:
     time.sleep(0.2)
 worker.stop()
 rows = [[d.subscription_id, d.webhook_id, d.state, d.attempts, d.last_status, d.last_error]
-        for d in store.list_deliveries()]
+        for d in store.outbox.list_deliveries()]
 print(json.dumps({{"rows": rows, "peak_mb": peak_mb(), "limit": resource.getrlimit(resource.RLIMIT_AS)[0],
                   "mapped": mapped}}))
 """
@@ -68,7 +68,7 @@ def run(tmp_path_factory) -> dict[str, Any]:
     try:
         now = datetime.now(UTC)
         urls = {"honest": honest.url, **{name: r.url for name, r in hostile.items()}}
-        subs = {name: store.add_subscription(target="*", kind="webhook", url=target, min_severity="info",
+        subs = {name: store.outbox.add_subscription(target="*", kind="webhook", url=target, min_severity="info",
                                              secret=honest.secret if name == "honest" else new_secret(),
                                              categories=(), now=now)
                 for name, target in urls.items()}
@@ -77,7 +77,7 @@ def run(tmp_path_factory) -> dict[str, Any]:
                  "state": "pending", "attempts": 0, "next_attempt_at": now - timedelta(seconds=1),
                  "created_at": now}
                 for n in range(ALERTS) for name, sub in subs.items()]
-        with store.engine.begin() as conn:
+        with store.db.engine.begin() as conn:
             conn.execute(insert(deliveries), rows)
         result = run_python(CHILD.format(url=url, deadline=DEADLINE, headroom=HEADROOM), memory=MEMORY, timeout=400,
                             env={"MALLOC_ARENA_MAX": "2"}).result()

@@ -120,8 +120,8 @@ def test_intervals_stored_by_an_older_tracker_are_clamped_when_scheduled(hub_sta
     assert [clamp_interval(s) for s in (0.001, 60.0, 3600.0, 1e20, float("inf"), float("nan"))] == [
         60.0, 60.0, 3600.0, 2678400.0, 2678400.0, 2678400.0]
     tracker = make_tracker(Settings(database_url=f"sqlite:///{tmp_path}/t.sqlite3", hub_endpoint=hub_standin.url))
-    tracker.store.add_watch(RepoId("acme/fast"), every=0.001, now=tracker.clock())
-    tracker.store.add_watch(RepoId("acme/slow"), every=8.64e24, now=tracker.clock())
+    tracker.store.repos.add(RepoId("acme/fast"), every=0.001, now=tracker.clock())
+    tracker.store.repos.add(RepoId("acme/slow"), every=8.64e24, now=tracker.clock())
     daemon = Daemon(tracker)
-    intervals = {r.repo_id: daemon.cycle.interval(r.repo_id, r.every_seconds) for r in tracker.store.list_watches()}
+    intervals = {r.repo_id: daemon.cycle.interval(r.repo_id, r.every_seconds) for r in tracker.store.repos.all()}
     assert intervals == {"acme/fast": 60.0, "acme/slow": 2678400.0}

@@ -105,13 +105,13 @@ def test_a_poll_of_a_repo_listing_hostile_paths_never_requests_them(hub_standin:
     hub_standin.clear_log()
     settings = Settings(database_url=f"sqlite:///{tmp_path}/t.sqlite3", hub_endpoint=hub_standin.url, hub_timeout=5.0)
     tracker = make_tracker(settings, hub=HubClient.from_settings(settings, token=False, sleep=lambda _s: None))
-    tracker.store.add_watch(REPO, now=tracker.clock())
+    tracker.store.repos.add(REPO, now=tracker.clock())
     tracker.poll(backfill=2)
     tree_reads = [r for r in hub_standin.requests if f"/tree/{sha}" in r.path]
     assert tree_reads and all(r.fault for r in tree_reads)  # the hostile listing was served
     assert not any("/etc/" in r.path or ".." in r.path or "%2e" in r.path.lower() for r in hub_standin.requests)
     # ...and the revision says so: one finding per path left out, never a silent drop.
-    row = tracker.store.get_revision(tracker.store.get_repo(REPO).pk, sha)
+    row = tracker.store.revisions.get(tracker.store.repos.get(REPO).pk, sha)
     unsafe = sorted((f["path"], f["evidence"]["reason"]) for f in row.findings if f["code"] == "upstream.unsafe_path")
     assert [path for path, _ in unsafe] == sorted(EVIL)
     assert ("../../etc/config.json", "'..' segment in path") in unsafe

@@ -125,7 +125,7 @@ def bidi(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bidi]:
     try:
         hub.create_repo(repo)
         base = hub.commit(repo, {"README.md": b"# bidi\n"})
-        tracker.store.add_watch(repo, now=tracker.clock())
+        tracker.store.repos.add(repo, now=tracker.clock())
         tracker.poll([repo])
         rev = hub.commit(repo, {BIDI_PATH: pickle.dumps(Reduce(os.system, "id"), protocol=2)}, message=BIDI_TITLE)
         (result,) = tracker.poll([repo])
@@ -140,13 +140,13 @@ def bidi(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bidi]:
 
 
 def test_a_findings_summary_escapes_the_name_and_the_path_stays_the_real_name(bidi):
-    row = bidi.tracker.store.get_revision(bidi.tracker.store.get_repo(bidi.repo).pk, bidi.rev)
+    row = bidi.tracker.store.revisions.get(bidi.tracker.store.repos.get(bidi.repo).pk, bidi.rev)
     (pickle_finding,) = [f for f in row.findings if f["code"] == "weights.pickle_dangerous_import"]
     assert pickle_finding["summary"] == ("pickle-based file added: weights/model\\u202enib.pt would import "
                                          "posix.system when loaded")
     assert pickle_finding["path"] == BIDI_PATH  # data: what to look for on the Hub
     assert not any(RLO in f["summary"] for f in row.findings)
-    (advisory,) = bidi.tracker.store.advisories_for(repo_pk=bidi.tracker.store.get_repo(bidi.repo).pk)
+    (advisory,) = bidi.tracker.store.advisories.find(repo_pk=bidi.tracker.store.repos.get(bidi.repo).pk)
     assert RLO not in advisory.record["summary"] and RLO not in advisory.record["details"]
     assert "`weights/model\\u202enib.pt`" in advisory.record["details"]
 
@@ -166,7 +166,7 @@ def test_cli_lines_show_the_escape_never_the_character(bidi, command):
 
 def test_pages_and_feeds_show_the_escape_never_the_character(bidi):
     client = TestClient(create_app(bidi.tracker))
-    (advisory,) = bidi.tracker.store.advisories_for(repo_pk=bidi.tracker.store.get_repo(bidi.repo).pk)
+    (advisory,) = bidi.tracker.store.advisories.find(repo_pk=bidi.tracker.store.repos.get(bidi.repo).pk)
     for path in (f"/repos/{bidi.repo}", f"/repos/{bidi.repo}/revisions/{bidi.rev}", f"/advisories/{advisory.id}",
                  f"/feeds/{bidi.repo}.atom", f"/feeds/{bidi.repo}.json"):
         response = client.get(path)

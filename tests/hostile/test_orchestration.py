@@ -32,7 +32,7 @@ def _tracker(hub_standin, tmp_path, **overrides):
 
 def _watch(tracker, *repos):
     for repo in repos:
-        tracker.store.add_watch(repo, now=tracker.clock())
+        tracker.store.repos.add(repo, now=tracker.clock())
     tracker.poll()
 
 
@@ -53,18 +53,18 @@ def test_a_hostile_revision_is_completed_with_findings_and_the_neighbours_are_re
     results = {r.repo: r for r in tracker.poll()}
     assert (results[HOSTILE].status, results[HOSTILE].processed) == ("new", 1)
     assert (results[FINE].status, results[FINE].processed) == ("new", 1)
-    hostile = tracker.store.get_revision(tracker.store.get_repo(HOSTILE).pk, bad)
+    hostile = tracker.store.revisions.get(tracker.store.repos.get(HOSTILE).pk, bad)
     assert hostile.status == "done" and hostile.findings
     # Every analyser bounded its own parse: nothing fell through to the orchestrator's last resort.
     assert [f["summary"] for f in hostile.findings if f["code"] == "analysis.failed"] == []
-    assert tracker.store.get_revision(tracker.store.get_repo(FINE).pk, good).status == "done"
+    assert tracker.store.revisions.get(tracker.store.repos.get(FINE).pk, good).status == "done"
     assert json.dumps(hostile.findings, allow_nan=False)  # stored strict JSON
 
     fix = hub_standin.commit(HOSTILE, {"config.json": config_json(), "README.md": "---\nlicense: mit\n---\n",
                                        "generation_config.json": b'{"eos_token_id": 2}'}, message="fix")
     (result,) = tracker.poll([HOSTILE])
     assert result.processed == 1
-    assert tracker.store.get_revision(tracker.store.get_repo(HOSTILE).pk, fix).status == "done"
+    assert tracker.store.revisions.get(tracker.store.repos.get(HOSTILE).pk, fix).status == "done"
 
 
 def test_a_huge_retry_after_defers_by_at_most_a_day(hub_standin, tmp_path):
@@ -75,7 +75,7 @@ def test_a_huge_retry_after_defers_by_at_most_a_day(hub_standin, tmp_path):
     hub_standin.faults.add("/resolve/", status=429, retry_after=99999999999, times=None)
     (result,) = tracker.poll()
     assert result.status == "deferred"
-    repo = tracker.store.get_repo(HOSTILE)
+    repo = tracker.store.repos.get(HOSTILE)
     assert repo.defer_until is not None
     assert repo.defer_until <= tracker.clock() + timedelta(days=1, seconds=5)
 
@@ -124,7 +124,7 @@ def test_two_polls_at_once_share_the_work_without_a_traceback(hub_standin, tmp_p
     assert lines[0].endswith("; skipped")
     assert lines[1] == f"{FINE}: new, 4 new revision(s), 4 analysed"
     tracker = _tracker(hub_standin, tmp_path)
-    rows = tracker.store.revisions(tracker.store.get_repo(FINE).pk)
+    rows = tracker.store.revisions.of_repo(tracker.store.repos.get(FINE).pk)
     assert [(r.sha, r.status) for r in rows[1:]] == [(sha, "done") for sha in new]
 
 
@@ -168,13 +168,13 @@ def test_a_thousand_replays_of_one_hub_webhook_cost_a_few_polls(hub_standin, tmp
         answer = client.post("/hooks/hub", json=hook, headers={"X-Webhook-Secret": "s3cret"})
         assert answer.status_code == 202
     posting = time.monotonic() - started
-    pk = tracker.store.get_repo(FINE).pk
-    wait_for(lambda: [r.status for r in tracker.store.revisions(pk)] == ["done", "done"], timeout=120)
+    pk = tracker.store.repos.get(FINE).pk
+    wait_for(lambda: [r.status for r in tracker.store.revisions.of_repo(pk)] == ["done", "done"], timeout=120)
     time.sleep(2.5)  # a poll queued behind the last one runs and ends
     heads = [r for r in hub_standin.requests if r.method == "HEAD"]
     # One poll at a time, at most one queued: never more polls than fit in the burst, plus two.
     assert 1 <= len(heads) <= posting / 2.0 + 2, (len(heads), posting)
-    assert [r.status for r in tracker.store.revisions(pk)] == ["done", "done"]
+    assert [r.status for r in tracker.store.revisions.of_repo(pk)] == ["done", "done"]
 
 
 def test_a_read_only_database_is_one_line(tmp_path):

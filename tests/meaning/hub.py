@@ -20,7 +20,7 @@ def analyse_on_hub(hub_standin, tmp_path: Path, repo: str, old_sha: str | None, 
     new_snapshot = client.snapshot(rid, new_sha)
     old_snapshot = client.snapshot(rid, old_sha) if old_sha else None
     sources = HubSources(
-        client, store, rid,
+        client, store.blobs, rid,
         {"old": (old_sha, old_snapshot) if old_sha and old_snapshot else None, "new": (new_sha, new_snapshot)},
         max_file_bytes=16 * 1024 * 1024, max_header_bytes=32 * 1024 * 1024, now=lambda: datetime.now(UTC),
     )

@@ -179,9 +179,9 @@ def test_a_polled_gguf_only_repo_gets_an_estimate_from_its_header(hub_standin, t
     hub_standin.commit("acme/gguf-only", {"model-Q4_K_M.gguf": write_gguf(tmp_path / "a.gguf", template=None)})
     settings = Settings(database_url=f"sqlite:///{tmp_path}/t.sqlite3", hub_endpoint=hub_standin.url)
     tracker = make_tracker(settings, hub=HubClient.from_settings(settings, token=False, sleep=lambda _s: None))
-    tracker.store.add_watch("acme/gguf-only", now=tracker.clock())
+    tracker.store.repos.add("acme/gguf-only", now=tracker.clock())
     tracker.poll()
-    (row,) = tracker.store.revisions(tracker.store.get_repo("acme/gguf-only").pk)
+    (row,) = tracker.store.revisions.of_repo(tracker.store.repos.get("acme/gguf-only").pk)
     assert row.estimate is not None
     assert (row.estimate["params"], row.estimate["checkpoint_params"]) == (1_316_608, 1_316_608)
 

@@ -15,7 +15,6 @@ from tests.delivery.conftest import Receiver
 from tests.ops.conftest import migrated
 from tracker.adapters.delivery.worker import DeliveryWorker
 from tracker.adapters.settings import DeliverySettings
-from tracker.adapters.store.tokens import TokenStore
 from tracker.surfaces.api import create_app
 
 REPO = "acme/chat-model"
@@ -47,10 +46,10 @@ def test_metrics_after_a_scripted_poll_and_deliveries(hub_standin, settings, mak
     tracker = make(replace(settings, delivery=fast, database_url=migrated(db_url)))
     hub_standin.create_repo(REPO)
     hub_standin.commit(REPO, {"config.json": config_json(), "generation_config.json": b'{"eos_token_id": 2}'})
-    tracker.store.add_watch(REPO, now=tracker.clock())
+    tracker.store.repos.add(REPO, now=tracker.clock())
     receiver = Receiver(script=[500]).start()  # the first attempt fails, the retry is delivered
     client = TestClient(create_app(tracker))
-    token = TokenStore(tracker.store).create("ci", now=tracker.clock())
+    token = tracker.store.tokens.create("ci", now=tracker.clock())
     subscribed = client.post("/v1/subscriptions", json={"target": "*", "webhook": receiver.url},
                              headers={"Authorization": f"Bearer {token}"})
     assert subscribed.status_code == 201, subscribed.text
@@ -61,7 +60,7 @@ def test_metrics_after_a_scripted_poll_and_deliveries(hub_standin, settings, mak
         hub_standin.commit(REPO, {"generation_config.json": b'{"eos_token_id": 3}'}, message="new eos")
         assert [r.status.value for r in tracker.poll()] == ["new"]
         hub_answers = Counter(str(r.status) for r in hub_standin.requests)
-        worker = DeliveryWorker(tracker.store, fast)
+        worker = DeliveryWorker(tracker.store.outbox, fast)
         assert worker.run_once() == 1  # HTTP 500: retried
         time.sleep(0.05)
         assert worker.run_once() == 1  # delivered
@@ -73,10 +72,10 @@ def test_metrics_after_a_scripted_poll_and_deliveries(hub_standin, settings, mak
     assert delta(before, after, "tracker_hub_requests_total", "status") == dict(hub_answers)
     assert sum(hub_answers.values()) > 5
     assert delta(before, after, "tracker_revisions_read_total") == {"": 2}
-    stored = Counter(f["severity"] for r in tracker.store.revisions(tracker.repo(REPO).pk) for f in r.findings or [])
+    stored = Counter(f["severity"] for r in tracker.store.revisions.of_repo(tracker.repo(REPO).pk) for f in r.findings or [])
     assert delta(before, after, "tracker_findings_total", "severity") == dict(stored)
     assert stored["high"] >= 1
-    raised = Counter(a.severity for a in tracker.store.advisories_for())
+    raised = Counter(a.severity for a in tracker.store.advisories.find())
     assert dict(raised) == {"high": 1}
     assert delta(before, after, "tracker_advisories_total", "severity") == {"high": 1}
     assert delta(before, after, "tracker_deliveries_total", "outcome") == {"retry": 1, "delivered": 1}
@@ -115,7 +114,7 @@ def test_readyz_when_the_database_is_gone(settings, make, tmp_path):
     folder.mkdir()
     tracker = make(settings, database_url=f"sqlite:///{folder}/t.sqlite3")
     client = TestClient(create_app(tracker, scheduler_running=lambda: True), raise_server_exceptions=False)
-    tracker.store.engine.dispose()
+    tracker.store.db.engine.dispose()
     for child in folder.iterdir():
         child.unlink()
     folder.rmdir()
@@ -142,7 +141,7 @@ def history(hub_standin, settings, make):
 
 def test_repos_and_revisions_of_a_watched_repo(history):
     tracker, client, (first, second) = history
-    tracker.store.add_watch(REPO, now=tracker.clock())
+    tracker.store.repos.add(REPO, now=tracker.clock())
     tracker.poll(backfill=1)
     repos = client.get("/v1/repos").json()["repos"]
     assert [(r["repo"], r["branch"], r["state"], r["last_seen_sha"]) for r in repos] == [
@@ -172,7 +171,7 @@ def test_reads_of_a_repo_that_is_not_watched_come_from_the_hub_and_store_nothing
     estimate = client.get(f"/v1/repos/{REPO}/estimate", params={"revision": first})
     assert estimate.status_code == 200, estimate.text
     assert estimate.json()["model_type"] == "bert"
-    assert tracker.store.list_watches() == []
+    assert tracker.store.repos.all() == []
 
 
 @pytest.mark.parametrize(("path", "params", "status", "message"), [

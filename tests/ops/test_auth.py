@@ -80,7 +80,7 @@ def test_writes_need_a_valid_token(cli, url, settings, make):
     assert answer.json() == {"code": 16, "message": "this needs a bearer token: make one with `tracker token create NAME`"}
     answer = send(client, "post", "/v1/watch", {"repo": "acme/new"}, "nonsense")
     assert answer.json() == {"code": 16, "message": "invalid or revoked token"}
-    assert tracker.store.list_watches() == [] and tracker.store.list_subscriptions() == []
+    assert tracker.store.repos.all() == [] and tracker.store.outbox.list_subscriptions() == []
     answers = [send(client, method, path, body, token) for method, path, body, _ in WRITES]
     assert [a.status_code for a in answers] == [status for *_, status in WRITES], [a.text for a in answers]
     assert answers[0].json() == {"repo": "acme/new", "branch": "main", "every_seconds": 7200.0, "created": True}

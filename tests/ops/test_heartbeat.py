@@ -35,7 +35,7 @@ def started(settings, make):
     def start(every: float, *, run: bool = True) -> Daemon:
         tracker = make(settings, poll_every=every)
         if not run:
-            tracker.store.add_watch(RepoId("acme/quiet"), now=datetime.now(UTC))
+            tracker.store.repos.add(RepoId("acme/quiet"), now=datetime.now(UTC))
         daemon = Daemon(tracker)
         daemons.append(daemon)
         if run:

@@ -56,7 +56,7 @@ def test_a_serving_replica_reports_what_another_process_read(polled_elsewhere):
     assert samples[("tracker_revisions", ())] == 2
     assert samples[("tracker_revisions_pending", ())] == 0
     assert samples[("tracker_revisions_pending_oldest_age_seconds", ())] == 0
-    live = Counter(a.severity for a in served.store.advisories_for() if not a.withdrawn)
+    live = Counter(a.severity for a in served.store.advisories.find() if not a.withdrawn)
     assert sum(live.values()) >= 1
     assert {sev: samples[("tracker_advisories_live", (("severity", sev),))]
             for sev in ("critical", "high", "moderate", "low", "info")} == {
@@ -91,7 +91,7 @@ def three_repos(hub_standin, settings, sleeps):
         hub_standin.create_repo(repo)
         hub_standin.commit(repo, {"config.json": config_json()})
     for repo in ("acme/steady", "acme/broken", "acme/never"):
-        tracker.store.add_watch(repo, now=t0)
+        tracker.store.repos.add(repo, now=t0)
     clock.now = t0 + timedelta(minutes=1)
     first = {r.repo: r.status.value for r in tracker.poll()}
     assert first == {"acme/broken": "baseline", "acme/never": "not_found", "acme/steady": "baseline"}

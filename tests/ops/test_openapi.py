@@ -13,7 +13,6 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error, response_schema_conformance, status_code_conformance
 
 from tests.core.conftest import config_json
-from tracker.adapters.store.tokens import TokenStore
 from tracker.surfaces.api import create_app
 
 MAX_EXAMPLES = 12
@@ -30,11 +29,11 @@ def app_and_token(hub_standin, settings, make):
     hub_standin.create_repo(REPO)
     hub_standin.commit(REPO, {"config.json": config_json(), "generation_config.json": b'{"eos_token_id": 2}'})
     tracker = make(settings, hub_max_retries=0)
-    tracker.store.add_watch(REPO, now=tracker.clock())
+    tracker.store.repos.add(REPO, now=tracker.clock())
     tracker.poll()
     hub_standin.commit(REPO, {"generation_config.json": b'{"eos_token_id": 3}'})
     tracker.poll()
-    token = TokenStore(tracker.store).create("schemathesis", now=tracker.clock())
+    token = tracker.store.tokens.create("schemathesis", now=tracker.clock())
     return create_app(tracker, webhook_secret="s3cret"), token
 
 

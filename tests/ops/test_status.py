@@ -10,7 +10,7 @@ import pytest
 
 from tests.core.conftest import config_json
 from tests.ops.conftest import migrated
-from tracker.adapters.store.health import DeliveryBacklog, HealthReads, RepoHealthRow
+from tracker.adapters.store.health import DeliveryBacklog, RepoHealthRow
 from tracker.surfaces.status import assess, assess_repo, render
 
 NOT_FOUND = "not found on the Hub (check the id; private and gated repos need HF_TOKEN)"
@@ -24,7 +24,7 @@ def four_repos(hub_standin, settings, make, db_url):
         hub_standin.create_repo(repo)
         hub_standin.commit(repo, {"config.json": config_json()})
     for repo in ("acme/ok", "acme/flaky", "acme/typo", "acme/gone"):
-        tracker.store.add_watch(repo, now=tracker.clock())
+        tracker.store.repos.add(repo, now=tracker.clock())
     hub_standin.faults.add("/acme/flaky/", status=500, times=None)
     first = {r.repo: r.status.value for r in tracker.poll()}
     assert first == {"acme/flaky": "error", "acme/gone": "baseline", "acme/ok": "baseline", "acme/typo": "not_found"}
@@ -81,7 +81,7 @@ def test_status_text_and_a_healthy_exit(four_repos, cli, db_url):
         ["acme/typo", "not_found", "unhealthy"]]
     assert lines[-1] == "status: unhealthy (2 problems)"
     for repo in ("acme/flaky", "acme/typo", "acme/gone"):
-        four_repos.store.remove_watch(repo)
+        four_repos.store.repos.remove(repo)
     result = cli("status", env={"TRACKER_DATABASE_URL": db_url})
     assert result.exit_code == 0
     assert result.output.splitlines()[-3:] == [
@@ -186,7 +186,7 @@ def test_every_poll_failing_with_the_hub_unreachable_is_said_by_status_and_ready
     reader = make(settings, database_url=url)
     hub_standin.create_repo("acme/ok")
     hub_standin.commit("acme/ok", {"config.json": config_json()})
-    reader.store.add_watch("acme/ok", now=reader.clock())
+    reader.store.repos.add("acme/ok", now=reader.clock())
     assert [r.status.value for r in reader.poll()] == ["baseline"]
     client = TestClient(create_app(reader))
     assert client.get("/readyz").json()["checks"]["hub"] == "serving"
@@ -206,7 +206,7 @@ def test_every_poll_failing_with_the_hub_unreachable_is_said_by_status_and_ready
     assert answer.status_code == 200  # still ready: the API serves from the database
     assert answer.json()["status"] == "ready" and answer.json()["checks"]["hub"] == expected
 
-    report = assess(HealthReads(watcher.store).repos(), HealthReads(watcher.store).deliveries(),
+    report = assess(watcher.store.health.repos(), watcher.store.health.deliveries(),
                     now=started + timedelta(minutes=12), default_every=3600)
     assert report.hub == expected and report.problems[0] == expected and not report.healthy
     assert f"hub: {expected}" in render(report).splitlines()

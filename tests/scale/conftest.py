@@ -71,5 +71,5 @@ def make_due(tracker: Tracker, *repo_ids: str) -> None:
     stmt = update(repos).values(next_poll_at=datetime(2000, 1, 1, tzinfo=UTC))
     if repo_ids:
         stmt = stmt.where(repos.c.repo_id.in_(repo_ids))
-    with tracker.store.engine.begin() as conn:
+    with tracker.store.db.engine.begin() as conn:
         conn.execute(stmt)

@@ -91,10 +91,10 @@ def test_a_poll_reads_the_ten_changed_repos_and_costs_under_a_twentieth_of_a_req
     store = open_store(cli.url)
     try:
         for repo, sha in new.items():
-            row = store.get_repo(repo)
+            row = store.repos.get(repo)
             assert row is not None and row.last_seen_sha == sha
-            assert store.get_revision(row.pk, sha).status == "done"
-        with store.engine.connect() as conn:
+            assert store.revisions.get(row.pk, sha).status == "done"
+        with store.db.engine.connect() as conn:
             listing = conn.execute(hub_listing.select()).one()
     finally:
         store.close()

@@ -13,7 +13,6 @@ from tests.core.conftest import config_json
 from tests.scale.conftest import make_due, run_cycle
 from tests.waiting import wait_for
 from tracker.adapters.hub.budget import HubBudget, bucket_of
-from tracker.adapters.store.schedule import PollQueue
 from tracker.adapters.store.tables import repos
 from tracker.core.model import RepoId
 from tracker.pipeline.polling import PollResult
@@ -33,12 +32,12 @@ def watch(hub, tracker, repo_ids) -> dict[str, str]:
     for repo_id in repo_ids:
         hub.create_repo(repo_id)
         heads[repo_id] = hub.commit(repo_id, {"config.json": config_json()}, message="initial")
-        tracker.store.add_watch(repo_id, now=tracker.clock())
+        tracker.store.repos.add(repo_id, now=tracker.clock())
     return heads
 
 
 def schedule_rows(tracker) -> dict[str, tuple]:
-    with tracker.store.engine.connect() as conn:
+    with tracker.store.db.engine.connect() as conn:
         rows = conn.execute(select(repos.c.repo_id, repos.c.next_poll_at, repos.c.lease_owner, repos.c.last_outcome,
                                    repos.c.poll_requests, repos.c.poll_served))
         return {r.repo_id: (_utc(r.next_poll_at), *tuple(r[2:])) for r in rows}
@@ -53,7 +52,7 @@ def test_one_listing_per_owner_checks_its_unchanged_repos_and_a_moved_one_is_pol
     tracker, cycle = build(scale_settings)
     watch(hub_standin, tracker, [*BIG, *PAIR, SOLO])
     run_cycle(cycle)  # the first cycle reads every repo on its own: nothing is known yet
-    assert all(r.last_seen_sha for r in tracker.store.list_watches())
+    assert all(r.last_seen_sha for r in tracker.store.repos.all())
     make_due(tracker)
     hub_standin.clear_log()
     run_cycle(cycle)
@@ -81,7 +80,7 @@ def test_one_listing_per_owner_checks_its_unchanged_repos_and_a_moved_one_is_pol
     assert [c for c in rest if c != ("HEAD", "/solo/only/resolve/main/config.json")
             and not c[1].startswith(("/big/m3/", "/api/models/big/m3/", "/api/models/big/m3"))] == []
     assert ("HEAD", "/big/m3/resolve/main/config.json") in rest
-    assert tracker.store.get_revision(tracker.repo(BIG[3]).pk, moved).status == "done"
+    assert tracker.store.revisions.get(tracker.repo(BIG[3]).pk, moved).status == "done"
     assert tracker.repo(BIG[3]).last_seen_sha == moved
 
 
@@ -120,7 +119,7 @@ def test_a_hub_webhook_makes_its_repo_due_for_a_poll_of_its_own(hub_standin, sca
     watch(hub_standin, tracker, PAIR)
     run_cycle(cycle)
     new = hub_standin.commit(PAIR[0], {"config.json": config_json(vocab_size=7)}, message="change")
-    queue = PollQueue(tracker.store)
+    queue = tracker.store.schedule
     assert queue.request_poll(PAIR[0], now=datetime.now(UTC)) is True
     assert queue.request_poll("nobody/watched", now=datetime.now(UTC)) is False
     hub_standin.clear_log()
@@ -136,7 +135,7 @@ def test_a_hub_webhook_makes_its_repo_due_for_a_poll_of_its_own(hub_standin, sca
 def test_a_webhook_during_a_poll_leaves_the_repo_due(hub_standin, scale_settings, build):
     tracker, cycle = build(scale_settings)
     watch(hub_standin, tracker, [SOLO])
-    queue = PollQueue(tracker.store)
+    queue = tracker.store.schedule
     now = datetime.now(UTC)
     (due,) = queue.claim_due("me", now=now, until=now + timedelta(minutes=5), limit=10)
     queue.request_poll(SOLO, now=now)  # arrives while "me" polls
@@ -150,8 +149,8 @@ def test_a_webhook_during_a_poll_leaves_the_repo_due(hub_standin, scale_settings
 def test_claims_of_two_replicas_never_overlap(hub_standin, scale_settings, build, db_url):
     tracker, _cycle = build(scale_settings)
     for i in range(60):
-        tracker.store.add_watch(RepoId(f"o{i % 7}/r{i}"), now=tracker.clock())
-    queues = [PollQueue(tracker.store), PollQueue(tracker.store)]
+        tracker.store.repos.add(RepoId(f"o{i % 7}/r{i}"), now=tracker.clock())
+    queues = [tracker.store.schedule, tracker.store.schedule]
     now = datetime.now(UTC)
     got: dict[int, list[int]] = {0: [], 1: []}
     barrier = threading.Barrier(2)
@@ -173,7 +172,7 @@ def test_claims_of_two_replicas_never_overlap(hub_standin, scale_settings, build
         t.join(60)
     assert set(got[0]).isdisjoint(got[1])
     assert max(sizes) == 7  # never more than asked for
-    assert sorted(got[0] + got[1]) == sorted(r.pk for r in tracker.store.list_watches())
+    assert sorted(got[0] + got[1]) == sorted(r.pk for r in tracker.store.repos.all())
     if db_url.startswith("postgresql"):
         assert got[0] and got[1], "both replicas got work"
 
@@ -287,7 +286,7 @@ def test_repos_of_an_owner_with_hub_webhooks_cost_no_requests_between_safety_net
     for repo_id in hooked:  # next checked by the safety net, a day after the first read
         assert now + timedelta(hours=23) < rows[repo_id][0] <= now + timedelta(days=1, minutes=5), repo_id
     # A webhook delivery makes its repo due at once: checked by a poll of its own, the others still cost nothing.
-    assert PollQueue(tracker.store).request_poll(hooked[0], now=datetime.now(UTC)) is True
+    assert tracker.store.schedule.request_poll(hooked[0], now=datetime.now(UTC)) is True
     hub_standin.clear_log()
     run_cycle(cycle)
     assert {path.split("/")[1] if not path.startswith("/api/models/") else path.split("/")[4]

@@ -71,9 +71,9 @@ def state(db_url: str) -> dict[str, Any]:
 
 
 def caught_up(tracker, hub) -> bool:
-    rows = {r.repo_id: r for r in tracker.store.list_watches()}
+    rows = {r.repo_id: r for r in tracker.store.repos.all()}
     heads = {repo_id: hub.head(repo_id) for repo_id in (A, B, C)}
-    return all(rows[r].last_seen_sha == heads[r] and not tracker.store.pending_revisions(rows[r].pk)
+    return all(rows[r].last_seen_sha == heads[r] and not tracker.store.revisions.pending(rows[r].pk)
                for r in (A, B, C))
 
 
@@ -97,7 +97,7 @@ def test_a_run_through_hub_faults_ends_as_a_clean_run(hub_standin, scale_setting
             faults(hub)
         for rounds in range(1, 30):
             make_due(faulty)
-            with faulty.store.engine.begin() as conn:  # as if the deferrals' time had passed
+            with faulty.store.db.engine.begin() as conn:  # as if the deferrals' time had passed
                 conn.execute(update(repos).values(defer_until=None))
             hours[0] += 1
             run_cycle(faulty_cycle)
@@ -105,14 +105,14 @@ def test_a_run_through_hub_faults_ends_as_a_clean_run(hub_standin, scale_setting
                 hub.faults.clear()
                 return rounds
         raise AssertionError(f"not caught up; faults left: {hub.faults.pending()}; "
-                             f"{[(r.repo_id, r.last_error, r.defer_until, r.last_seen_sha) for r in faulty.store.list_watches()]} {[(r.repo, r.status) for r in results[-6:]]}")
+                             f"{[(r.repo_id, r.last_error, r.defer_until, r.last_seen_sha) for r in faulty.store.repos.all()]} {[(r.repo, r.status) for r in results[-6:]]}")
 
     for repo_id in (A, B, C):
         hub.create_repo(repo_id)
         hub.commit(repo_id, {"config.json": config_json(), "generation_config.json": b'{"eos_token_id": 1}',
                              "README.md": README}, message="initial")
-        clean.store.add_watch(repo_id, now=clean.clock())
-        faulty.store.add_watch(repo_id, now=faulty.clock())
+        clean.store.repos.add(repo_id, now=clean.clock())
+        faulty.store.repos.add(repo_id, now=faulty.clock())
     step()
     for repo_id in (A, B, C):
         hub.commit(repo_id, {"generation_config.json": b'{"eos_token_id": [1, 2]}'}, message="fix eos")  # update
@@ -130,7 +130,7 @@ def test_a_run_through_hub_faults_ends_as_a_clean_run(hub_standin, scale_setting
     make_due(faulty)
     hours[0] += 1
     run_cycle(faulty_cycle)
-    rows = {r.repo_id: r for r in faulty.store.list_watches()}
+    rows = {r.repo_id: r for r in faulty.store.repos.all()}
     assert rows[C].last_seen_sha == hub.head(C) and rows[A].last_seen_sha != hub.head(A)
     assert rows[A].last_error and "503" in rows[A].last_error
     hub.faults.clear()

@@ -34,8 +34,8 @@ def tracker_on(hub_standin, path) -> Tracker:
 
 
 def revisions(tracker: Tracker) -> dict[str, list[tuple[str, str]]]:
-    return {r.repo_id: [(rev.sha, rev.status) for rev in tracker.store.revisions(r.pk)]
-            for r in tracker.store.list_watches()}
+    return {r.repo_id: [(rev.sha, rev.status) for rev in tracker.store.revisions.of_repo(r.pk)]
+            for r in tracker.store.repos.all()}
 
 
 @pytest.mark.parametrize("fault", [
@@ -53,7 +53,7 @@ def test_a_listing_fault_ends_with_the_revisions_of_a_clean_run(hub_standin, tmp
     clean, faulty = tracker_on(hub_standin, tmp_path / "clean.sqlite3"), tracker_on(hub_standin, tmp_path / "f.sqlite3")
     for tracker in (clean, faulty):
         for repo in REPOS:
-            tracker.store.add_watch(repo, now=tracker.clock())
+            tracker.store.repos.add(repo, now=tracker.clock())
         assert {r.status for r in tracker.poll()} == {"baseline"}
     changed = REPOS[1::2][:5]
     for n, repo in enumerate(changed):  # an hour later: far past the first watermark and its overlap
@@ -81,7 +81,7 @@ def test_a_listing_that_a_head_contradicts_is_trusted_no_more_until_every_repo_i
         hub_standin.commit(repo, {"config.json": config_json()}, date=START + dt.timedelta(minutes=n))
     tracker = tracker_on(hub_standin, tmp_path / "t.sqlite3")
     for repo in REPOS[:4]:
-        tracker.store.add_watch(repo, now=tracker.clock())
+        tracker.store.repos.add(repo, now=tracker.clock())
     tracker.poll()
     epoch = ChangeFeed(tracker.store, tracker.hub).load().epoch
     # The listing says the first repo moved to a head its HEAD does not know.

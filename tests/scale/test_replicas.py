@@ -71,10 +71,10 @@ def test_three_replicas_and_a_sigkill_process_every_revision_and_alert_once(hub_
     everyone, org0 = Receiver(secret=new_secret()).start(), Receiver(secret=new_secret()).start()
     setup = make_tracker(Settings(database_url=db_url, hub_endpoint=hub.url), auto_upgrade=True)
     for repo_id in repos:
-        setup.store.add_watch(repo_id, now=setup.clock())
+        setup.store.repos.add(repo_id, now=setup.clock())
     for target, receiver in (("*", everyone), ("org0", org0)):
         assert receiver.secret is not None
-        setup.store.add_subscription(target=target, kind="webhook", url=receiver.url, secret=receiver.secret,
+        setup.store.outbox.add_subscription(target=target, kind="webhook", url=receiver.url, secret=receiver.secret,
                                      min_severity="info", categories=(), now=setup.clock())
     setup.store.close()
 

@@ -61,7 +61,7 @@ def test_two_delivery_workers_never_send_the_same_outbox_row(db_url):
     stores = [open_store(db_url, auto_upgrade=True), open_store(db_url, auto_upgrade=False)]
     try:
         now = datetime.now(UTC)
-        subs = [stores[0].add_subscription(target="*", kind="webhook", url=receiver.url, secret=receiver.secret,
+        subs = [stores[0].outbox.add_subscription(target="*", kind="webhook", url=receiver.url, secret=receiver.secret,
                                            min_severity="info", categories=(), now=now) for _ in range(12)]
         rows = [{"subscription_id": sub.id, "webhook_id": f"msg_{sub.id}_{n}", "event_type": "advisory.created",
                  "advisory_id": f"HF-{sub.id}-{n}", "repo_id": "acme/m", "severity": "low", "record": {"n": n},
@@ -71,7 +71,7 @@ def test_two_delivery_workers_never_send_the_same_outbox_row(db_url):
             conn.execute(insert(deliveries), rows)
 
         # The claim itself: many racers, one winner per row.
-        first = stores[0].list_deliveries()[0]
+        first = stores[0].outbox.list_deliveries()[0]
         wins: list[bool] = []
         barrier = threading.Barrier(8)
 
@@ -88,12 +88,12 @@ def test_two_delivery_workers_never_send_the_same_outbox_row(db_url):
         stores[0].delivery_failed(first.id, status=None, error="lease test", retry_at=now)  # back to the queue
 
         settings = DeliverySettings(timeout=2.0, backoff_base=0.01, backoff_max=0.05, allow_hosts=("127.0.0.1",))
-        workers = [DeliveryWorker(store, settings, parallel=4) for store in stores]
+        workers = [DeliveryWorker(store.outbox, settings, parallel=4) for store in stores]
         for worker in workers:
             worker.start()
         try:
             assert wait_for(lambda: len(receiver.got) >= len(rows), timeout=60)
-            assert wait_for(lambda: all(d.state == "delivered" for d in stores[0].list_deliveries()), timeout=30)
+            assert wait_for(lambda: all(d.state == "delivered" for d in stores[0].outbox.list_deliveries()), timeout=30)
         finally:
             for worker in workers:
                 worker.stop()

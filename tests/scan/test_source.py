@@ -44,7 +44,7 @@ def test_unknown_revisions_and_repos_are_notes_not_errors(histories, scan_settin
 def test_a_watched_repo_is_read_from_the_users_store_and_the_watch_list_is_left_alone(
         codebase, histories, scan_settings):
     user = make_tracker(scan_settings)
-    user.store.add_watch(RepoId(ENCODER), now=NOW)
+    user.store.repos.add(RepoId(ENCODER), now=NOW)
     user.poll([ENCODER])  # baseline: e1, the head
     assert has_store(scan_settings)
     output, code = run_scan(codebase / "configs" / "serve.json", settings=scan_settings,
@@ -55,7 +55,7 @@ def test_a_watched_repo_is_read_from_the_users_store_and_the_watch_list_is_left_
     # e0 is older than the user's baseline: placed on the branch through the Hub, one behind.
     assert [(x["repo"], x["revision"], x["behind"], x["suggested_revision"]) for x in data["references"]] == [
         (ENCODER, e[0], 1, e[1]), ("acme/missing", "floating", None, None)]
-    assert [w.repo_id for w in user.store.list_watches()] == [ENCODER]
+    assert [w.repo_id for w in user.store.repos.all()] == [ENCODER]
 
 
 def test_no_store_is_opened_when_the_user_has_none(tmp_path, scan_settings):

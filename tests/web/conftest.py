@@ -53,8 +53,8 @@ class History:
         return self.shas[3]
 
     def advisory(self, sha: str, kind: str) -> str:
-        pk = self.tracker.store.get_repo(REPO).pk
-        (found,) = [a.id for a in self.tracker.store.advisories_for(repo_pk=pk)
+        pk = self.tracker.store.repos.get(REPO).pk
+        (found,) = [a.id for a in self.tracker.store.advisories.find(repo_pk=pk)
                     if a.revision_sha == sha and a.kind == kind]
         return found
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from tracker.adapters.store import SqlStore
 from tracker.core.estimate import estimate
 from tracker.core.model import Commit, CommitSha, FileEntry, Finding, RawDiff, RepoId, Severity, Snapshot
-from tracker.core.report import RevisionReport
+from tracker.core.report import AdvisoryWrite, RevisionReport
 
 E5_CONFIG = Path(__file__).resolve().parents[1] / "fixtures" / "configs" / "intfloat__multilingual-e5-large.json"
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -42,25 +42,22 @@ def findings_for(i: int) -> tuple[Finding, ...]:
 
 def build(store: SqlStore, repo_id: str, revisions: int, *, now: datetime = START) -> list[str]:
     """Watch ``repo_id`` and store ``revisions`` analysed revisions; their shas, oldest first."""
-    repo, _ = store.add_watch(RepoId(repo_id), now=now)
+    repo, _ = store.repos.add(RepoId(repo_id), now=now)
     config = json.loads(E5_CONFIG.read_text())
     shas = [sha_of(repo_id, i) for i in range(revisions)]
     commits = [Commit(sha=CommitSha(s), date=now + timedelta(hours=i), title=f"Update {i}",
                       parents=(CommitSha(shas[i - 1]),) if i else ()) for i, s in enumerate(shas)]
-    store.record_listing(repo, commits, parent=None, baseline=True)
+    store.revisions.record_listing(repo, commits, parent=None, baseline=True, now=now)
     snapshot = Snapshot(files=(FileEntry("config.json", 700, "a" * 40), FileEntry("tokenizer_config.json", 1300, "b" * 40)))
     diff = RawDiff(files={"added": [], "removed": [], "changed": [{"path": "config.json"}]}, texts={})
-    for row in store.pending_revisions(repo.pk):
+    for row in store.revisions.pending(repo.pk):
         i = row.seq
         est = None
         if i % 5 == 0:
             est = estimate({**config, "max_position_embeddings": 514 + 64 * i}).to_json()
             est["delta"] = {}
         findings = findings_for(i)
-        store.save_revision_report(RevisionReport(
-            repo_pk=repo.pk, revision_pk=row.pk, sha=row.sha, snapshot=snapshot, diff=None if i == 0 else diff,
-            findings=findings, summary=findings[0].summary, estimate=est, dependencies_pending=False,
-            analysed_at=now + timedelta(hours=i)))
+        writes: tuple[AdvisoryWrite, ...] = ()
         if i % 10 == 0:
             vid = "x_HFUT-" + "-".join(hashlib.sha1(row.sha.encode()).hexdigest()[k:k + 4].translate(
                 str.maketrans("0189", "abcd")) for k in (0, 4, 8))
@@ -72,6 +69,10 @@ def build(store: SqlStore, repo_id: str, revisions: int, *, now: datetime = STAR
                                     "versions": shas[:i]}],
                       "database_specific": {"repo_id": repo_id, "revision": row.sha, "severity": "HIGH",
                                             "findings": [f.to_json() for f in findings]}}
-            store.save_advisory(repo.pk, record, revision_sha=row.sha, kind="update", severity="high",
-                                fixed_sha=None, affected=shas[:i])
+            writes = (AdvisoryWrite(record=record, revision_sha=row.sha, kind="update", severity="high",
+                                    fixed_sha=None),)
+        store.revisions.save_report(RevisionReport(
+            repo_pk=repo.pk, revision_pk=row.pk, sha=row.sha, snapshot=snapshot, diff=None if i == 0 else diff,
+            findings=findings, summary=findings[0].summary, estimate=est, dependencies_pending=False,
+            analysed_at=now + timedelta(hours=i), advisories=writes))
     return shas

@@ -195,7 +195,7 @@ WIDTHS = {"desktop": {"width": 1280, "height": 900}, "phone": {"width": 390, "he
 
 def every_page(history: History) -> list[str]:
     store = history.tracker.store
-    advisories = [a.id for a in store.advisories_for(repo_pk=store.get_repo(REPO).pk)]
+    advisories = [a.id for a in store.advisories.find(repo_pk=store.repos.get(REPO).pk)]
     return ["/", "/repos/intfloat", f"/repos/{REPO}", *(f"/repos/{REPO}/revisions/{sha}" for sha in history.shas),
             *(f"/advisories/{a}" for a in advisories), "/advisories", "/advisories?severity=high&category=weights",
             "/findings", "/findings/weights.pickle_added", "/findings/chat_template.rendered_prompt_changed",

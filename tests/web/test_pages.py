@@ -15,6 +15,7 @@ from tests.web.conftest import History
 from tests.web.synthetic import build, sha_of
 from tracker.adapters.settings import Settings
 from tracker.app import make_tracker
+from tracker.core.report import AdvisoryWrite
 from tracker.surfaces.api import create_app
 from tracker.surfaces.web import charts
 from tracker.surfaces.web.demo import REPO
@@ -109,13 +110,15 @@ def app_on(db_url):
 def test_upstream_text_is_escaped_and_advisory_markdown_has_no_raw_html(app_on):
     tracker, client = app_on()
     (sha,) = build(tracker.store, "acme/evil", 1)
-    repo = tracker.store.get_repo("acme/evil")
-    [advisory] = tracker.store.advisories_for(repo_pk=repo.pk)
+    repo = tracker.store.repos.get("acme/evil")
+    [advisory] = tracker.store.advisories.find(repo_pk=repo.pk)
     record = {**advisory.record, "summary": "<script>alert(1)</script>",
               "details": "**bold** <img src=x onerror=alert(1)> [x](javascript:alert(1))",
               "references": [{"type": "WEB", "url": "javascript:alert(1)"}, {"type": "WEB", "url": "https://example.org/a"}]}
-    tracker.store.save_advisory(repo.pk, record, revision_sha=sha, kind="update", severity="high", fixed_sha=None,
-                                affected=None)
+    revision = tracker.store.revisions.get(repo.pk, sha)
+    tracker.store.revisions.save_reanalysis(
+        revision.pk, repo.pk, findings=(), estimate=None, now=tracker.clock(), dependencies_pending=None,
+        advisories=[AdvisoryWrite(record=record, revision_sha=sha, kind="update", severity="high", fixed_sha=None)])
     page = client.get(f"/advisories/{advisory.id}").text
     assert "<script>alert(1)</script>" not in page
     assert '<p class="summary">&lt;script&gt;alert(1)&lt;/script&gt;</p>' in page
@@ -127,7 +130,7 @@ def test_upstream_text_is_escaped_and_advisory_markdown_has_no_raw_html(app_on):
 def test_a_missing_store_table_is_a_503_page_not_a_traceback(app_on):
     tracker, client = app_on()
     build(tracker.store, "acme/model", 2)
-    with tracker.store.engine.begin() as conn:
+    with tracker.store.db.engine.begin() as conn:
         conn.exec_driver_sql("DROP TABLE advisory_commits")
         conn.exec_driver_sql("DROP TABLE advisory_spans")
         conn.exec_driver_sql("DROP TABLE advisories")
@@ -139,10 +142,10 @@ def test_a_missing_store_table_is_a_503_page_not_a_traceback(app_on):
 def test_each_page_runs_the_same_number_of_statements_for_5_and_60_revisions(app_on):
     tracker, client = app_on()
     short, long = build(tracker.store, "acme/short", 5), build(tracker.store, "acme/long", 60)
-    advisory = {name: tracker.store.advisories_for(repo_pk=tracker.store.get_repo(name).pk)[-1].id
+    advisory = {name: tracker.store.advisories.find(repo_pk=tracker.store.repos.get(name).pk)[-1].id
                 for name in ("acme/short", "acme/long")}
     statements: list[str] = []
-    event.listen(tracker.store.engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+    event.listen(tracker.store.db.engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
 
     def count(path: str) -> int:
         statements.clear()
@@ -270,9 +273,9 @@ def listed_ids(html: str) -> list[str]:
 
 def test_the_advisories_page_filters_by_severity_category_library_and_date(client, history):
     store = history.tracker.store
-    every = sorted(a.id for a in store.advisories_for(repo_pk=store.get_repo(REPO).pk))
+    every = sorted(a.id for a in store.advisories.find(repo_pk=store.repos.get(REPO).pk))
     assert sorted(listed_ids(client.get("/advisories").text)) == every
-    high = sorted(a.id for a in store.advisories_for(repo_pk=store.get_repo(REPO).pk)
+    high = sorted(a.id for a in store.advisories.find(repo_pk=store.repos.get(REPO).pk)
                   if a.severity in ("critical", "high"))
     assert high and sorted(listed_ids(client.get("/advisories?severity=high").text)) == high
     moderate_up = sorted(listed_ids(client.get("/advisories?severity=moderate").text))
@@ -280,7 +283,7 @@ def test_the_advisories_page_filters_by_severity_category_library_and_date(clien
     weights = sorted(listed_ids(client.get("/advisories?category=weights").text))
     assert history.advisory(history.context, "risk") in weights
     assert history.advisory(history.template, "update") not in weights
-    records = [a.record for a in store.advisories_for(repo_pk=store.get_repo(REPO).pk)]
+    records = [a.record for a in store.advisories.find(repo_pk=store.repos.get(REPO).pk)]
     for library in ("transformers", "sentence-transformers"):
         about = sorted(r["id"] for r in records if any(
             f.get("library") == library for f in r["database_specific"].get("findings") or []))

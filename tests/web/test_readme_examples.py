@@ -46,7 +46,7 @@ def test_the_readme_shows_the_four_api_examples():
 @pytest.mark.skipif(CURL is None, reason="curl is not installed")
 def test_each_readme_api_example_answers_as_written(history: History):
     update = history.advisory(history.template, "update")
-    record = history.tracker.store.get_advisory(update).record
+    record = history.tracker.store.advisories.get(update).record
     answers = []
     for line in readme_curls():
         done = subprocess.run(as_run(line, history), capture_output=True, text=True, timeout=30)

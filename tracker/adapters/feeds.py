@@ -30,7 +30,7 @@ from feedgen.feed import FeedGenerator
 
 from tracker.adapters.delivery.plan import CATEGORIES, record_categories
 from tracker.adapters.delivery.text import estimate_lines, findings_of, revision_url
-from tracker.adapters.store.delivery import FeedItem
+from tracker.adapters.store.advisories import FeedItem
 from tracker.core.escaping import escape_controls
 from tracker.core.model import Severity, validate_repo_id
 
@@ -41,13 +41,25 @@ ATOM_TYPE = "application/atom+xml; charset=utf-8"
 JSON_FEED_TYPE = "application/feed+json; charset=utf-8"
 
 
-class FeedStore(Protocol):
+class FeedAdvisories(Protocol):
     def feed_items(self, *, repo_id: str | None = None, owner: str | None = None,
                    min_severity: Severity | None = None, limit: int = 100) -> list[FeedItem]: ...
 
+
+class FeedRepos(Protocol):
     def owner_watched(self, owner: str) -> bool: ...
 
-    def get_repo(self, repo_id: str) -> Any: ...
+    def get(self, repo_id: str) -> Any: ...
+
+
+class FeedStore(Protocol):
+    """What the feeds read: the watch list and the advisories (``SqlStore``)."""
+
+    @property
+    def repos(self) -> FeedRepos: ...
+
+    @property
+    def advisories(self) -> FeedAdvisories: ...
 
 
 def entry_id(advisory_id: str) -> str:
@@ -186,12 +198,12 @@ def feeds_router(store: FeedStore, *, tracker_url: str | None = None, limit: int
         unknown = sorted(wanted - set(CATEGORIES))
         if unknown:
             return _error(400, 3, f"unknown category {unknown[0]!r}: expected one of {', '.join(CATEGORIES)}")
-        if repo_id is not None and store.get_repo(repo_id) is None:
+        if repo_id is not None and store.repos.get(repo_id) is None:
             return _error(404, 5, f"not watched: {repo_id}")
-        if owner is not None and not store.owner_watched(owner):
+        if owner is not None and not store.repos.owner_watched(owner):
             return _error(404, 5, f"no watched repo belongs to {owner}")
         # Category filtering happens here (categories are a JSON list), so ask for more than a page.
-        items = store.feed_items(repo_id=repo_id, owner=owner, min_severity=threshold,
+        items = store.advisories.feed_items(repo_id=repo_id, owner=owner, min_severity=threshold,
                                  limit=limit * 10 if wanted else limit)
         if wanted:
             items = [i for i in items if wanted & set(record_categories(i.record))][:limit]

@@ -139,5 +139,10 @@ class StoreConflict(StoreError):
     pass
 
 
+class AdvisoryConflict(StoreError):
+    """An advisory changed between the read a write was computed from and the write (another process
+    saved it first); the write was not made. Recompute from a fresh read and save again."""
+
+
 class SchemaBehind(StoreError):
     """The database schema is older than this version of the tracker needs."""

@@ -6,7 +6,7 @@ model on the Hub, the most recently changed first, with its head sha. A walk pag
 overlap. Then, for every watched repo on ``main``:
 
 * listed with a head other than the last one read: it moved, so it is made due now and polled
-  (the same request a Hub webhook makes, :meth:`PollQueue.request_poll`);
+  (the same request a Hub webhook makes, :meth:`ScheduleStore.request_poll`);
 * listed with the same head, or not listed at all: unchanged since the watermark.
 
 The watermark is the newest ``lastModified`` (the Hub's clock, never compared with ours) of the
@@ -113,7 +113,7 @@ class ChangeFeed:
     # -- the state row ------------------------------------------------------------------------
 
     def load(self) -> ListingState:
-        with self.store._tx() as conn:
+        with self.store.db.transaction() as conn:
             row = conn.execute(select(hub_listing).where(hub_listing.c.id == 1)).first()
         if row is None:
             return ListingState()
@@ -129,7 +129,7 @@ class ChangeFeed:
     def _save(self, state: ListingState, now: datetime) -> None:
         values = {"epoch": state.epoch, "marks": [{"top": _iso(m.top), "at": _iso(m.at)} for m in state.marks[-2:]],
                   "rate": state.rate, "page_size": state.page_size, "updated_at": now}
-        with self.store._tx() as conn:
+        with self.store.db.transaction() as conn:
             if conn.execute(update(hub_listing).where(hub_listing.c.id == 1).values(**values)).rowcount == 0:
                 conn.execute(insert(hub_listing).values(id=1, **values))
 
@@ -235,7 +235,7 @@ class ChangeFeed:
             return 0
         listed = {m.repo_id.lower(): m.sha for m in listing.models}
         moved: list[tuple[int, str, str | None]] = []
-        with self.store._tx() as conn:
+        with self.store.db.transaction() as conn:
             rows = conn.execute(select(repos.c.id, repos.c.repo_id, repos.c.last_seen_sha).where(and_(
                 repos.c.branch == "main", repos.c.state == RepoState.ACTIVE.value,
                 repos.c.last_seen_sha.is_not(None), repos.c.renamed_to.is_(None))))

@@ -1,7 +1,7 @@
 """The daemon's poll cycle: which due repos this process checks now, and how cheaply.
 
 Every ``tick`` (a couple of seconds, from the daemon's APScheduler) claims due repos from the
-database (:class:`tracker.adapters.store.schedule.PollQueue`): the database decides who works, so any
+database (:class:`tracker.adapters.store.schedule.ScheduleStore`): the database decides who works, so any
 number of replicas on one PostgreSQL share the watch list and a repo is polled by one of them at
 a time. What a claimed repo costs on the Hub:
 
@@ -38,9 +38,9 @@ from tracker.adapters import metrics
 from tracker.adapters.hub.budget import WINDOW_SECONDS, HubBudget
 from tracker.adapters.settings import Settings, clamp_interval
 from tracker.adapters.store import SqlStore
-from tracker.adapters.store.schedule import DueRepo, PollQueue
+from tracker.adapters.store.schedule import DueRepo, ScheduleStore
 from tracker.core.errors import HubRateLimited, NotWatched, TrackerError, first_line
-from tracker.core.model import PollOutcome, RepoRow, RepoState
+from tracker.core.model import PollOutcome, RepoRow
 from tracker.pipeline.changes import ChangeFeed, ListingState
 from tracker.pipeline.polling import LEASE_MARGIN_SECONDS, Poller, PollResult, _dead_here
 from tracker.pipeline.ports import Clock, HubReader
@@ -70,17 +70,11 @@ class TickReport:
     walk_pages: int = 0  # pages of the Hub-wide change listing read in this tick
 
 
-def _checkable(due: DueRepo) -> bool:
-    """Whether an owner listing can tell that this repo did not change."""
-    return (due.state == RepoState.ACTIVE and due.hub_uid is not None and due.last_seen_sha is not None
-            and due.branch == "main" and due.renamed_to is None and not due.requested and bool(due.owner))
-
-
 class Cycle:
     """Claims due repos and checks them: by owner listings where cheaper, else by polling each."""
 
     def __init__(self, settings: Settings, store: SqlStore, hub: HubReader, poller: Poller, *,
-                 clock: Clock, budget: HubBudget, queue: PollQueue | None = None, workers: int | None = None,
+                 clock: Clock, budget: HubBudget, queue: ScheduleStore | None = None, workers: int | None = None,
                  on_result: Callable[[PollResult], None] | None = None,
                  rng: Callable[[], float] = random.random, batch: int = 1000) -> None:
         """``budget`` is the one the Hub client spends (make_tracker hands it to both), so claims stop
@@ -90,7 +84,7 @@ class Cycle:
         self.hub = hub
         self.poller = poller
         self.clock = clock
-        self.queue = queue or PollQueue(store)
+        self.queue = queue or store.schedule
         self.budget = budget
         self.workers = workers or settings.poll_workers
         self.on_result = on_result or (lambda _result: None)
@@ -188,7 +182,7 @@ class Cycle:
         by_owner: dict[str, list[DueRepo]] = defaultdict(list)
         vouched: list[DueRepo] = []
         for due in checks:
-            if due.pk in pending or not _checkable(due):
+            if due.pk in pending or not due.checkable:
                 polls.append(due)
             elif self.changes.vouches(state, vouch, due.listing_epoch, due.last_polled_at):
                 vouched.append(due)
@@ -430,7 +424,7 @@ class Cycle:
         """The watched repos a run covers: all (the rules evaluated first), or the ones named (NotWatched)."""
         if repo_ids is None:  # a cycle over the whole watch list: the rules say what it holds first
             self.evaluate_rules(self.clock(), every=True)
-        rows = self.store.list_watches()
+        rows = self.store.repos.all()
         if repo_ids is None:
             return rows
         by_id: dict[str, RepoRow] = {r.repo_id: r for r in rows}
@@ -474,13 +468,13 @@ class Cycle:
     def _not_polled(self, row: RepoRow) -> PollResult:
         """The result of a repo this run could not claim: another process holds it, or the Hub deferred it."""
         result = PollResult(repo=row.repo_id, status=PollOutcome.BUSY)
-        fresh = self.store.get_repo(row.repo_id) or row
+        fresh = self.store.repos.get(row.repo_id) or row
         now = self.clock()
         if fresh.defer_until is not None and fresh.defer_until > now:
             result.status = PollOutcome.DEFERRED
             result.error = f"rate limited until {fresh.defer_until.isoformat(timespec='seconds')}"
             return result
-        owner, until = self.store.lease_of(fresh.pk)
+        owner, until = self.store.schedule.lease_of(fresh.pk)
         if owner is None:
             result.status = PollOutcome.DEFERRED
             result.error = (f"not polled: the Hub request budget is spent for {self._budget_wait:.0f}s; "
@@ -493,7 +487,7 @@ class Cycle:
     def _after(self, due: DueRepo, result: PollResult) -> datetime:
         now = self.clock()
         if result.status == PollOutcome.DEFERRED:
-            row = self.store.get_repo(due.repo_id)
+            row = self.store.repos.get(due.repo_id)
             if row is not None and row.defer_until is not None and row.defer_until > now:
                 return row.defer_until
         if result.status == PollOutcome.ERROR:

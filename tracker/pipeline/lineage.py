@@ -146,13 +146,13 @@ def watch_base_chain(store: SqlStore, hub: HubReader, repo_id: RepoId, *, branch
             reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             chain.problem = f"{current}: base_model {base} is not on the Hub ({reason}); not watched"
             return chain
-        known = store.get_repo(base)
+        known = store.repos.get(base)
         created = known is None
         if created:
-            store.add_watch(base, every=every, now=now)
-        row = store.get_repo(current)
+            store.repos.add(base, every=every, now=now)
+        row = store.repos.get(current)
         if row is not None:
-            store.update_repo(row.pk, base_repo_id=base)
+            store.repos.update(row.pk, base_repo_id=base)
         chain.links.append((current, base, created))
         seen.append(base)
         current, card = base, next_card
@@ -222,8 +222,8 @@ class ModelTree:
         """What the report needs along the model tree; None when the repo has neither a watched base nor
         watched derivatives nor open inherited advisories (nothing is read then)."""
         ctx, prior = read.ctx, read.prior
-        derivatives = [d for d in self.store.derivatives_of(repo.repo_id) if d.pk != repo.pk]
-        base = self.store.get_repo(base_id) if base_id and base_id.lower() != repo.repo_id.lower() else None
+        derivatives = [d for d in self.store.repos.derivatives_of(repo.repo_id) if d.pk != repo.pk]
+        base = self.store.repos.get(base_id) if base_id and base_id.lower() != repo.repo_id.lower() else None
         open_items = [item for a in ctx.advisories if a.kind == AdvisoryKind.INHERITED and not a.withdrawn
                       and not a.fixed_sha for item in (a.record.get("database_specific") or {}).get("items") or []]
         if not derivatives and base is None and not open_items:
@@ -252,7 +252,7 @@ class ModelTree:
         existing = ctx.inherited_ids | {a.id for a in ctx.advisories}
         carried = {f.path for f in read.snapshot.files if f.path in INHERITABLE}
         changes = []
-        for adv in self.store.advisories_for(repo_pk=base.pk, include_withdrawn=False, versions=False):
+        for adv in self.store.advisories.find(repo_pk=base.pk, include_withdrawn=False, versions=False):
             if adv.kind != AdvisoryKind.UPDATE or adv.revision_sha is None:
                 continue
             if inherited_id(repo.repo_id, adv.id) in existing:
@@ -271,7 +271,7 @@ class ModelTree:
     def _base_change(self, base: RepoRow, adv: AdvisoryRow, *, strict: bool,
                      parsed: dict[str, dict[str, Any] | None]) -> BaseChange | None:
         """What a base's update advisory changed, from the base's stored revisions (blob cache, else the Hub)."""
-        revision = self.store.get_revision(base.pk, adv.revision_sha or "")
+        revision = self.store.revisions.get(base.pk, adv.revision_sha or "")
         if revision is None or revision.snapshot is None or revision.status != RevisionStatus.DONE:
             return None
         prior = self._diff_base(base, revision)
@@ -285,12 +285,12 @@ class ModelTree:
     def _derivative(self, repo: RepoRow, paths: set[str], parsed: dict[str, dict[str, Any] | None]) -> Derivative | None:
         """A watched derivative as it stands: its newest done revision's files. Its own read trouble
         never holds the base's revision back (not strict): its next revision is checked again anyway."""
-        last = self.store.last_done_revision(repo.pk)
+        last = self.store.revisions.last_done(repo.pk)
         if last is None or last.snapshot is None:
             return None
         sources = self._sources(repo.repo_id, old=None, new=(last.sha, last.snapshot), strict=False)
         content = _contents(sources, "new", paths, parsed)
         assert content is not None
         return Derivative(repo_pk=repo.pk, repo_id=repo.repo_id, content=content,
-                          advisory_ids=self.store.advisory_ids_of_kind(repo.pk, AdvisoryKind.INHERITED.value))
+                          advisory_ids=self.store.advisories.ids_of_kind(repo.pk, AdvisoryKind.INHERITED.value))
 

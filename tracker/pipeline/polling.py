@@ -49,7 +49,7 @@ from tracker.core.model import (
 )
 from tracker.core.report import EventReport, event_advisory
 from tracker.pipeline.ports import Clock, HubReader, Store
-from tracker.pipeline.processing import Processor
+from tracker.pipeline.processing import Processor, save_checked, seen_of
 
 log = logging.getLogger("tracker.polling")  # the name operators filter logs by, not the module path
 _SEVERITIES = frozenset(s.value for s in Severity)
@@ -126,12 +126,12 @@ class Poller:
         no other replica polls the repo again in between).
         """
         with self._repo_lock(repo_id):
-            repo = self.store.get_repo(repo_id)
+            repo = self.store.repos.get(repo_id)
             if repo is None:
                 raise NotWatched(repo_id)
             result = PollResult(repo=repo.repo_id)
             if not self._lease(repo):
-                owner, until = self.store.lease_of(repo.pk)
+                owner, until = self.store.schedule.lease_of(repo.pk)
                 result.status = PollOutcome.BUSY
                 result.error = (f"being polled by another process ({owner}, lease until "
                                 f"{until.isoformat(timespec='seconds') if until else '?'}); skipped")
@@ -147,7 +147,7 @@ class Poller:
                 result.status, result.error = PollOutcome.ERROR, f"internal error: {first_line(exc)}"
             finally:
                 if release:
-                    self.store.release_lease(repo.pk, self.owner)
+                    self.store.schedule.release_lease(repo.pk, self.owner)
             self._account(repo, result, started)
             return result
 
@@ -158,26 +158,26 @@ class Poller:
             return  # the process that holds the lease accounts for its own poll
         try:
             if result.processed or result.events:
-                raised = [a for a in self.store.advisories_for(repo_pk=repo.pk, since=started, include_withdrawn=False,
+                raised = [a for a in self.store.advisories.find(repo_pk=repo.pk, since=started, include_withdrawn=False,
                                                                versions=False)
                           if a.published is not None and a.published >= started]
                 result.advisories = len(raised)
                 worst = Severity.worst(Severity(a.severity) for a in raised if a.severity in _SEVERITIES)
                 result.worst_advisory = worst.value if worst else None
                 metrics.advisories_raised(a.severity for a in raised)
-            self.store.update_repo(repo.pk, last_outcome=result.status.value)
+            self.store.repos.update(repo.pk, last_outcome=result.status.value)
         except StoreError as exc:  # the poll itself is done and stored; only its accounting is lost
             log.warning("%s: could not record the poll's outcome: %s", repo.repo_id, first_line(exc))
 
     def _lease(self, repo: RepoRow) -> bool:
         now = self.clock()
         until = now + timedelta(seconds=self.settings.hub_poll_deadline + LEASE_MARGIN_SECONDS)
-        if self.store.acquire_lease(repo.pk, self.owner, now=now, until=until):
+        if self.store.schedule.acquire_lease(repo.pk, self.owner, now=now, until=until):
             return True
         # A lease left by a process of this host that is gone (killed) is free now, not at expiry.
-        holder, _ = self.store.lease_of(repo.pk)
+        holder, _ = self.store.schedule.lease_of(repo.pk)
         if holder and _dead_here(holder):
-            return self.store.acquire_lease(repo.pk, self.owner, now=now, until=until, steal_from=holder)
+            return self.store.schedule.acquire_lease(repo.pk, self.owner, now=now, until=until, steal_from=holder)
         return False
 
     def _keep_lease(self, repo: RepoRow) -> bool:
@@ -195,7 +195,7 @@ class Poller:
             self._poll(repo, result, backfill=backfill, progress=progress)
         except HubRateLimited as exc:
             wait = min(exc.retry_after or self.settings.poll_every, self.settings.hub_max_defer)
-            self.store.update_repo(repo.pk, defer_until=now + timedelta(seconds=wait), last_error=first_line(exc),
+            self.store.repos.update(repo.pk, defer_until=now + timedelta(seconds=wait), last_error=first_line(exc),
                                    unreachable_since=None)
             result.status, result.error = PollOutcome.DEFERRED, first_line(exc)
         except (RepoGated, RepoGone, RepoDisabled) as exc:
@@ -204,13 +204,13 @@ class Poller:
             if isinstance(exc, StoreBusy):
                 raise
             if isinstance(exc, HubUnavailable):  # the outage's start is kept; any answer from the Hub ends it
-                self.store.mark_unreachable(repo.pk, now=now, last_error=first_line(exc), last_polled_at=now)
+                self.store.repos.mark_unreachable(repo.pk, now=now, last_error=first_line(exc), last_polled_at=now)
             else:
-                self.store.update_repo(repo.pk, last_error=first_line(exc), last_polled_at=now, unreachable_since=None)
+                self.store.repos.update(repo.pk, last_error=first_line(exc), last_polled_at=now, unreachable_since=None)
             result.status, result.error = PollOutcome.ERROR, first_line(exc)
         else:
             done = self.clock()
-            self.store.update_repo(repo.pk, last_error=None, defer_until=None, last_polled_at=done,
+            self.store.repos.update(repo.pk, last_error=None, defer_until=None, last_polled_at=done,
                                    last_success_at=done, unreachable_since=None)
 
     # -- events -------------------------------------------------------------------------------
@@ -219,13 +219,17 @@ class Poller:
                sha: str | None = None, repo_updates: dict[str, Any] | None = None) -> None:
         """Store an event with the repo's new state and its advisory, in one transaction (once per key)."""
         now = self.clock()
-        done = [r.sha for r in self.store.revisions(repo.pk, status=RevisionStatus.DONE)]
-        ctx = self.processor.context(repo, now=now)
-        advisory = event_advisory(ctx, kind=kind, detail=detail, done_revisions=done)
-        report = EventReport(repo_pk=repo.pk, kind=kind, dedupe_key=key, detail=detail, revision_sha=sha,
-                             created_at=now, repo_updates=repo_updates or {},
-                             advisories=(advisory,) if advisory else ())
-        if self.store.save_event_report(report):
+        done = [r.sha for r in self.store.revisions.of_repo(repo.pk, status=RevisionStatus.DONE)]
+
+        def save() -> bool:
+            ctx = self.processor.context(repo, now=now)
+            advisory = event_advisory(ctx, kind=kind, detail=detail, done_revisions=done)
+            report = EventReport(repo_pk=repo.pk, kind=kind, dedupe_key=key, detail=detail, revision_sha=sha,
+                                 created_at=now, repo_updates=repo_updates or {},
+                                 advisories=(advisory,) if advisory else ())
+            return self.store.events.save_report(report, seen=seen_of(ctx))
+
+        if save_checked(f"{repo.repo_id}: {kind}", save):
             result.events.append(kind)  # said in the poll's line (`tracker poll`, the daemon's log)
             log.debug("%s: %s", repo.repo_id, kind)
 
@@ -235,7 +239,7 @@ class Poller:
         never_read = repo.last_seen_sha is None and repo.hub_uid is None
         if never_read and not isinstance(exc, RepoDisabled):
             # Never read: a typo in the watch list, or a private or gated repo without a token.
-            self.store.update_repo(repo.pk, state=RepoState.NOT_FOUND, **updates)
+            self.store.repos.update(repo.pk, state=RepoState.NOT_FOUND, **updates)
             result.status = PollOutcome.NOT_FOUND
             result.error = "not found on the Hub (check the id; private and gated repos need HF_TOKEN)"
             return
@@ -250,7 +254,7 @@ class Poller:
                         {"reason": first_line(exc), "last_seen_sha": repo.last_seen_sha}, result,
                         repo_updates={"state": state, **updates})
         else:
-            self.store.update_repo(repo.pk, **updates)
+            self.store.repos.update(repo.pk, **updates)
         result.status = PollOutcome(state.value)
         result.error = first_line(exc)
 
@@ -266,7 +270,7 @@ class Poller:
             self._event(repo, "restored", f"restored:{repo.state}:{self.clock().isoformat()}",
                         {"previous_state": repo.state.value}, result, repo_updates=updates)
         else:
-            self.store.update_repo(repo.pk, **updates)
+            self.store.repos.update(repo.pk, **updates)
 
     # -- reading the branch ---------------------------------------------------------------------
 
@@ -285,7 +289,8 @@ class Poller:
                 commits = list(listing.commits)
                 if not commits:
                     raise HubUnavailable(f"{repo.repo_id}: the Hub listed no commits on {repo.branch!r}")
-                result.new_revisions = self.store.record_listing(repo, commits, parent=None, baseline=True)
+                result.new_revisions = self.store.revisions.record_listing(repo, commits, parent=None, baseline=True,
+                                                                           now=self.clock())
                 result.status = PollOutcome.BASELINE
             else:
                 limit = self.settings.poll_max_new_commits
@@ -298,7 +303,8 @@ class Poller:
                         commits, parent = list(listing.commits), repo.last_seen_sha
                     else:
                         commits, parent = self._history_rewritten(repo, listing.commits, head.sha, result)
-                    result.new_revisions = self.store.record_listing(repo, commits, parent=parent, baseline=False)
+                    result.new_revisions = self.store.revisions.record_listing(repo, commits, parent=parent,
+                                                                               baseline=False, now=self.clock())
                 result.status = PollOutcome.NEW if result.new_revisions else PollOutcome.UNCHANGED
             repo = self._reload(repo)
         result.processed = self.processor.process_pending(repo, progress=progress,
@@ -306,7 +312,7 @@ class Poller:
         self.processor.retry_dependencies(repo)
 
     def _reload(self, repo: RepoRow) -> RepoRow:
-        fresh = self.store.get_repo(repo.repo_id)
+        fresh = self.store.repos.get(repo.repo_id)
         if fresh is None:
             raise NotWatched(repo.repo_id)
         return fresh
@@ -329,8 +335,9 @@ class Poller:
         if not listing.reached_since:
             first = between[0]
             between[0] = Commit(first.sha, first.date, first.title, first.message, first.authors, (last,))
-        new = self.store.record_listing(repo, between, parent=last, baseline=False, backlog=True)
-        new += self.store.record_listing(repo, [head], parent=last, baseline=False)
+        new = self.store.revisions.record_listing(repo, between, parent=last, baseline=False, backlog=True,
+                                                  now=self.clock())
+        new += self.store.revisions.record_listing(repo, [head], parent=last, baseline=False, now=self.clock())
         limit = self.settings.poll_max_new_commits
         log.warning("%s: %s%d new commits (more than [poll] max_new_commits = %d): reading the head %s now, "
                     "the rest in the background", repo.repo_id, "" if listing.reached_since else "over ",
@@ -347,11 +354,11 @@ class Poller:
         Returns the commits to read and the revision to diff the first against.
         Content hashes, not commit ids, decide whether anything really changed.
         """
-        stored = {r.sha: r for r in self.store.revisions(repo.pk)}
+        stored = {r.sha: r for r in self.store.revisions.of_repo(repo.pk)}
         listed_shas = [c.sha for c in listed]
         fork = next((i for i in range(len(listed) - 1, -1, -1) if listed_shas[i] in stored), None)
         unreachable = sorted(sha for sha in stored if sha not in set(listed_shas))
-        last_done = self.store.last_done_revision(repo.pk)
+        last_done = self.store.revisions.last_done(repo.pk)
         new_snapshot = self.hub.snapshot(repo.repo_id, head_sha)
         same = bool(last_done and last_done.snapshot and same_content(last_done.snapshot, new_snapshot))
         self._check_identity(repo, result)

@@ -15,13 +15,20 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from tracker.adapters import metrics
 from tracker.adapters.settings import Settings
 from tracker.core.bounded import json_object
 from tracker.core.diff import diff_revisions
-from tracker.core.errors import HubRateLimited, HubUnavailable, RevisionGone, TrackerError, first_line
+from tracker.core.errors import (
+    AdvisoryConflict,
+    HubRateLimited,
+    HubUnavailable,
+    RevisionGone,
+    TrackerError,
+    first_line,
+)
 from tracker.core.estimate import compare_estimates
 from tracker.core.findings import analyse_revision, libraries_of
 from tracker.core.findings.rules import SeverityRules
@@ -38,7 +45,13 @@ from tracker.core.model import (
     Snapshot,
     sort_findings,
 )
-from tracker.core.report import AdvisoryContext, RevisionReport, revision_advisories, revision_report
+from tracker.core.report import (
+    AdvisoryContext,
+    AdvisoryWrite,
+    RevisionReport,
+    revision_advisories,
+    revision_report,
+)
 from tracker.pipeline.lineage import ModelTree, TreeRead
 from tracker.pipeline.ports import Clock, HubReader, OsvLookup, Store
 from tracker.pipeline.sources import HubSources
@@ -136,6 +149,32 @@ class Analysis:
 
 # Failures that say nothing about the content: the revision is read again later (see ``process``).
 TRANSIENT = (RevisionGone, HubUnavailable, HubRateLimited)
+SAVE_ATTEMPTS = 3  # a save whose advisories another process changed meanwhile is recomputed this often, at most
+
+T = TypeVar("T")
+
+
+def seen_of(ctx: AdvisoryContext) -> dict[str, datetime | None]:
+    """The advisories a report was computed from, as read (what its save checks they still are)."""
+    return {a.id: a.modified for a in ctx.advisories}
+
+
+def save_checked(what: str, attempt: Callable[[], T]) -> T:
+    """Run ``attempt`` (read, compute, save) again while another writer changed its advisories first.
+
+    Each conflict means someone else's save went through, so the next read sees it; past
+    ``SAVE_ATTEMPTS`` the last conflict is raised, with what was being saved.
+    """
+    for tries in range(1, SAVE_ATTEMPTS):
+        try:
+            return attempt()
+        except AdvisoryConflict as exc:
+            log.info("%s: %s; reading again (attempt %d of %d)", what, first_line(exc), tries, SAVE_ATTEMPTS)
+    try:
+        return attempt()
+    except AdvisoryConflict as exc:
+        raise AdvisoryConflict(f"{what}: gave up after {SAVE_ATTEMPTS} attempts, the advisories kept changing "
+                               f"under it ({first_line(exc)}); it is tried again at the next poll") from exc
 
 
 def _one_line(exc: BaseException) -> str:
@@ -159,7 +198,7 @@ class Processor:
     # -- read -------------------------------------------------------------------------------
 
     def sources(self, repo_id: RepoId, *, old: Side | None, new: Side, strict: bool = False) -> HubSources:
-        return HubSources(self.hub, self.store, repo_id, {"old": old, "new": new},
+        return HubSources(self.hub, self.store.blobs, repo_id, {"old": old, "new": new},
                           max_file_bytes=self.settings.max_file_bytes,
                           max_header_bytes=self.settings.max_header_bytes, now=self.clock, strict=strict)
 
@@ -262,9 +301,9 @@ class Processor:
         """The done revision a stored one is compared with (skipping rows rewritten away before being read)."""
         if revision.parent_sha is None:
             return None
-        parent = self.store.get_revision(repo.pk, revision.parent_sha)
+        parent = self.store.revisions.get(repo.pk, revision.parent_sha)
         while parent is not None and parent.status != RevisionStatus.DONE and parent.parent_sha:
-            parent = self.store.get_revision(repo.pk, parent.parent_sha)
+            parent = self.store.revisions.get(repo.pk, parent.parent_sha)
         return parent if parent is not None and parent.status == RevisionStatus.DONE else None
 
     def context(self, repo: RepoRow, *, now: datetime, sha: str | None = None) -> AdvisoryContext:
@@ -277,30 +316,30 @@ class Processor:
         advisory of the repo and every commit.
         """
         if sha is None:
-            advisories = self.store.advisories_for(repo_pk=repo.pk, versions=False)
-            commits: list[str] = sorted(self.store.commit_graph(repo.pk))
+            advisories = self.store.advisories.find(repo_pk=repo.pk, versions=False)
+            commits: list[str] = sorted(self.store.revisions.commit_graph(repo.pk))
         else:
-            advisories = self.store.advisories_of_revision(repo.pk, sha)
+            advisories = self.store.advisories.of_revision(repo.pk, sha)
             commits = []
         snapshots: dict[str, Snapshot] = {}
         diff_bases: dict[str, str | None] = {}
         for adv in advisories:
             if adv.kind != AdvisoryKind.RISK or adv.withdrawn or adv.fixed_sha or adv.revision_sha is None:
                 continue
-            introduced = self.store.get_revision(repo.pk, adv.revision_sha)
+            introduced = self.store.revisions.get(repo.pk, adv.revision_sha)
             if introduced is None:
                 continue
             diff_bases[introduced.sha] = introduced.parent_sha
-            before = self.store.get_revision(repo.pk, introduced.parent_sha) if introduced.parent_sha else None
+            before = self.store.revisions.get(repo.pk, introduced.parent_sha) if introduced.parent_sha else None
             for row in (introduced, before):
                 if row is not None and row.snapshot is not None:
                     snapshots[row.sha] = row.snapshot
-        reach = self.store.reach(repo.pk, [sha or "", *(a.revision_sha or "" for a in advisories)])
+        reach = self.store.advisories.reach(repo.pk, [sha or "", *(a.revision_sha or "" for a in advisories)])
         return AdvisoryContext(
             repo_id=repo.repo_id, endpoint=self.hub.endpoint, tracker_url=self.settings.public_url,
             min_severity=self.settings.min_advisory_severity, advisories=advisories, now=now, reach=reach,
             snapshots=snapshots, diff_bases=diff_bases, commits=commits,
-            inherited_ids=self.store.advisory_ids_of_kind(repo.pk, AdvisoryKind.INHERITED.value),
+            inherited_ids=self.store.advisories.ids_of_kind(repo.pk, AdvisoryKind.INHERITED.value),
         )
 
     # -- process ----------------------------------------------------------------------------
@@ -315,7 +354,7 @@ class Processor:
         """
         done = 0
         allowance = self.settings.poll_backlog_per_poll if backlog is None else backlog
-        for revision in self.store.pending_revisions(repo.pk):
+        for revision in self.store.revisions.pending(repo.pk):
             if should_stop():
                 break
             if revision.backlog:
@@ -327,7 +366,7 @@ class Processor:
                     done += 1
             except RevisionGone as exc:
                 # Rewritten away before we read it: keep the row, say why, move on.
-                self.store.mark_revision(revision.pk, RevisionStatus.UNREACHABLE)
+                self.store.revisions.mark(revision.pk, RevisionStatus.UNREACHABLE)
                 log.warning("%s@%s unreachable: %s", repo.repo_id, revision.sha[:12], exc)
                 continue
             if progress:
@@ -347,9 +386,9 @@ class Processor:
         try:
             return self._process(repo, revision, strict=strict)
         except (HubUnavailable, HubRateLimited) as exc:
-            attempts = self.store.note_attempt(revision.pk, _one_line(exc))
+            attempts = self.store.revisions.note_attempt(revision.pk, _one_line(exc))
             if attempts >= self.settings.poll_max_attempts and not strict:
-                self.store.mark_revision(revision.pk, RevisionStatus.UNREACHABLE)
+                self.store.revisions.mark(revision.pk, RevisionStatus.UNREACHABLE)
                 log.warning("%s@%s: given up after %d attempts: %s", repo.repo_id, revision.sha[:12], attempts,
                             _one_line(exc))
             raise
@@ -370,17 +409,23 @@ class Processor:
             log.warning("%s@%s: dependency lookups failed: %s", repo.repo_id, revision.sha[:12], exc)
         findings = sort_findings([*analysis.findings, *dependency_findings, *unsafe])
         now = self.clock()
-        report = self._report(repo, revision, replace(analysis, findings=findings), now=now, snapshot=snapshot,
-                              prior=base, retry=retry, strict=strict)
-        saved = self.store.save_revision_report(report)
+
+        def save() -> bool:
+            report, ctx = self._report(repo, revision, replace(analysis, findings=findings), now=now,
+                                       snapshot=snapshot, prior=base, retry=retry, strict=strict)
+            return self.store.revisions.save_report(report, seen=seen_of(ctx))
+
+        saved = save_checked(f"{repo.repo_id}@{revision.sha[:12]}", save)
         if saved:
             metrics.revision_saved(finding_severities=[f.severity.value for f in findings], committed_at=revision.date,
                                    read_at=now, baseline=revision.baseline or old is None)
         return saved
 
     def _report(self, repo: RepoRow, revision: RevisionRow, analysis: Analysis, *, now: datetime,
-                snapshot: Snapshot, prior: RevisionRow | None, retry: bool, strict: bool) -> RevisionReport:
-        """The revision's report, from its analysis with every finding (dependencies and unsafe paths too).
+                snapshot: Snapshot, prior: RevisionRow | None, retry: bool, strict: bool
+                ) -> tuple[RevisionReport, AdvisoryContext]:
+        """The revision's report, from its analysis with every finding (dependencies and unsafe paths too),
+        and the context it was computed from.
 
         ``prior`` is the revision it was compared with; without a snapshot it is a first revision.
         """
@@ -396,7 +441,7 @@ class Processor:
             date=revision.date, baseline=revision.baseline or not compared, snapshot=snapshot,
             diff=analysis.raw if compared else None, findings=analysis.findings, estimate=analysis.estimate,
             dependencies_pending=retry, inherit=inherit, repo_updates=updates, libraries=analysis.libraries,
-        )
+        ), ctx
 
     # -- re-analysis ------------------------------------------------------------------------
 
@@ -405,13 +450,20 @@ class Processor:
                  libraries: Sequence[str] | None = None) -> None:
         """Store re-analysed findings and the advisories they imply, in one transaction."""
         now = self.clock()
-        writes = []
-        if not revision.baseline:
-            ctx = self.context(repo, now=now, sha=revision.sha)
-            writes = revision_advisories(ctx, sha=revision.sha, parent=revision.parent_sha, date=revision.date,
-                                         findings=findings, estimate_delta=(estimate or {}).get("delta"))
-        self.store.save_reanalysis(revision.pk, repo.pk, findings=findings, estimate=estimate, now=now,
-                                   dependencies_pending=dependencies_pending, advisories=writes, libraries=libraries)
+
+        def save() -> None:
+            writes: list[AdvisoryWrite] = []
+            seen: dict[str, datetime | None] = {}
+            if not revision.baseline:
+                ctx = self.context(repo, now=now, sha=revision.sha)
+                writes = revision_advisories(ctx, sha=revision.sha, parent=revision.parent_sha, date=revision.date,
+                                             findings=findings, estimate_delta=(estimate or {}).get("delta"))
+                seen = seen_of(ctx)
+            self.store.revisions.save_reanalysis(revision.pk, repo.pk, findings=findings, estimate=estimate, now=now,
+                                                 dependencies_pending=dependencies_pending, advisories=writes,
+                                                 libraries=libraries, seen=seen)
+
+        save_checked(f"{repo.repo_id}@{revision.sha[:12]}", save)
 
     def reanalyse(self, repo: RepoRow) -> int:
         """Re-run analysis of every stored revision with today's rules; advisories are rebuilt or withdrawn.
@@ -420,7 +472,7 @@ class Processor:
         nothing but the safetensors headers it needs again.
         """
         changed = 0
-        for revision in self.store.revisions(repo.pk, status=RevisionStatus.DONE):
+        for revision in self.store.revisions.of_repo(repo.pk, status=RevisionStatus.DONE):
             if revision.snapshot is None:
                 continue
             base = self.diff_base(repo, revision)
@@ -440,7 +492,7 @@ class Processor:
         if self.osv is None:
             return 0
         done = 0
-        for revision in self.store.revisions(repo.pk, status=RevisionStatus.DONE, dependencies_pending=True):
+        for revision in self.store.revisions.of_repo(repo.pk, status=RevisionStatus.DONE, dependencies_pending=True):
             if not revision.dependencies_pending or revision.snapshot is None:
                 continue
             base = self.diff_base(repo, revision)

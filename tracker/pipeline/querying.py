@@ -125,7 +125,7 @@ class Querier:
 
     def place(self, repo: RepoRow, revision: str, budget: LookupBudget) -> Placement:
         """The full sha of ``revision`` and how it joins the known graph (Hub look-ups within ``budget``)."""
-        matches = self.store.find_commit(revision, repo.pk) if revision else []
+        matches = self.store.revisions.find_commit(revision, repo.pk) if revision else []
         if len(matches) == 1:
             return Placement(sha=matches[0][1], on_graph=True)
         key = (repo.pk, revision)
@@ -148,9 +148,9 @@ class Querier:
         if not SHA_RE.match(revision):
             budget.spend(f"{repo.repo_id}@{revision}")
             sha = pin(self.hub, repo.repo_id, revision)
-            if self.store.has_commit(repo.pk, sha):
+            if self.store.revisions.has_commit(repo.pk, sha):
                 return Placement(sha=sha, on_graph=True)
-        graph = self.store.commit_graph(repo.pk)
+        graph = self.store.revisions.commit_graph(repo.pk)
         if not graph:
             return Placement(sha=sha)
         # Newer than (or beside) what was read: walk its history back to a known commit.
@@ -177,16 +177,16 @@ class Querier:
         if not placement.edges:
             if not placement.on_graph:
                 return []
-            return self.store.advisory_ids_for_commit(placement.sha, repo.pk)
+            return self.store.advisories.ids_for_commit(placement.sha, repo.pk)
         # An unseen revision (rare, and a Hub look-up anyway): its range events evaluated over the
         # known graph joined with the fetched edges. Advisories that list revisions by name (repo
         # events) name none it could be.
-        graph = {**self.store.commit_graph(repo.pk), **placement.edges}
+        graph = {**self.store.revisions.commit_graph(repo.pk), **placement.edges}
         history = ancestors(graph, [placement.sha])
         every = _all_commits(graph)
         rootsets: dict[str, set[str]] = {}
         ids = []
-        for adv in self.store.advisories_for(repo_pk=repo.pk, include_withdrawn=False, versions=False):
+        for adv in self.store.advisories.find(repo_pk=repo.pk, include_withdrawn=False, versions=False):
             if not ranged(adv.kind):
                 continue
             if adv.kind == AdvisoryKind.RECREATED or commit_affected(
@@ -198,7 +198,7 @@ class Querier:
         head = repo.last_seen_sha
         if head is None:
             return None
-        parents = {**self.store.commit_graph(repo.pk), **(edges or {})}
+        parents = {**self.store.revisions.commit_graph(repo.pk), **(edges or {})}
         steps, seen = 0, set()
         current: str | None = head
         while current is not None and current not in seen:
@@ -212,11 +212,11 @@ class Querier:
 
     def query(self, repo_id: str, revision: str) -> QueryResult:
         """``tracker query``: the advisories affecting a revision, and how far behind the head it is."""
-        repo = self.store.get_repo(repo_id)
+        repo = self.store.repos.get(repo_id)
         if repo is None:
             raise NotWatched(repo_id)
         placement = self.place(repo, revision, self.budget())
-        rows = [r for r in self.store.advisories_by_ids(self.advisory_ids(repo, placement)) if not r.withdrawn]
+        rows = [r for r in self.store.advisories.by_ids(self.advisory_ids(repo, placement)) if not r.withdrawn]
         return QueryResult(repo=repo.repo_id, revision=placement.sha,
                            vulns=[r.record for r in sorted(rows, key=_by_severity)], head=repo.last_seen_sha,
                            behind=self.behind(repo, placement.sha, placement.edges) if placement.on_graph else None,

@@ -29,7 +29,6 @@ from typing import Any
 from sqlalchemy import delete, insert, select, update
 
 from tracker.adapters.store import SqlStore
-from tracker.adapters.store.store import _utc
 from tracker.adapters.store.tables import repos, watch_rules
 from tracker.core.errors import ConfigError, TrackerError, first_line
 from tracker.core.model import RepoId, validate_repo_id
@@ -166,7 +165,7 @@ class RuleStore:
         """Store a rule (the same rule again updates its cap); returns (row, created)."""
         if not 1 <= max_repos <= MAX_CAP:
             raise ConfigError(f"--max must be between 1 and {MAX_CAP:,}")
-        with self.store._tx() as conn:
+        with self.store.db.transaction() as conn:
             row = conn.execute(select(watch_rules).where(watch_rules.c.text == rule.text)).first()
             if row is None:
                 conn.execute(insert(watch_rules).values(text=rule.text, filters=rule.to_json(), max_repos=max_repos,
@@ -179,24 +178,24 @@ class RuleStore:
         return self._row(row), created
 
     def all(self) -> list[RuleRow]:
-        with self.store._tx() as conn:
+        with self.store.db.transaction() as conn:
             return [self._row(r) for r in conn.execute(select(watch_rules).order_by(watch_rules.c.id))]
 
     def get(self, rule_id: int) -> RuleRow | None:
-        with self.store._tx() as conn:
+        with self.store.db.transaction() as conn:
             row = conn.execute(select(watch_rules).where(watch_rules.c.id == rule_id)).first()
         return self._row(row) if row else None
 
     def repos_of(self, rule_id: int) -> list[tuple[RepoId, datetime | None]]:
         """(repo id, since when the rule no longer matches it) of every repo the rule added."""
-        with self.store._tx() as conn:
-            return [(RepoId(r.repo_id), _utc(r.rule_missing_since)) for r in conn.execute(
+        with self.store.db.transaction() as conn:
+            return [(RepoId(r.repo_id), r.rule_missing_since) for r in conn.execute(
                 select(repos.c.repo_id, repos.c.rule_missing_since).where(repos.c.rule_id == rule_id)
                 .order_by(repos.c.repo_id))]
 
     def remove(self, rule_id: int) -> list[RepoId] | None:
         """Delete a rule and unwatch the repos it added; their ids, or None when there is no such rule."""
-        with self.store._tx() as conn:
+        with self.store.db.transaction() as conn:
             if conn.execute(select(watch_rules.c.id).where(watch_rules.c.id == rule_id)).first() is None:
                 return None
             ids = [RepoId(r) for r in conn.execute(select(repos.c.repo_id).where(repos.c.rule_id == rule_id)
@@ -208,8 +207,8 @@ class RuleStore:
     @staticmethod
     def _row(row: Any) -> RuleRow:
         return RuleRow(id=row.id, rule=WatchRule.from_json(dict(row.filters)), max_repos=row.max_repos,
-                       grace_seconds=row.grace_seconds, created_at=_utc(row.created_at),
-                       evaluated_at=_utc(row.evaluated_at), matched=row.matched, capped=bool(row.capped),
+                       grace_seconds=row.grace_seconds, created_at=row.created_at,
+                       evaluated_at=row.evaluated_at, matched=row.matched, capped=bool(row.capped),
                        last_error=row.last_error)
 
 
@@ -238,7 +237,7 @@ class RuleKeeper:
                                                max_items=rule.max_repos + 1)
         except TrackerError as exc:
             log.warning("watch rule %d (%s): listing its models failed: %s", rule.id, rule.text, first_line(exc))
-            with self.store._tx() as conn:
+            with self.store.db.transaction() as conn:
                 conn.execute(update(watch_rules).where(watch_rules.c.id == rule.id).values(
                     last_error=first_line(exc)))
             return None
@@ -248,7 +247,7 @@ class RuleKeeper:
         keep_lower = {r.lower() for r in matched}
         added: list[RepoId] = []
         dropped: list[RepoId] = []
-        with self.store._tx() as conn:
+        with self.store.db.transaction() as conn:
             watched = {r.repo_id.lower(): r for r in conn.execute(
                 select(repos.c.id, repos.c.repo_id, repos.c.rule_id, repos.c.rule_missing_since))}
             mine = [r for r in watched.values() if r.rule_id == rule.id]

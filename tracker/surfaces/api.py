@@ -175,7 +175,7 @@ def create_app(tracker: Tracker, *, page_size: int = PAGE_SIZE, webhook_secret: 
             if not SHA_RE.match(revision):
                 raise QueryError("commit must be a full 40-hex sha")
             return revision, None, None  # any watched repo; no repo to look an unseen commit up in
-        repo = store.get_repo(repo_id)
+        repo = store.repos.get(repo_id)
         if repo is None:
             raise NotWatched(repo_id)
         placement = querier.place(repo, revision, budget)
@@ -205,10 +205,10 @@ def create_app(tracker: Tracker, *, page_size: int = PAGE_SIZE, webhook_secret: 
             return [], None
         sha, repo_pk, ids = found
         if ids is None:
-            rows, more = store.live_records_for_commit(sha, repo_pk, limit=page_size, offset=offset,
+            rows, more = store.advisories.live_records_for_commit(sha, repo_pk, limit=page_size, offset=offset,
                                                        versions=records, versions_budget=PAGE_VERSIONS)
             return rows, (str(offset + len(rows)) if more else None)
-        live = [r for r in store.advisories_by_ids(ids, versions=records) if not r.withdrawn][offset:]
+        live = [r for r in store.advisories.by_ids(ids, versions=records) if not r.withdrawn][offset:]
         shown, listed = 0, 0
         while shown < min(len(live), page_size) and (shown == 0 or listed < PAGE_VERSIONS):
             listed += len(live[shown].record["affected"][0].get("versions") or [])
@@ -275,7 +275,7 @@ def create_app(tracker: Tracker, *, page_size: int = PAGE_SIZE, webhook_secret: 
 
     @app.get("/v1/vulns/{vuln_id}")
     def get_vuln(vuln_id: str) -> JSONResponse:
-        row = store.get_advisory(vuln_id)
+        row = store.advisories.get(vuln_id)
         if row is None:
             return _error(404, 5, "Bug not found.")
         return JSONResponse(json_safe(row.record))
@@ -303,7 +303,7 @@ def create_app(tracker: Tracker, *, page_size: int = PAGE_SIZE, webhook_secret: 
             repo_id = validate_repo_id(str(repo.get("name", "")))
         except ValueError as exc:
             raise QueryError(str(exc)) from exc
-        if store.get_repo(repo_id) is None:
+        if store.repos.get(repo_id) is None:
             return JSONResponse({"status": "ignored", "reason": f"{repo_id} is not watched"}, status_code=200)
         poll_soon(repo_id)
         return JSONResponse({"status": "queued", "repo": repo_id}, status_code=202)

@@ -412,7 +412,7 @@ def repos_router(tracker: Tracker) -> APIRouter:
             RepoOut(repo=r.repo_id, branch=r.branch, state=r.state.value, every_seconds=r.every_seconds,
                     last_seen_sha=r.last_seen_sha, last_polled_at=r.last_polled_at, last_error=r.last_error,
                     renamed_to=r.renamed_to)
-            for r in store.list_watches()
+            for r in store.repos.all()
         ])
 
     @router.get("/v1/rules", response_model=RulesOut, responses={503: ERRORS[503]})
@@ -436,9 +436,9 @@ def repos_router(tracker: Tracker) -> APIRouter:
         """The revisions read, oldest first, with what changed in each; for a repo not watched, its newest
         commits on the Hub (nothing analysed or stored)."""
         repo_id = _repo(owner, name)
-        row = store.get_repo(repo_id)
+        row = store.repos.get(repo_id)
         if row is not None:
-            return RevisionsOut(repo=repo_id, watched=True, revisions=[_revision_out(r) for r in store.revisions(row.pk)])
+            return RevisionsOut(repo=repo_id, watched=True, revisions=[_revision_out(r) for r in store.revisions.of_repo(row.pk)])
         with gate.slot(_client_of(request)):
             listing = tracker.hub.commits_since(repo_id, _revision(branch, "branch"), None, limit=limit)
         return RevisionsOut(repo=repo_id, watched=False, revisions=[
@@ -458,8 +458,8 @@ def repos_router(tracker: Tracker) -> APIRouter:
         with gate.slot(_client_of(request)):
             old_side = tracker.snapshot_of(repo_id, _revision(from_, "from"))
             new_side = tracker.snapshot_of(repo_id, _revision(to, "to"))
-            row = store.get_repo(repo_id)
-            stored_old = store.get_revision(row.pk, old_side[0]) if row is not None else None
+            row = store.repos.get(repo_id)
+            stored_old = store.revisions.get(row.pk, old_side[0]) if row is not None else None
             analysis = tracker.analyse(repo_id, old_side, new_side,
                                        old_estimate=stored_old.estimate if stored_old else None)
         return DiffOut.model_validate({"repo": repo_id, **analysis.diff_json(old_side[0], new_side[0])})
@@ -491,11 +491,10 @@ def ops_router(tracker: Tracker, scheduler_running: Callable[[], bool] | None) -
 
     def _hub_check() -> str:
         """Said, never a reason to leave rotation: the API serves from the database while the Hub is away."""
-        from tracker.adapters.store.health import HealthReads
         from tracker.surfaces.status import hub_unreachable
 
         try:
-            outage = HealthReads(store).hub_outage()
+            outage = store.health.hub_outage()
         except TrackerError as exc:
             return f"unknown: {first_line(exc)}"
         said = hub_unreachable(outage.polled, outage.unreachable, outage.since, now=tracker.clock())
@@ -508,7 +507,7 @@ def ops_router(tracker: Tracker, scheduler_running: Callable[[], bool] | None) -
         checks: dict[str, str] = {}
         ready = True
         try:
-            store.ping()
+            store.db.ping()
             checks["database"] = "ok"
         except TrackerError as exc:
             checks["database"] = first_line(exc)
@@ -533,12 +532,10 @@ def ops_router(tracker: Tracker, scheduler_running: Callable[[], bool] | None) -
         by severity, deliveries by outcome, poll lag; the backlogs, read from the database now."""
         from prometheus_client import CONTENT_TYPE_LATEST
 
-        from tracker.adapters.store.health import HealthReads
-
         gauges: dict[str, tuple[str, float]] = {}
         labelled: dict[str, tuple[str, str, dict[str, float]]] = {}
         try:
-            reads = HealthReads(store)
+            reads = store.health
             backlog = reads.deliveries()
             fleet = reads.fleet()
             now = tracker.clock()

@@ -97,9 +97,7 @@ class Daemon:
         next_try = None
         if result.status in (PollOutcome.ERROR, PollOutcome.NOT_FOUND):  # the cycle has rescheduled it by now
             try:
-                from tracker.adapters.store.health import HealthReads
-
-                next_try = HealthReads(self.tracker.store).next_poll_at(result.repo)
+                next_try = self.tracker.store.health.next_poll_at(result.repo)
             except TrackerError:
                 pass  # the line goes out without it
         log_poll(log, result, next_try=next_try)  # one line when it found something or failed (tracker/surfaces/logs.py)
@@ -113,9 +111,7 @@ class Daemon:
     def beat(self) -> None:
         """The heartbeat: a summary of the polls since the last one (nothing when none ran)."""
         try:
-            from tracker.adapters.store.health import HealthReads
-
-            pending: int | None = HealthReads(self.tracker.store).pending_revisions()
+            pending: int | None = self.tracker.store.health.pending_revisions()
         except TrackerError:
             pending = None
         line = self.heartbeat.summary(watched=len(self._intervals), period=format_duration(self.heartbeat_every),
@@ -124,7 +120,7 @@ class Daemon:
 
     def reconcile(self) -> None:
         """Keep the watched repos' intervals (the count the logs show) and the budget check current."""
-        watched = {r.repo_id: r for r in self.tracker.store.list_watches()}
+        watched = {r.repo_id: r for r in self.tracker.store.repos.all()}
         intervals: dict[str, float] = {repo_id: self.cycle.interval(repo_id, row.every_seconds) for repo_id, row in watched.items()}
         if intervals != self._intervals:
             self._intervals = intervals

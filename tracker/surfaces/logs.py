@@ -164,7 +164,7 @@ def start_line(tracker: Tracker, *, api: tuple[str, int] | None, polling: bool =
     from tracker.adapters.settings import format_duration
     from tracker.adapters.store.db import describe_url
 
-    count = len(tracker.store.list_watches()) if watched is None else watched
+    count = len(tracker.store.repos.all()) if watched is None else watched
     where = f"http://{f'[{api[0]}]' if ':' in api[0] else api[0]}:{api[1]}" if api else "off (--no-api)"
     places = (f"database {describe_url(tracker.settings.database_url)}, Hub {tracker.hub.endpoint}, "
               f"API {where}")

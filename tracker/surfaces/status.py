@@ -206,9 +206,7 @@ def assess(rows: Sequence[RepoHealthRow], deliveries: DeliveryBacklog, *, now: d
 
 
 def gather(tracker: Tracker, *, max_cycles: int = DEFAULT_MAX_CYCLES) -> StatusReport:
-    from tracker.adapters.store.health import HealthReads
-
-    reads = HealthReads(tracker.store)
+    reads = tracker.store.health
     return assess(reads.repos(), reads.deliveries(), now=tracker.clock(), default_every=tracker.settings.poll_every,
                   max_cycles=max_cycles)
 

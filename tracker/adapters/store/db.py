@@ -1,4 +1,4 @@
-"""Engines and schema migrations.
+"""The database: its engine, transactions, and schema migrations.
 
 SQLite (the embedded default) is created or upgraded on first use, so a new
 user needs no extra step. PostgreSQL is migrated explicitly with
@@ -8,14 +8,18 @@ user needs no extra step. PostgreSQL is migrated explicitly with
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event, literal, select
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from tracker.core.errors import (
     SchemaBehind,
@@ -49,8 +53,6 @@ _ERROR_TABLE: tuple[tuple[tuple[str, ...], type[StoreError], str], ...] = (
 
 def database_error(exc: BaseException, where: str) -> StoreError:
     """The tracker's error for a driver error, with a sentence a user can act on."""
-    from sqlalchemy.exc import IntegrityError
-
     if isinstance(exc, IntegrityError):
         return StoreConflict(f"the database at {where} refused a write: {_first_line(exc)}")
     text = str(getattr(exc, "orig", None) or exc).lower()
@@ -103,7 +105,7 @@ def make_engine(url: str) -> Engine:
         engine = create_engine(url, connect_args={"timeout": 30})
 
         @event.listens_for(engine, "connect")
-        def _sqlite_pragmas(dbapi_connection, _record) -> None:
+        def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
             cursor = dbapi_connection.cursor()
             # WAL lets the API read while a poll writes; foreign keys are off by default in SQLite.
             cursor.execute("PRAGMA journal_mode=WAL")
@@ -147,10 +149,54 @@ def check_schema(engine: Engine, *, auto_upgrade: bool) -> None:
     )
 
 
-def open_store(url: str, *, auto_upgrade: bool | None = None):
-    """Open the store; SQLite upgrades itself unless told otherwise, other databases must be current."""
-    from tracker.adapters.store.store import SqlStore
+class Database:
+    """One database: its engine and the transactions every store runs in.
 
+    Driver errors raised inside :meth:`transaction` or :meth:`connect` come out as the tracker's
+    ``StoreError`` family, with a sentence a user can act on.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @property
+    def dialect(self) -> str:
+        """``sqlite`` or ``postgresql``."""
+        return self.engine.dialect.name
+
+    def describe(self) -> str:
+        """Where the database is, as a user may be shown it (no password)."""
+        return describe_url(self.engine.url.render_as_string(hide_password=False))
+
+    @contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        """A connection in a transaction, committed when the block ends, rolled back if it raises."""
+        try:
+            with self.engine.begin() as conn:
+                yield conn
+        except SQLAlchemyError as exc:
+            raise database_error(exc, self.describe()) from exc
+
+    @contextmanager
+    def connect(self) -> Iterator[Connection]:
+        """A connection for reads only (nothing is committed)."""
+        try:
+            with self.engine.connect() as conn:
+                yield conn
+        except SQLAlchemyError as exc:
+            raise database_error(exc, self.describe()) from exc
+
+    def ping(self) -> None:
+        """One round trip: raises the tracker's error when the database cannot answer."""
+        with self.transaction() as conn:
+            conn.execute(select(literal(1)))
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def open_database(url: str, *, auto_upgrade: bool | None = None) -> Database:
+    """Open the database; SQLite upgrades itself unless told otherwise, other databases must be current."""
     engine = make_engine(url)
     if auto_upgrade is None:
         auto_upgrade = engine.url.get_backend_name() == "sqlite"
@@ -161,9 +207,7 @@ def open_store(url: str, *, auto_upgrade: bool | None = None):
         raise
     except Exception as exc:  # every driver error becomes one line a user can act on
         engine.dispose()
-        from sqlalchemy.exc import SQLAlchemyError
-
         if isinstance(exc, (SQLAlchemyError, OSError)) or type(exc).__module__.startswith(("sqlite3", "psycopg")):
             raise database_error(exc, describe_url(url)) from exc
         raise
-    return SqlStore(engine)
+    return Database(engine)

@@ -1,6 +1,6 @@
-"""DeliveryStoreMixin: subscriptions, the delivery outbox and its state, and the reads feeds need.
+"""OutboxStore: subscriptions, the delivery outbox and its state.
 
-The outbox rows for an advisory are written by :meth:`DeliveryStoreMixin._enqueue_deliveries`,
+The outbox rows for an advisory are written by :meth:`OutboxStore.enqueue`,
 on the connection of the transaction that stores the advisory, so an advisory and the alerts it
 causes are committed together or not at all. A row's ``webhook_id`` is unique: a replayed
 transaction (or two processes storing the same change) cannot queue the same announcement twice.
@@ -13,9 +13,8 @@ again, and hidden from ``repr``. The database is therefore a credential store; s
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, and_, delete, func, insert, or_, select, update
@@ -23,14 +22,9 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from tracker.adapters.delivery.plan import wants, webhook_id
-from tracker.adapters.store.tables import advisories, deliveries, repos, subscriptions
-from tracker.core.model import AdvisoryEvent, RepoId, Severity
-
-
-def _utc(value: datetime | None) -> datetime | None:
-    if value is not None and value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    return value
+from tracker.adapters.store.db import Database
+from tracker.adapters.store.tables import deliveries, subscriptions
+from tracker.core.model import AdvisoryEvent
 
 
 @dataclass(frozen=True)
@@ -65,62 +59,45 @@ class DeliveryRow:
     delivered_at: datetime | None
 
 
-@dataclass(frozen=True)
-class FeedItem:
-    """An advisory as a feed shows it."""
-
-    id: str
-    repo_id: RepoId
-    severity: str
-    withdrawn: bool
-    modified: datetime
-    published: datetime
-    record: dict[str, Any]
-
-
 def _subscription(row: Any) -> SubscriptionRow:
     return SubscriptionRow(id=row.id, target=row.target, kind=row.kind, url=row.url, secret=row.secret,
                            min_severity=row.min_severity, categories=tuple(row.categories or ()),
-                           created_at=_utc(row.created_at) or datetime.now(UTC))
+                           created_at=row.created_at)
 
 
 def _delivery(row: Any) -> DeliveryRow:
     return DeliveryRow(
         id=row.id, subscription_id=row.subscription_id, webhook_id=row.webhook_id, event_type=row.event_type,
         advisory_id=row.advisory_id, repo_id=row.repo_id, severity=row.severity, record=row.record,
-        state=row.state, attempts=row.attempts, next_attempt_at=_utc(row.next_attempt_at) or datetime.now(UTC),
-        leased_until=_utc(row.leased_until), last_status=row.last_status, last_error=row.last_error,
-        created_at=_utc(row.created_at) or datetime.now(UTC), delivered_at=_utc(row.delivered_at))
+        state=row.state, attempts=row.attempts, next_attempt_at=row.next_attempt_at,
+        leased_until=row.leased_until, last_status=row.last_status, last_error=row.last_error,
+        created_at=row.created_at, delivered_at=row.delivered_at)
 
 
-class DeliveryStoreMixin:
-    """Subscriptions and the outbox; mixed into ``SqlStore`` (which provides ``_tx``)."""
+class OutboxStore:
+    """Subscriptions and the outbox. Every method is one transaction, but :meth:`enqueue` (the caller's)."""
 
-    def _tx(self) -> AbstractContextManager[Connection]:  # provided by SqlStore
-        raise NotImplementedError
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
     # -- subscriptions ----------------------------------------------------------------------
 
+    # Keyword-only, one per column of the row it inserts.
     def add_subscription(self, *, target: str, kind: str, url: str, secret: str | None, min_severity: str,
                          categories: Sequence[str], now: datetime) -> SubscriptionRow:
-        with self._tx() as conn:
+        with self.db.transaction() as conn:
             pk = conn.execute(insert(subscriptions).values(
                 target=target, kind=kind, url=url, secret=secret, min_severity=min_severity,
                 categories=list(categories), created_at=now).returning(subscriptions.c.id)).scalar_one()
             return _subscription(conn.execute(select(subscriptions).where(subscriptions.c.id == pk)).one())
 
     def list_subscriptions(self) -> list[SubscriptionRow]:
-        with self._tx() as conn:
+        with self.db.transaction() as conn:
             return [_subscription(r) for r in conn.execute(select(subscriptions).order_by(subscriptions.c.id))]
-
-    def get_subscription(self, subscription_id: int) -> SubscriptionRow | None:
-        with self._tx() as conn:
-            row = conn.execute(select(subscriptions).where(subscriptions.c.id == subscription_id)).first()
-            return _subscription(row) if row else None
 
     def remove_subscription(self, subscription_id: int) -> int | None:
         """Delete a subscription and its outbox rows; how many were still pending (None: no such id)."""
-        with self._tx() as conn:
+        with self.db.transaction() as conn:
             pending = conn.execute(select(func.count()).select_from(deliveries).where(and_(
                 deliveries.c.subscription_id == subscription_id, deliveries.c.state == "pending"))).scalar_one()
             conn.execute(delete(deliveries).where(deliveries.c.subscription_id == subscription_id))
@@ -129,13 +106,12 @@ class DeliveryStoreMixin:
 
     # -- the outbox -------------------------------------------------------------------------
 
-    def _enqueue_deliveries(self, conn: Connection, events: Sequence[AdvisoryEvent]) -> None:
+    def enqueue(self, conn: Connection, events: Sequence[AdvisoryEvent], *, now: datetime) -> None:
         """One outbox row per (matching subscription, event), on ``conn``: the advisory's own transaction."""
         if not events:
             return
         subs = conn.execute(select(subscriptions.c.id, subscriptions.c.target, subscriptions.c.min_severity,
                                    subscriptions.c.categories).order_by(subscriptions.c.id)).all()
-        now = datetime.now(UTC)
         rows = [
             {"subscription_id": sub.id, "webhook_id": webhook_id(sub.id, event), "event_type": event.type.value,
              "advisory_id": event.advisory_id, "repo_id": event.repo_id, "severity": event.severity,
@@ -163,7 +139,7 @@ class DeliveryStoreMixin:
         Only a subscription's *oldest* pending row is ever offered, so a subscription's alerts go
         out in order: a later one waits while an earlier one is being retried.
         """
-        with self._tx() as conn:
+        with self.db.transaction() as conn:
             heads = (select(func.min(deliveries.c.id).label("id")).where(deliveries.c.state == "pending")
                      .group_by(deliveries.c.subscription_id).subquery())
             query = (
@@ -181,20 +157,20 @@ class DeliveryStoreMixin:
                 sub = SubscriptionRow(id=row.subscription_id, target=row.target, kind=row.kind, url=row.url,
                                       secret=row.secret, min_severity=row.min_severity,
                                       categories=tuple(row.categories or ()),
-                                      created_at=_utc(row.sub_created_at) or now)
+                                      created_at=row.sub_created_at)
                 out.append((_delivery(row), sub))
             return out
 
     def lease_delivery(self, delivery_id: int, *, now: datetime, until: datetime) -> bool:
         """Take a pending delivery for one attempt (until ``until``); False if someone else holds it."""
-        with self._tx() as conn:
+        with self.db.transaction() as conn:
             return conn.execute(update(deliveries).where(and_(
                 deliveries.c.id == delivery_id, deliveries.c.state == "pending",
                 or_(deliveries.c.leased_until.is_(None), deliveries.c.leased_until < now),
             )).values(leased_until=until)).rowcount == 1
 
     def delivery_succeeded(self, delivery_id: int, *, status: int, now: datetime) -> None:
-        with self._tx() as conn:
+        with self.db.transaction() as conn:
             conn.execute(update(deliveries).where(deliveries.c.id == delivery_id).values(
                 state="delivered", attempts=deliveries.c.attempts + 1, last_status=status, last_error=None,
                 leased_until=None, delivered_at=now))
@@ -208,12 +184,12 @@ class DeliveryStoreMixin:
             values["state"] = "dead"
         else:
             values["next_attempt_at"] = retry_at
-        with self._tx() as conn:
+        with self.db.transaction() as conn:
             conn.execute(update(deliveries).where(deliveries.c.id == delivery_id).values(**values))
 
     def list_deliveries(self, *, failed: bool = False, limit: int | None = None) -> list[DeliveryRow]:
         """Oldest first; ``failed``: dead letters and pending deliveries whose last attempt failed."""
-        with self._tx() as conn:
+        with self.db.transaction() as conn:
             query = select(deliveries).order_by(deliveries.c.id)
             if failed:
                 query = query.where(or_(deliveries.c.state == "dead", and_(
@@ -223,38 +199,13 @@ class DeliveryStoreMixin:
             return [_delivery(r) for r in conn.execute(query)]
 
     def get_delivery(self, delivery_id: int) -> DeliveryRow | None:
-        with self._tx() as conn:
+        with self.db.transaction() as conn:
             row = conn.execute(select(deliveries).where(deliveries.c.id == delivery_id)).first()
             return _delivery(row) if row else None
 
     def retry_delivery(self, delivery_id: int, *, now: datetime) -> bool:
         """Send a dead letter again (attempts start over); False unless it is dead."""
-        with self._tx() as conn:
+        with self.db.transaction() as conn:
             return conn.execute(update(deliveries).where(and_(
                 deliveries.c.id == delivery_id, deliveries.c.state == "dead")).values(
                 state="pending", attempts=0, next_attempt_at=now, leased_until=None)).rowcount == 1
-
-    # -- feeds ------------------------------------------------------------------------------
-
-    def feed_items(self, *, repo_id: str | None = None, owner: str | None = None,
-                   min_severity: Severity | None = None, limit: int = 100) -> list[FeedItem]:
-        """The advisories a feed shows (withdrawn ones too), most recently modified first."""
-        with self._tx() as conn:
-            query = select(advisories, repos.c.repo_id).join(repos, repos.c.id == advisories.c.repo_pk)
-            if repo_id is not None:
-                query = query.where(repos.c.repo_id == repo_id)
-            if owner is not None:
-                query = query.where(func.lower(repos.c.repo_id).startswith(owner.lower() + "/", autoescape=True))
-            if min_severity is not None:
-                wanted = [s.value for s in Severity if s.at_least(min_severity)]
-                query = query.where(advisories.c.severity.in_(wanted))
-            query = query.order_by(advisories.c.modified.desc(), advisories.c.id).limit(limit)
-            return [FeedItem(id=r.id, repo_id=RepoId(r.repo_id), severity=r.severity, withdrawn=bool(r.withdrawn),
-                             modified=_utc(r.modified) or datetime.now(UTC),
-                             published=_utc(r.published) or datetime.now(UTC), record=r.record)
-                    for r in conn.execute(query)]
-
-    def owner_watched(self, owner: str) -> bool:
-        with self._tx() as conn:
-            return conn.execute(select(repos.c.id).where(func.lower(repos.c.repo_id).startswith(
-                owner.lower() + "/", autoescape=True)).limit(1)).first() is not None

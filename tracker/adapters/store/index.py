@@ -266,18 +266,20 @@ def affected_counts(conn: Connection, items: Sequence[tuple[str, int, str]],
     return out
 
 
+VersionsFound = dict[str, tuple[list[str], int]]  # advisory id -> (versions listed, commits affected)
+
+
 def versions_of(conn: Connection, items: Sequence[tuple[str, int, str]], max_versions: int, *,
                 spans: Mapping[str, list[Any]] | None = None, cache: VersionsCache | None = None
-                ) -> dict[str, tuple[list[str], int]]:
+                ) -> VersionsFound:
     """(versions, how many commits are affected) per advisory ``(id, repo_pk, kind)``: the newest
     ``max_versions`` affected commits (in the order they were indexed), sorted by sha.
 
     The commits are read once per chain for all the advisories asked about: the union of the
     windows each needs (its newest ``max_versions`` positions on that chain).
     """
-    out: dict[str, tuple[list[str], int]] = {}
+    out: VersionsFound = {}
     ranged_ids = [i for i, _, kind in items if ranged(kind)]
-    listed_ids = [i for i, _, kind in items if not ranged(kind)]
     if spans is None:
         spans = spans_of(conn, ranged_ids)
     keys = {i: (i, max_versions, tuple((r.repo_pk, r.chain, r.lo, r.hi, r.tip) for r in spans.get(i, [])))
@@ -288,46 +290,77 @@ def versions_of(conn: Connection, items: Sequence[tuple[str, int, str]], max_ver
             if hit is not None:
                 out[advisory_id] = hit
         ranged_ids = [i for i in ranged_ids if i not in out]
-    windows: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    at = _chain_windows(conn, ranged_ids, spans, max_versions)
     for advisory_id in ranged_ids:
+        out[advisory_id] = _ranged_versions(spans.get(advisory_id, []), at, max_versions)
+        if cache is not None:
+            cache.put(keys[advisory_id], out[advisory_id])
+    out.update(_listed_versions(conn, [i for i, _, kind in items if not ranged(kind)], max_versions))
+    return out
+
+
+def _window(r: Any, max_versions: int) -> tuple[int, int] | None:
+    """The positions of a span's chain whose commits it lists: its newest ``max_versions`` (None: empty)."""
+    top = min(r.hi, r.tip)
+    return (max(r.lo, top - max_versions + 1), top) if top >= r.lo else None
+
+
+def _merged(ranges: Iterable[tuple[int, int]]) -> list[list[int]]:
+    """Overlapping or adjacent ``(lo, hi)`` ranges as one."""
+    merged: list[list[int]] = []
+    for lo, hi in sorted(ranges):
+        if merged and lo <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    return merged
+
+
+ChainCommits = dict[tuple[int, int], tuple[list[int], list[tuple[int, str]]]]  # (repo, chain) -> positions, (id, sha)
+
+
+def _chain_windows(conn: Connection, ids: Sequence[str], spans: Mapping[str, list[Any]],
+                   max_versions: int) -> ChainCommits:
+    """Per chain: the positions the advisories' windows cover (sorted) and their (label id, sha), one read each."""
+    windows: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for advisory_id in ids:
         for r in spans.get(advisory_id, []):
-            top = min(r.hi, r.tip)
-            if top >= r.lo:
-                windows.setdefault((r.repo_pk, r.chain), []).append((max(r.lo, top - max_versions + 1), top))
-    # Per chain: the positions read (sorted) and their (label id, sha), for slicing by bisection.
-    at: dict[tuple[int, int], tuple[list[int], list[tuple[int, str]]]] = {}
+            window = _window(r, max_versions)
+            if window is not None:
+                windows.setdefault((r.repo_pk, r.chain), []).append(window)
+    at: ChainCommits = {}
     for (repo_pk, chain), ranges in windows.items():
-        merged: list[list[int]] = []
-        for lo, hi in sorted(ranges):
-            if merged and lo <= merged[-1][1] + 1:
-                merged[-1][1] = max(merged[-1][1], hi)
-            else:
-                merged.append([lo, hi])
-        cond = or_(*(commit_labels.c.pos.between(lo, hi) for lo, hi in merged))
+        cond = or_(*(commit_labels.c.pos.between(lo, hi) for lo, hi in _merged(ranges)))
         read = conn.execute(select(commit_labels.c.pos, commit_labels.c.id, commit_labels.c.sha).where(and_(
             commit_labels.c.repo_pk == repo_pk, commit_labels.c.chain == chain, cond))
             .order_by(commit_labels.c.pos)).all()
         at[(repo_pk, chain)] = ([r[0] for r in read], [(r[1], r[2]) for r in read])
-    for advisory_id in ranged_ids:
-        picked: list[tuple[int, str]] = []
-        total = 0
-        chains = 0
-        for r in spans.get(advisory_id, []):
-            top = min(r.hi, r.tip)
-            if top < r.lo:
-                continue
-            total += top - r.lo + 1
-            chains += 1
-            positions, labels = at.get((r.repo_pk, r.chain), ([], []))
-            picked += labels[bisect.bisect_left(positions, max(r.lo, top - max_versions + 1)):
-                             bisect.bisect_right(positions, top)]
-        if chains > 1:  # the newest across chains, by the order they were indexed
-            picked.sort(reverse=True)
-            picked = picked[:max_versions]
-        out[advisory_id] = (sorted(sha for _, sha in picked), total)
-        if cache is not None:
-            cache.put(keys[advisory_id], out[advisory_id])
-    for chunk in _chunks(listed_ids):
+    return at
+
+
+def _ranged_versions(spans: Sequence[Any], at: ChainCommits, max_versions: int) -> tuple[list[str], int]:
+    """One ranged advisory's versions (sliced from the chains read, by bisection) and affected count."""
+    picked: list[tuple[int, str]] = []
+    total = 0
+    chains = 0
+    for r in spans:
+        window = _window(r, max_versions)
+        if window is None:
+            continue
+        total += min(r.hi, r.tip) - r.lo + 1
+        chains += 1
+        positions, labels = at.get((r.repo_pk, r.chain), ([], []))
+        picked += labels[bisect.bisect_left(positions, window[0]):bisect.bisect_right(positions, window[1])]
+    if chains > 1:  # the newest across chains, by the order they were indexed
+        picked.sort(reverse=True)
+        picked = picked[:max_versions]
+    return sorted(sha for _, sha in picked), total
+
+
+def _listed_versions(conn: Connection, ids: Sequence[str], max_versions: int) -> VersionsFound:
+    """Versions of advisories that list their commits one by one: the newest indexed first."""
+    out: VersionsFound = {}
+    for chunk in _chunks(ids):
         listed_rows = conn.execute(select(advisory_commits.c.advisory_id, advisory_commits.c.sha, commit_labels.c.id)
                                    .outerjoin(commit_labels, and_(commit_labels.c.repo_pk == advisory_commits.c.repo_pk,
                                                                   commit_labels.c.sha == advisory_commits.c.sha))

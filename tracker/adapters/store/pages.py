@@ -3,23 +3,21 @@
 The pages (``tracker/surfaces/web/``) need summaries across many rows: every watched repo with its newest
 revision and its worst open advisory; every revision of a repo with its findings and the few
 estimator figures a chart plots; every advisory of a repo without its (long) ``affected`` lists.
-The general-purpose ``SqlStore`` methods load whole rows one repo at a time; these select only
+The domain stores load whole rows one repo at a time; these select only
 what a page shows, with JSON fields picked out by the database, in one statement each.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, func, or_, select
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy import and_, func, or_, select
 
-from tracker.adapters.store.db import database_error, describe_url
-from tracker.adapters.store.store import SqlStore
+from tracker.adapters.store.db import Database
+from tracker.adapters.store.repos import repo_row
 from tracker.adapters.store.tables import advisories, repos, revisions
 from tracker.core.model import RepoId, RepoRow, Severity
 
@@ -27,12 +25,6 @@ _SEVERITY_RANK = {s.value: s.rank for s in Severity}
 # The estimator figures the repo page charts (the stored estimate holds far more: structure, verifier).
 CHART_KEYS = ("supported", "params", "full_finetune_gb", "lora_gb", "cards")
 _CHARTED = ("params", "full_finetune_gb", "lora_gb")  # the numbers the chart draws
-
-
-def _utc(value: datetime | None) -> datetime | None:
-    if value is not None and value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    return value
 
 
 @dataclass(frozen=True)
@@ -122,24 +114,16 @@ def _open_advisory() -> Any:
 
 
 class PageReads:
-    """The page queries over a store's engine (SQLite or PostgreSQL)."""
+    """The page queries (SQLite or PostgreSQL), each call on one read-only connection."""
 
-    def __init__(self, store: SqlStore) -> None:
-        self.engine: Engine = store.engine
-
-    @contextmanager
-    def _tx(self) -> Iterator[Connection]:
-        try:
-            with self.engine.connect() as conn:
-                yield conn
-        except SQLAlchemyError as exc:
-            raise database_error(exc, describe_url(self.engine.url.render_as_string(hide_password=False))) from exc
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
     # -- the index ------------------------------------------------------------------------
 
     def repo_summaries(self) -> list[RepoSummary]:
         """Every watched repo with its newest revision read and open advisories: four statements."""
-        with self._tx() as conn:
+        with self.db.connect() as conn:
             rows = conn.execute(select(repos).order_by(repos.c.repo_id)).all()
             done = revisions.c.status == "done"
             counts: dict[int, int] = dict(conn.execute(
@@ -147,9 +131,9 @@ class PageReads:
             newest = (select(revisions.c.repo_pk, func.max(revisions.c.seq).label("seq")).where(done)
                       .group_by(revisions.c.repo_pk).subquery())
             latest = {
-                r.repo_pk: LatestRevision(sha=r.sha, date=_utc(r.date), title=r.title, summary=r.summary,
+                r.repo_pk: LatestRevision(sha=r.sha, date=r.date, title=r.title, summary=r.summary,
                                           worst_severity=r.worst_severity, baseline=bool(r.baseline),
-                                          analysed_at=_utc(r.analysed_at))
+                                          analysed_at=r.analysed_at)
                 for r in conn.execute(
                     select(revisions.c.repo_pk, revisions.c.sha, revisions.c.date, revisions.c.title,
                            revisions.c.summary, revisions.c.worst_severity, revisions.c.baseline,
@@ -161,21 +145,21 @@ class PageReads:
                     select(advisories.c.repo_pk, advisories.c.severity, func.count()).where(_open_advisory())
                     .group_by(advisories.c.repo_pk, advisories.c.severity)):
                 open_counts.setdefault(pk, {})[severity] = n
-        return [RepoSummary(repo=SqlStore._repo(r), revisions_read=counts.get(r.id, 0), latest=latest.get(r.id),
+        return [RepoSummary(repo=repo_row(r), revisions_read=counts.get(r.id, 0), latest=latest.get(r.id),
                             open_by_severity=open_counts.get(r.id, {})) for r in rows]
 
     # -- a repo ---------------------------------------------------------------------------
 
     def repo(self, repo_id: RepoId) -> RepoRow | None:
-        with self._tx() as conn:
+        with self.db.connect() as conn:
             row = conn.execute(select(repos).where(repos.c.repo_id == repo_id)).first()
-            return SqlStore._repo(row) if row else None
+            return repo_row(row) if row else None
 
     def counts(self, repo_pk: int) -> tuple[int, int]:
         """(revisions, advisories) of a repo, in one statement."""
         revs = select(func.count()).select_from(revisions).where(revisions.c.repo_pk == repo_pk).scalar_subquery()
         advs = select(func.count()).select_from(advisories).where(advisories.c.repo_pk == repo_pk).scalar_subquery()
-        with self._tx() as conn:
+        with self.db.connect() as conn:
             row = conn.execute(select(revs.label("revisions"), advs.label("advisories"))).one()
         return int(row.revisions), int(row.advisories)
 
@@ -189,7 +173,7 @@ class PageReads:
                         *(revisions.c.estimate[key].as_float().label(key) for key in _CHARTED))
                  .where(revisions.c.repo_pk == repo_pk, ran.is_not(None))
                  .order_by(revisions.c.seq.desc()).limit(limit + 1))
-        with self._tx() as conn:
+        with self.db.connect() as conn:
             rows = conn.execute(query).all()
         out = [(str(r.sha), {"supported": bool(r.supported), **{key: getattr(r, key) for key in _CHARTED}})
                for r in rows[:limit]]
@@ -197,7 +181,7 @@ class PageReads:
 
     def neighbours(self, repo_pk: int, seq: int) -> tuple[str | None, str | None]:
         """The shas of the revisions read just before and just after ``seq`` (None at either end)."""
-        with self._tx() as conn:
+        with self.db.connect() as conn:
             older = conn.execute(select(revisions.c.sha).where(revisions.c.repo_pk == repo_pk, revisions.c.seq < seq)
                                  .order_by(revisions.c.seq.desc()).limit(1)).scalar()
             newer = conn.execute(select(revisions.c.sha).where(revisions.c.repo_pk == repo_pk, revisions.c.seq > seq)
@@ -213,13 +197,13 @@ class PageReads:
                  .where(revisions.c.repo_pk == repo_pk).order_by(revisions.c.seq.desc()))
         if limit is not None:
             query = query.limit(limit).offset(offset)
-        with self._tx() as conn:
+        with self.db.connect() as conn:
             rows = conn.execute(query).all()
         out = []
         for r in rows:
             figures = {key: getattr(r, f"est_{key}") for key in CHART_KEYS}
             estimate = figures if any(v is not None for v in figures.values()) else None
-            out.append(TimelineRevision(sha=r.sha, seq=r.seq, date=_utc(r.date), title=r.title, status=r.status,
+            out.append(TimelineRevision(sha=r.sha, seq=r.seq, date=r.date, title=r.title, status=r.status,
                                         baseline=bool(r.baseline), findings=list(r.findings or []),
                                         worst_severity=r.worst_severity, summary=r.summary, estimate=estimate))
         return out
@@ -236,17 +220,17 @@ class PageReads:
             query = query.where(advisories.c.revision_sha == revision_sha)
         if page_of is not None:
             query = query.where(or_(advisories.c.revision_sha.in_(list(page_of)), advisories.c.revision_sha.is_(None)))
-        with self._tx() as conn:
+        with self.db.connect() as conn:
             rows = conn.execute(query.order_by(advisories.c.published, advisories.c.id)).all()
         lines = [AdvisoryLine(id=r.id, revision_sha=r.revision_sha, kind=r.kind, severity=r.severity,
                               summary=str(r.summary or ""), withdrawn=bool(r.withdrawn), fixed_sha=r.fixed_sha,
-                              published=_utc(r.published)) for r in rows]
+                              published=r.published) for r in rows]
         return sorted(lines, key=lambda a: _SEVERITY_RANK.get(a.severity, len(_SEVERITY_RANK)))  # stable
 
     def estimate_in_force(self, repo_pk: int, seq: int) -> tuple[str, dict[str, Any]] | None:
         """The newest estimate at or before revision ``seq``: (its revision's sha, the stored estimate)."""
         ran = revisions.c.estimate["supported"].as_boolean().is_not(None)
-        with self._tx() as conn:
+        with self.db.connect() as conn:
             row = conn.execute(
                 select(revisions.c.sha, revisions.c.estimate)
                 .where(revisions.c.repo_pk == repo_pk, revisions.c.seq <= seq, ran)
@@ -275,13 +259,13 @@ class PageReads:
             query = query.where(advisories.c.modified >= since)
         if repo_ids is not None:
             query = query.where(repos.c.repo_id.in_(repo_ids))
-        with self._tx() as conn:
+        with self.db.connect() as conn:
             rows = conn.execute(query.order_by(advisories.c.modified.desc(), advisories.c.id)).all()
         return [ListedAdvisory(
             line=AdvisoryLine(id=r.id, revision_sha=r.revision_sha, kind=r.kind, severity=r.severity,
                               summary=str(r.summary or ""), withdrawn=bool(r.withdrawn), fixed_sha=r.fixed_sha,
-                              published=_utc(r.published)),
-            repo_id=r.repo_id, modified=_utc(r.modified),
+                              published=r.published),
+            repo_id=r.repo_id, modified=r.modified,
             categories=tuple(str(c) for c in r.categories or [] if isinstance(c, str)),
             codes=tuple(str(f.get("code")) for f in r.findings or [] if isinstance(f, dict) and f.get("code")),
             libraries=_libraries(r.findings))
@@ -290,7 +274,7 @@ class PageReads:
     def search_ids(self, text: str, *, limit: int = 20) -> tuple[list[str], list[str]]:
         """Watched repo ids and advisory ids containing ``text`` (case-insensitive): two statements."""
         needle = text.lower()
-        with self._tx() as conn:
+        with self.db.connect() as conn:
             found_repos = conn.execute(select(repos.c.repo_id).where(
                 func.lower(repos.c.repo_id).contains(needle, autoescape=True)).order_by(repos.c.repo_id)
                 .limit(limit)).scalars().all()

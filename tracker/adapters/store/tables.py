@@ -8,6 +8,8 @@ revision processed exactly once in effect, whatever crashes in between.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from sqlalchemy import (
     JSON,
     Boolean,
@@ -25,6 +27,32 @@ from sqlalchemy import (
     UniqueConstraint,
     false,
 )
+from sqlalchemy.engine import Dialect
+from sqlalchemy.types import TypeDecorator
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timestamp that is UTC and timezone-aware both ways, on every backend.
+
+    PostgreSQL keeps the zone (``timestamptz``); SQLite keeps text without one and hands naive
+    datetimes back. Values are converted to UTC when written and marked UTC when read, so no
+    caller ever sees a naive datetime. The column underneath is ``DateTime(timezone=True)``,
+    what the migrations create.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
 
 metadata = MetaData(
     naming_convention={
@@ -47,18 +75,18 @@ repos = Table(
     Column("hub_uid", String(64), nullable=True),  # the Hub's internal id: tells a re-created repo apart
     Column("renamed_to", String(200), nullable=True),
     Column("last_seen_sha", String(40), nullable=True),  # newest revision listed (pending or done)
-    Column("defer_until", DateTime(timezone=True), nullable=True),  # rate limited: skip until then
-    Column("last_polled_at", DateTime(timezone=True), nullable=True),
+    Column("defer_until", UTCDateTime(), nullable=True),  # rate limited: skip until then
+    Column("last_polled_at", UTCDateTime(), nullable=True),
     Column("last_error", Text, nullable=True),
-    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
     # One worker polls a repo at a time (migration 0004): the holder and until when; an expired
     # lease is free, so a crashed worker's repos are taken over.
     Column("lease_owner", String(100), nullable=True),
-    Column("lease_until", DateTime(timezone=True), nullable=True),
+    Column("lease_until", UTCDateTime(), nullable=True),
     Column("last_outcome", String(20), nullable=True),  # PollOutcome of the last poll (migration 0005)
     # The schedule replicas share (migration 0006, tracker/pipeline/cycle.py): due once next_poll_at has
     # passed (NULL: now); a Hub webhook bumps poll_requests, a poll records the count it served.
-    Column("next_poll_at", DateTime(timezone=True), nullable=True),
+    Column("next_poll_at", UTCDateTime(), nullable=True),
     Column("poll_requests", Integer, nullable=False, default=0, server_default="0"),
     Column("poll_served", Integer, nullable=False, default=0, server_default="0"),
     # The base model the repo's card declares (migration 0007, tracker/core/inherit.py): a base's update
@@ -72,11 +100,11 @@ repos = Table(
     # makes SQLite rebuild the table, and the rebuild's drop would cascade to every revision;
     # removing a rule removes its repos itself.
     Column("rule_id", Integer, nullable=True),
-    Column("rule_missing_since", DateTime(timezone=True), nullable=True),
+    Column("rule_missing_since", UTCDateTime(), nullable=True),
     # Since when every poll failed with the Hub unreachable (migration 0012): NULL once the Hub answers.
-    Column("unreachable_since", DateTime(timezone=True), nullable=True),
+    Column("unreachable_since", UTCDateTime(), nullable=True),
     # When a poll last succeeded (migration 0013): last_polled_at moves on failures too. /metrics serves its age.
-    Column("last_success_at", DateTime(timezone=True), nullable=True),
+    Column("last_success_at", UTCDateTime(), nullable=True),
 )
 Index("ix_repos_rule_id", repos.c.rule_id)
 Index("ix_repos_next_poll_at", repos.c.next_poll_at)
@@ -92,8 +120,8 @@ watch_rules = Table(
     Column("filters", JSON, nullable=False),  # {"author", "library", "pipeline_tag", "downloads_min"}
     Column("max_repos", Integer, nullable=False),
     Column("grace_seconds", Float, nullable=False),
-    Column("created_at", DateTime(timezone=True), nullable=False),
-    Column("evaluated_at", DateTime(timezone=True), nullable=True),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("evaluated_at", UTCDateTime(), nullable=True),
     Column("matched", Integer, nullable=True),  # models the last evaluation matched (more than max: capped)
     Column("capped", Boolean, nullable=False, default=False),
     Column("last_error", Text, nullable=True),
@@ -110,7 +138,7 @@ hub_listing = Table(
     Column("marks", JSON, nullable=False, default=list),  # [{"top": iso (Hub), "at": iso (ours)}], oldest first
     Column("rate", Float, nullable=False, default=0.0),  # listed changes per second, last seen
     Column("page_size", Integer, nullable=False, default=1000),  # the most models one page held
-    Column("updated_at", DateTime(timezone=True), nullable=True),
+    Column("updated_at", UTCDateTime(), nullable=True),
 )
 
 revisions = Table(
@@ -121,7 +149,7 @@ revisions = Table(
     Column("sha", String(40), nullable=False),
     Column("seq", Integer, nullable=False),
     Column("parent_sha", String(40), nullable=True),  # the revision read before this one
-    Column("date", DateTime(timezone=True), nullable=True),
+    Column("date", UTCDateTime(), nullable=True),
     Column("title", Text, nullable=False, default=""),
     Column("message", Text, nullable=False, default=""),
     Column("authors", JSON, nullable=False, default=list),
@@ -133,7 +161,7 @@ revisions = Table(
     Column("worst_severity", String(10), nullable=True),
     Column("summary", Text, nullable=True),
     Column("estimate", JSON, nullable=True),
-    Column("analysed_at", DateTime(timezone=True), nullable=True),
+    Column("analysed_at", UTCDateTime(), nullable=True),
     Column("dependencies_pending", Boolean, nullable=False, default=False, server_default=false()),  # OSV.dev lookup to retry
     # Transient Hub failures while reading this revision (migration 0004); past the limit it is
     # completed with what could be read, so a hostile file cannot keep it pending forever.
@@ -154,7 +182,7 @@ blobs = Table(
     Column("content_id", String(64), primary_key=True),
     Column("size", Integer, nullable=False),
     Column("data", LargeBinary, nullable=False),
-    Column("fetched_at", DateTime(timezone=True), nullable=False),
+    Column("fetched_at", UTCDateTime(), nullable=False),
 )
 
 # What happened to a repo rather than inside a revision: rewrites, renames, deletion, gating.
@@ -167,7 +195,7 @@ events = Table(
     Column("dedupe_key", String(200), nullable=False),  # the same event seen twice is stored once
     Column("revision_sha", String(40), nullable=True),
     Column("detail", JSON, nullable=False, default=dict),
-    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
     UniqueConstraint("repo_pk", "kind", "dedupe_key", name="uq_events_repo_kind_key"),
 )
 
@@ -182,7 +210,7 @@ commits = Table(
     Column("repo_pk", Integer, ForeignKey("repos.id", ondelete="CASCADE"), nullable=False),
     Column("sha", String(40), nullable=False),
     Column("parent_sha", String(40), nullable=True),
-    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
     UniqueConstraint("repo_pk", "sha", name="uq_commits_repo_sha"),
 )
 
@@ -195,8 +223,8 @@ advisories = Table(
     Column("kind", String(30), nullable=False),  # update|risk|<repo event kind>
     Column("severity", String(10), nullable=False),
     Column("record", JSON, nullable=False),  # the OSV record, as served
-    Column("published", DateTime(timezone=True), nullable=False),
-    Column("modified", DateTime(timezone=True), nullable=False),
+    Column("published", UTCDateTime(), nullable=False),
+    Column("modified", UTCDateTime(), nullable=False),
     Column("withdrawn", Boolean, nullable=False, default=False),
     Column("fixed_sha", String(40), nullable=True),
 )
@@ -275,7 +303,7 @@ subscriptions = Table(
     Column("secret", Text, nullable=True),  # whsec_... for webhooks: never logged, shown once
     Column("min_severity", String(10), nullable=False, default="info"),
     Column("categories", JSON, nullable=False, default=list),  # empty: every category
-    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("created_at", UTCDateTime(), nullable=False),
 )
 Index("ix_subscriptions_target", subscriptions.c.target)
 
@@ -296,12 +324,12 @@ deliveries = Table(
     Column("record", JSON, nullable=False),  # the OSV record as announced
     Column("state", String(10), nullable=False, default="pending"),  # pending|delivered|dead
     Column("attempts", Integer, nullable=False, default=0),
-    Column("next_attempt_at", DateTime(timezone=True), nullable=False),
-    Column("leased_until", DateTime(timezone=True), nullable=True),
+    Column("next_attempt_at", UTCDateTime(), nullable=False),
+    Column("leased_until", UTCDateTime(), nullable=True),
     Column("last_status", Integer, nullable=True),  # HTTP status of the last attempt, if any
     Column("last_error", Text, nullable=True),
-    Column("created_at", DateTime(timezone=True), nullable=False),
-    Column("delivered_at", DateTime(timezone=True), nullable=True),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("delivered_at", UTCDateTime(), nullable=True),
 )
 # The sender asks for the oldest pending row of each subscription: pending rows first, whatever piles up delivered.
 Index("ix_deliveries_state_subscription", deliveries.c.state, deliveries.c.subscription_id, deliveries.c.id)
@@ -319,6 +347,6 @@ api_tokens = Table(
     Column("key_id", String(32), nullable=False, unique=True),  # public: finds the row
     Column("salt", String(64), nullable=False),  # random per token, hex
     Column("digest", String(64), nullable=False),  # hex HMAC-SHA256(key=salt, msg=secret)
-    Column("created_at", DateTime(timezone=True), nullable=False),
-    Column("last_used_at", DateTime(timezone=True), nullable=True),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("last_used_at", UTCDateTime(), nullable=True),
 )

@@ -15,11 +15,11 @@ import hmac
 import re
 import secrets
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import delete, insert, select, update
 
-from tracker.adapters.store.store import SqlStore
+from tracker.adapters.store.db import Database
 from tracker.adapters.store.tables import api_tokens
 from tracker.core.errors import TrackerError
 
@@ -41,12 +41,6 @@ class TokenRow:
     last_used_at: datetime | None
 
 
-def _utc(value: datetime | None) -> datetime | None:
-    if value is not None and value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    return value
-
-
 def digest(salt: str, secret: str) -> str:
     return hmac.new(bytes.fromhex(salt), secret.encode(), hashlib.sha256).hexdigest()
 
@@ -59,10 +53,10 @@ def validate_name(name: str) -> str:
 
 
 class TokenStore:
-    """The ``api_tokens`` table, over a SqlStore's engine (each method one transaction)."""
+    """The ``api_tokens`` table (each method one transaction)."""
 
-    def __init__(self, store: SqlStore) -> None:
-        self._store = store
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
     def create(self, name: str, *, now: datetime) -> str:
         """A new token named ``name``; the only time its text exists. Raises TokenExists."""
@@ -70,7 +64,7 @@ class TokenStore:
         key_id = secrets.token_hex(6)
         secret = secrets.token_urlsafe(32)
         salt = secrets.token_hex(16)
-        with self._store._tx() as conn:
+        with self.db.transaction() as conn:
             if conn.execute(select(api_tokens.c.id).where(api_tokens.c.name == name)).first() is not None:
                 raise TokenExists(f"a token named {name!r} exists already: revoke it first, or choose another name")
             conn.execute(insert(api_tokens).values(name=name, key_id=key_id, salt=salt,
@@ -78,13 +72,13 @@ class TokenStore:
         return f"{PREFIX}{key_id}_{secret}"
 
     def list(self) -> list[TokenRow]:
-        with self._store._tx() as conn:
+        with self.db.transaction() as conn:
             rows = conn.execute(select(api_tokens).order_by(api_tokens.c.name)).all()
-        return [TokenRow(name=r.name, key_id=r.key_id, created_at=_utc(r.created_at) or datetime.now(UTC),
-                         last_used_at=_utc(r.last_used_at)) for r in rows]
+        return [TokenRow(name=r.name, key_id=r.key_id, created_at=r.created_at,
+                         last_used_at=r.last_used_at) for r in rows]
 
     def revoke(self, name: str) -> bool:
-        with self._store._tx() as conn:
+        with self.db.transaction() as conn:
             return conn.execute(delete(api_tokens).where(api_tokens.c.name == name)).rowcount > 0
 
     def check(self, token: str, *, now: datetime) -> str | None:
@@ -93,11 +87,11 @@ class TokenStore:
         if match is None:
             return None
         key_id, secret = match.groups()
-        with self._store._tx() as conn:
+        with self.db.transaction() as conn:
             row = conn.execute(select(api_tokens).where(api_tokens.c.key_id == key_id)).first()
             if row is None or not hmac.compare_digest(digest(row.salt, secret), row.digest):
                 return None
-            last = _utc(row.last_used_at)
+            last = row.last_used_at
             if last is None or now - last >= TOUCH_EVERY:
                 conn.execute(update(api_tokens).where(api_tokens.c.id == row.id).values(last_used_at=now))
             return str(row.name)

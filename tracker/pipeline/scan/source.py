@@ -2,8 +2,8 @@
 
 Every call the scan makes to the tracker is in this module, so that it can be
 re-pointed in one place when the orchestration changes. It uses only
-``make_tracker``, ``open_store``, ``store.get_repo``/``add_watch``/
-``commit_graph``/``advisories_for``/``advisory_ids_for_commits``/``get_revision``/``get_blob``,
+``make_tracker``, ``open_store``, the store's ``repos.get``/``add``, ``revisions.commit_graph``/``get``,
+``advisories.list``/``ids_for_commits``, ``blobs.get_blob`` and ``pages.estimate_in_force``,
 ``Tracker.poll`` and ``Tracker.query``.
 
 A repo the user watches is polled (so the head is current) and queried in
@@ -32,6 +32,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from tracker.adapters.settings import Settings
+from tracker.adapters.store import SqlStore
 from tracker.core.errors import TrackerError, first_line
 from tracker.core.model import RepoId, Severity, Snapshot
 from tracker.pipeline.scan.advice import Open, suggest
@@ -91,22 +92,11 @@ class _Revision(Protocol):
     def estimate(self) -> dict[str, Any] | None: ...
 
 
-class _Store(Protocol):
-    def get_repo(self, repo_id: str) -> _Repo | None: ...
-    def add_watch(self, repo_id: RepoId, *, now: datetime) -> object: ...
-    def commit_graph(self, repo_pk: int) -> dict[str, list[str]]: ...
-    def advisories_for(self, *, repo_pk: int | None = None, include_withdrawn: bool = True) -> Sequence[_Advisory]: ...
-    def advisory_ids_for_commits(self, shas: Sequence[str], repo_pk: int) -> dict[str, list[str]]: ...
-    def get_revision(self, repo_pk: int, sha_or_prefix: str) -> _Revision | None: ...
-    def get_blob(self, content_id: str) -> bytes | None: ...
-    def close(self) -> None: ...
-
-
 class TrackerLike(Protocol):
     """The slice of ``tracker.app.Tracker`` the scan uses."""
 
     @property
-    def store(self) -> _Store: ...
+    def store(self) -> SqlStore: ...
     @property
     def hub(self) -> Any: ...  # handed on to the scratch trackers, never called here
 
@@ -264,7 +254,7 @@ class AdvisorySource:
         if self.tracker is None:
             return
         store = self.tracker.store
-        watched = [repo for repo in dict.fromkeys(repos) if store.get_repo(repo) is not None]
+        watched = [repo for repo in dict.fromkeys(repos) if store.repos.get(repo) is not None]
         if not watched:
             return
         try:
@@ -287,7 +277,7 @@ class AdvisorySource:
         return {ref: PinStatus(repo=repo, ref=ref, notes=(note,)) for ref in refs}
 
     def _lookup(self, repo: RepoId, refs: list[str | None]) -> dict[str | None, PinStatus]:
-        row = self.tracker.store.get_repo(repo) if self.tracker is not None else None
+        row = self.tracker.store.repos.get(repo) if self.tracker is not None else None
         if row is not None and self.tracker is not None:
             with self._lock:
                 self.from_store.add(repo)
@@ -303,7 +293,7 @@ class AdvisorySource:
         if spent is not None:
             return {ref: PinStatus(repo=repo, ref=ref, notes=(spent,)) for ref in refs}
         probe = self._new_scratch()
-        probe.store.add_watch(repo, now=_now())
+        probe.store.repos.add(repo, now=_now())
         (polled,) = probe.poll([repo], backfill=0)
         if polled.status != "baseline":
             note = f"not read from the Hub: {polled.error or polled.status}"
@@ -319,12 +309,12 @@ class AdvisorySource:
 
         if self.watch and self.tracker is not None:
             target = self.tracker
-            target.store.add_watch(repo, now=_now())
+            target.store.repos.add(repo, now=_now())
             with self._lock:
                 self.added.append(repo)
         else:
             target = self._new_scratch()
-            target.store.add_watch(repo, now=_now())
+            target.store.repos.add(repo, now=_now())
         (polled,) = target.poll([repo], backfill=backfill)
         if polled.error is not None:
             note = f"not read from the Hub: {polled.error}"
@@ -364,25 +354,22 @@ class AdvisorySource:
         drawn from them are read once per content, not once per revision.
         """
         store = tracker.store
-        row = store.get_repo(repo)
-        revision = store.get_revision(row.pk, sha) if row is not None else None
+        row = store.repos.get(repo)
+        revision = store.revisions.get(row.pk, sha) if row is not None else None
         if row is None or revision is None or revision.snapshot is None:
             return None
         files = revision.snapshot.by_path()
         estimate = revision.estimate
         if not (isinstance(estimate, dict) and estimate.get("params")):
-            from tracker.adapters.store.pages import (
-                PageReads,  # the estimate in force: the newest at or before it
-            )
-
-            in_force = PageReads(store).estimate_in_force(row.pk, revision.seq)  # type: ignore[arg-type]
+            # the estimate in force: the newest at or before it
+            in_force = store.pages.estimate_in_force(row.pk, revision.seq)
             estimate = in_force[1] if in_force is not None else None
         contents = tuple(files[p].content_id if p in files else None for p in ("config.json", "README.md"))
         key = (*contents, json.dumps(estimate, sort_keys=True, default=str))
         with self._lock:
             if key in self._facts_seen:
                 return self._facts_seen[key]
-        config, readme = (store.get_blob(c) if c is not None else None for c in contents)
+        config, readme = (store.blobs.get_blob(c) if c is not None else None for c in contents)
         facts = model_facts(config=config, readme=readme, estimate=estimate)
         with self._lock:
             self._facts_seen[key] = facts
@@ -401,10 +388,10 @@ class AdvisorySource:
         if cached is not None:
             return cached
         store = tracker.store
-        row = store.get_repo(repo)
+        row = store.repos.get(repo)
         view = _Branch(head=row.last_seen_sha if row is not None else None)
         if row is not None and row.last_seen_sha is not None:
-            parents = store.commit_graph(row.pk)
+            parents = store.revisions.commit_graph(row.pk)
             shas: list[str] = []
             current: str | None = row.last_seen_sha
             while current is not None and current not in view.position and len(shas) <= self.history:
@@ -412,8 +399,8 @@ class AdvisorySource:
                 shas.append(current)
                 above = parents.get(current) or []
                 current = above[0] if above else None
-            live = {a.id: a for a in store.advisories_for(repo_pk=row.pk, include_withdrawn=False)}
-            index = store.advisory_ids_for_commits(shas, row.pk) if live else {}
+            live = {a.id: a for a in store.advisories.find(repo_pk=row.pk, include_withdrawn=False)}
+            index = store.advisories.ids_for_commits(shas, row.pk) if live else {}
             for sha in shas:
                 open_here = sorted((live[i] for i in index.get(sha, ()) if i in live), key=_by_severity)
                 view.records[sha] = [a.record for a in open_here]

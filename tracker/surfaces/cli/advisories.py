@@ -67,7 +67,7 @@ def advisories(tracker: Tracker, repo_id: str | None, since: str | None, as_json
             raise click.BadParameter(f"invalid date {since!r}: use YYYY-MM-DD or an ISO timestamp") from exc
         if since_dt.tzinfo is None:
             since_dt = since_dt.replace(tzinfo=UTC)
-    rows = tracker.store.advisories_for(repo_pk=repo_pk, since=since_dt)
+    rows = tracker.store.advisories.find(repo_pk=repo_pk, since=since_dt)
     if as_json:
         _emit_json([r.record for r in rows])
         return
@@ -101,7 +101,7 @@ def export_osv(tracker: Tracker, directory: str) -> None:
     partial = out / (ALL_ZIP + ".partial")
     count = 0
     with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for row in tracker.store.iter_advisories():
+        for row in tracker.store.advisories.iter_all():
             record_id = checked(row.record)
             data = record_bytes(row.record)
             (out / f"{record_id}.json").write_bytes(data)

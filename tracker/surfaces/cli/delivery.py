@@ -90,7 +90,7 @@ def _warn_unwatched(target: str) -> None:
 @pass_tracker
 def subscriptions(tracker: Tracker, as_json: bool) -> None:
     """List subscriptions (never their secrets)."""
-    rows = tracker.store.list_subscriptions()
+    rows = tracker.store.outbox.list_subscriptions()
     if as_json:
         _emit_json([_subscription_json(s) for s in rows])
         return
@@ -132,7 +132,7 @@ def deliveries(ctx: click.Context, failed: bool, as_json: bool) -> None:
 
 @fail_cleanly
 def _list_deliveries(obj: Context, failed: bool, as_json: bool) -> None:
-    rows = obj.tracker().store.list_deliveries(failed=failed)
+    rows = obj.tracker().store.outbox.list_deliveries(failed=failed)
     if as_json:
         _emit_json([_delivery_json(d) for d in rows])
         return
@@ -150,11 +150,11 @@ def _list_deliveries(obj: Context, failed: bool, as_json: bool) -> None:
 @pass_tracker
 def deliveries_retry(tracker: Tracker, delivery_id: int) -> None:
     """Send a dead delivery again (with the same webhook-id)."""
-    row = tracker.store.get_delivery(delivery_id)
+    row = tracker.store.outbox.get_delivery(delivery_id)
     if row is None:
         click.echo(f"error: no delivery {delivery_id}", err=True)
         sys.exit(1)
-    if not tracker.store.retry_delivery(delivery_id, now=tracker.clock()):
+    if not tracker.store.outbox.retry_delivery(delivery_id, now=tracker.clock()):
         click.echo(f"error: delivery {delivery_id} is {row.state}, not dead: only a dead delivery is retried",
                    err=True)
         sys.exit(1)

@@ -60,11 +60,11 @@ def revisions(tracker: Tracker, repo_id: str, as_json: bool, branch: str, limit:
 
     A repo that is not watched is listed from the Hub (its newest commits; nothing is analysed or stored).
     """
-    repo = tracker.store.get_repo(_repo_id(repo_id))
+    repo = tracker.store.repos.get(_repo_id(repo_id))
     if repo is None:
         _upstream_revisions(tracker, _repo_id(repo_id), branch=branch, limit=limit, as_json=as_json)
         return
-    rows = tracker.store.revisions(repo.pk)
+    rows = tracker.store.revisions.of_repo(repo.pk)
     if as_json:
         _emit_json([_revision_json(r) for r in rows])
         return
@@ -140,8 +140,8 @@ def diff(tracker: Tracker, repo_id: str, old: str, new: str, as_json: bool) -> N
         old_side = tracker.snapshot_of(repo_id, old)
     with naming(tracker.hub, repo_id, "NEW", new):
         new_side = tracker.snapshot_of(repo_id, new)
-    repo = tracker.store.get_repo(repo_id)
-    stored_old = tracker.store.get_revision(repo.pk, old_side[0]) if repo is not None else None
+    repo = tracker.store.repos.get(repo_id)
+    stored_old = tracker.store.revisions.get(repo.pk, old_side[0]) if repo is not None else None
     analysis = tracker.analyse(repo_id, old_side, new_side,
                                old_estimate=stored_old.estimate if stored_old else None)
     raw, findings = analysis.raw, analysis.findings
@@ -172,7 +172,7 @@ def diff(tracker: Tracker, repo_id: str, old: str, new: str, as_json: bool) -> N
 def events(tracker: Tracker, repo_id: str | None, as_json: bool) -> None:
     """Upstream surprises: history rewritten, renamed, deleted, re-created, gated, disabled."""
     repo_pk = _require_repo(tracker, repo_id).pk if repo_id else None
-    rows = tracker.store.events(repo_pk)
+    rows = tracker.store.events.all(repo_pk)
     if as_json:
         _emit_json([{"repo": e.repo_id, "kind": e.kind, "revision": e.revision_sha, "detail": e.detail,
                      "created_at": _iso(e.created_at)} for e in rows])

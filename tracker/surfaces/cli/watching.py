@@ -171,7 +171,7 @@ def watch_list(tracker: Tracker, as_json: bool) -> None:
     from tracker.pipeline.watchrules import RuleStore
 
     tracker.sync_config_watches()
-    rows = tracker.store.list_watches()
+    rows = tracker.store.repos.all()
     rules = RuleStore(tracker.store).all()
     if as_json:
         _emit_json([

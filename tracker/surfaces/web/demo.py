@@ -196,7 +196,7 @@ def play(hub: Any, tracker: Tracker, work: Path, *, say: Callable[[str], None] =
     shas = []
     steps = history()
     hub.create_repo(REPO)
-    tracker.store.add_watch(REPO, now=tracker.clock())
+    tracker.store.repos.add(REPO, now=tracker.clock())
     for step in steps:
         shas.append(hub.commit(REPO, step.files(work), message=step.message))
         for result in tracker.poll([REPO]):
@@ -287,13 +287,13 @@ def run_demo(*, host: str = "127.0.0.1", port: int = 8080, keep: Path | None = N
                             delivery=DeliverySettings(allow_hosts=("127.0.0.1",), timeout=30.0))
         tracker = make_tracker(settings, auto_upgrade=True)
         say(f"Hub stand-in at {hub.url}; tracker database {work / 'tracker.sqlite3'}")
-        subscription = tracker.store.add_subscription(
+        subscription = tracker.store.outbox.add_subscription(
             target="*", kind="webhook", url=alerts.url, secret=_secret(), min_severity="info", categories=[],
             now=tracker.clock())
         alerts.secret = subscription.secret
         say(f"Playing the history of {REPO} (4 revisions), polling after each:")
         play(hub, tracker, work, say=say)
-        sender = DeliveryWorker(tracker.store, settings.delivery, tracker_url=url)
+        sender = DeliveryWorker(tracker.store.outbox, settings.delivery, tracker_url=url)
         for _ in range(20):  # one alert per subscription per round, in order
             if not sender.run_once():
                 break

@@ -30,7 +30,6 @@ from markupsafe import Markup
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tracker.adapters.store.pages import PageReads
 from tracker.core.advisory.ids import ID_RE
 from tracker.core.bounded import json_safe
 from tracker.core.errors import RevisionUnresolved, StoreError
@@ -145,7 +144,7 @@ def _repo_status(repo: Any) -> tuple[str, str]:
 def pages_router(tracker: Tracker) -> APIRouter:
     """The pages over ``tracker``'s store (read only)."""
     router = APIRouter(include_in_schema=False)
-    reads = PageReads(tracker.store)
+    reads = tracker.store.pages
     store = tracker.store
     processor_rules = getattr(getattr(tracker, "processor", None), "rules", None)
 
@@ -217,7 +216,7 @@ def pages_router(tracker: Tracker) -> APIRouter:
             if repo is None:
                 raise _NotFound(f"{repo_id} is not watched here.")
             try:
-                row = store.get_revision(repo.pk, sha)
+                row = store.revisions.get(repo.pk, sha)
             except RevisionUnresolved as exc:
                 raise _NotFound(str(exc)) from None
             if row is None:
@@ -237,7 +236,7 @@ def pages_router(tracker: Tracker) -> APIRouter:
     def advisory_row(vuln_id: str) -> Any:
         if not ID_RE.match(vuln_id):
             raise _NotFound(f"{vuln_id[:80]!r} is not an advisory id here (they look like x_HFUT-xxxx-xxxx-xxxx).")
-        row = store.get_advisory(vuln_id)
+        row = store.advisories.get(vuln_id)
         if row is None:
             raise _NotFound(f"There is no advisory {vuln_id}.")
         return row

@@ -1,0 +1,328 @@
+"""Advisories and the reach index: how they are written (checked against what was read) and read.
+
+Every write of an advisory goes through :meth:`AdvisoryStore.apply`, on the connection of the
+transaction that stores what caused it. It takes the row lock of every repo it writes to (``SELECT
+... FOR UPDATE`` on PostgreSQL; SQLite serialises writers anyway), so a base writing its
+derivative's inherited advisory and the derivative saving its own revision are never interleaved.
+Given ``seen`` (the ``modified`` of each advisory as the write was computed from it), it checks
+that nothing changed since, and raises :class:`~tracker.core.errors.AdvisoryConflict` (writing
+nothing) when something did: the caller reads again and recomputes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Connection, Select, Text, and_, cast, func, insert, or_, select, update
+
+from tracker.adapters.store import index as reach_index
+from tracker.adapters.store.db import Database
+from tracker.adapters.store.delivery import OutboxStore
+from tracker.adapters.store.tables import advisories, repos
+from tracker.core.advisory.reach import ReachIndex, events_of
+from tracker.core.errors import AdvisoryConflict
+from tracker.core.model import AdvisoryEvent, AdvisoryEventType, AdvisoryKind, AdvisoryRow, RepoId, Severity
+from tracker.core.report import AdvisoryWrite
+
+SeenAdvisories = Mapping[str, datetime | None]
+"""The ``modified`` of each advisory as a computation read it (None: read as absent). An advisory
+it writes without having read it must not exist yet."""
+
+FeedItem = AdvisoryRow  # a feed shows advisories as stored (withdrawn ones too)
+
+
+def advisory_row(row: Any) -> AdvisoryRow:
+    """An ``advisories`` row (joined with its repo's id) as stored: the record without its ``versions``."""
+    return AdvisoryRow(id=row.id, repo_id=RepoId(row.repo_id), revision_sha=row.revision_sha, kind=row.kind,
+                       severity=row.severity, record=row.record, published=row.published,
+                       modified=row.modified, withdrawn=bool(row.withdrawn), fixed_sha=row.fixed_sha)
+
+
+def _with_repo() -> Select[Any]:
+    return select(advisories, repos.c.repo_id).join(repos, repos.c.id == advisories.c.repo_pk)
+
+
+def _parse_ts(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
+
+
+def _announced(record: Mapping[str, Any]) -> dict[str, Any]:
+    """What a reader sees of a record: without the affected ``versions`` list and ``modified``."""
+    return {**{k: v for k, v in record.items() if k != "modified"},
+            "affected": [{k: v for k, v in a.items() if k != "versions"} for a in record.get("affected", [])]}
+
+
+def advisory_event(old: Mapping[str, Any] | None, new: dict[str, Any]) -> AdvisoryEvent | None:
+    """The announceable change from ``old`` to ``new`` (None: nothing a subscriber should hear of)."""
+    if "withdrawn" in new:
+        # Taken back once; an advisory never announced has nothing to take back.
+        kind = None if old is None or "withdrawn" in old else AdvisoryEventType.WITHDRAWN
+    elif old is None:
+        kind = AdvisoryEventType.CREATED
+    else:
+        kind = AdvisoryEventType.UPDATED if _announced(old) != _announced(new) else None
+    if kind is None:
+        return None
+    ds = new.get("database_specific") or {}
+    return AdvisoryEvent(type=kind, advisory_id=new["id"], repo_id=RepoId(ds.get("repo_id", "")),
+                         severity=str(ds.get("severity", "info")).lower(),
+                         categories=tuple(ds.get("categories") or ()), record=new)
+
+
+def lock_repos(conn: Connection, repo_pks: Collection[int]) -> None:
+    """Take the row locks of these repos until the transaction ends, in key order (so two writers
+    locking overlapping sets cannot deadlock). PostgreSQL only: SQLite has one writer at a time."""
+    if conn.dialect.name == "postgresql" and repo_pks:
+        conn.execute(select(repos.c.id).where(repos.c.id.in_(sorted(repo_pks))).order_by(repos.c.id)
+                     .with_for_update())
+
+
+class AdvisoryStore:
+    """Advisories with their reach index; reads serve each record with its ``versions`` computed."""
+
+    def __init__(self, db: Database, outbox: OutboxStore, *, max_versions: int = 1000) -> None:
+        self.db = db
+        self.outbox = outbox
+        self.max_versions = max_versions  # [advisories] max_versions: the newest affected commits a record lists
+        self._versions_cache = reach_index.VersionsCache()
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def apply(self, conn: Connection, repo_pk: int, writes: Iterable[AdvisoryWrite], *, now: datetime,
+              seen: SeenAdvisories | None = None) -> bool:
+        """Write advisories and their index on ``conn``, and queue what they announce; True if any changed.
+
+        ``repo_pk``: the repo of writes that name none. ``seen``: checked first (see the module's
+        docstring); None writes whatever is stored (a caller that read nothing to compute them).
+        """
+        writes = list(writes)
+        if not writes:
+            return False
+        lock_repos(conn, {w.repo_pk if w.repo_pk is not None else repo_pk for w in writes})
+        stored = {r.id: (r.record, r.modified) for r in conn.execute(
+            select(advisories.c.id, advisories.c.record, advisories.c.modified)
+            .where(advisories.c.id.in_(sorted({w.id for w in writes}))))}
+        if seen is not None:
+            _check_seen(writes, stored, seen)
+        announced: list[AdvisoryEvent] = []
+        changed_any = False
+        for write in writes:
+            old = stored.get(write.id, (None, None))[0]
+            record = self._write_one(conn, repo_pk, write, old)
+            stored[write.id] = (record, None)  # a later write of the same id in this call sees this one
+            event = advisory_event(old, record)
+            if event is not None:
+                announced.append(event)
+            changed_any = changed_any or old != record
+        if announced:
+            # Subscribers get the record as served: its versions computed now, in this transaction.
+            served = {r.id: r.record for r in self._served(conn, conn.execute(_with_repo().where(
+                advisories.c.id.in_([e.advisory_id for e in announced]))).all())}
+            self.outbox.enqueue(conn, [replace(e, record=served.get(e.advisory_id, e.record)) for e in announced],
+                                now=now)
+        return changed_any
+
+    @staticmethod
+    def _write_one(conn: Connection, repo_pk: int, write: AdvisoryWrite, old: dict[str, Any] | None
+                   ) -> dict[str, Any]:
+        """Insert or update one advisory and its index; the record as stored."""
+        pk = write.repo_pk if write.repo_pk is not None else repo_pk  # another repo's: an inherited advisory
+        record = reach_index.stored_record(write.record)
+        withdrawn = "withdrawn" in record
+        if old is None:
+            conn.execute(insert(advisories).values(
+                id=write.id, repo_pk=pk, revision_sha=write.revision_sha, kind=write.kind,
+                severity=write.severity, record=record,
+                published=_parse_ts(record.get("published", record["modified"])),
+                modified=_parse_ts(record["modified"]), withdrawn=withdrawn, fixed_sha=write.fixed_sha))
+        elif old != record:
+            conn.execute(update(advisories).where(advisories.c.id == write.id).values(
+                record=record, severity=write.severity, modified=_parse_ts(record["modified"]),
+                withdrawn=withdrawn, fixed_sha=write.fixed_sha))
+        if withdrawn:
+            reach_index.drop_index(conn, write.id)
+            reach_index.set_listed(conn, pk, write.id, ())
+        elif not reach_index.ranged(write.kind):
+            if write.listed is not None:
+                reach_index.set_listed(conn, pk, write.id, write.listed)
+        elif old is None or "withdrawn" in old or events_of(old) != events_of(record):
+            reach_index.set_spans(conn, pk, write.id, events_of(record))
+        return record
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def _served(self, conn: Connection, rows: Sequence[Any]) -> list[AdvisoryRow]:
+        """Rows as read: each record with its ``versions`` computed from the index (bounded)."""
+        found = reach_index.versions_of(conn, [(r.id, r.repo_pk, r.kind) for r in rows], self.max_versions,
+                                        cache=self._versions_cache)
+        out = []
+        for r in rows:
+            row = advisory_row(r)
+            versions, total = found.get(r.id, ([], 0))
+            out.append(replace(row, record=reach_index.with_versions(row.record, versions, total)))
+        return out
+
+    def get(self, advisory_id: str) -> AdvisoryRow | None:
+        with self.db.transaction() as conn:
+            row = conn.execute(_with_repo().where(advisories.c.id == advisory_id)).first()
+            return self._served(conn, [row])[0] if row else None
+
+    def find(self, *, repo_pk: int | None = None, since: datetime | None = None,
+             include_withdrawn: bool = True, versions: bool = True) -> list[AdvisoryRow]:
+        """Advisories, oldest first; ``versions=False``: records as stored, without computing their versions."""
+        with self.db.transaction() as conn:
+            query = _with_repo()
+            if repo_pk is not None:
+                query = query.where(advisories.c.repo_pk == repo_pk)
+            if since is not None:
+                query = query.where(advisories.c.modified >= since)
+            if not include_withdrawn:
+                query = query.where(advisories.c.withdrawn.is_(False))
+            rows = conn.execute(query.order_by(advisories.c.published, advisories.c.id)).all()
+            return self._served(conn, rows) if versions else [advisory_row(r) for r in rows]
+
+    def iter_all(self, *, batch: int = 500) -> Iterator[AdvisoryRow]:
+        """Every advisory with its versions, in id order, read ``batch`` at a time (memory bounded: the export)."""
+        after = ""
+        while True:
+            with self.db.transaction() as conn:
+                rows = conn.execute(_with_repo().where(advisories.c.id > after)
+                                    .order_by(advisories.c.id).limit(batch)).all()
+                if not rows:
+                    return
+                served = self._served(conn, rows)
+            yield from served
+            after = rows[-1].id
+
+    def by_ids(self, ids: Sequence[str], *, versions: bool = True) -> list[AdvisoryRow]:
+        """These advisories, in the order asked (unknown ids left out)."""
+        if not ids:
+            return []
+        with self.db.transaction() as conn:
+            rows = conn.execute(_with_repo().where(advisories.c.id.in_(list(ids)))).all()
+            by_id = {r.id: r for r in (self._served(conn, rows) if versions else [advisory_row(r) for r in rows])}
+            return [by_id[i] for i in ids if i in by_id]
+
+    def of_revision(self, repo_pk: int, sha: str) -> list[AdvisoryRow]:
+        """What processing a revision compares with: its own advisories, and the repo's open risks and
+        inherited advisories (records as stored). Never the whole history of update advisories."""
+        with self.db.transaction() as conn:
+            query = _with_repo().where(advisories.c.repo_pk == repo_pk, or_(
+                advisories.c.revision_sha == sha,
+                and_(advisories.c.kind.in_([AdvisoryKind.RISK.value, AdvisoryKind.INHERITED.value]),
+                     advisories.c.withdrawn.is_(False), advisories.c.fixed_sha.is_(None))))
+            return [advisory_row(r) for r in conn.execute(query.order_by(advisories.c.published, advisories.c.id))]
+
+    def ids_of_kind(self, repo_pk: int, kind: str) -> frozenset[str]:
+        with self.db.transaction() as conn:
+            return frozenset(conn.execute(select(advisories.c.id).where(and_(
+                advisories.c.repo_pk == repo_pk, advisories.c.kind == kind))).scalars())
+
+    def feed_items(self, *, repo_id: str | None = None, owner: str | None = None,
+                   min_severity: Severity | None = None, limit: int = 100) -> list[FeedItem]:
+        """The advisories a feed shows (withdrawn ones too, records as stored), most recently modified first."""
+        with self.db.transaction() as conn:
+            query = _with_repo()
+            if repo_id is not None:
+                query = query.where(repos.c.repo_id == repo_id)
+            if owner is not None:
+                query = query.where(func.lower(repos.c.repo_id).startswith(owner.lower() + "/", autoescape=True))
+            if min_severity is not None:
+                wanted = [s.value for s in Severity if s.at_least(min_severity)]
+                query = query.where(advisories.c.severity.in_(wanted))
+            query = query.order_by(advisories.c.modified.desc(), advisories.c.id).limit(limit)
+            return [advisory_row(r) for r in conn.execute(query)]
+
+    # -- the reach index ----------------------------------------------------------------------
+
+    def reach(self, repo_pk: int, shas: Iterable[str]) -> ReachIndex:
+        """The repo's chains and the labels of ``shas``: what a revision's report asks of the graph."""
+        with self.db.transaction() as conn:
+            return reach_index.load_index(conn, repo_pk, shas)
+
+    def ids_for_commit(self, sha: str, repo_pk: int | None = None) -> list[str]:
+        """The one lookup a query needs: which live advisories affect this commit."""
+        with self.db.transaction() as conn:
+            matched = reach_index.live_ids_for_commit(conn, sha, repo_pk).subquery()
+            query = (select(advisories.c.id).join(matched, matched.c.advisory_id == advisories.c.id)
+                     .where(advisories.c.withdrawn.is_(False)))
+            return sorted(conn.execute(query).scalars())
+
+    def ids_for_commits(self, shas: Sequence[str], repo_pk: int) -> dict[str, list[str]]:
+        """The index for many commits of one repo at once (a branch weighed for the scan's advice)."""
+        found: dict[str, list[str]] = {sha: [] for sha in shas}
+        with self.db.transaction() as conn:
+            for start in range(0, len(shas), reach_index.CHUNK):  # bound the statement's parameters
+                chunk = list(shas[start:start + reach_index.CHUNK])
+                for sha, advisory_id in conn.execute(reach_index.live_ids_for_commits(chunk, repo_pk)):
+                    found[sha].append(advisory_id)
+        return {sha: sorted(set(ids)) for sha, ids in found.items()}
+
+    # The API's query parameters, one keyword each: a parameter object would only be unpacked again here.
+    def live_records_for_commit(
+            self, sha: str, repo_pk: int | None = None, *, limit: int, offset: int = 0, versions: bool = True,
+            versions_budget: int | None = None) -> tuple[list[tuple[str, str, str]], bool]:
+        """One page of (id, modified, record as JSON text) of the live advisories affecting a commit, by id,
+        and whether more follow.
+
+        The API's hot path: the stored text is served with its ``versions`` spliced in, never decoded
+        (``versions=False``: as stored, for answers that give ids only). ``versions_budget``: the page
+        ends (after one record at least) once the versions it lists reach it; the count comes from
+        the spans alone, so only the records served are read and only their versions computed.
+        """
+        with self.db.transaction() as conn:
+            matched = reach_index.live_ids_for_commit(conn, sha, repo_pk).subquery()
+            ids = [(r[0], r[1], r[2]) for r in conn.execute(
+                select(advisories.c.id, advisories.c.repo_pk, advisories.c.kind)
+                .join(matched, matched.c.advisory_id == advisories.c.id)
+                .where(advisories.c.withdrawn.is_(False))
+                .order_by(advisories.c.id).limit(limit + 1).offset(offset))]
+            more = len(ids) > limit
+            ids = ids[:limit]
+            spans = reach_index.spans_of(conn, [i for i, _, kind in ids if reach_index.ranged(kind)]) if versions else {}
+            if versions and versions_budget is not None and ids:
+                shown = self._within_budget(conn, ids, spans, versions_budget)
+                more = more or shown < len(ids)
+                ids = ids[:shown]
+            if not ids:
+                return [], more
+            texts = {r[0]: (r[1], r[2]) for r in conn.execute(
+                select(advisories.c.id, advisories.c.record["modified"].as_string(), cast(advisories.c.record, Text))
+                .where(advisories.c.id.in_([i for i, _, _ in ids])))}
+            if not versions:
+                return [(i, *texts[i]) for i, _, _ in ids], more
+            found = reach_index.versions_of(conn, [i for i in ids if i[0] in texts], self.max_versions,
+                                            spans=spans, cache=self._versions_cache)
+            out = []
+            for advisory_id, _, _ in ids:
+                modified, text = texts[advisory_id]
+                shas, total = found.get(advisory_id, ([], 0))
+                out.append((advisory_id, modified, reach_index.with_versions_text(text, shas, total)))
+            return out, more
+
+    def _within_budget(self, conn: Connection, ids: Sequence[tuple[str, int, str]],
+                       spans: Mapping[str, list[Any]], budget: int) -> int:
+        """How many of ``ids`` a page shows: at least one, then until the versions listed reach ``budget``."""
+        counts = reach_index.affected_counts(conn, ids, spans)
+        listed, shown = 0, 0
+        while shown < len(ids) and (shown == 0 or listed < budget):
+            listed += min(counts.get(ids[shown][0], 0), self.max_versions)
+            shown += 1
+        return shown
+
+
+def _check_seen(writes: Sequence[AdvisoryWrite], stored: Mapping[str, tuple[Any, datetime | None]],
+                seen: SeenAdvisories) -> None:
+    """Raise AdvisoryConflict unless every advisory written is as the writer read it."""
+    for write in writes:
+        found = stored[write.id][1] if write.id in stored else None
+        expected = seen.get(write.id)
+        if found != expected:
+            what = "was created" if expected is None else ("was deleted" if found is None else "was modified")
+            raise AdvisoryConflict(
+                f"advisory {write.id} {what} by another writer after it was read"
+                f" (read: {expected.isoformat() if expected else 'absent'},"
+                f" now: {found.isoformat() if found else 'absent'}): nothing was written")
