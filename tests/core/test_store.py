@@ -3,6 +3,7 @@ content cache, events, UTC timestamps."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 
@@ -12,7 +13,7 @@ from sqlalchemy import inspect
 from tracker.adapters.store import open_store, schema_status
 from tracker.adapters.store.db import make_engine, upgrade_schema
 from tracker.core.errors import AdvisoryConflict, SchemaBehind
-from tracker.core.model import Commit, CommitSha, FileEntry, Finding, RepoId, Severity, Snapshot
+from tracker.core.model import Commit, CommitSha, FileEntry, Finding, RepoId, RepoState, Severity, Snapshot
 from tracker.core.report import AdvisoryWrite, EventReport, RevisionReport
 
 NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -191,3 +192,20 @@ def test_upgrading_a_populated_database_keeps_its_rows(db_url):
     (row,) = store.revisions.of_repo(store.repos.get("acme/old").pk)
     assert (row.sha, row.status, row.dependencies_pending) == (sha(1), "done", False)
     assert store.advisories.find() == []
+
+
+def test_the_checkable_rule_is_the_same_in_python_and_in_sql(db_url):
+    """A claim asks the database for the repos an owner listing may check; the cycle asks each claimed
+    repo. Every combination of what the rule looks at lands on the same side both ways."""
+    store = open_store(db_url, auto_upgrade=True)
+    combos = list(itertools.product((RepoState.ACTIVE, RepoState.GONE), (None, "uid"), (None, sha(1)),
+                                    ("main", "dev"), (None, "acme/elsewhere"), (0, 1), ("acme/", "")))
+    for i, (state, uid, seen, branch, renamed, requests, owner) in enumerate(combos):
+        repo, _ = store.repos.add(RepoId(f"{owner}m{i}"), branch=branch, now=NOW)
+        store.repos.update(repo.pk, state=state.value, hub_uid=uid, last_seen_sha=seen, renamed_to=renamed,
+                           poll_requests=requests)
+    listable = store.schedule.claim_due("a", now=NOW, until=LATER, limit=len(combos), checkable=True)
+    others = store.schedule.claim_due("b", now=NOW, until=LATER, limit=len(combos), checkable=False)
+    assert len(listable) + len(others) == len(combos)
+    assert [d.checkable for d in listable] == [True]  # active, known, on main, not renamed, not asked for
+    assert not any(d.checkable for d in others)

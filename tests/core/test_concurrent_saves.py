@@ -1,0 +1,109 @@
+"""A base and its derivative processed at once, by two trackers on one PostgreSQL, lose no advisory update.
+
+The derivative's report is computed from what it read of its own advisories; the base's report,
+saved meanwhile, gives the derivative an inherited advisory. The derivative's save must see that
+its read is stale and compute again, not overwrite the base's advisory with its own copy.
+
+The interleaving is forced, not hoped for: the derivative's tracker is held (a SQLAlchemy event on
+its engine) at the moment it reads the base's advisories, after it read its own, until the base's
+poll has committed.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from sqlalchemy import event
+
+from tests.core.conftest import config_json
+from tests.core.test_inherited import BASE, COPY, NEW_EOS, OLD_EOS, card, fix_base, gen
+from tracker.adapters.hub import HubClient
+from tracker.app import make_tracker
+from tracker.core.advisory import advisory_id, inherited_id
+from tracker.core.model import AdvisoryKind, PollOutcome
+
+WAIT = 120.0  # seconds any step may take on a loaded machine before the test says it is stuck
+
+
+@pytest.fixture
+def two_trackers(hub_standin, settings, sleeps, postgres_server_url):
+    from tests.postgres import fresh_database
+
+    settings = replace(settings, database_url=fresh_database(postgres_server_url))
+    made = []
+    for _ in range(2):
+        hub = HubClient(settings.hub_endpoint, timeout=settings.hub_timeout, max_retries=settings.hub_max_retries,
+                        max_wait=settings.hub_max_wait, sleep=sleeps)
+        made.append(make_tracker(settings, hub=hub, auto_upgrade=True))
+    yield made
+    for tracker in made:
+        tracker.close()
+
+
+@pytest.mark.postgres
+def test_a_derivative_saved_while_its_base_writes_its_inherited_advisory_keeps_the_bases(hub_standin, two_trackers):
+    hub = hub_standin
+    base_side, copy_side = two_trackers
+    for repo in (BASE, COPY):
+        hub.create_repo(repo)
+    hub.commit(BASE, {"config.json": config_json(), "generation_config.json": gen(OLD_EOS), "README.md": card()},
+               message="initial")
+    c0 = hub.commit(COPY, {"config.json": config_json(), "generation_config.json": gen(OLD_EOS, temperature=0.6),
+                           "README.md": card(BASE)}, message="fine-tune")
+    for repo in (BASE, COPY):
+        base_side.store.repos.add(repo, now=base_side.clock())
+    base_side.store.outbox.add_subscription(target=str(COPY), kind="webhook", url="https://alerts.example.org/hf",
+                                            secret="whsec_dGVzdA==", min_severity="info", categories=[],
+                                            now=base_side.clock())
+    base_side.poll()
+    r1 = fix_base(hub)  # the base fixes eos_token_id: an update advisory, and an inherited one for the copy
+    c1 = hub.commit(COPY, {"README.md": card(BASE, "Better words.\n")}, message="docs")  # still the old value
+
+    base_pk = base_side.repo(BASE).pk
+    reading_base = threading.Event()  # the copy's tracker has read its own advisories, and reads the base's now
+    base_saved = threading.Event()
+
+    def hold_at_base_read(_conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any,
+                          _many: bool) -> None:
+        asks_base = isinstance(parameters, dict) and any(
+            k.startswith("repo_pk") and v == base_pk for k, v in parameters.items())
+        if "FROM advisories JOIN repos" in statement and asks_base and not base_saved.is_set():
+            reading_base.set()
+            base_saved.wait(WAIT)
+
+    event.listen(copy_side.store.db.engine, "before_cursor_execute", hold_at_base_read)
+    results: dict[str, Any] = {}
+    copy_poll = threading.Thread(target=lambda: results.update(copy=copy_side.poll([COPY])))
+    copy_poll.start()
+    try:
+        assert reading_base.wait(WAIT), "the copy's poll never read the base's advisories"
+        (base_result,) = base_side.poll([BASE])  # commits the base's advisory and the copy's inherited one
+    finally:
+        base_saved.set()
+        copy_poll.join(WAIT)
+    assert not copy_poll.is_alive()
+    (copy_result,) = results["copy"]
+    assert (base_result.status, base_result.processed, base_result.error) == (PollOutcome.NEW, 1, None)
+    assert (copy_result.status, copy_result.processed, copy_result.error) == (PollOutcome.NEW, 1, None)
+
+    base_adv = advisory_id(BASE, r1, "update")
+    inherited = inherited_id(COPY, base_adv)
+    store = base_side.store
+    assert [(a.id, a.kind, a.revision_sha, a.fixed_sha) for a in store.advisories.find(repo_pk=base_pk)] == [
+        (base_adv, AdvisoryKind.UPDATE, r1, None)]
+    (row,) = store.advisories.find(repo_pk=base_side.repo(COPY).pk)
+    # The base's advisory as the base wrote it (found at the copy's c0), not the copy's recomputed one (at c1);
+    # the copy's c1 still has the old value, so it is affected too.
+    assert (row.id, row.kind, row.revision_sha, row.fixed_sha) == (inherited, AdvisoryKind.INHERITED, c0, None)
+    assert row.record["database_specific"]["revision"] == c0
+    assert row.record["database_specific"]["items"][0]["value"] == OLD_EOS
+    assert row.record["database_specific"]["items"][0]["base_after"] == NEW_EOS
+    assert row.record["affected"][0]["versions"] == sorted([c0, c1])
+    # Announced once: created by the base's save; the copy's stale copy was never written over it.
+    assert [(d.event_type, d.advisory_id) for d in store.outbox.list_deliveries()] == [
+        ("advisory.created", inherited)]
+    assert [(r.sha, r.status) for r in store.revisions.of_repo(base_side.repo(COPY).pk)] == [
+        (c0, "done"), (c1, "done")]
