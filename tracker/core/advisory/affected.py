@@ -110,7 +110,7 @@ def _value(event: Mapping[str, Any]) -> tuple[str, str]:
     return key, value.lower()
 
 
-def affected_commits(parents: Mapping[str, list[str]], events: list[dict]) -> set[str]:
+def affected_commits(parents: Mapping[str, list[str]], events: list[dict[str, Any]]) -> set[str]:
     """The commits of the graph that one GIT range's ``events`` affect.
 
     ``parents`` maps each commit to its parents (first parent first); ``events``
@@ -201,7 +201,7 @@ def record_affected_commits(
 
 def commit_affected(
     parents: Mapping[str, list[str]],
-    events: list[dict],
+    events: list[dict[str, Any]],
     commit: str,
     commit_ancestors: set[str],
     *,

@@ -41,7 +41,8 @@ class AdvisoryValidationError(ValueError):
 def schema() -> dict[str, Any]:
     """The packaged OSV JSON schema."""
     text = resources.files("tracker.core.advisory").joinpath("osv-schema.json").read_text("utf-8")
-    return json.loads(text)
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
 
 
 @lru_cache(maxsize=1)
