@@ -73,7 +73,8 @@ class TickReport:
 class Cycle:
     """Claims due repos and checks them: by owner listings where cheaper, else by polling each."""
 
-    def __init__(self, settings: Settings, store: SqlStore, hub: HubReader, poller: Poller, *,
+    # Keyword-only past the four collaborators: the composition root hands each part by name, tests their seams.
+    def __init__(self, settings: Settings, store: SqlStore, hub: HubReader, poller: Poller, *,  # noqa: PLR0913
                  clock: Clock, budget: HubBudget, queue: ScheduleStore | None = None, workers: int | None = None,
                  on_result: Callable[[PollResult], None] | None = None,
                  rng: Callable[[], float] = random.random, batch: int = 1000) -> None:
