@@ -1,4 +1,4 @@
-"""Change feeds: Atom (feedgen) and JSON Feed 1.1 per repo, per owner and for everything.
+"""Change feeds: Atom (feedgen) and JSON Feed 1.1 documents, their ETags and conditional GET.
 
 ``/feeds/{owner}/{name}.atom|.json``, ``/feeds/{owner}.atom|.json`` and ``/feeds/all.atom|.json``,
 filtered with ``?min_severity=`` and ``?category=`` (repeatable, or comma-separated). One entry per
@@ -6,7 +6,7 @@ advisory, newest change first: a stable id, title = summary, content = the findi
 estimator delta as HTML, a link to the advisory page, ``updated`` = ``modified``. A withdrawn (or
 re-scoped) advisory keeps its entry id and moves its ``updated``, so readers replace it.
 
-Conditional GET: every answer carries an ``ETag`` (from the entries' ids and ``modified``) and a
+The routes that serve them are in ``tracker/surfaces/api_feeds.py``. Conditional GET: every answer carries an ``ETag`` (from the entries' ids and ``modified``) and a
 ``Last-Modified``; ``If-None-Match`` / ``If-Modified-Since`` that still match get ``304``. Feeds read
 the advisories table directly: they need no outbox.
 
@@ -20,46 +20,23 @@ import hashlib
 import html
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from email.utils import format_datetime, parsedate_to_datetime
-from typing import Any, Protocol
+from email.utils import parsedate_to_datetime
+from typing import Any
 
-from fastapi import APIRouter, Query, Request
-from fastapi.responses import JSONResponse, Response
 from feedgen.feed import FeedGenerator
 
-from tracker.adapters.delivery.plan import CATEGORIES, record_categories
+from tracker.adapters.delivery.plan import record_categories
 from tracker.adapters.delivery.text import estimate_lines, findings_of, revision_url
 from tracker.adapters.store.advisories import FeedItem
 from tracker.core.escaping import escape_controls
-from tracker.core.model import Severity, validate_repo_id
 
 FEED_LIMIT = 100  # entries per feed, most recently modified first
 FINDINGS_SHOWN = 50
 ID_PREFIX = "tag:upstream-tracker,2026:"
 ATOM_TYPE = "application/atom+xml; charset=utf-8"
 JSON_FEED_TYPE = "application/feed+json; charset=utf-8"
-
-
-class FeedAdvisories(Protocol):
-    def feed_items(self, *, repo_id: str | None = None, owner: str | None = None,
-                   min_severity: Severity | None = None, limit: int = 100) -> list[FeedItem]: ...
-
-
-class FeedRepos(Protocol):
-    def owner_watched(self, owner: str) -> bool: ...
-
-    def get(self, repo_id: str) -> Any: ...
-
-
-class FeedStore(Protocol):
-    """What the feeds read: the watch list and the advisories (``SqlStore``)."""
-
-    @property
-    def repos(self) -> FeedRepos: ...
-
-    @property
-    def advisories(self) -> FeedAdvisories: ...
 
 
 def entry_id(advisory_id: str) -> str:
@@ -110,15 +87,25 @@ def entry_title(item: FeedItem) -> str:
     return escape_controls(f"[{str(item.severity).upper()}] {item.record.get('summary') or item.id}")
 
 
-def _atom(items: Sequence[FeedItem], *, feed_id: str, title: str, self_url: str, home: str,
-          updated: datetime, page: str) -> bytes:
+@dataclass(frozen=True)
+class FeedHead:
+    """What a feed says of itself: its id (Atom), title, own URL, the site's base URL, the page it mirrors."""
+
+    feed_id: str
+    title: str
+    self_url: str
+    home: str
+    page: str
+
+
+def _atom(items: Sequence[FeedItem], head: FeedHead) -> bytes:
     fg = FeedGenerator()
-    fg.id(feed_id)
-    fg.title(title)
+    fg.id(head.feed_id)
+    fg.title(head.title)
     fg.author({"name": "upstream-tracker"})
-    fg.link(href=self_url, rel="self")
-    fg.link(href=page, rel="alternate")
-    fg.updated(updated)
+    fg.link(href=head.self_url, rel="self")
+    fg.link(href=head.page, rel="alternate")
+    fg.updated(max((i.modified for i in items), default=datetime(1970, 1, 1, tzinfo=UTC)))
     fg.generator("upstream-tracker")
     for item in items:
         fe = fg.add_entry(order="append")
@@ -126,24 +113,25 @@ def _atom(items: Sequence[FeedItem], *, feed_id: str, title: str, self_url: str,
         fe.title(entry_title(item))
         fe.updated(item.modified)
         fe.published(item.published)
-        fe.link(href=f"{home}/advisories/{item.id}", rel="alternate")
+        fe.link(href=f"{head.home}/advisories/{item.id}", rel="alternate")
         fe.content(entry_html(item.record), type="html")
         for category in record_categories(item.record):
             fe.category(term=category)
-    return fg.atom_str(pretty=False)
+    body: bytes = fg.atom_str(pretty=False)
+    return body
 
 
-def _json_feed(items: Sequence[FeedItem], *, title: str, self_url: str, home: str, page: str) -> bytes:
+def _json_feed(items: Sequence[FeedItem], head: FeedHead) -> bytes:
     feed = {
         "version": "https://jsonfeed.org/version/1.1",
-        "title": title,
-        "home_page_url": page,
-        "feed_url": self_url,
+        "title": head.title,
+        "home_page_url": head.page,
+        "feed_url": head.self_url,
         "authors": [{"name": "upstream-tracker"}],
         "items": [
             {
                 "id": entry_id(item.id),
-                "url": f"{home}/advisories/{item.id}",
+                "url": f"{head.home}/advisories/{item.id}",
                 "title": entry_title(item),
                 "content_html": entry_html(item.record),
                 "date_published": _rfc3339(item.published),
@@ -158,15 +146,22 @@ def _json_feed(items: Sequence[FeedItem], *, title: str, self_url: str, home: st
     return json.dumps(feed, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def _not_modified(request: Request, etag: str, last_modified: datetime | None) -> bool:
-    given = request.headers.get("if-none-match")
-    if given is not None:
-        tags = {t.strip().removeprefix("W/") for t in given.split(",")}
+def feed_etag(fmt: str, query: str, base: str, items: Sequence[FeedItem]) -> str:
+    """The ETag of a feed: its format, filters and base URL, and each entry's id and ``modified``."""
+    digest = hashlib.sha256(json.dumps([fmt, query, base, [(i.id, _rfc3339(i.modified)) for i in items]])
+                            .encode()).hexdigest()[:32]
+    return f'"{digest}"'
+
+
+def not_modified(if_none_match: str | None, if_modified_since: str | None, etag: str,
+                 last_modified: datetime | None) -> bool:
+    """Whether a conditional GET's validators still match (then the answer is 304)."""
+    if if_none_match is not None:
+        tags = {t.strip().removeprefix("W/") for t in if_none_match.split(",")}
         return "*" in tags or etag in tags
-    since = request.headers.get("if-modified-since")
-    if since and last_modified is not None:
+    if if_modified_since and last_modified is not None:
         try:
-            when = parsedate_to_datetime(since)
+            when = parsedate_to_datetime(if_modified_since)
         except (TypeError, ValueError):
             return False
         if when.tzinfo is None:
@@ -175,85 +170,8 @@ def _not_modified(request: Request, etag: str, last_modified: datetime | None) -
     return False
 
 
-def _error(status: int, code: int, message: str) -> JSONResponse:
-    return JSONResponse({"code": code, "message": message}, status_code=status)
-
-
-def feeds_router(store: FeedStore, *, tracker_url: str | None = None, limit: int = FEED_LIMIT) -> APIRouter:
-    """The feed endpoints over ``store``; links point at ``tracker_url`` (else the request's own base URL)."""
-    router = APIRouter()
-
-    def serve(request: Request, scope: str, fmt: str, *, repo_id: str | None, owner: str | None,
-              min_severity: str | None, category: list[str]) -> Response:
-        if fmt not in ("atom", "json"):
-            return _error(404, 5, "feeds end in .atom or .json")
-        threshold = None
-        if min_severity:
-            try:
-                threshold = Severity(min_severity.strip().lower())
-            except ValueError:
-                return _error(400, 3, f"invalid min_severity {min_severity!r}: expected one of "
-                                      f"{', '.join(s.value for s in Severity)}")
-        wanted = {c.strip().lower() for value in category for c in value.split(",") if c.strip()}
-        unknown = sorted(wanted - set(CATEGORIES))
-        if unknown:
-            return _error(400, 3, f"unknown category {unknown[0]!r}: expected one of {', '.join(CATEGORIES)}")
-        if repo_id is not None and store.repos.get(repo_id) is None:
-            return _error(404, 5, f"not watched: {repo_id}")
-        if owner is not None and not store.repos.owner_watched(owner):
-            return _error(404, 5, f"no watched repo belongs to {owner}")
-        # Category filtering happens here (categories are a JSON list), so ask for more than a page.
-        items = store.advisories.feed_items(repo_id=repo_id, owner=owner, min_severity=threshold,
-                                 limit=limit * 10 if wanted else limit)
-        if wanted:
-            items = [i for i in items if wanted & set(record_categories(i.record))][:limit]
-
-        query = "&".join(f"{k}={v}" for k, v in sorted(request.query_params.multi_items()))
-        base = (tracker_url or str(request.base_url)).rstrip("/")
-        self_url = f"{base}{request.url.path}" + (f"?{query}" if query else "")
-        digest = hashlib.sha256(json.dumps([fmt, query, base, [(i.id, _rfc3339(i.modified)) for i in items]])
-                                .encode()).hexdigest()[:32]
-        etag = f'"{digest}"'
-        last_modified = max((i.modified for i in items), default=None)
-        headers = {"ETag": etag, "Cache-Control": "no-cache"}
-        if last_modified is not None:
-            headers["Last-Modified"] = format_datetime(last_modified.astimezone(UTC), usegmt=True)
-        if _not_modified(request, etag, last_modified):
-            return Response(status_code=304, headers=headers)
-        title = f"upstream-tracker: {scope}" + (f" ({min_severity} and above)" if threshold else "")
-        # The page a feed mirrors: the repo's, the owner's, or the site's.
-        page = f"{base}/repos/{repo_id}" if repo_id else f"{base}/repos/{owner}" if owner else base
-        if fmt == "atom":
-            body = _atom(items, feed_id=f"{ID_PREFIX}feed:{request.url.path}" + (f"?{query}" if query else ""),
-                         title=title, self_url=self_url, home=base,
-                         updated=last_modified or datetime(1970, 1, 1, tzinfo=UTC), page=page)
-            return Response(body, media_type=ATOM_TYPE, headers=headers)
-        return Response(_json_feed(items, title=title, self_url=self_url, home=base, page=page),
-                        media_type=JSON_FEED_TYPE, headers=headers)
-
-    # Plain `def` handlers: FastAPI runs them in its threadpool, off the event loop.
-    @router.get("/feeds/{owner}/{filename}")
-    def repo_feed(request: Request, owner: str, filename: str, min_severity: str | None = None,
-                  category: list[str] = Query(default=[])) -> Response:
-        name, _, fmt = filename.rpartition(".")
-        try:
-            repo_id = validate_repo_id(f"{owner}/{name}")
-        except ValueError as exc:
-            return _error(400, 3, str(exc))
-        return serve(request, repo_id, fmt, repo_id=repo_id, owner=None, min_severity=min_severity,
-                     category=category)
-
-    @router.get("/feeds/{filename}")
-    def owner_feed(request: Request, filename: str, min_severity: str | None = None,
-                   category: list[str] = Query(default=[])) -> Response:
-        owner, _, fmt = filename.rpartition(".")
-        if owner == "all":
-            return serve(request, "all watched repos", fmt, repo_id=None, owner=None, min_severity=min_severity,
-                         category=category)
-        try:
-            validate_repo_id(f"{owner}/x")
-        except ValueError:
-            return _error(400, 3, f"invalid owner {owner!r}")
-        return serve(request, owner, fmt, repo_id=None, owner=owner, min_severity=min_severity, category=category)
-
-    return router
+def render_feed(items: Sequence[FeedItem], fmt: str, head: FeedHead) -> tuple[bytes, str]:
+    """A feed document in ``fmt`` ("atom" or "json") and its media type."""
+    if fmt == "atom":
+        return _atom(items, head), ATOM_TYPE
+    return _json_feed(items, head), JSON_FEED_TYPE

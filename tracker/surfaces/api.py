@@ -17,46 +17,42 @@ from __future__ import annotations
 
 import hmac
 import json
-import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Annotated, Any, TypedDict, Unpack
 
-from fastapi import Body, FastAPI, Request
-from fastapi.exceptions import RequestValidationError
+from fastapi import APIRouter, Body, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
 
-from tracker.adapters.feeds import feeds_router
+from tracker.adapters.settings import Settings
+from tracker.app import Tracker, make_tracker
 from tracker.core.bounded import UntrustedInput, json_safe, loads_json
-from tracker.core.errors import (
-    ConfigError,
-    EntryGone,
-    HubError,
-    NotWatched,
-    RepoDisabled,
-    RepoGone,
-    RevisionGone,
-    RevisionUnresolved,
-    StoreError,
-    TrackerError,
-    UpstreamFileError,
-)
+from tracker.core.errors import NotFound, NotWatched, RevisionUnresolved
 from tracker.core.model import SHA_RE, validate_repo_id
 from tracker.pipeline.querying import LookupBudget
+from tracker.surfaces.api_bodies import BodyGate
+from tracker.surfaces.api_deps import ApiState, OnDemandGate, StateDep, StoreDep
+from tracker.surfaces.api_errors import BadRequest, WrongSecret, answer_of, install_error_handlers
+from tracker.surfaces.api_feeds import feeds_router
+from tracker.surfaces.api_repos import (
+    KnownHosts,
+    ReadGuard,
+    ops_router,
+    repos_router,
+    served_hosts,
+    writes_router,
+)
 from tracker.surfaces.web import install_site, pages_router
 
-if TYPE_CHECKING:
-    from tracker.app import Tracker
-
-log = logging.getLogger("tracker.api")  # the name operators filter logs by, not the module path
 PAGE_SIZE = 1000
 # A page of /v1/query also ends (after at least one record) once the records' computed ``versions``
 # reach this many: a commit affected by thousands of advisories is answered in pages of bounded
 # size, and the client follows next_page_token as for any page.
 PAGE_VERSIONS = 20_000
-
-
-class QueryError(ValueError):
-    pass
+# FastAPI parses only ``application/json`` bodies; any other type arrives as the raw bytes.
+JsonBody = Annotated[Any, Body()]
+Page = tuple[list[tuple[str, str, str]], str | None]  # (id, modified, record JSON) rows, next page token
 
 
 def json_payload(payload: Any) -> Any:
@@ -70,252 +66,285 @@ def json_payload(payload: Any) -> Any:
     try:
         return loads_json(bytes(payload))
     except UntrustedInput as exc:
-        raise QueryError(f"the request body is refused: {exc}") from None
+        raise BadRequest(f"the request body is refused: {exc}") from None
     except ValueError:  # UnicodeDecodeError and JSONDecodeError included
-        raise QueryError("the request body is not JSON") from None
-
-
-def _error(status: int, code: int, message: str) -> JSONResponse:
-    # OSV.dev answers errors as gRPC-style {"code", "message"}: 3 invalid argument, 5 not found.
-    return JSONResponse({"code": code, "message": message}, status_code=status)
+        raise BadRequest("the request body is not JSON") from None
 
 
 def _package_repo(package: Any) -> str | None:
     if package is None:
         return None
     if not isinstance(package, dict):
-        raise QueryError("package must be an object")
+        raise BadRequest("package must be an object")
     name = package.get("name")
     purl = package.get("purl")
     if purl:
         if not isinstance(purl, str) or not purl.startswith("pkg:huggingface/"):
-            raise QueryError("only pkg:huggingface/OWNER/NAME purls are known here")
+            raise BadRequest("only pkg:huggingface/OWNER/NAME purls are known here")
         name = purl.removeprefix("pkg:huggingface/").split("@", 1)[0]
     if not isinstance(name, str):
-        raise QueryError("package.name (a repo id) or package.purl is required")
+        raise BadRequest("package.name (a repo id) or package.purl is required")
     # Records name the package by its URL on the Hub; accept that too.
     if "://" in name:
         name = "/".join(name.rstrip("/").split("/")[-2:])
     try:
         return validate_repo_id(name)
     except ValueError as exc:
-        raise QueryError(str(exc)) from exc
+        raise BadRequest(str(exc)) from exc
 
 
-# The tracker's errors -> HTTP status and OSV/gRPC-style code, in one place. First match wins.
-ERROR_STATUS: tuple[tuple[type[Exception], int, int], ...] = (
-    (QueryError, 400, 3),  # invalid argument
-    (ConfigError, 400, 3),  # a malformed repo id or revision reached the Hub client
-    (NotWatched, 404, 5),  # not found
-    (RepoGone, 404, 5),  # the Hub: no such repo (or private, gated)
-    (RevisionGone, 404, 5),
-    (EntryGone, 404, 5),
-    (RepoDisabled, 404, 5),
-    (UpstreamFileError, 404, 5),  # a path the tracker refuses to request
-    (HubError, 503, 14),  # the Hub is down, rate limiting, or out of time: retry later
-    (StoreError, 503, 14),  # unavailable
-)
+# -- OSV queries ------------------------------------------------------------------------------------
 
 
-def _unresolved(exc: RevisionUnresolved) -> tuple[int, int]:
-    # 14 unavailable: the Hub could not be asked (retry later); 5 not found: it says no such revision.
-    return (503, 14) if exc.temporary else (404, 5)
+def _revision_of(query: dict[str, Any]) -> str:
+    """The commit or version a query names, checked."""
+    commit = query.get("commit")
+    version = query.get("version")
+    if commit is not None and version is not None:
+        raise BadRequest("give either commit or version, not both")
+    revision = commit if commit is not None else version
+    if not isinstance(revision, str) or not revision:
+        raise BadRequest("a query needs a commit, or a package and a version")
+    if len(revision) > 255 or any(ord(ch) < 0x21 or ord(ch) == 0x7F for ch in revision):
+        raise BadRequest("invalid revision")
+    return revision
 
 
-def _status_of(exc: Exception) -> tuple[int, int]:
-    if isinstance(exc, RevisionUnresolved):
-        return _unresolved(exc)
-    for kind, status, code in ERROR_STATUS:
-        if isinstance(exc, kind):
-            return status, code
-    return 500, 13
+def _target(tracker: Tracker, query: Any, budget: LookupBudget) -> tuple[str, int | None, list[str] | None] | None:
+    """The (commit, repo, advisory ids when computed) a query is about; None when it can match nothing.
+
+    A commit the tracker listed is answered from the index (ids None: the hot path); one it has
+    not seen is placed on the Hub within ``budget`` and its advisories computed. Raises
+    RevisionUnresolved when the revision cannot be resolved.
+    """
+    if not isinstance(query, dict):
+        raise BadRequest("a query must be an object")
+    repo_id = _package_repo(query.get("package"))
+    revision = _revision_of(query)
+    if repo_id is None:
+        if not SHA_RE.match(revision):
+            raise BadRequest("commit must be a full 40-hex sha")
+        return revision, None, None  # any watched repo; no repo to look an unseen commit up in
+    repo = tracker.store.repos.get(repo_id)
+    if repo is None:
+        raise NotWatched(repo_id)
+    placement = tracker.querier.place(repo, revision, budget)
+    if not placement.on_graph:
+        return None
+    if not placement.edges:
+        return placement.sha, repo.pk, None
+    return placement.sha, repo.pk, tracker.querier.advisory_ids(repo, placement)
 
 
-def create_app(tracker: Tracker, *, page_size: int = PAGE_SIZE, webhook_secret: str | None = None,
-               poll_soon: Callable[[str], None] | None = None,
-               scheduler_running: Callable[[], bool] | None = None, bind_host: str | None = None) -> FastAPI:
-    """The API over a Tracker.
+def _offset_of(token: Any) -> int:
+    if token is None or token == "":
+        return 0
+    if not isinstance(token, str) or not token.isdigit() or len(token) > 9:
+        raise BadRequest("invalid page_token")
+    return int(token)
+
+
+def _matches(state: ApiState, query: Any, budget: LookupBudget, *, records: bool = True) -> Page:
+    """One page of (id, modified, record JSON) and the next page token.
+
+    ``records=False`` (querybatch: ids only): the records' versions are not computed. A page
+    with records ends early once their versions reach PAGE_VERSIONS (after one record at least).
+    """
+    store = state.tracker.store
+    offset = _offset_of(query.get("page_token") if isinstance(query, dict) else None)
+    found = _target(state.tracker, query, budget)
+    if found is None:
+        return [], None
+    sha, repo_pk, ids = found
+    if ids is None:
+        rows, more = store.advisories.live_records_for_commit(sha, repo_pk, limit=state.page_size, offset=offset,
+                                                   versions=records, versions_budget=PAGE_VERSIONS)
+        return rows, (str(offset + len(rows)) if more else None)
+    live = [r for r in store.advisories.by_ids(ids, versions=records) if not r.withdrawn][offset:]
+    shown, listed = 0, 0
+    while shown < min(len(live), state.page_size) and (shown == 0 or listed < PAGE_VERSIONS):
+        listed += len(live[shown].record["affected"][0].get("versions") or [])
+        shown += 1
+    page = [(r.id, r.record["modified"], json.dumps(r.record, allow_nan=False)) for r in live[:shown]]
+    return page, (str(offset + shown) if len(live) > shown else None)
+
+
+def _batch_result(state: ApiState, query: Any, budget: LookupBudget) -> dict[str, Any]:
+    """One query of a batch: its ids, or the error of a query the tracker cannot answer."""
+    if not isinstance(query, dict):
+        raise BadRequest("a query must be an object")
+    try:
+        rows, token = _matches(state, query, budget, records=False)
+    except (RevisionUnresolved, NotWatched) as exc:
+        return {"error": {"code": answer_of(exc).code, "message": str(exc)}}
+    result: dict[str, Any] = {}
+    if rows:
+        result["vulns"] = [{"id": vid, "modified": modified} for vid, modified, _ in rows]
+    if token:
+        result["next_page_token"] = token
+    return result
+
+
+# Plain `def` handlers: FastAPI runs them in its threadpool, so a database read or a Hub
+# lookup never blocks the event loop.
+osv_router = APIRouter()
+
+
+@osv_router.post("/v1/query")
+def query(state: StateDep, payload: JsonBody) -> Response:
+    payload = json_payload(payload)
+    if not isinstance(payload, dict):
+        raise BadRequest("a query must be an object")
+    rows, token = _matches(state, payload, state.tracker.querier.budget())
+    # The stored records are served as they are: no decode and re-encode on the hot path.
+    parts = []
+    if rows:
+        parts.append('"vulns":[' + ",".join(r[2] for r in rows) + "]")
+    if token:
+        parts.append(f'"next_page_token":{json.dumps(token)}')
+    return Response("{" + ",".join(parts) + "}", media_type="application/json")
+
+
+@osv_router.post("/v1/querybatch")
+def querybatch(state: StateDep, payload: JsonBody) -> JSONResponse:
+    payload = json_payload(payload)
+    queries = payload.get("queries") if isinstance(payload, dict) else None
+    if not isinstance(queries, list):
+        raise BadRequest("queries must be a list")
+    if len(queries) > 1000:
+        raise BadRequest("at most 1000 queries per batch")
+    budget = state.tracker.querier.budget()  # one budget of Hub look-ups for the whole batch
+    return JSONResponse({"results": [_batch_result(state, q, budget) for q in queries]})
+
+
+@osv_router.get("/v1/vulns/{vuln_id}")
+def get_vuln(store: StoreDep, vuln_id: str) -> JSONResponse:
+    row = store.advisories.get(vuln_id)
+    if row is None:
+        raise NotFound("Bug not found.")
+    return JSONResponse(json_safe(row.record))
+
+
+@osv_router.post("/hooks/hub", status_code=202)
+def hub_webhook(state: StateDep, request: Request, payload: JsonBody) -> JSONResponse:
+    """A Hub webhook: answer at once and poll the repo (its payload is a hint, never trusted as data).
+
+    Deliveries may repeat or arrive out of order, so the poll re-reads the head from the
+    Hub rather than using ``headSha``; polling an unchanged repo costs one request.
+    """
+    secret = state.webhook_secret
+    if not secret:
+        raise NotFound("webhooks are not enabled (set TRACKER_WEBHOOK_SECRET)")
+    given = request.headers.get("x-webhook-secret", "")
+    if not hmac.compare_digest(given.encode(), secret.encode()):
+        raise WrongSecret("invalid webhook secret")
+    payload = json_payload(payload)
+    repo = payload.get("repo") if isinstance(payload, dict) else None
+    event = payload.get("event") if isinstance(payload, dict) else None
+    if not isinstance(repo, dict) or not isinstance(event, dict):
+        raise BadRequest("not a Hub webhook payload")
+    if repo.get("type", "model") != "model" or not str(event.get("scope", "")).startswith("repo"):
+        return JSONResponse({"status": "ignored", "reason": "not a model repo event"}, status_code=200)
+    try:
+        repo_id = validate_repo_id(str(repo.get("name", "")))
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from exc
+    if state.tracker.store.repos.get(repo_id) is None:
+        return JSONResponse({"status": "ignored", "reason": f"{repo_id} is not watched"}, status_code=200)
+    state.poll_soon(repo_id)
+    return JSONResponse({"status": "queued", "repo": repo_id}, status_code=202)
+
+
+@osv_router.get("/healthz")
+def healthz() -> dict[str, str]:
+    """Liveness: the process answers. The database is /readyz's business: an outage of it must
+    take replicas out of rotation, not restart them all."""
+    return {"status": "ok"}
+
+
+# -- the app ------------------------------------------------------------------------------------------
+
+
+class AppOptions(TypedDict, total=False):
+    """What ``create_app`` may be told besides the Tracker (see there)."""
+
+    page_size: int
+    webhook_secret: str | None
+    poll_soon: Callable[[str], None] | None
+    scheduler_running: Callable[[], bool] | None
+    bind_host: str | None
+
+
+def _api_state(tracker: Tracker, options: AppOptions) -> ApiState:
+    settings = tracker.settings
+    return ApiState(
+        tracker=tracker, page_size=options.get("page_size", PAGE_SIZE),
+        webhook_secret=options.get("webhook_secret"),
+        poll_soon=options.get("poll_soon") or tracker.poll_soon,
+        scheduler_running=options.get("scheduler_running"),
+        gate=OnDemandGate(settings.api_on_demand_reads, settings.api_on_demand_per_client),
+        tokens=tracker.tokens, pages=tracker.store.pages)
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    """Open the Tracker when the app owns it (``create_app(settings)``) and close it on shutdown; a
+    Tracker handed in stays open: whoever opened it closes it."""
+    settings: Settings | None = app.state.owned_settings
+    if settings is None:
+        yield
+        return
+    tracker = await run_in_threadpool(make_tracker, settings)  # opening connects to the database
+    try:
+        app.state.api = _api_state(tracker, app.state.options)
+        yield
+    finally:
+        app.state.api = None
+        await run_in_threadpool(tracker.close)
+
+
+def create_app(tracker: Tracker | Settings, **options: Unpack[AppOptions]) -> FastAPI:
+    """The API over a Tracker: one open already (its opener closes it), or one the app opens from
+    ``Settings`` in its lifespan and closes on shutdown.
 
     ``webhook_secret`` turns on ``POST /hooks/hub`` (the Hub's webhooks; the secret arrives in
     ``X-Webhook-Secret``); ``poll_soon(repo_id)`` is how a webhook asks for a poll (the daemon
     hands it to its scheduler; by default a small coalescing pool polls). ``scheduler_running``
     is how the daemon tells ``/readyz`` its scheduler runs (None: no scheduler, as in ``tracker serve``).
     ``bind_host`` is the address the server listens on: the Hosts answered by default are it and
-    localhost (see :func:`tracker.surfaces.api_repos.served_hosts`).
+    localhost (see :func:`tracker.surfaces.api_repos.served_hosts`). ``page_size``: advisories per
+    page of ``/v1/query``.
     """
     # /docs is a static page (tracker/surfaces/web): Swagger UI would load its script from a CDN.
-    app = FastAPI(title="upstream-tracker", version="1", docs_url=None, redoc_url=None)
-    store = tracker.store
-    app.include_router(feeds_router(store, tracker_url=getattr(tracker.settings, "public_url", None)))
-    app.include_router(pages_router(tracker))  # the pages: /, /repos/..., /advisories/{id} (tracker/surfaces/web/)
+    app = FastAPI(title="upstream-tracker", version="1", docs_url=None, redoc_url=None, lifespan=_lifespan)
+    app.state.options = options
+    app.state.owned_settings = tracker if isinstance(tracker, Settings) else None
+    app.state.api = None if isinstance(tracker, Settings) else _api_state(tracker, options)
+    settings = tracker if isinstance(tracker, Settings) else tracker.settings
+    app.include_router(feeds_router)
+    app.include_router(pages_router)  # the pages: /, /repos/..., /advisories/{id} (tracker/surfaces/web/)
     install_site(app)  # HEAD, the favicon, /docs, HTML 404s for browsers
-    querier = tracker.querier
-    poll_soon = poll_soon or tracker.poll_soon
-
-    def target(query: Any, budget: LookupBudget) -> tuple[str, int | None, list[str] | None] | None:
-        """The (commit, repo, advisory ids when computed) a query is about; None when it can match nothing.
-
-        A commit the tracker listed is answered from the index (ids None: the hot path); one it has
-        not seen is placed on the Hub within ``budget`` and its advisories computed. Raises
-        RevisionUnresolved when the revision cannot be resolved.
-        """
-        if not isinstance(query, dict):
-            raise QueryError("a query must be an object")
-        commit = query.get("commit")
-        version = query.get("version")
-        repo_id = _package_repo(query.get("package"))
-        if commit is not None and version is not None:
-            raise QueryError("give either commit or version, not both")
-        revision = commit if commit is not None else version
-        if not isinstance(revision, str) or not revision:
-            raise QueryError("a query needs a commit, or a package and a version")
-        if len(revision) > 255 or any(ord(ch) < 0x21 or ord(ch) == 0x7F for ch in revision):
-            raise QueryError("invalid revision")
-        if repo_id is None:
-            if not SHA_RE.match(revision):
-                raise QueryError("commit must be a full 40-hex sha")
-            return revision, None, None  # any watched repo; no repo to look an unseen commit up in
-        repo = store.repos.get(repo_id)
-        if repo is None:
-            raise NotWatched(repo_id)
-        placement = querier.place(repo, revision, budget)
-        if not placement.on_graph:
-            return None
-        if not placement.edges:
-            return placement.sha, repo.pk, None
-        return placement.sha, repo.pk, querier.advisory_ids(repo, placement)
-
-    def offset_of(token: Any) -> int:
-        if token is None or token == "":
-            return 0
-        if not isinstance(token, str) or not token.isdigit() or len(token) > 9:
-            raise QueryError("invalid page_token")
-        return int(token)
-
-    def matches(query: Any, budget: LookupBudget, *, records: bool = True
-                ) -> tuple[list[tuple[str, str, str]], str | None]:
-        """One page of (id, modified, record JSON) and the next page token.
-
-        ``records=False`` (querybatch: ids only): the records' versions are not computed. A page
-        with records ends early once their versions reach PAGE_VERSIONS (after one record at least).
-        """
-        offset = offset_of(query.get("page_token") if isinstance(query, dict) else None)
-        found = target(query, budget)
-        if found is None:
-            return [], None
-        sha, repo_pk, ids = found
-        if ids is None:
-            rows, more = store.advisories.live_records_for_commit(sha, repo_pk, limit=page_size, offset=offset,
-                                                       versions=records, versions_budget=PAGE_VERSIONS)
-            return rows, (str(offset + len(rows)) if more else None)
-        live = [r for r in store.advisories.by_ids(ids, versions=records) if not r.withdrawn][offset:]
-        shown, listed = 0, 0
-        while shown < min(len(live), page_size) and (shown == 0 or listed < PAGE_VERSIONS):
-            listed += len(live[shown].record["affected"][0].get("versions") or [])
-            shown += 1
-        page = [(r.id, r.record["modified"], json.dumps(r.record, allow_nan=False)) for r in live[:shown]]
-        return page, (str(offset + shown) if len(live) > shown else None)
-
-    @app.exception_handler(TrackerError)
-    async def _tracker_error(_request: Request, exc: TrackerError) -> JSONResponse:
-        status, code = _status_of(exc)
-        # One line: a Hub client's error text spans several (URL, advice, a docs link).
-        return _error(status, code, " ".join(line.strip() for line in str(exc).splitlines() if line.strip()))
-
-    @app.exception_handler(QueryError)
-    async def _bad_query(_request: Request, exc: QueryError) -> JSONResponse:
-        return _error(*_status_of(exc), str(exc))
-
-    @app.exception_handler(RequestValidationError)
-    async def _bad_body(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        return _error(400, 3, f"invalid request body: {exc.errors()[0].get('msg', 'invalid')}")
-
-    # Plain `def` handlers: FastAPI runs them in its threadpool, so a database read or a Hub
-    # lookup never blocks the event loop.
-    @app.post("/v1/query")
-    def query(payload: Any = Body(...)) -> Response:
-        payload = json_payload(payload)
-        if not isinstance(payload, dict):
-            raise QueryError("a query must be an object")
-        rows, token = matches(payload, querier.budget())
-        # The stored records are served as they are: no decode and re-encode on the hot path.
-        parts = []
-        if rows:
-            parts.append('"vulns":[' + ",".join(r[2] for r in rows) + "]")
-        if token:
-            parts.append(f'"next_page_token":{json.dumps(token)}')
-        return Response("{" + ",".join(parts) + "}", media_type="application/json")
-
-    @app.post("/v1/querybatch")
-    def querybatch(payload: Any = Body(...)) -> JSONResponse:
-        payload = json_payload(payload)
-        queries = payload.get("queries") if isinstance(payload, dict) else None
-        if not isinstance(queries, list):
-            raise QueryError("queries must be a list")
-        if len(queries) > 1000:
-            raise QueryError("at most 1000 queries per batch")
-        results = []
-        budget = querier.budget()  # one budget of Hub look-ups for the whole batch
-        for q in queries:
-            if not isinstance(q, dict):
-                raise QueryError("a query must be an object")
-            try:
-                rows, token = matches(q, budget, records=False)
-            except (RevisionUnresolved, NotWatched) as exc:
-                status, code = _status_of(exc)
-                results.append({"error": {"code": code, "message": str(exc)}})
-                continue
-            result: dict[str, Any] = {}
-            if rows:
-                result["vulns"] = [{"id": vid, "modified": modified} for vid, modified, _ in rows]
-            if token:
-                result["next_page_token"] = token
-            results.append(result)
-        return JSONResponse({"results": results})
-
-    @app.get("/v1/vulns/{vuln_id}")
-    def get_vuln(vuln_id: str) -> JSONResponse:
-        row = store.advisories.get(vuln_id)
-        if row is None:
-            return _error(404, 5, "Bug not found.")
-        return JSONResponse(json_safe(row.record))
-
-    @app.post("/hooks/hub", status_code=202)
-    def hub_webhook(request: Request, payload: Any = Body(...)) -> JSONResponse:
-        """A Hub webhook: answer at once and poll the repo (its payload is a hint, never trusted as data).
-
-        Deliveries may repeat or arrive out of order, so the poll re-reads the head from the
-        Hub rather than using ``headSha``; polling an unchanged repo costs one request.
-        """
-        if not webhook_secret:
-            return _error(404, 5, "webhooks are not enabled (set TRACKER_WEBHOOK_SECRET)")
-        given = request.headers.get("x-webhook-secret", "")
-        if not hmac.compare_digest(given.encode(), webhook_secret.encode()):
-            return _error(401, 16, "invalid webhook secret")
-        payload = json_payload(payload)
-        repo = payload.get("repo") if isinstance(payload, dict) else None
-        event = payload.get("event") if isinstance(payload, dict) else None
-        if not isinstance(repo, dict) or not isinstance(event, dict):
-            raise QueryError("not a Hub webhook payload")
-        if repo.get("type", "model") != "model" or not str(event.get("scope", "")).startswith("repo"):
-            return JSONResponse({"status": "ignored", "reason": "not a model repo event"}, status_code=200)
-        try:
-            repo_id = validate_repo_id(str(repo.get("name", "")))
-        except ValueError as exc:
-            raise QueryError(str(exc)) from exc
-        if store.repos.get(repo_id) is None:
-            return JSONResponse({"status": "ignored", "reason": f"{repo_id} is not watched"}, status_code=200)
-        poll_soon(repo_id)
-        return JSONResponse({"status": "queued", "repo": repo_id}, status_code=202)
-
-    @app.get("/healthz")
-    def healthz() -> dict[str, str]:
-        """Liveness: the process answers. The database is /readyz's business: an outage of it must
-        take replicas out of rotation, not restart them all."""
-        return {"status": "ok"}
-
-    # Repos, readyz, metrics and the authenticated writes live in tracker/surfaces/api_repos.py.
-    from tracker.surfaces.api_repos import install
-
-    install(app, tracker, scheduler_running=scheduler_running, bind_host=bind_host, webhook_secret=webhook_secret)
+    app.include_router(osv_router)
+    # Repos, readyz, metrics and the authenticated writes: tracker/surfaces/api_repos.py.
+    for router in (repos_router, ops_router, writes_router):
+        app.include_router(router)
+    install_error_handlers(app)
+    _install_middleware(app, settings, options)
     return app
+
+
+def _install_middleware(app: FastAPI, settings: Settings, options: AppOptions) -> None:
+    """The middleware, outermost first: the Host check (a forged Host is refused before anything else
+    is looked at), the read guard (``[api] read_requires_token``), and the body gate (credentials,
+    then bodies read within their limits: :mod:`tracker.surfaces.api_bodies`). Tokens are checked
+    through the app's state, so an app that opens its Tracker in its lifespan checks them too."""
+
+    def token_valid(token: str) -> bool:
+        return ApiState.of(app.state).token_name(token) is not None
+
+    app.add_middleware(BodyGate, webhook_secret=options.get("webhook_secret"), token_valid=token_valid)
+    if settings.api_read_requires_token:
+        app.add_middleware(ReadGuard, check=token_valid)
+    hosts = served_hosts(settings, options.get("bind_host"))
+    if hosts is not None:
+        app.add_middleware(KnownHosts, hosts=hosts)

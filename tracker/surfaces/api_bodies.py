@@ -22,6 +22,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from tracker.surfaces.api_errors import BadRequest, BodyTooLarge, Unauthorized, WrongSecret, error_response
+
 KiB = 1024
 MiB = 1024 * KiB
 # Each route's largest sensible body: a querybatch of 1,000 queries is about 200 KiB, a Hub webhook
@@ -39,10 +41,6 @@ WRITES = re.compile(r"^/v1/(watch|subscriptions)(/.*)?$")
 # Every refusal leaves its body unread: the connection is closed after the answer, or the server would
 # wait on the rest of a chunked body the client may still be sending.
 CLOSE = {"Connection": "close"}
-
-
-def _error(status: int, code: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"code": code, "message": message}, status_code=status, headers=headers)
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -77,7 +75,7 @@ class BodyGate:
         limit = body_limit(scope["path"])
         declared = _header(scope, b"content-length")
         if declared is not None and (not declared.strip().isdigit() or len(declared.strip()) > 18):
-            await _error(400, 3, "invalid Content-Length")(scope, receive, send)
+            await error_response(BadRequest("invalid Content-Length"))(scope, receive, send)
             return
         if declared is not None and int(declared) > limit:
             await self._too_large(limit)(scope, receive, send)
@@ -103,20 +101,20 @@ class BodyGate:
         if path == "/hooks/hub" and method == "POST" and self.webhook_secret:
             given = _header(scope, b"x-webhook-secret") or ""
             if not hmac.compare_digest(given.encode("latin-1"), self.webhook_secret.encode()):
-                return _error(401, 16, "invalid webhook secret", CLOSE)
+                return error_response(WrongSecret("invalid webhook secret"), CLOSE)
         if WRITES.match(path) and method in ("POST", "PUT", "PATCH", "DELETE"):
             scheme, _, token = (_header(scope, b"authorization") or "").partition(" ")
             token = token.strip()
             if scheme.lower() != "bearer" or not token:
-                return _error(401, 16, "this needs a bearer token: make one with `tracker token create NAME`",
-                              {"WWW-Authenticate": "Bearer", **CLOSE})
+                return error_response(
+                    Unauthorized("this needs a bearer token: make one with `tracker token create NAME`"), CLOSE)
             if not await run_in_threadpool(self.token_valid, token):
-                return _error(401, 16, "invalid or revoked token", {"WWW-Authenticate": "Bearer", **CLOSE})
+                return error_response(Unauthorized("invalid or revoked token"), CLOSE)
         return None
 
     @staticmethod
     def _too_large(limit: int) -> JSONResponse:
-        return _error(413, 3, f"request body over {limit:,} bytes: refused unread", CLOSE)
+        return error_response(BodyTooLarge(f"request body over {limit:,} bytes: refused unread"), CLOSE)
 
 
 def _replay(body: bytes, receive: Receive) -> Callable[[], Awaitable[Message]]:

@@ -1,7 +1,7 @@
 """The API beyond OSV: repos, revisions, diffs and estimates; readiness and metrics; authenticated writes.
 
-``install(app, tracker, scheduler_running=...)`` adds all of it to the app ``tracker.surfaces.api.create_app``
-builds (one line there):
+Three module-level routers, included by ``tracker.surfaces.api.create_app``; their endpoints get the
+Tracker and the app's pieces as dependencies (:mod:`tracker.surfaces.api_deps`):
 
 - reads: ``GET /v1/repos``, ``GET /v1/rules`` (the watch rules and their repos), ``GET /v1/repos/{owner}/{name}/revisions``, ``.../diff?from=&to=``,
   ``.../estimate?revision=``. A repo that is not watched is read from the Hub and nothing is stored
@@ -25,16 +25,14 @@ everyone links to wherever a forged Host said (:class:`KnownHosts`).
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Annotated, Any, Literal
 
 import httpx2
-from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request, Security
+from fastapi import APIRouter, Depends, Path, Query
 from fastapi.responses import JSONResponse, Response
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware.trustedhost import TrustedHostMiddleware
@@ -44,14 +42,21 @@ from tracker import usecases
 from tracker.adapters import metrics
 from tracker.adapters.delivery import TargetRefused
 from tracker.adapters.settings import parse_interval
-from tracker.adapters.store.tokens import TokenStore
-from tracker.core.errors import ConfigError, NotFound, TrackerError, first_line
+from tracker.app import Tracker
+from tracker.core.errors import ConfigError, TrackerError, first_line
 from tracker.core.model import RepoId, RevisionRow, validate_repo_id
 from tracker.pipeline.watchrules import RuleStore
-from tracker.surfaces.api_bodies import BodyGate
+from tracker.surfaces.api_deps import (
+    HubSlotDep,
+    OnDemandGate,
+    StateDep,
+    StoreDep,
+    TrackerDep,
+    require_token,
+)
+from tracker.surfaces.api_errors import BadRequest, Busy, Unauthorized, error_response
 
-if TYPE_CHECKING:
-    from tracker.app import Tracker
+__all__ = ["BadRequest", "Busy", "OnDemandGate", "Unauthorized", "ops_router", "repos_router", "writes_router"]
 
 log = logging.getLogger("tracker.api_repos")  # the name operators filter logs by, not the module path
 
@@ -60,57 +65,6 @@ OPEN_PATHS = frozenset({"/healthz", "/readyz", "/hooks/hub", "/openapi.json", "/
 NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$"  # a repo id part as the Hub allows it (checked fully below)
 MAX_UPSTREAM_COMMITS = 1000
 PROBES = frozenset({"/healthz", "/readyz"})  # answered whatever the Host: probes use the pod's address
-
-
-class BadRequest(TrackerError, ValueError):
-    """A request the API refuses as malformed (400)."""
-
-
-class Unauthorized(TrackerError):
-    """No token, or one that is malformed, unknown or revoked (401)."""
-
-
-class Busy(TrackerError):
-    """Too many reads from the Hub on behalf of requests are running (429): try again shortly."""
-
-
-class OnDemandGate:
-    """How many reads from the Hub the API runs at once for its callers: ``total`` over all clients
-    (``[api] on_demand_reads``), ``per_client`` for one client address (``[api] on_demand_per_client``).
-
-    Diffs and estimates read files (a tokenizer can be tens of MiB, twice), an unwatched repo's
-    revisions list commits; none of it is stored. A request past either bound is answered 429 at
-    once rather than queued, so eight parallel diffs cost what one does, never eight tokenizers'
-    worth of memory and Hub traffic. Behind a proxy every client has the proxy's address: then
-    ``per_client`` bounds them all together.
-    """
-
-    def __init__(self, total: int, per_client: int) -> None:
-        self.total, self.per_client = total, per_client
-        self._lock = threading.Lock()
-        self._running: dict[str, int] = {}
-
-    @contextmanager
-    def slot(self, client: str) -> Iterator[None]:
-        with self._lock:
-            if sum(self._running.values()) >= self.total:
-                raise Busy(f"busy: {self.total} reads from the Hub for other requests are running "
-                           "([api] on_demand_reads); try again shortly")
-            if self._running.get(client, 0) >= self.per_client:
-                raise Busy(f"busy: this client already has {self.per_client} read(s) from the Hub running "
-                           "([api] on_demand_per_client); wait for it")
-            self._running[client] = self._running.get(client, 0) + 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._running[client] -= 1
-                if not self._running[client]:
-                    del self._running[client]
-
-
-def _client_of(request: Request) -> str:
-    return request.client.host if request.client else "unknown"
 
 
 # -- response and request models (the OpenAPI document is built from these) ------------------------
@@ -314,24 +268,7 @@ def _bearer_token(header: str | None) -> str | None:
     return value.strip() if scheme.lower() == "bearer" and value.strip() else None
 
 
-# -- auth -----------------------------------------------------------------------------------------------
-
-bearer = HTTPBearer(auto_error=False, scheme_name="token",
-                    description="A token made with `tracker token create NAME`, sent as `Authorization: Bearer …`.")
-
-
-def token_dependency(tokens: TokenStore, clock: Callable[[], datetime]) -> Callable[..., str]:
-    """The dependency of every write: the token's name, or 401."""
-
-    def require_token(credentials: HTTPAuthorizationCredentials | None = Security(bearer)) -> str:
-        if credentials is None:
-            raise Unauthorized("this needs a bearer token: make one with `tracker token create NAME`")
-        name = tokens.check(credentials.credentials, now=clock())
-        if name is None:
-            raise Unauthorized("invalid or revoked token")
-        return name
-
-    return require_token
+# -- middleware ---------------------------------------------------------------------------------------
 
 
 class ReadGuard:
@@ -350,7 +287,7 @@ class ReadGuard:
         if token is None or not await run_in_threadpool(self.check, token):
             message = "reading needs a bearer token here ([api] read_requires_token)" if token is None \
                 else "invalid or revoked token"
-            await _unauthorized(message)(scope, receive, send)
+            await error_response(Unauthorized(message))(scope, receive, send)
             return
         await self.app(scope, receive, send)
 
@@ -391,272 +328,276 @@ class KnownHosts:
         await self.checked(scope, receive, send)
 
 
-def _unauthorized(message: str) -> JSONResponse:
-    return JSONResponse({"code": 16, "message": message}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
-
-
 # -- the routers ------------------------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class RepoPath:
+    """The ``{owner}/{name}`` of a route's path; checked as a repo id when the route asks for it."""
 
-def repos_router(tracker: Tracker) -> APIRouter:
-    router = APIRouter(tags=["repos"])
+    owner: str
+    name: str
+
+    def repo_id(self) -> RepoId:
+        return _repo(self.owner, self.name)
+
+
+async def _repo_path(owner: Annotated[str, Path(pattern=NAME, max_length=96)],
+                     name: Annotated[str, Path(pattern=NAME, max_length=96)]) -> RepoPath:
+    return RepoPath(owner, name)
+
+
+@dataclass(frozen=True)
+class EstimateKnobs:
+    seq_len: int | None
+    lora_rank: int
+
+
+async def _estimate_knobs(
+    seq_len: Annotated[int | None, Query(ge=1, le=1 << 30, description="sequence length")] = None,
+    lora_rank: Annotated[int, Query(ge=1, le=65_536)] = 16,
+) -> EstimateKnobs:
+    return EstimateKnobs(seq_len, lora_rank)
+
+
+RepoPathDep = Annotated[RepoPath, Depends(_repo_path)]
+
+# Plain `def` handlers: FastAPI runs them in its threadpool, off the event loop.
+repos_router = APIRouter(tags=["repos"])
+
+
+@repos_router.get("/v1/repos", response_model=ReposOut, responses={503: ERRORS[503]})
+def list_repos(store: StoreDep) -> ReposOut:
+    """The watched repos, by id."""
+    return ReposOut(repos=[
+        RepoOut(repo=r.repo_id, branch=r.branch, state=r.state.value, every_seconds=r.every_seconds,
+                last_seen_sha=r.last_seen_sha, last_polled_at=r.last_polled_at, last_error=r.last_error,
+                renamed_to=r.renamed_to)
+        for r in store.repos.all()
+    ])
+
+
+@repos_router.get("/v1/rules", response_model=RulesOut, responses={503: ERRORS[503]})
+def list_rules(store: StoreDep) -> RulesOut:
+    """The watch rules (``tracker watch add --rule``), with the repos each one watches."""
+    rules = RuleStore(store)
+    return RulesOut(rules=[
+        RuleOut(id=r.id, rule=r.text, max=r.max_repos, grace_seconds=r.grace_seconds, created_at=r.created_at,
+                evaluated_at=r.evaluated_at, matched=r.matched, capped=r.capped, last_error=r.last_error,
+                repos=[RuleRepoOut(repo=repo, missing_since=since) for repo, since in rules.repos_of(r.id)])
+        for r in rules.all()
+    ])
+
+
+@repos_router.get("/v1/repos/{owner}/{name}/revisions", response_model=RevisionsOut, responses=ERRORS)
+def list_revisions(
+    tracker: TrackerDep, slot: HubSlotDep, path: RepoPathDep,
+    branch: Annotated[str, Query(min_length=1, max_length=200,
+                                 description="for a repo not watched: the branch to list")] = "main",
+    limit: Annotated[int, Query(ge=1, le=MAX_UPSTREAM_COMMITS,
+                                description="for a repo not watched: how many of its newest commits")] = 100,
+) -> RevisionsOut:
+    """The revisions read, oldest first, with what changed in each; for a repo not watched, its newest
+    commits on the Hub (nothing analysed or stored)."""
     store = tracker.store
-    gate = OnDemandGate(tracker.settings.api_on_demand_reads, tracker.settings.api_on_demand_per_client)
-    owner_path = Path(..., pattern=NAME, max_length=96)
-    name_path = Path(..., pattern=NAME, max_length=96)
+    repo_id = path.repo_id()
+    row = store.repos.get(repo_id)
+    if row is not None:
+        return RevisionsOut(repo=repo_id, watched=True, revisions=[_revision_out(r) for r in store.revisions.of_repo(row.pk)])
+    with slot():
+        listing = tracker.hub.commits_since(repo_id, _revision(branch, "branch"), None, limit=limit)
+    return RevisionsOut(repo=repo_id, watched=False, revisions=[
+        RevisionOut(sha=c.sha, date=c.date, title=c.title, status="not_read", baseline=False,
+                    parent=c.parents[0] if c.parents else None, summary=None, worst_severity=None,
+                    findings=None, top_findings=[], files={})
+        for c in listing.commits
+    ])
 
-    @router.get("/v1/repos", response_model=ReposOut, responses={503: ERRORS[503]})
-    def list_repos() -> ReposOut:
-        """The watched repos, by id."""
-        return ReposOut(repos=[
-            RepoOut(repo=r.repo_id, branch=r.branch, state=r.state.value, every_seconds=r.every_seconds,
-                    last_seen_sha=r.last_seen_sha, last_polled_at=r.last_polled_at, last_error=r.last_error,
-                    renamed_to=r.renamed_to)
-            for r in store.repos.all()
-        ])
 
-    @router.get("/v1/rules", response_model=RulesOut, responses={503: ERRORS[503]})
-    def list_rules() -> RulesOut:
-        """The watch rules (``tracker watch add --rule``), with the repos each one watches."""
-        rules = RuleStore(store)
-        return RulesOut(rules=[
-            RuleOut(id=r.id, rule=r.text, max=r.max_repos, grace_seconds=r.grace_seconds, created_at=r.created_at,
-                    evaluated_at=r.evaluated_at, matched=r.matched, capped=r.capped, last_error=r.last_error,
-                    repos=[RuleRepoOut(repo=repo, missing_since=since) for repo, since in rules.repos_of(r.id)])
-            for r in rules.all()
-        ])
-
-    @router.get("/v1/repos/{owner}/{name}/revisions", response_model=RevisionsOut, responses=ERRORS)
-    def list_revisions(request: Request, owner: str = owner_path, name: str = name_path,
-                       branch: str = Query("main", min_length=1, max_length=200,
-                                           description="for a repo not watched: the branch to list"),
-                       limit: int = Query(100, ge=1, le=MAX_UPSTREAM_COMMITS,
-                                          description="for a repo not watched: how many of its newest commits")
-                       ) -> RevisionsOut:
-        """The revisions read, oldest first, with what changed in each; for a repo not watched, its newest
-        commits on the Hub (nothing analysed or stored)."""
-        repo_id = _repo(owner, name)
+@repos_router.get("/v1/repos/{owner}/{name}/diff", response_model=DiffOut, response_model_by_alias=True,
+                  responses=ERRORS)
+def diff(tracker: TrackerDep, slot: HubSlotDep, path: RepoPathDep,
+         from_: Annotated[str, Query(alias="from", max_length=255, description="the older revision")],
+         to: Annotated[str, Query(max_length=255, description="the newer revision")]) -> DiffOut:
+    """What changed between two revisions of any repo: stored when watched and read, else read from the Hub."""
+    store = tracker.store
+    repo_id = path.repo_id()
+    with slot():
+        old_side = tracker.snapshot_of(repo_id, _revision(from_, "from"))
+        new_side = tracker.snapshot_of(repo_id, _revision(to, "to"))
         row = store.repos.get(repo_id)
-        if row is not None:
-            return RevisionsOut(repo=repo_id, watched=True, revisions=[_revision_out(r) for r in store.revisions.of_repo(row.pk)])
-        with gate.slot(_client_of(request)):
-            listing = tracker.hub.commits_since(repo_id, _revision(branch, "branch"), None, limit=limit)
-        return RevisionsOut(repo=repo_id, watched=False, revisions=[
-            RevisionOut(sha=c.sha, date=c.date, title=c.title, status="not_read", baseline=False,
-                        parent=c.parents[0] if c.parents else None, summary=None, worst_severity=None,
-                        findings=None, top_findings=[], files={})
-            for c in listing.commits
-        ])
-
-    @router.get("/v1/repos/{owner}/{name}/diff", response_model=DiffOut, response_model_by_alias=True,
-                responses=ERRORS)
-    def diff(request: Request, owner: str = owner_path, name: str = name_path,
-             from_: str = Query(..., alias="from", max_length=255, description="the older revision"),
-             to: str = Query(..., max_length=255, description="the newer revision")) -> DiffOut:
-        """What changed between two revisions of any repo: stored when watched and read, else read from the Hub."""
-        repo_id = _repo(owner, name)
-        with gate.slot(_client_of(request)):
-            old_side = tracker.snapshot_of(repo_id, _revision(from_, "from"))
-            new_side = tracker.snapshot_of(repo_id, _revision(to, "to"))
-            row = store.repos.get(repo_id)
-            stored_old = store.revisions.get(row.pk, old_side[0]) if row is not None else None
-            analysis = tracker.analyse(repo_id, old_side, new_side,
-                                       old_estimate=stored_old.estimate if stored_old else None)
-        return DiffOut.model_validate({"repo": repo_id, **analysis.diff_json(old_side[0], new_side[0])})
-
-    @router.get("/v1/repos/{owner}/{name}/estimate", response_model=dict[str, Any], responses=ERRORS)
-    def estimate(request: Request, owner: str = owner_path, name: str = name_path,
-                 revision: str = Query("main", max_length=255, description="a commit id, branch or tag"),
-                 seq_len: int | None = Query(None, ge=1, le=1 << 30, description="sequence length"),
-                 lora_rank: int = Query(16, ge=1, le=65_536)) -> dict[str, Any]:
-        """Parameters and GPU memory to fine-tune and serve, per card, at a revision of any repo."""
-        from tracker.core.bounded import json_safe
-        from tracker.core.estimate import estimate as run_estimate
-
-        repo_id = _repo(owner, name)
-        with gate.slot(_client_of(request)):
-            config, headers = tracker.config_and_headers(repo_id, _revision(revision, "revision"))
-        if not isinstance(config, dict):
-            raise BadRequest(f"{repo_id}@{revision}: config.json does not hold a JSON object")
-        result = run_estimate(config, seq_len=seq_len, lora_rank=lora_rank, checkpoint_headers=headers or None)
-        out: dict[str, Any] = json_safe(result.to_json())
-        return out
-
-    return router
+        stored_old = store.revisions.get(row.pk, old_side[0]) if row is not None else None
+        analysis = tracker.analyse(repo_id, old_side, new_side,
+                                   old_estimate=stored_old.estimate if stored_old else None)
+    return DiffOut.model_validate({"repo": repo_id, **analysis.diff_json(old_side[0], new_side[0])})
 
 
-def ops_router(tracker: Tracker, scheduler_running: Callable[[], bool] | None) -> APIRouter:
-    router = APIRouter(tags=["operations"])
+@repos_router.get("/v1/repos/{owner}/{name}/estimate", response_model=dict[str, Any], responses=ERRORS)
+def estimate(tracker: TrackerDep, slot: HubSlotDep, path: RepoPathDep,
+             knobs: Annotated[EstimateKnobs, Depends(_estimate_knobs)],
+             revision: Annotated[str, Query(max_length=255, description="a commit id, branch or tag")] = "main",
+             ) -> dict[str, Any]:
+    """Parameters and GPU memory to fine-tune and serve, per card, at a revision of any repo."""
+    from tracker.core.bounded import json_safe
+    from tracker.core.estimate import estimate as run_estimate
+
+    repo_id = path.repo_id()
+    with slot():
+        config, headers = tracker.config_and_headers(repo_id, _revision(revision, "revision"))
+    if not isinstance(config, dict):
+        raise BadRequest(f"{repo_id}@{revision}: config.json does not hold a JSON object")
+    result = run_estimate(config, seq_len=knobs.seq_len, lora_rank=knobs.lora_rank,
+                          checkpoint_headers=headers or None)
+    out: dict[str, Any] = json_safe(result.to_json())
+    return out
+
+
+ops_router = APIRouter(tags=["operations"])
+
+
+def _hub_check(tracker: Tracker) -> str:
+    """Said, never a reason to leave rotation: the API serves from the database while the Hub is away."""
+    from tracker.surfaces.status import hub_unreachable
+
+    try:
+        outage = tracker.store.health.hub_outage()
+    except TrackerError as exc:
+        return f"unknown: {first_line(exc)}"
+    said = hub_unreachable(outage.polled, outage.unreachable, outage.since, now=tracker.clock())
+    return said or "serving"
+
+
+def _scheduler_check(scheduler_running: Callable[[], bool] | None) -> tuple[str, bool]:
+    if scheduler_running is None:
+        return "none in this process (tracker serve): only the database is checked", True
+    if scheduler_running():
+        return "running", True
+    return "stopped", False
+
+
+@ops_router.get("/readyz", response_model=ReadyOut, responses={503: {"model": ReadyOut, "description": "not ready"}})
+def readyz(state: StateDep) -> JSONResponse:
+    """Ready to serve: the database answers and (in `tracker run`) the scheduler runs. `tracker serve` has no
+    scheduler: there, ready means the database answers."""
+    checks: dict[str, str] = {}
+    ready = True
+    try:
+        state.tracker.store.db.ping()
+        checks["database"] = "ok"
+    except TrackerError as exc:
+        checks["database"] = first_line(exc)
+        ready = False
+    if ready:
+        checks["hub"] = _hub_check(state.tracker)
+    checks["scheduler"], running = _scheduler_check(state.scheduler_running)
+    ready = ready and running
+    body = ReadyOut(status="ready" if ready else "not ready", checks=checks)
+    return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
+
+
+Gauges = dict[str, tuple[str, float]]
+Labelled = dict[str, tuple[str, str, dict[str, float]]]
+
+
+def _gauges(tracker: Tracker) -> tuple[Gauges, Labelled]:
+    """The backlog gauges, read from the database now."""
     store = tracker.store
+    reads = store.health
+    backlog = reads.deliveries()
+    fleet = reads.fleet()
+    now = tracker.clock()
+    oldest = fleet.oldest_pending_listed_at
+    gauges: Gauges = {
+        "tracker_database_up": ("1 when the database answered this scrape.", 1),
+        "tracker_revisions": ("Revisions read and stored (every process's polls).", fleet.revisions_read),
+        "tracker_revisions_pending": ("Revisions listed and not read yet.", fleet.revisions_pending),
+        "tracker_revisions_pending_oldest_age_seconds": (
+            "Age of the oldest revision listed and not read yet (0: none pending).",
+            max(0.0, (now - oldest).total_seconds()) if oldest else 0.0),
+        "tracker_deliveries_pending": ("Alerts queued or being retried (the outbox backlog).", backlog.pending),
+        "tracker_deliveries_dead": ("Alerts given up on (dead letters).", backlog.dead),
+    }
+    stalest, watched = reads.last_successes(limit=metrics.MAX_REPO_SERIES)
+    gauges["tracker_repos_watched"] = ("Repos watched.", watched)
+    gauges["tracker_repo_last_success_age_omitted"] = (
+        f"Watched repos left out of tracker_repo_last_success_age_seconds (it has the "
+        f"{metrics.MAX_REPO_SERIES} stalest).", max(0, watched - len(stalest)))
+    labelled: Labelled = {
+        "tracker_advisories_live": (
+            "Advisories in the store, not withdrawn, by severity.", "severity",
+            {sev: float(fleet.advisories_by_severity.get(sev, 0)) for sev in metrics.SEVERITIES}),
+        "tracker_repo_last_success_age_seconds": (
+            "Time since each repo's last successful poll (since it was watched, when none yet).", "repo",
+            {repo_id: max(0.0, (now - when).total_seconds()) for repo_id, when in stalest}),
+    }
+    return gauges, labelled
 
-    def _hub_check() -> str:
-        """Said, never a reason to leave rotation: the API serves from the database while the Hub is away."""
-        from tracker.surfaces.status import hub_unreachable
 
-        try:
-            outage = store.health.hub_outage()
-        except TrackerError as exc:
-            return f"unknown: {first_line(exc)}"
-        said = hub_unreachable(outage.polled, outage.unreachable, outage.since, now=tracker.clock())
-        return said or "serving"
-
-    @router.get("/readyz", response_model=ReadyOut, responses={503: {"model": ReadyOut, "description": "not ready"}})
-    def readyz() -> JSONResponse:
-        """Ready to serve: the database answers and (in `tracker run`) the scheduler runs. `tracker serve` has no
-        scheduler: there, ready means the database answers."""
-        checks: dict[str, str] = {}
-        ready = True
-        try:
-            store.db.ping()
-            checks["database"] = "ok"
-        except TrackerError as exc:
-            checks["database"] = first_line(exc)
-            ready = False
-        if ready:
-            checks["hub"] = _hub_check()
-        if scheduler_running is None:
-            checks["scheduler"] = "none in this process (tracker serve): only the database is checked"
-        elif scheduler_running():
-            checks["scheduler"] = "running"
-        else:
-            checks["scheduler"] = "stopped"
-            ready = False
-        body = ReadyOut(status="ready" if ready else "not ready", checks=checks)
-        return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
-
-    @router.get("/metrics", response_class=Response,
+@ops_router.get("/metrics", response_class=Response,
                 responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
                                  "description": "Prometheus text format"}})
-    def metrics_endpoint() -> Response:
-        """Prometheus metrics: polls by outcome, Hub answers by status, revisions read, findings and advisories
-        by severity, deliveries by outcome, poll lag; the backlogs, read from the database now."""
-        from prometheus_client import CONTENT_TYPE_LATEST
+def metrics_endpoint(tracker: TrackerDep) -> Response:
+    """Prometheus metrics: polls by outcome, Hub answers by status, revisions read, findings and advisories
+    by severity, deliveries by outcome, poll lag; the backlogs, read from the database now."""
+    from prometheus_client import CONTENT_TYPE_LATEST
 
-        gauges: dict[str, tuple[str, float]] = {}
-        labelled: dict[str, tuple[str, str, dict[str, float]]] = {}
-        try:
-            reads = store.health
-            backlog = reads.deliveries()
-            fleet = reads.fleet()
-            now = tracker.clock()
-            oldest = fleet.oldest_pending_listed_at
-            gauges = {
-                "tracker_database_up": ("1 when the database answered this scrape.", 1),
-                "tracker_revisions": ("Revisions read and stored (every process's polls).", fleet.revisions_read),
-                "tracker_revisions_pending": ("Revisions listed and not read yet.", fleet.revisions_pending),
-                "tracker_revisions_pending_oldest_age_seconds": (
-                    "Age of the oldest revision listed and not read yet (0: none pending).",
-                    max(0.0, (now - oldest).total_seconds()) if oldest else 0.0),
-                "tracker_deliveries_pending": ("Alerts queued or being retried (the outbox backlog).", backlog.pending),
-                "tracker_deliveries_dead": ("Alerts given up on (dead letters).", backlog.dead),
-            }
-            stalest, watched = reads.last_successes(limit=metrics.MAX_REPO_SERIES)
-            gauges["tracker_repos_watched"] = ("Repos watched.", watched)
-            gauges["tracker_repo_last_success_age_omitted"] = (
-                f"Watched repos left out of tracker_repo_last_success_age_seconds (it has the "
-                f"{metrics.MAX_REPO_SERIES} stalest).", max(0, watched - len(stalest)))
-            labelled = {
-                "tracker_advisories_live": (
-                    "Advisories in the store, not withdrawn, by severity.", "severity",
-                    {sev: float(fleet.advisories_by_severity.get(sev, 0)) for sev in metrics.SEVERITIES}),
-                "tracker_repo_last_success_age_seconds": (
-                    "Time since each repo's last successful poll (since it was watched, when none yet).", "repo",
-                    {repo_id: max(0.0, (now - when).total_seconds()) for repo_id, when in stalest}),
-            }
-        except TrackerError as exc:
-            log.warning("metrics: the database did not answer: %s", exc)
-            gauges = {"tracker_database_up": ("1 when the database answered this scrape.", 0)}
-            labelled = {}
-        return Response(metrics.exposition(gauges, labelled), media_type=CONTENT_TYPE_LATEST)
-
-    return router
+    try:
+        gauges, labelled = _gauges(tracker)
+    except TrackerError as exc:
+        log.warning("metrics: the database did not answer: %s", exc)
+        gauges = {"tracker_database_up": ("1 when the database answered this scrape.", 0)}
+        labelled = {}
+    return Response(metrics.exposition(gauges, labelled), media_type=CONTENT_TYPE_LATEST)
 
 
-def writes_router(tracker: Tracker) -> APIRouter:
-    router = APIRouter(tags=["writes"], dependencies=[Depends(token_dependency(tracker.tokens, tracker.clock))],
-                       responses={**AUTH_ERRORS, 400: ERRORS[400]})
-
-    @router.post("/v1/watch", response_model=WatchOut, status_code=201)
-    def watch(body: WatchIn) -> WatchOut:
-        """Watch a repo (re-adding one updates its branch and interval); the daemon picks it up within a minute."""
-        try:
-            repo_id = validate_repo_id(body.repo.strip())
-            every = parse_interval(body.every) if body.every else None
-        except (ValueError, ConfigError) as exc:
-            raise BadRequest(str(exc)) from exc
-        watched = usecases.watch(tracker, repo_id, branch=_revision(body.branch, "branch"), every=every)
-        row = watched.repo
-        return WatchOut(repo=row.repo_id, branch=row.branch, every_seconds=row.every_seconds, created=watched.created)
-
-    @router.delete("/v1/watch/{owner}/{name}", response_model=RemovedOut, responses={404: ERRORS[404]})
-    def unwatch(owner: str = Path(..., max_length=96), name: str = Path(..., max_length=96)) -> Any:
-        """Stop watching a repo (its stored revisions go with it)."""
-        repo_id = _repo(owner, name)
-        try:
-            usecases.unwatch(tracker, repo_id)
-        except NotFound as exc:
-            return JSONResponse({"code": 5, "message": str(exc)}, status_code=404)
-        return RemovedOut(removed=repo_id)
-
-    @router.post("/v1/subscriptions", response_model=SubscriptionOut, status_code=201)
-    def subscribe(body: SubscriptionIn) -> SubscriptionOut:
-        """Send alerts about a target to Slack or a signed webhook (the webhook's secret is in this answer only)."""
-        if (body.slack is None) == (body.webhook is None):
-            raise BadRequest("give exactly one of slack or webhook")
-        kind, url = ("slack", body.slack) if body.slack is not None else ("webhook", body.webhook)
-        assert url is not None
-        wanted = usecases.NewSubscription(target=body.target, kind=kind, url=url, min_severity=body.min_severity,
-                                          categories=body.categories)
-        try:
-            done = usecases.subscribe(tracker, wanted)
-        except (ConfigError, TargetRefused) as exc:  # a bad target or category; a private address, a bad URL
-            raise BadRequest(first_line(exc)) from exc
-        sub = done.subscription
-        return SubscriptionOut(id=sub.id, target=sub.target, kind=sub.kind, url=_redacted(sub.kind, sub.url),
-                               min_severity=sub.min_severity, categories=list(sub.categories),
-                               created_at=sub.created_at, secret=done.secret)
-
-    @router.delete("/v1/subscriptions/{subscription_id}", response_model=UnsubscribedOut,
-                   responses={404: ERRORS[404]})
-    def unsubscribe(subscription_id: int = Path(..., ge=1, le=2**31 - 1)) -> Any:
-        """Remove a subscription; its deliveries not yet sent are dropped."""
-        try:
-            dropped = usecases.unsubscribe(tracker, subscription_id)
-        except NotFound as exc:
-            return JSONResponse({"code": 5, "message": str(exc)}, status_code=404)
-        return UnsubscribedOut(removed=subscription_id, dropped=dropped)
-
-    return router
+writes_router = APIRouter(tags=["writes"], dependencies=[Depends(require_token)],
+                          responses={**AUTH_ERRORS, 400: ERRORS[400]})
 
 
-def install(app: FastAPI, tracker: Tracker, *, scheduler_running: Callable[[], bool] | None = None,
-            bind_host: str | None = None, webhook_secret: str | None = None) -> None:
-    """Add the routers above, their error answers, and the middleware, outermost first: the Host check (a
-    forged Host is refused before anything else is looked at), the read guard (``[api]
-    read_requires_token``), and the body gate (credentials, then bodies read within their limits:
-    :mod:`tracker.surfaces.api_bodies`)."""
-    app.include_router(repos_router(tracker))
-    app.include_router(ops_router(tracker, scheduler_running))
-    app.include_router(writes_router(tracker))
+@writes_router.post("/v1/watch", response_model=WatchOut, status_code=201)
+def watch(tracker: TrackerDep, body: WatchIn) -> WatchOut:
+    """Watch a repo (re-adding one updates its branch and interval); the daemon picks it up within a minute."""
+    try:
+        repo_id = validate_repo_id(body.repo.strip())
+        every = parse_interval(body.every) if body.every else None
+    except (ValueError, ConfigError) as exc:
+        raise BadRequest(str(exc)) from exc
+    watched = usecases.watch(tracker, repo_id, branch=_revision(body.branch, "branch"), every=every)
+    row = watched.repo
+    return WatchOut(repo=row.repo_id, branch=row.branch, every_seconds=row.every_seconds, created=watched.created)
 
-    async def unauthorized(_request: Request, exc: Exception) -> Response:
-        return _unauthorized(str(exc))
 
-    async def bad_request(_request: Request, exc: Exception) -> Response:
-        return JSONResponse({"code": 3, "message": str(exc)}, status_code=400)
+@writes_router.delete("/v1/watch/{owner}/{name}", response_model=RemovedOut, responses={404: ERRORS[404]})
+def unwatch(tracker: TrackerDep, owner: Annotated[str, Path(max_length=96)],
+            name: Annotated[str, Path(max_length=96)]) -> RemovedOut:
+    """Stop watching a repo (its stored revisions go with it)."""
+    repo_id = _repo(owner, name)
+    usecases.unwatch(tracker, repo_id)  # NotFound: 404
+    return RemovedOut(removed=repo_id)
 
-    async def busy(_request: Request, exc: Exception) -> Response:
-        return JSONResponse({"code": 8, "message": str(exc)}, status_code=429, headers={"Retry-After": "5"})
 
-    handlers: dict[type[Exception], Callable[[Request, Exception], Awaitable[Response]]] = {
-        Unauthorized: unauthorized, BadRequest: bad_request, Busy: busy}
-    for kind, handler in handlers.items():
-        app.add_exception_handler(kind, handler)
-    tokens = tracker.tokens
-    app.add_middleware(BodyGate, webhook_secret=webhook_secret,
-                       token_valid=lambda token: tokens.check(token, now=tracker.clock()) is not None)
-    if tracker.settings.api_read_requires_token:
-        app.add_middleware(ReadGuard, check=lambda token: tokens.check(token, now=tracker.clock()) is not None)
-    hosts = served_hosts(tracker.settings, bind_host)
-    if hosts is not None:
-        app.add_middleware(KnownHosts, hosts=hosts)
+@writes_router.post("/v1/subscriptions", response_model=SubscriptionOut, status_code=201)
+def subscribe(tracker: TrackerDep, body: SubscriptionIn) -> SubscriptionOut:
+    """Send alerts about a target to Slack or a signed webhook (the webhook's secret is in this answer only)."""
+    if (body.slack is None) == (body.webhook is None):
+        raise BadRequest("give exactly one of slack or webhook")
+    kind, url = ("slack", body.slack) if body.slack is not None else ("webhook", body.webhook)
+    assert url is not None
+    wanted = usecases.NewSubscription(target=body.target, kind=kind, url=url, min_severity=body.min_severity,
+                                      categories=body.categories)
+    try:
+        done = usecases.subscribe(tracker, wanted)
+    except (ConfigError, TargetRefused) as exc:  # a bad target or category; a private address, a bad URL
+        raise BadRequest(first_line(exc)) from exc
+    sub = done.subscription
+    return SubscriptionOut(id=sub.id, target=sub.target, kind=sub.kind, url=_redacted(sub.kind, sub.url),
+                           min_severity=sub.min_severity, categories=list(sub.categories),
+                           created_at=sub.created_at, secret=done.secret)
+
+
+@writes_router.delete("/v1/subscriptions/{subscription_id}", response_model=UnsubscribedOut,
+                      responses={404: ERRORS[404]})
+def unsubscribe(tracker: TrackerDep,
+                subscription_id: Annotated[int, Path(ge=1, le=2**31 - 1)]) -> UnsubscribedOut:
+    """Remove a subscription; its deliveries not yet sent are dropped."""
+    dropped = usecases.unsubscribe(tracker, subscription_id)  # NotFound: 404
+    return UnsubscribedOut(removed=subscription_id, dropped=dropped)

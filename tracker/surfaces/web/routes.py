@@ -1,4 +1,4 @@
-"""The pages: server-rendered HTML over the store, one router for ``create_app`` to include.
+"""The pages: server-rendered HTML over the store, module-level routers for ``create_app`` to include.
 
 ``/`` (the watched repos), ``/repos/{owner}/{name}`` (the timeline, the chart, the feeds),
 ``/repos/{owner}/{name}/revisions/{sha}`` (side-by-side diffs, the card table, the advisories),
@@ -19,9 +19,9 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import HTMLResponse, Response
 from jinja2 import ChainableUndefined, Environment, FileSystemLoader
@@ -30,12 +30,15 @@ from markupsafe import Markup
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from tracker.adapters.store import SqlStore
+from tracker.adapters.store.pages import PageReads
 from tracker.core.advisory.ids import ID_RE
 from tracker.core.bounded import json_safe
 from tracker.core.errors import RevisionUnresolved, StoreError
 from tracker.core.escaping import escape_controls
 from tracker.core.findings.rules import SeverityRules, severity_policy
 from tracker.core.model import RepoId, validate_repo_id
+from tracker.surfaces.api_deps import PagesDep, RulesDep, StoreDep
 from tracker.surfaces.web import charts
 from tracker.surfaces.web.views import (
     ADVISORY_PAGE,
@@ -43,6 +46,7 @@ from tracker.surfaces.web.views import (
     SEARCH_SHOWN,
     SEVERITIES,
     TIMELINE_PAGE,
+    AdvisoryFilters,
     advisory_filters,
     category_label,
     estimate_view,
@@ -56,9 +60,6 @@ from tracker.surfaces.web.views import (
     when,
     worst,
 )
-
-if TYPE_CHECKING:
-    from tracker.app import Tracker
 
 HERE = Path(__file__).resolve().parent
 SHA_PREFIX_RE = re.compile(r"^[0-9a-f]{7,40}\Z")
@@ -141,189 +142,209 @@ def _repo_status(repo: Any) -> tuple[str, str]:
     return ("ok", "good") if state == "active" else (state.replace("_", " "), "bad")
 
 
-def pages_router(tracker: Tracker) -> APIRouter:
-    """The pages over ``tracker``'s store (read only)."""
-    router = APIRouter(include_in_schema=False)
-    reads = tracker.store.pages
-    store = tracker.store
-    processor_rules = getattr(getattr(tracker, "processor", None), "rules", None)
+# Plain `def` handlers: FastAPI runs them in its threadpool, off the event loop.
+pages_router = APIRouter(include_in_schema=False)
 
-    def finding_rules() -> SeverityRules:
-        # The rules in force here (the config's [severity] overrides included).
-        return processor_rules if isinstance(processor_rules, SeverityRules) else SeverityRules.default()
 
-    @router.get("/assets/pages.css")
-    def stylesheet() -> Response:
-        return Response((HERE / "static" / "pages.css").read_bytes(), media_type="text/css; charset=utf-8",
-                        headers={"Cache-Control": "public, max-age=3600", "X-Content-Type-Options": "nosniff"})
+@pages_router.get("/assets/pages.css")
+def stylesheet() -> Response:
+    return Response((HERE / "static" / "pages.css").read_bytes(), media_type="text/css; charset=utf-8",
+                    headers={"Cache-Control": "public, max-age=3600", "X-Content-Type-Options": "nosniff"})
 
-    # Plain `def` handlers: FastAPI runs them in its threadpool, off the event loop.
-    def index_rows() -> list[dict[str, Any]]:
-        rows = []
-        for s in reads.repo_summaries():
-            status, status_class = _repo_status(s.repo)
-            rows.append({"summary": s, "status": status, "status_class": status_class,
-                         "open_worst": worst(s.open_by_severity), "open_count": sum(s.open_by_severity.values())})
-        return rows
 
-    @router.get("/", response_class=HTMLResponse)
-    def index() -> HTMLResponse:
-        return _guard(lambda: _page("index.html.jinja", title="Watched repos", rows=index_rows()))
+def _index_rows(reads: PageReads) -> list[dict[str, Any]]:
+    rows = []
+    for s in reads.repo_summaries():
+        status, status_class = _repo_status(s.repo)
+        rows.append({"summary": s, "status": status, "status_class": status_class,
+                     "open_worst": worst(s.open_by_severity), "open_count": sum(s.open_by_severity.values())})
+    return rows
 
-    @router.get("/repos/{owner}", response_class=HTMLResponse)
-    def owner_page(owner: str) -> HTMLResponse:
-        def render() -> HTMLResponse:
-            _repo_id(owner, "x")  # the owner part must be a valid id part
-            prefix = owner.lower() + "/"
-            rows = [r for r in index_rows() if r["summary"].repo.repo_id.lower().startswith(prefix)]
-            if not rows:
-                raise _NotFound(f"No repo of {owner} is watched here.")
-            return _page("owner.html.jinja", title=owner, owner=owner, rows=rows)
-        return _guard(render)
 
-    @router.get("/repos/{owner}/{name}", response_class=HTMLResponse)
-    def repo_page(owner: str, name: str, page: str = "1") -> HTMLResponse:
-        def render() -> HTMLResponse:
-            repo_id = _repo_id(owner, name)
-            repo = reads.repo(repo_id)
-            if repo is None:
-                raise _NotFound(f"{repo_id} is not watched here.")
-            total, advisory_count = reads.counts(repo.pk)
-            pages = paging(page, total, TIMELINE_PAGE)
-            timeline = reads.timeline(repo.pk, limit=TIMELINE_PAGE, offset=(pages.number - 1) * TIMELINE_PAGE)
-            lines = reads.advisory_lines(repo.pk, page_of=[r.sha for r in timeline])  # this page's, and the repo's
-            by_revision: dict[str | None, list[Any]] = {}
-            for line in lines:
-                by_revision.setdefault(line.revision_sha, []).append(line)
-            entries = [{"rev": r, "groups": group_findings(r.findings), "advisories": by_revision.get(r.sha, [])}
-                       for r in timeline]
-            reruns, older = reads.chart_figures(repo.pk, limit=charts.RERUNS_CHARTED)
-            chart = charts.estimate_chart(charts.points([(sha[:12], est) for sha, est in reruns]))
-            status, status_class = _repo_status(repo)
-            return _page("repo.html.jinja", title=repo_id, repo=repo, entries=entries, chart=chart,
-                         chart_window=charts.RERUNS_CHARTED if older else None,
-                         status=status, status_class=status_class, total=total, pages=pages,
-                         repo_advisories=by_revision.get(None, []), advisory_count=advisory_count)
-        return _guard(render)
+@pages_router.get("/", response_class=HTMLResponse)
+def index(reads: PagesDep) -> HTMLResponse:
+    return _guard(lambda: _page("index.html.jinja", title="Watched repos", rows=_index_rows(reads)))
 
-    @router.get("/repos/{owner}/{name}/revisions/{sha}", response_class=HTMLResponse)
-    def revision_page(owner: str, name: str, sha: str) -> HTMLResponse:
-        def render() -> HTMLResponse:
-            repo_id = _repo_id(owner, name)
-            if not SHA_PREFIX_RE.match(sha):
-                raise _NotFound(f"{sha[:80]!r} is not a revision: give 7 to 40 hex digits of a commit sha.")
-            repo = reads.repo(repo_id)
-            if repo is None:
-                raise _NotFound(f"{repo_id} is not watched here.")
-            try:
-                row = store.revisions.get(repo.pk, sha)
-            except RevisionUnresolved as exc:
-                raise _NotFound(str(exc)) from None
-            if row is None:
-                raise _NotFound(f"The tracker has not read revision {sha} of {repo_id}.")
-            findings = list(row.findings or [])
-            older, newer = reads.neighbours(repo.pk, row.seq)
-            in_force = reads.estimate_in_force(repo.pk, row.seq)
-            estimate = None
-            if in_force is not None:
-                estimate = {"view": estimate_view(in_force[1]), "sha": in_force[0], "here": in_force[0] == row.sha}
-            return _page("revision.html.jinja", title=f"{repo_id} @ {row.sha[:12]}", repo=repo, row=row,
-                         sections=revision_sections(findings, row.diff), estimate=estimate,
-                         advisories=reads.advisory_lines(repo.pk, revision_sha=row.sha),
-                         finding_count=len(findings), older=older, newer=newer)
-        return _guard(render)
 
-    def advisory_row(vuln_id: str) -> Any:
-        if not ID_RE.match(vuln_id):
-            raise _NotFound(f"{vuln_id[:80]!r} is not an advisory id here (they look like x_HFUT-xxxx-xxxx-xxxx).")
-        row = store.advisories.get(vuln_id)
-        if row is None:
-            raise _NotFound(f"There is no advisory {vuln_id}.")
-        return row
+def _owner_page(reads: PageReads, owner: str) -> HTMLResponse:
+    _repo_id(owner, "x")  # the owner part must be a valid id part
+    prefix = owner.lower() + "/"
+    rows = [r for r in _index_rows(reads) if r["summary"].repo.repo_id.lower().startswith(prefix)]
+    if not rows:
+        raise _NotFound(f"No repo of {owner} is watched here.")
+    return _page("owner.html.jinja", title=owner, owner=owner, rows=rows)
 
-    @router.get("/advisories", response_class=HTMLResponse)
-    def advisories_page(request: Request, severity: str = "", category: str = "", library: str = "",
-                        since: str = "", page: str = "1") -> HTMLResponse:
-        def render() -> HTMLResponse:
-            try:
-                wanted = advisory_filters(severity=severity, category=category, library=library, since=since)
-            except ValueError as exc:
-                return _page("not_found.html.jinja", 400, title="Bad filter", message=str(exc))
-            listed = [a for a in reads.advisory_list(severities=wanted.severities, since=wanted.since)
-                      if wanted.matches(a.categories, a.libraries)]
-            pages = paging(page, len(listed), ADVISORY_PAGE)
-            start = (pages.number - 1) * ADVISORY_PAGE
-            return _page("advisories.html.jinja", title="Advisories", listed=listed[start:start + ADVISORY_PAGE],
-                         total=len(listed), pages=pages, filters=wanted, categories=sorted(CATEGORY_LABELS),
-                         severities=SEVERITIES, query=filter_query(request.query_params))
-        return _guard(render)
 
-    @router.get("/search", response_class=HTMLResponse)
-    def search_page(q: str = "") -> HTMLResponse:
-        def render() -> HTMLResponse:
-            text = " ".join(q.split())[:200]
-            if not text:
-                return _page("search.html.jinja", title="Search", q="", repos=[], advisories=[], codes=[])
-            found_repos, found_ids = reads.search_ids(text)
-            codes = [c for c in sorted(finding_rules().table) if text.lower() in c.lower()][:SEARCH_SHOWN]
-            exact = [*(f"/repos/{r}" for r in found_repos if r.lower() == text.lower()),
-                     *(f"/advisories/{i}" for i in found_ids if i.lower() == text.lower()),
-                     *(f"/findings/{c}" for c in codes if c.lower() == text.lower())]
-            if len(exact) == 1:
-                return HTMLResponse("", status_code=303, headers={**SECURITY_HEADERS, "Location": exact[0]})
-            return _page("search.html.jinja", title=f"Search: {text}", q=text, repos=found_repos,
-                         advisories=found_ids, codes=codes)
-        return _guard(render)
+@pages_router.get("/repos/{owner}", response_class=HTMLResponse)
+def owner_page(reads: PagesDep, owner: str) -> HTMLResponse:
+    return _guard(lambda: _owner_page(reads, owner))
 
-    @router.get("/findings", response_class=HTMLResponse)
-    def findings_index() -> HTMLResponse:
-        def render() -> HTMLResponse:
-            rules = finding_rules()
-            groups: dict[str, list[tuple[str, str]]] = {}
-            for code in sorted(rules.table):
-                groups.setdefault(code.split(".", 1)[0], []).append((code, rules.severity(code).value))
-            return _page("findings.html.jinja", title="Finding codes",
-                         groups=[(category_label(c), c, groups[c]) for c in sorted(groups)])
-        return _guard(render)
 
-    @router.get("/findings/{code}", response_class=HTMLResponse)
-    def finding_page(code: str) -> HTMLResponse:
-        def render() -> HTMLResponse:
-            rules = finding_rules()
-            if code not in rules.table:
-                raise _NotFound(f"{code[:80]!r} is not a finding code here; the list is at /findings.")
-            policy = severity_policy({c: s.value for c, s in rules.overrides.items()})[code]
-            return _page("finding.html.jinja", title=code,
-                         explained=explain_code(code, policy.severity.value, policy.why))
-        return _guard(render)
+def _repo_page(reads: PageReads, owner: str, name: str, page: str) -> HTMLResponse:
+    repo_id = _repo_id(owner, name)
+    repo = reads.repo(repo_id)
+    if repo is None:
+        raise _NotFound(f"{repo_id} is not watched here.")
+    total, advisory_count = reads.counts(repo.pk)
+    pages = paging(page, total, TIMELINE_PAGE)
+    timeline = reads.timeline(repo.pk, limit=TIMELINE_PAGE, offset=(pages.number - 1) * TIMELINE_PAGE)
+    lines = reads.advisory_lines(repo.pk, page_of=[r.sha for r in timeline])  # this page's, and the repo's
+    by_revision: dict[str | None, list[Any]] = {}
+    for line in lines:
+        by_revision.setdefault(line.revision_sha, []).append(line)
+    entries = [{"rev": r, "groups": group_findings(r.findings), "advisories": by_revision.get(r.sha, [])}
+               for r in timeline]
+    reruns, older = reads.chart_figures(repo.pk, limit=charts.RERUNS_CHARTED)
+    chart = charts.estimate_chart(charts.points([(sha[:12], est) for sha, est in reruns]))
+    status, status_class = _repo_status(repo)
+    return _page("repo.html.jinja", title=repo_id, repo=repo, entries=entries, chart=chart,
+                 chart_window=charts.RERUNS_CHARTED if older else None,
+                 status=status, status_class=status_class, total=total, pages=pages,
+                 repo_advisories=by_revision.get(None, []), advisory_count=advisory_count)
 
-    @router.get("/advisories/{vuln_id}", response_class=HTMLResponse)
-    def advisory_page(vuln_id: str) -> HTMLResponse:
-        def render() -> HTMLResponse:
-            row = advisory_row(vuln_id)
-            record = row.record
-            details = markdown().render(str(record.get("details") or ""))
-            ds = record.get("database_specific") or {}
-            return _page("advisory.html.jinja", title=row.id, row=row, record=record, ds=ds, details=details,
-                         revision=ds.get("revision") if isinstance(ds.get("revision"), str) else None,
-                         references=[r for r in record.get("references") or [] if isinstance(r, dict)
-                                     and str(r.get("url", "")).startswith(("https://", "http://"))])
-        return _guard(render)
 
-    @router.get("/advisories/{vuln_id}/download")
-    def advisory_download(vuln_id: str) -> Response:
-        try:
-            row = advisory_row(vuln_id)
-        except _NotFound as exc:
-            return _page("not_found.html.jinja", 404, title="Not found", message=exc.what)
-        except StoreError as exc:
-            return _page("not_found.html.jinja", 503, title="Unavailable", message=str(exc))
-        body = json.dumps(json_safe(row.record), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-        return Response(body, media_type="application/json",
-                        headers={"Content-Disposition": f'attachment; filename="{row.id}.json"',
-                                 "X-Content-Type-Options": "nosniff"})
+@pages_router.get("/repos/{owner}/{name}", response_class=HTMLResponse)
+def repo_page(reads: PagesDep, owner: str, name: str, page: str = "1") -> HTMLResponse:
+    return _guard(lambda: _repo_page(reads, owner, name, page))
 
-    return router
+
+def _revision_page(reads: PageReads, store: SqlStore, owner: str, name: str, sha: str) -> HTMLResponse:
+    repo_id = _repo_id(owner, name)
+    if not SHA_PREFIX_RE.match(sha):
+        raise _NotFound(f"{sha[:80]!r} is not a revision: give 7 to 40 hex digits of a commit sha.")
+    repo = reads.repo(repo_id)
+    if repo is None:
+        raise _NotFound(f"{repo_id} is not watched here.")
+    try:
+        row = store.revisions.get(repo.pk, sha)
+    except RevisionUnresolved as exc:
+        raise _NotFound(str(exc)) from None
+    if row is None:
+        raise _NotFound(f"The tracker has not read revision {sha} of {repo_id}.")
+    findings = list(row.findings or [])
+    older, newer = reads.neighbours(repo.pk, row.seq)
+    in_force = reads.estimate_in_force(repo.pk, row.seq)
+    estimate = None
+    if in_force is not None:
+        estimate = {"view": estimate_view(in_force[1]), "sha": in_force[0], "here": in_force[0] == row.sha}
+    return _page("revision.html.jinja", title=f"{repo_id} @ {row.sha[:12]}", repo=repo, row=row,
+                 sections=revision_sections(findings, row.diff), estimate=estimate,
+                 advisories=reads.advisory_lines(repo.pk, revision_sha=row.sha),
+                 finding_count=len(findings), older=older, newer=newer)
+
+
+@pages_router.get("/repos/{owner}/{name}/revisions/{sha}", response_class=HTMLResponse)
+def revision_page(reads: PagesDep, store: StoreDep, owner: str, name: str, sha: str) -> HTMLResponse:
+    return _guard(lambda: _revision_page(reads, store, owner, name, sha))
+
+
+def _advisory_row(store: SqlStore, vuln_id: str) -> Any:
+    if not ID_RE.match(vuln_id):
+        raise _NotFound(f"{vuln_id[:80]!r} is not an advisory id here (they look like x_HFUT-xxxx-xxxx-xxxx).")
+    row = store.advisories.get(vuln_id)
+    if row is None:
+        raise _NotFound(f"There is no advisory {vuln_id}.")
+    return row
+
+
+def _advisories_page(reads: PageReads, request: Request, wanted: AdvisoryFilters, page: str) -> HTMLResponse:
+    listed = [a for a in reads.advisory_list(severities=wanted.severities, since=wanted.since)
+              if wanted.matches(a.categories, a.libraries)]
+    pages = paging(page, len(listed), ADVISORY_PAGE)
+    start = (pages.number - 1) * ADVISORY_PAGE
+    return _page("advisories.html.jinja", title="Advisories", listed=listed[start:start + ADVISORY_PAGE],
+                 total=len(listed), pages=pages, filters=wanted, categories=sorted(CATEGORY_LABELS),
+                 severities=SEVERITIES, query=filter_query(request.query_params))
+
+
+async def _filter_args(severity: str = "", category: str = "", library: str = "", since: str = "") -> dict[str, str]:
+    """The advisory list's filters as given (checked by ``advisory_filters``)."""
+    return {"severity": severity, "category": category, "library": library, "since": since}
+
+
+@pages_router.get("/advisories", response_class=HTMLResponse)
+def advisories_page(request: Request, reads: PagesDep, args: Annotated[dict[str, str], Depends(_filter_args)],
+                    page: str = "1") -> HTMLResponse:
+    try:
+        wanted = advisory_filters(**args)
+    except ValueError as exc:
+        return _page("not_found.html.jinja", 400, title="Bad filter", message=str(exc))
+    return _guard(lambda: _advisories_page(reads, request, wanted, page))
+
+
+def _search_page(reads: PageReads, rules: SeverityRules, q: str) -> HTMLResponse:
+    text = " ".join(q.split())[:200]
+    if not text:
+        return _page("search.html.jinja", title="Search", q="", repos=[], advisories=[], codes=[])
+    found_repos, found_ids = reads.search_ids(text)
+    codes = [c for c in sorted(rules.table) if text.lower() in c.lower()][:SEARCH_SHOWN]
+    exact = [*(f"/repos/{r}" for r in found_repos if r.lower() == text.lower()),
+             *(f"/advisories/{i}" for i in found_ids if i.lower() == text.lower()),
+             *(f"/findings/{c}" for c in codes if c.lower() == text.lower())]
+    if len(exact) == 1:
+        return HTMLResponse("", status_code=303, headers={**SECURITY_HEADERS, "Location": exact[0]})
+    return _page("search.html.jinja", title=f"Search: {text}", q=text, repos=found_repos,
+                 advisories=found_ids, codes=codes)
+
+
+@pages_router.get("/search", response_class=HTMLResponse)
+def search_page(reads: PagesDep, rules: RulesDep, q: str = "") -> HTMLResponse:
+    return _guard(lambda: _search_page(reads, rules, q))
+
+
+def _findings_index(rules: SeverityRules) -> HTMLResponse:
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for code in sorted(rules.table):
+        groups.setdefault(code.split(".", 1)[0], []).append((code, rules.severity(code).value))
+    return _page("findings.html.jinja", title="Finding codes",
+                 groups=[(category_label(c), c, groups[c]) for c in sorted(groups)])
+
+
+@pages_router.get("/findings", response_class=HTMLResponse)
+def findings_index(rules: RulesDep) -> HTMLResponse:
+    return _guard(lambda: _findings_index(rules))
+
+
+def _finding_page(rules: SeverityRules, code: str) -> HTMLResponse:
+    if code not in rules.table:
+        raise _NotFound(f"{code[:80]!r} is not a finding code here; the list is at /findings.")
+    policy = severity_policy({c: s.value for c, s in rules.overrides.items()})[code]
+    return _page("finding.html.jinja", title=code, explained=explain_code(code, policy.severity.value, policy.why))
+
+
+@pages_router.get("/findings/{code}", response_class=HTMLResponse)
+def finding_page(rules: RulesDep, code: str) -> HTMLResponse:
+    return _guard(lambda: _finding_page(rules, code))
+
+
+def _advisory_page(store: SqlStore, vuln_id: str) -> HTMLResponse:
+    row = _advisory_row(store, vuln_id)
+    record = row.record
+    details = markdown().render(str(record.get("details") or ""))
+    ds = record.get("database_specific") or {}
+    return _page("advisory.html.jinja", title=row.id, row=row, record=record, ds=ds, details=details,
+                 revision=ds.get("revision") if isinstance(ds.get("revision"), str) else None,
+                 references=[r for r in record.get("references") or [] if isinstance(r, dict)
+                             and str(r.get("url", "")).startswith(("https://", "http://"))])
+
+
+@pages_router.get("/advisories/{vuln_id}", response_class=HTMLResponse)
+def advisory_page(store: StoreDep, vuln_id: str) -> HTMLResponse:
+    return _guard(lambda: _advisory_page(store, vuln_id))
+
+
+@pages_router.get("/advisories/{vuln_id}/download")
+def advisory_download(store: StoreDep, vuln_id: str) -> Response:
+    try:
+        row = _advisory_row(store, vuln_id)
+    except _NotFound as exc:
+        return _page("not_found.html.jinja", 404, title="Not found", message=exc.what)
+    except StoreError as exc:
+        return _page("not_found.html.jinja", 503, title="Unavailable", message=str(exc))
+    body = json.dumps(json_safe(row.record), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    return Response(body, media_type="application/json",
+                    headers={"Content-Disposition": f'attachment; filename="{row.id}.json"',
+                             "X-Content-Type-Options": "nosniff"})
 
 
 # -- what every site answers: HEAD, a favicon, 404 pages for browsers, the API's own docs page ----
@@ -370,26 +391,38 @@ def api_reference(app: FastAPI) -> list[dict[str, Any]]:
     return out
 
 
+site_router = APIRouter(include_in_schema=False)
+
+
+@lru_cache(maxsize=1)
+def _favicon() -> bytes:
+    return (HERE / "static" / "favicon.svg").read_bytes()
+
+
+@site_router.get("/favicon.ico")
+@site_router.get("/favicon.svg")
+def favicon() -> Response:
+    return Response(_favicon(), media_type="image/svg+xml",
+                    headers={"Cache-Control": "public, max-age=86400", "X-Content-Type-Options": "nosniff"})
+
+
+@site_router.get("/docs", response_class=HTMLResponse)
+def docs(request: Request) -> HTMLResponse:
+    return _page("docs.html.jinja", title="HTTP API", operations=api_reference(request.app))
+
+
+async def _not_here(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    if not wants_html(request) or exc.status_code not in (404, 405):
+        return await http_exception_handler(request, exc)
+    message = (f"There is no page at {request.url.path[:200]}." if exc.status_code == 404
+               else f"{request.method} is not allowed at {request.url.path[:200]}.")
+    return _page("not_found.html.jinja", exc.status_code, title="Not found" if exc.status_code == 404
+                 else "Not allowed", message=message)
+
+
 def install_site(app: FastAPI) -> None:
     """HEAD support, the favicon, the /docs page and HTML 404/405 pages for browsers (JSON for the rest)."""
     app.add_middleware(HeadAsGet)
-    icon = (HERE / "static" / "favicon.svg").read_bytes()
-
-    @app.get("/favicon.ico", include_in_schema=False)
-    @app.get("/favicon.svg", include_in_schema=False)
-    def favicon() -> Response:
-        return Response(icon, media_type="image/svg+xml",
-                        headers={"Cache-Control": "public, max-age=86400", "X-Content-Type-Options": "nosniff"})
-
-    @app.get("/docs", include_in_schema=False, response_class=HTMLResponse)
-    def docs() -> HTMLResponse:
-        return _page("docs.html.jinja", title="HTTP API", operations=api_reference(app))
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _not_here(request: Request, exc: StarletteHTTPException) -> Response:
-        if not wants_html(request) or exc.status_code not in (404, 405):
-            return await http_exception_handler(request, exc)
-        message = (f"There is no page at {request.url.path[:200]}." if exc.status_code == 404
-                   else f"{request.method} is not allowed at {request.url.path[:200]}.")
-        return _page("not_found.html.jinja", exc.status_code, title="Not found" if exc.status_code == 404
-                     else "Not allowed", message=message)
+    app.include_router(site_router)
+    app.add_exception_handler(StarletteHTTPException, _not_here)
