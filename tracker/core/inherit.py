@@ -32,14 +32,16 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from tracker.core.advisory import inherited_id, mark_fixed
-from tracker.core.advisory.inherited import inherited_advisory
+from tracker.core.advisory import inherited_id
+from tracker.core.advisory.build import record_fixed
+from tracker.core.advisory.inherited import InheritedFix, inherited_record
+from tracker.core.advisory.record import Advisory, DatabaseSpecific, InheritedItem
 from tracker.core.model import AdvisoryKind, RepoId, Severity
-from tracker.core.report import AdvisoryContext, AdvisoryWrite, _write
+from tracker.core.writes import AdvisoryContext, AdvisoryWrite, advisory_write, stored_advisory
 
 INHERITABLE: tuple[str, ...] = (
     "config.json",
@@ -149,42 +151,52 @@ class InheritInputs:
     base_changes: Sequence[BaseChange] = ()
 
 
-def inheritable_paths(record: Mapping[str, Any]) -> frozenset[str]:
+def _parts(record: Advisory | Mapping[str, Any]) -> tuple[str, bool, DatabaseSpecific]:
+    """Id, withdrawn, ``database_specific`` of a typed record or of stored JSON (which may be partial)."""
+    if isinstance(record, Advisory):
+        return record.id, record.withdrawn is not None, record.specific
+    return (str(record.get("id")), "withdrawn" in record,
+            DatabaseSpecific.model_validate(record.get("database_specific") or {}))
+
+
+def inheritable_paths(record: Advisory | Mapping[str, Any]) -> frozenset[str]:
     """The inheritable files an update advisory's findings are about."""
-    found = (record.get("database_specific") or {}).get("findings") or []
-    return frozenset(str(f["path"]) for f in found if isinstance(f, Mapping) and f.get("path") in INHERITABLE)
+    return frozenset(str(f["path"]) for f in _parts(record)[2].findings if f.get("path") in INHERITABLE)
 
 
-def base_change(record: Mapping[str, Any], before: Contents | None, after: Contents) -> BaseChange | None:
+def _changed_items(path: str, before: Contents | None, after: Contents) -> list[Item]:
+    """The items of one inheritable file: its top-level keys the base changed, or the whole file."""
+    old_id = before.files.get(path) if before is not None else None
+    new_id = after.files.get(path)
+    if old_id == new_id:
+        return []
+    old_obj = (before.json.get(path) if before is not None else None) if old_id else {}
+    new_obj = after.json.get(path) if new_id else {}
+    if not (path.endswith(".json") and old_obj is not None and new_obj is not None):
+        return [Item(path, None, old_id, new_id, old_id or ABSENT, new_id or ABSENT)]
+    items = []
+    for key in sorted((set(old_obj) | set(new_obj)) - IGNORED_KEYS):
+        old, new = old_obj.get(key, _MISSING), new_obj.get(key, _MISSING)
+        if old is not _MISSING and new is not _MISSING and type(old) is type(new) and old == new:
+            continue  # cheaper than digesting a 256k-entry vocabulary twice
+        old_digest, new_digest = digest(old), digest(new)
+        if old_digest != new_digest:
+            items.append(Item(path, key, old, new, old_digest, new_digest))
+    return items
+
+
+def base_change(record: Advisory | Mapping[str, Any], before: Contents | None, after: Contents) -> BaseChange | None:
     """What a base's update advisory changed in inheritable files (None: nothing a derivative copies)."""
-    ds = record.get("database_specific") or {}
-    if ds.get("kind") != AdvisoryKind.UPDATE or "withdrawn" in record:
+    record_id, withdrawn, ds = _parts(record)
+    if ds.kind != AdvisoryKind.UPDATE or withdrawn:
         return None
-    paths = inheritable_paths(record)
-    items: list[Item] = []
-    for path in sorted(paths):
-        old_id = before.files.get(path) if before is not None else None
-        new_id = after.files.get(path)
-        if old_id == new_id:
-            continue
-        old_obj = (before.json.get(path) if before is not None else None) if old_id else {}
-        new_obj = after.json.get(path) if new_id else {}
-        if path.endswith(".json") and old_obj is not None and new_obj is not None:
-            for key in sorted((set(old_obj) | set(new_obj)) - IGNORED_KEYS):
-                old, new = old_obj.get(key, _MISSING), new_obj.get(key, _MISSING)
-                if old is not _MISSING and new is not _MISSING and type(old) is type(new) and old == new:
-                    continue  # cheaper than digesting a 256k-entry vocabulary twice
-                old_digest, new_digest = digest(old), digest(new)
-                if old_digest != new_digest:
-                    items.append(Item(path, key, old, new, old_digest, new_digest))
-        else:
-            items.append(Item(path, None, old_id, new_id, old_id or ABSENT, new_id or ABSENT))
+    items = [i for path in sorted(inheritable_paths(record)) for i in _changed_items(path, before, after)]
     if not items:
         return None
     changed = {i.path for i in items}
-    findings = tuple(f for f in ds.get("findings") or [] if isinstance(f, Mapping) and f.get("path") in changed)
-    return BaseChange(advisory_id=str(record["id"]), repo_id=RepoId(str(ds["repo_id"])), revision=str(ds["revision"]),
-                      compared_with=before.sha if before is not None else ds.get("parent"), findings=findings,
+    findings = tuple(f for f in ds.findings if f.get("path") in changed)
+    return BaseChange(advisory_id=record_id, repo_id=RepoId(str(ds.repo_id)), revision=str(ds.revision),
+                      compared_with=before.sha if before is not None else ds.parent, findings=findings,
                       items=tuple(items))
 
 
@@ -212,19 +224,19 @@ def stale_items(change: BaseChange, content: Contents) -> list[dict[str, Any]]:
     return out
 
 
-def still_has_old(items: Iterable[Mapping[str, Any]], content: Contents) -> bool:
+def still_has_old(items: Iterable[InheritedItem], content: Contents) -> bool:
     """Whether the derivative still has the old value of any recorded item (unreadable: assumed so)."""
     for item in items:
-        path, key = str(item.get("path")), item.get("key")
-        if path not in content.files:
+        if item.path not in content.files:
             continue  # the file is gone: it no longer carries the old value
-        current = _current(path, key if isinstance(key, str) else None, content)
-        if current is None or current[0] == item.get("before_digest"):
+        current = _current(item.path, item.key, content)
+        if current is None or current[0] == item.before_digest:
             return True
     return False
 
 
-def inherited_write(change: BaseChange, *, repo_id: RepoId, content: Contents,
+def inherited_write(  # noqa: PLR0913, RUF100 - the derivative (4) and where the record points (3), by keyword
+        change: BaseChange, *, repo_id: RepoId, content: Contents,
                     existing: frozenset[str], endpoint: str, tracker_url: str | None, now: datetime,
                     repo_pk: int | None = None) -> AdvisoryWrite | None:
     """The new inherited advisory of a derivative that still has what ``change`` fixed, or None.
@@ -240,14 +252,15 @@ def inherited_write(change: BaseChange, *, repo_id: RepoId, content: Contents,
     paths = {i["path"] for i in items}
     findings = [f for f in change.findings if f.get("path") in paths] or list(change.findings)
     severity = Severity.worst(Severity(str(f.get("severity", "info")).lower()) for f in findings) or Severity.INFO
-    record = inherited_advisory(
+    fix = InheritedFix(
         repo_id=repo_id, revision=content.sha, base_repo_id=change.repo_id, base_revision=change.revision,
         base_compared_with=change.compared_with, base_advisory_id=change.advisory_id, severity=severity,
         categories=[str(f.get("category")) for f in findings if f.get("category")], items=items,
-        base_findings=findings, endpoint=endpoint, tracker_url=tracker_url, affected_commits=(), now=now,
+        base_findings=findings, endpoint=endpoint, tracker_url=tracker_url,
     )
-    return _write(record, revision_sha=content.sha, kind=AdvisoryKind.INHERITED.value, fixed_sha=None,
-                  repo_pk=repo_pk)
+    record = inherited_record(fix, affected_commits=(), now=now)
+    write = advisory_write(record, revision_sha=content.sha, kind=AdvisoryKind.INHERITED.value, fixed_sha=None)
+    return replace(write, repo_pk=repo_pk)
 
 
 def closures(ctx: AdvisoryContext, *, sha: str, content: Contents) -> list[AdvisoryWrite]:
@@ -257,11 +270,12 @@ def closures(ctx: AdvisoryContext, *, sha: str, content: Contents) -> list[Advis
         if (adv.kind != AdvisoryKind.INHERITED or adv.withdrawn or adv.fixed_sha or adv.revision_sha is None
                 or not ctx.descends(adv.revision_sha, sha)):
             continue
-        items = (adv.record.get("database_specific") or {}).get("items") or []
+        advisory = stored_advisory(adv)
+        items = advisory.specific.items
         if not items or still_has_old(items, content):
             continue
-        record = mark_fixed(adv.record, sha, ctx.now, affected_commits=())
-        writes.append(_write(record, revision_sha=adv.revision_sha, kind=adv.kind, fixed_sha=sha))
+        record = record_fixed(advisory, sha, ctx.now, affected_commits=())
+        writes.append(advisory_write(record, revision_sha=adv.revision_sha, kind=adv.kind, fixed_sha=sha))
     return writes
 
 
@@ -284,7 +298,7 @@ def inherited_writes(ctx: AdvisoryContext, inputs: InheritInputs, *, sha: str,
         for own in written:
             if own.kind != AdvisoryKind.UPDATE or own.revision_sha != sha:
                 continue
-            fixed = base_change(own.record, inputs.before, inputs.content)
+            fixed = base_change(own.advisory, inputs.before, inputs.content)
             if fixed is None:
                 continue
             for derivative in inputs.derivatives:

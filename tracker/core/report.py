@@ -11,35 +11,46 @@ the advisories it merely joins, and ``versions`` are computed when a record is r
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from tracker.core.advisory import (
-    build_revision_advisories,
-    classify,
-    mark_fixed,
-    range_events,
-    repo_event_advisory,
-    repo_event_id,
-    validate,
+from tracker.core.advisory import classify, repo_event_id
+from tracker.core.advisory.build import (
+    RepoEvent,
+    RevisionFacts,
+    record_fixed,
+    repo_event_record,
+    revision_records,
 )
-from tracker.core.advisory.reach import ReachIndex
 from tracker.core.diff import summarize_files
+from tracker.core.inherit import InheritInputs, inherited_writes
 from tracker.core.model import (
     SHA_RE,
     AdvisoryKind,
-    AdvisoryRow,
     Finding,
     RawDiff,
-    RepoId,
+    RevisionRow,
     Severity,
     Snapshot,
 )
+from tracker.core.writes import AdvisoryContext, AdvisoryWrite, advisory_write, stored_advisory
 
-if TYPE_CHECKING:
-    from tracker.core.inherit import InheritInputs
+__all__ = [
+    "EVENT_ADVISORIES",
+    "RECHECKED_RISKS",
+    "AdvisoryContext",
+    "AdvisoryWrite",
+    "Analysed",
+    "EventReport",
+    "RevisionReport",
+    "event_advisory",
+    "revision_advisories",
+    "revision_report",
+    "summarize",
+    "undone_risks",
+]
 
 # Repo events the tracker records -> the advisory about the repo itself. A 404 cannot
 # tell "deleted" from "made private" on the Hub, so "deleted" covers both.
@@ -57,27 +68,6 @@ EVENT_ADVISORIES: Mapping[str, AdvisoryKind] = {
 # the same family undoes it too (a template that compiles again, a pickle replaced by a clean one).
 # Not for licences: a README edited for prose keeps its restrictive licence without a new finding.
 RECHECKED_RISKS = ("chat_template.", "weights.pickle_")
-
-
-@dataclass(frozen=True)
-class AdvisoryWrite:
-    """One advisory to insert or update.
-
-    The store indexes it from its GIT range; ``listed``: the commits a repo-event advisory names
-    instead (renamed, deleted, gated, history rewritten), replacing those stored.
-    """
-
-    record: dict[str, Any]
-    revision_sha: str | None
-    kind: str
-    severity: str
-    fixed_sha: str | None
-    listed: frozenset[str] | None = None
-    repo_pk: int | None = None  # the repo it is about when not the report's (a derivative's inherited advisory)
-
-    @property
-    def id(self) -> str:
-        return str(self.record["id"])
 
 
 @dataclass(frozen=True)
@@ -117,32 +107,6 @@ class EventReport:
     advisories: tuple[AdvisoryWrite, ...] = ()
 
 
-@dataclass(frozen=True)
-class AdvisoryContext:
-    """What the report needs to know about the repo as stored: its advisories, revisions and graph.
-
-    Only what one revision is compared with is read: its own advisories, the open risks and
-    inherited advisories, and the labels of their commits in the reachability index (``reach``).
-    """
-
-    repo_id: RepoId
-    endpoint: str
-    tracker_url: str | None
-    min_severity: Severity
-    advisories: Sequence[AdvisoryRow]  # the revision's own advisories, the open risks and inherited ones
-    now: datetime
-    reach: ReachIndex = field(default_factory=ReachIndex)  # chains, and the labels of those advisories' commits
-    snapshots: Mapping[str, Snapshot] = field(default_factory=dict)  # done revisions' file lists, by sha
-    diff_bases: Mapping[str, str | None] = field(default_factory=dict)  # revision sha -> the one it was diffed against
-    commits: Sequence[str] = ()  # every commit of the graph: only for repo events (a re-created repo's id)
-    inherited_ids: frozenset[str] = frozenset()  # the repo's inherited advisories, open or not
-
-    def descends(self, ancestor: str | None, sha: str) -> bool:
-        """Whether ``sha`` is ``ancestor`` or one of its descendants in the graph."""
-        a, b = self.reach.labels.get(ancestor or ""), self.reach.labels.get(sha)
-        return a is not None and b is not None and self.reach.is_ancestor(a, b)
-
-
 def summarize(findings: Sequence[Finding], diff: RawDiff | None, snapshot: Snapshot) -> str:
     """The one line a revision list shows: the worst finding, or what files moved."""
     if diff is None:
@@ -155,32 +119,34 @@ def summarize(findings: Sequence[Finding], diff: RawDiff | None, snapshot: Snaps
     return summarize_files(diff.to_json()["files"])
 
 
-def _write(record: dict[str, Any], *, revision_sha: str | None, kind: str, fixed_sha: str | None,
-           listed: Iterable[str] | None = None, repo_pk: int | None = None) -> AdvisoryWrite:
-    validate(record)
-    severity = str(record["database_specific"]["severity"]).lower()
-    return AdvisoryWrite(record=record, revision_sha=revision_sha, kind=kind, severity=severity,
-                         fixed_sha=fixed_sha, listed=frozenset(listed) if listed is not None else None,
-                         repo_pk=repo_pk)
+@dataclass(frozen=True)
+class Analysed:
+    """What reading and analysing one revision gave: the input of its report."""
+
+    snapshot: Snapshot
+    findings: Sequence[Finding]
+    diff: RawDiff | None = None  # None: it was compared with nothing (a baseline)
+    estimate: dict[str, Any] | None = None
+    dependencies_pending: bool = False
+    libraries: tuple[str, ...] = ()
 
 
-def revision_advisories(ctx: AdvisoryContext, *, sha: str, parent: str | None, date: datetime | None,
-                        findings: Sequence[Finding], estimate_delta: dict[str, Any] | None) -> list[AdvisoryWrite]:
+def revision_advisories(ctx: AdvisoryContext, revision: RevisionRow, findings: Sequence[Finding],
+                        estimate_delta: dict[str, Any] | None) -> list[AdvisoryWrite]:
     """Build, rebuild or withdraw the advisories of one analysed revision (0, 1 or 2 records)."""
+    sha = revision.sha
     related = sorted({i for f in findings if f.code == "dependencies.known_vulnerability"
                       for i in (f.evidence.get("ids") or [])})
-    previous = [a.record for a in ctx.advisories if a.revision_sha == sha]
-    records = build_revision_advisories(
-        repo_id=ctx.repo_id, revision=sha, parent=parent, revision_date=date, findings=list(findings),
-        endpoint=ctx.endpoint, tracker_url=ctx.tracker_url, estimate_delta=estimate_delta, related=related,
-        parents={}, now=ctx.now, min_severity=ctx.min_severity, previous=previous,
-    )
+    facts = RevisionFacts(repo_id=ctx.repo_id, revision=sha, parent=revision.parent_sha, revision_date=revision.date,
+                          findings=list(findings), endpoint=ctx.endpoint, tracker_url=ctx.tracker_url,
+                          estimate_delta=estimate_delta, related=related, min_severity=ctx.min_severity)
+    previous = [stored_advisory(a) for a in ctx.advisories if a.revision_sha == sha]
     writes = []
-    for record in records:
-        kind = record["database_specific"]["kind"]
-        fixes = [e["fixed"] for e in range_events(record) if "fixed" in e]
-        writes.append(_write(record, revision_sha=sha, kind=kind,
-                             fixed_sha=fixes[-1] if kind == AdvisoryKind.RISK and fixes else None))
+    for record in revision_records(facts, parents={}, now=ctx.now, previous=previous):
+        kind = str(record.kind)
+        fixes = record.fixes
+        writes.append(advisory_write(record, revision_sha=sha, kind=kind,
+                                     fixed_sha=fixes[-1] if kind == AdvisoryKind.RISK and fixes else None))
     return writes
 
 
@@ -215,38 +181,35 @@ def undone_risks(ctx: AdvisoryContext, *, sha: str, snapshot: Snapshot,
         before_snapshot = ctx.snapshots.get(base) if base else None
         then = {f.path: f.content_id for f in introduced.files}
         before = {f.path: f.content_id for f in before_snapshot.files} if before_snapshot else {}
-        risky = adv.record["database_specific"].get("findings", [])
+        advisory = stored_advisory(adv)
+        risky = advisory.specific.findings
         if risky and all(_undone(f, then, before, now_files, findings_here) for f in risky):
-            record = mark_fixed(adv.record, sha, ctx.now, affected_commits=())
-            writes.append(_write(record, revision_sha=adv.revision_sha, kind=adv.kind, fixed_sha=sha))
+            record = record_fixed(advisory, sha, ctx.now, affected_commits=())
+            writes.append(advisory_write(record, revision_sha=adv.revision_sha, kind=adv.kind, fixed_sha=sha))
     return writes
 
 
-def revision_report(ctx: AdvisoryContext, *, repo_pk: int, revision_pk: int, sha: str, parent: str | None,
-                    date: datetime | None, baseline: bool, snapshot: Snapshot, diff: RawDiff | None,
-                    findings: Sequence[Finding], estimate: dict[str, Any] | None,
-                    dependencies_pending: bool, inherit: InheritInputs | None = None,
-                    repo_updates: Mapping[str, Any] | None = None,
-                    libraries: tuple[str, ...] = ()) -> RevisionReport:
+def revision_report(ctx: AdvisoryContext, revision: RevisionRow, analysed: Analysed, *,
+                    inherit: InheritInputs | None = None,
+                    repo_updates: Mapping[str, Any] | None = None) -> RevisionReport:
     """Everything a newly read revision implies: its results, its advisories, risks it undoes, the index.
 
-    ``inherit``: along the model tree (tracker/core/inherit.py), the inherited advisories this revision
-    creates or closes, its own (as a derivative) and its watched derivatives' (as a base).
+    A baseline (or a revision compared with nothing) gets no advisory of its own. ``inherit``: along
+    the model tree (tracker/core/inherit.py), the inherited advisories this revision creates or
+    closes, its own (as a derivative) and its watched derivatives' (as a base).
     """
+    sha, findings, snapshot = revision.sha, analysed.findings, analysed.snapshot
     writes: list[AdvisoryWrite] = []
-    if not baseline:
-        writes += revision_advisories(ctx, sha=sha, parent=parent, date=date, findings=findings,
-                                      estimate_delta=(estimate or {}).get("delta"))
+    if not (revision.baseline or analysed.diff is None):
+        writes += revision_advisories(ctx, revision, findings, (analysed.estimate or {}).get("delta"))
     writes += undone_risks(ctx, sha=sha, snapshot=snapshot, findings=findings)
     if inherit is not None:
-        from tracker.core.inherit import inherited_writes
-
         writes += inherited_writes(ctx, inherit, sha=sha, written=writes)
     return RevisionReport(
-        repo_pk=repo_pk, revision_pk=revision_pk, sha=sha, snapshot=snapshot, diff=diff,
-        findings=tuple(findings), summary=summarize(findings, diff, snapshot), estimate=estimate,
-        dependencies_pending=dependencies_pending, analysed_at=ctx.now, advisories=tuple(writes),
-        repo_updates=dict(repo_updates or {}), libraries=libraries,
+        repo_pk=revision.repo_pk, revision_pk=revision.pk, sha=sha, snapshot=snapshot, diff=analysed.diff,
+        findings=tuple(findings), summary=summarize(findings, analysed.diff, snapshot), estimate=analysed.estimate,
+        dependencies_pending=analysed.dependencies_pending, analysed_at=ctx.now, advisories=tuple(writes),
+        repo_updates=dict(repo_updates or {}), libraries=analysed.libraries,
     )
 
 
@@ -269,7 +232,7 @@ def event_advisory(ctx: AdvisoryContext, *, kind: str, detail: Mapping[str, Any]
         return None
     advisory_id = repo_event_id(ctx.repo_id, advisory_kind, revisions)
     stored = next((a for a in ctx.advisories if a.id == advisory_id), None)
-    record = repo_event_advisory(repo_id=ctx.repo_id, kind=advisory_kind.value,  # type: ignore[arg-type]
-                                 detail=dict(detail), revisions=revisions, endpoint=ctx.endpoint, now=ctx.now,
-                                 tracker_url=ctx.tracker_url, previous=stored.record if stored else None)
-    return _write(record, revision_sha=None, kind=advisory_kind.value, fixed_sha=None, listed=revisions)
+    event = RepoEvent(repo_id=ctx.repo_id, kind=advisory_kind.value,  # type: ignore[arg-type]
+                      detail=dict(detail), revisions=revisions, endpoint=ctx.endpoint, tracker_url=ctx.tracker_url)
+    record = repo_event_record(event, now=ctx.now, previous=stored_advisory(stored) if stored else None)
+    return advisory_write(record, revision_sha=None, kind=advisory_kind.value, fixed_sha=None, listed=revisions)

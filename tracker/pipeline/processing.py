@@ -48,6 +48,7 @@ from tracker.core.model import (
 from tracker.core.report import (
     AdvisoryContext,
     AdvisoryWrite,
+    Analysed,
     RevisionReport,
     revision_advisories,
     revision_report,
@@ -436,12 +437,9 @@ class Processor:
         read = TreeRead(ctx=ctx, snapshot=snapshot, prior=prior if compared else None, strict=strict)
         inherit = self.tree.inputs(repo, read, sources=analysis.sources, raw=analysis.raw, base_id=base_id,
                                    relation_changed=bool(updates))
-        return revision_report(
-            ctx, repo_pk=repo.pk, revision_pk=revision.pk, sha=revision.sha, parent=revision.parent_sha,
-            date=revision.date, baseline=revision.baseline or not compared, snapshot=snapshot,
-            diff=analysis.raw if compared else None, findings=analysis.findings, estimate=analysis.estimate,
-            dependencies_pending=retry, inherit=inherit, repo_updates=updates, libraries=analysis.libraries,
-        ), ctx
+        analysed = Analysed(snapshot=snapshot, findings=analysis.findings, diff=analysis.raw if compared else None,
+                            estimate=analysis.estimate, dependencies_pending=retry, libraries=analysis.libraries)
+        return revision_report(ctx, revision, analysed, inherit=inherit, repo_updates=updates), ctx
 
     # -- re-analysis ------------------------------------------------------------------------
 
@@ -456,8 +454,7 @@ class Processor:
             seen: dict[str, datetime | None] = {}
             if not revision.baseline:
                 ctx = self.context(repo, now=now, sha=revision.sha)
-                writes = revision_advisories(ctx, sha=revision.sha, parent=revision.parent_sha, date=revision.date,
-                                             findings=findings, estimate_delta=(estimate or {}).get("delta"))
+                writes = revision_advisories(ctx, revision, findings, (estimate or {}).get("delta"))
                 seen = seen_of(ctx)
             self.store.revisions.save_reanalysis(revision.pk, repo.pk, findings=findings, estimate=estimate, now=now,
                                                  dependencies_pending=dependencies_pending, advisories=writes,
