@@ -13,6 +13,7 @@ from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
 
 from tests.audit.conftest import CANONICAL_SHA, CHAT, DATASET_SHA, RISKY
+from tracker.app import make_tracker
 from tracker.core.advisory import advisory_id
 from tracker.surfaces.cli import main
 
@@ -223,7 +224,7 @@ def test_repos_nobody_watches_are_read_within_the_hub_request_budget(machine, tm
 
     settings = Settings(database_url=f"sqlite:///{tmp_path}/none.sqlite3", hub_endpoint=machine.hub.url,
                         hub_timeout=30.0, hub_budget_api=3)
-    with AdvisorySource(settings, tracker=None) as source:
+    with AdvisorySource(settings, tracker=None, new_tracker=make_tracker) as source:
         first = source.lookup(RISKY, [machine.risky[1]])[machine.risky[1]]
         sent = source.requests_by_bucket
         second = source.lookup(CHAT, [machine.chat[0]])[machine.chat[0]]

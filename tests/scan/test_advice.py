@@ -23,6 +23,7 @@ from hubstandin.hub import HubStandin
 from tests.core.conftest import config_json
 from tests.core.test_advisories import README, torch_zip
 from tracker.adapters.settings import Settings
+from tracker.app import make_tracker
 from tracker.core.advisory import advisory_id
 from tracker.core.model import RepoId, Severity
 from tracker.pipeline.scan.advice import heft, risk_weight, suggest
@@ -56,7 +57,7 @@ def looked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Looked]:
         shas.append(hub.commit(REPO, {"pytorch_model.bin": torch_zip(b"\0" * 4096, ("os", "system"))},
                                message="new weights"))
         settings = Settings(database_url=f"sqlite:///{work}/user.sqlite3", hub_endpoint=hub.url, hub_timeout=30.0)
-        with AdvisorySource(settings, tracker=None) as source:
+        with AdvisorySource(settings, tracker=None, new_tracker=make_tracker) as source:
             statuses = source.lookup(REPO, [*shas, None])
         yield Looked(shas=shas, statuses=statuses)
     finally:

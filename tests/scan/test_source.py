@@ -19,7 +19,7 @@ NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
 def test_a_pin_older_than_the_history_read_is_said_to_be(histories, scan_settings):
     r = histories.chat
-    with AdvisorySource(scan_settings, tracker=None, history=2) as source:
+    with AdvisorySource(scan_settings, tracker=None, new_tracker=make_tracker, history=2) as source:
         statuses = source.lookup(RepoId(CHAT), [r[0], r[4]])
     old, recent = statuses[r[0]], statuses[r[4]]
     # r3 .. r5 were read: r0 is placed on the branch (5 behind), and only r5's change is seen to miss.
@@ -31,7 +31,7 @@ def test_a_pin_older_than_the_history_read_is_said_to_be(histories, scan_setting
 
 
 def test_unknown_revisions_and_repos_are_notes_not_errors(histories, scan_settings):
-    with AdvisorySource(scan_settings, tracker=None) as source:
+    with AdvisorySource(scan_settings, tracker=None, new_tracker=make_tracker) as source:
         statuses = source.lookup(RepoId(CHAT), ["f" * 40, "no-such-branch"])
         gone = source.lookup(RepoId("acme/missing"), [None])
     assert statuses["f" * 40] == PinStatus(repo=CHAT, ref="f" * 40, notes=(

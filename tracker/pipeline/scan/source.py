@@ -24,7 +24,7 @@ import logging
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -165,6 +165,10 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+# The composition root's make_tracker, handed in by the command (the pipeline does not import the root).
+NewTracker = Callable[..., TrackerLike]
+
+
 class AdvisorySource:
     """Pin statuses for the references a scan found, from the user's tracker or scratch ones.
 
@@ -172,12 +176,13 @@ class AdvisorySource:
     when they have no store yet; ``watch`` adds the repos found to it.
     """
 
-    def __init__(self, settings: Settings, *, tracker: TrackerLike | None, watch: bool = False,
-                 history: int = HISTORY, cards: bool = False) -> None:
+    def __init__(self, settings: Settings, *, tracker: TrackerLike | None, new_tracker: NewTracker,
+                 watch: bool = False, history: int = HISTORY, cards: bool = False) -> None:
         if watch and tracker is None:
             raise ValueError("--watch needs the tracker's store")
         self.settings = settings
         self.tracker = tracker
+        self.new_tracker = new_tracker  # builds a scratch tracker for repos the user does not watch
         self.watch = watch
         self.history = history
         self.cards = cards  # read each revision's model facts (for CycloneDX model cards)
@@ -207,13 +212,12 @@ class AdvisorySource:
 
     def _new_scratch(self) -> TrackerLike:
         from tracker.adapters.store import open_store
-        from tracker.app import make_tracker
 
         with self._lock:
             if self._dir is None:
                 self._dir = Path(tempfile.mkdtemp(prefix="tracker-scan-"))
             store = open_store(f"sqlite:///{self._dir}/scratch-{len(self._scratch)}.sqlite3")
-            scratch: TrackerLike = make_tracker(self.settings, store=store, hub=self._hub)
+            scratch = self.new_tracker(self.settings, store=store, hub=self._hub)
             self._hub = scratch.hub
             self._scratch.append(scratch)
             return scratch

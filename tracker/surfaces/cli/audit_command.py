@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracker.adapters.settings import Settings
+from tracker.app import make_tracker
 from tracker.core.model import RepoId
 from tracker.pipeline.audit.cache import default_cache_dir, read_cache
 from tracker.pipeline.audit.report import AuditReport
@@ -33,7 +34,7 @@ def run_audit(cache_dir: Path | None, *, settings: Settings, user_tracker: Calla
     for revision in cache.revisions:
         by_repo.setdefault(revision.repo, []).append(revision.sha)
     tracker = user_tracker() if has_store(settings) and by_repo else None
-    with AdvisorySource(settings, tracker=tracker, cards=output_format == "cyclonedx") as source:
+    with AdvisorySource(settings, tracker=tracker, new_tracker=make_tracker, cards=output_format == "cyclonedx") as source:
         statuses = look_up_all(by_repo, source)
         watched = set(source.from_store)
     report = AuditReport.build(cache, {(r, str(s)): v for (r, s), v in statuses.items()}, watched=watched,

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from tqdm import tqdm
 
 from tracker.adapters.settings import Settings
+from tracker.app import make_tracker
 from tracker.core.model import RepoId
 from tracker.pipeline.scan.finder import find_references
 from tracker.pipeline.scan.model import Found, PinStatus
@@ -80,7 +81,7 @@ def run_scan(path: Path, *, settings: Settings, user_tracker: Callable[[], Track
     tracker = user_tracker() if (watch or has_store(settings)) and found.references else None
     cards = output_format == "cyclonedx"
     # Nothing found: nothing to look up or watch, and no store opened for it.
-    with AdvisorySource(settings, tracker=tracker, watch=watch and tracker is not None, cards=cards) as source:
+    with AdvisorySource(settings, tracker=tracker, new_tracker=make_tracker, watch=watch and tracker is not None, cards=cards) as source:
         statuses = look_up(found, source)
         first_seen = list(dict.fromkeys(r.repo for r in found.references))
         watched = [repo for repo in first_seen if repo in source.added]
