@@ -165,9 +165,10 @@ def make_tracker(
     hub: HubReader | None = None,
     auto_upgrade: bool | None = None,
     clock: Clock = utcnow,
+    budget: HubBudget | None = None,
 ) -> Tracker:
-    """Build the Tracker ``settings`` describe; ``store`` and ``hub``, when given, are used as they are
-    (a Hub client handed in spends the budget only if it was built with it: see :func:`make_hub`).
+    """Build the Tracker ``settings`` describe; ``store``, ``hub`` and ``budget``, when given, are used as
+    they are (a Hub client handed in spends the budget only if it was built with it: see :func:`make_hub`).
 
     What is opened here is closed by ``Tracker.close()``; when building fails halfway it is closed
     before the error propagates, so a bad setting leaks no engine or client.
@@ -177,7 +178,7 @@ def make_tracker(
             store = open_store(settings.database_url, auto_upgrade=auto_upgrade)
             opened.callback(store.close)
         store.advisories.max_versions = settings.max_versions
-        budget = HubBudget(settings.hub_budget_api, settings.hub_budget_resolvers)
+        budget = budget or HubBudget(settings.hub_budget_api, settings.hub_budget_resolvers)
         hub = hub or make_hub(settings, budget)
         osv = _osv_client(settings, opened)
         rules = SeverityRules.default().with_overrides(settings.severity)

@@ -104,16 +104,16 @@ def test_the_webhook_secret_is_read_once_from_the_settings_and_never_shown():
 
 
 def test_closing_the_webhook_coalescer_finishes_the_poll_running_and_drops_the_rest():
-    started, release, runs = threading.Event(), threading.Event(), []
+    running, release, runs = threading.Event(), threading.Event(), []
 
     def poll(repo_id: str) -> None:
         runs.append(repo_id)
-        started.set()
+        running.set()
         release.wait(30)
 
     coalesce = PollCoalescer(poll, workers=1)
     coalesce("acme/a")
-    assert started.wait(30)
+    assert wait_for(running.is_set, timeout=30)
     coalesce("acme/a")  # queued behind the running one
     closing = threading.Thread(target=coalesce.close)
     closing.start()

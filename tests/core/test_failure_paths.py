@@ -11,6 +11,7 @@ import json
 import pytest
 
 from tests.fakehub import FakeHub
+from tracker.adapters.hub.budget import HubBudget
 from tracker.adapters.settings import Settings
 from tracker.app import Tracker, make_tracker
 from tracker.core.errors import HubUnavailable, RevisionGone, StoreBusy
@@ -34,7 +35,9 @@ def hub() -> FakeHub:
 def tracker(hub: FakeHub, tmp_path) -> Tracker:
     settings = Settings(database_url=f"sqlite:///{tmp_path}/t.sqlite3", hub_endpoint=hub.endpoint,
                         poll_max_attempts=2)
-    tracker = make_tracker(settings, hub=hub, auto_upgrade=True)
+    budget = HubBudget(settings.hub_budget_api, settings.hub_budget_resolvers)
+    hub.on_request, hub.on_rate_limited = budget.spend, budget.exhausted  # as make_hub wires a real client
+    tracker = make_tracker(settings, hub=hub, budget=budget, auto_upgrade=True)
     tracker.store.repos.add(REPO, now=tracker.clock())
     [baseline] = tracker.poll()
     assert baseline.status == PollOutcome.BASELINE

@@ -39,7 +39,7 @@ def queued(hub_standin, tracker_settings, make, receiver):
 def drain(worker: DeliveryWorker, seconds: float = 120.0) -> None:
     """Run rounds (on the real clock; retries here are due within milliseconds) until nothing is pending."""
     deadline = time.monotonic() + seconds
-    while any(d.state == "pending" for d in worker.store.outbox.list_deliveries()):  # type: ignore[attr-defined]
+    while any(d.state == "pending" for d in worker.store.list_deliveries()):  # type: ignore[attr-defined]
         assert time.monotonic() < deadline, "deliveries still pending"
         if not worker.run_once():
             time.sleep(0.02)

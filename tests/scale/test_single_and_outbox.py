@@ -67,7 +67,7 @@ def test_two_delivery_workers_never_send_the_same_outbox_row(db_url):
                  "advisory_id": f"HF-{sub.id}-{n}", "repo_id": "acme/m", "severity": "low", "record": {"n": n},
                  "state": "pending", "attempts": 0, "next_attempt_at": now - timedelta(seconds=1), "created_at": now}
                 for sub in subs for n in range(5)]
-        with stores[0].engine.begin() as conn:
+        with stores[0].db.engine.begin() as conn:
             conn.execute(insert(deliveries), rows)
 
         # The claim itself: many racers, one winner per row.
@@ -77,7 +77,7 @@ def test_two_delivery_workers_never_send_the_same_outbox_row(db_url):
 
         def race(store) -> None:
             barrier.wait()
-            wins.append(store.lease_delivery(first.id, now=now, until=now + timedelta(seconds=30)))
+            wins.append(store.outbox.lease_delivery(first.id, now=now, until=now + timedelta(seconds=30)))
 
         racers = [threading.Thread(target=race, args=(stores[i % 2],)) for i in range(8)]
         for t in racers:
@@ -85,7 +85,7 @@ def test_two_delivery_workers_never_send_the_same_outbox_row(db_url):
         for t in racers:
             t.join(30)
         assert sorted(wins) == [False] * 7 + [True]
-        stores[0].delivery_failed(first.id, status=None, error="lease test", retry_at=now)  # back to the queue
+        stores[0].outbox.delivery_failed(first.id, status=None, error="lease test", retry_at=now)  # back to the queue
 
         settings = DeliverySettings(timeout=2.0, backoff_base=0.01, backoff_max=0.05, allow_hosts=("127.0.0.1",))
         workers = [DeliveryWorker(store.outbox, settings, parallel=4) for store in stores]
