@@ -43,3 +43,43 @@ def test_the_check_sees_an_upward_import(tmp_path):
     core.mkdir(parents=True)
     (core / "bad.py").write_text("def f():\n    from tracker.app import make_tracker\n")
     assert _upward_imports(core / "bad.py", tmp_path / "tracker") == ["tracker/core/bad.py:2 imports tracker.app"]
+
+
+def _private_imports(path: Path, root: Path = ROOT) -> list[str]:
+    """``from x import _name`` (and ``import x._name``) of tracker's modules: a private name used from
+    another module. Ruff's SLF001 sees ``x._name`` only, not an import of it."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("tracker")):
+            names = [a.name for a in node.names]
+            if node.module:
+                names += node.module.split(".")
+        elif isinstance(node, ast.Import):
+            names = [part for a in node.names if a.name.startswith("tracker.") for part in a.name.split(".")]
+        else:
+            continue
+        private = [n for n in names if n.startswith("_") and not n.startswith("__")]
+        if private:
+            found.append(f"{path.relative_to(root.parent)}:{node.lineno} imports {', '.join(private)}")
+    return found
+
+
+def test_no_module_imports_a_private_name_of_another():
+    found = [line for path in sorted(ROOT.rglob("*.py")) for line in _private_imports(path)]
+    assert found == []
+
+
+def test_the_check_sees_a_private_import(tmp_path):
+    core = tmp_path / "tracker" / "core"
+    core.mkdir(parents=True)
+    (core / "bad.py").write_text(
+        "from tracker.core.advisory.affected import graph_commits, _hidden\n"
+        "from . import _sibling as s\n"
+        "import tracker.core._internal\n"
+        "from collections import _private_of_the_stdlib\n"
+        "from tracker.core import model, __version__\n")
+    assert _private_imports(core / "bad.py", tmp_path / "tracker") == [
+        "tracker/core/bad.py:1 imports _hidden",
+        "tracker/core/bad.py:2 imports _sibling",
+        "tracker/core/bad.py:3 imports _internal",
+    ]

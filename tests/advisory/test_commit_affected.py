@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from tracker.core.advisory.affected import _all_commits, affected_commits, ancestors, commit_affected
+from tracker.core.advisory.affected import affected_commits, ancestors, commit_affected, graph_commits
 
 
 def _graph(rng: random.Random, n: int) -> dict[str, list[str]]:
@@ -33,7 +33,7 @@ def test_commit_affected_matches_full_walk(seed):
         for _ in range(rng.randrange(0, 3)):
             events.append({"fixed": rng.choice(names) if rng.random() < 0.9 else "f" * 40})
         full = affected_commits(parents, events)
-        every = _all_commits(parents)
+        every = graph_commits(parents)
         memo: dict[str, set[str]] = {}
         for commit in names:
             got = commit_affected(parents, events, commit, ancestors(parents, [commit]), all_commits=every,

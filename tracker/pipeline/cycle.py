@@ -42,7 +42,7 @@ from tracker.adapters.store.schedule import DueRepo, ScheduleStore
 from tracker.core.errors import HubRateLimited, NotWatched, TrackerError, first_line
 from tracker.core.model import PollOutcome, RepoRow
 from tracker.pipeline.changes import ChangeFeed, ListingState
-from tracker.pipeline.polling import LEASE_MARGIN_SECONDS, Poller, PollResult, _dead_here
+from tracker.pipeline.polling import LEASE_MARGIN_SECONDS, Poller, PollResult, dead_here
 from tracker.pipeline.ports import Clock, HubReader
 from tracker.pipeline.watchrules import RuleKeeper
 
@@ -156,7 +156,7 @@ class Cycle:
     def _sweep_dead_leases(self) -> None:
         if time.monotonic() - self._last_sweep >= DEAD_LEASE_SWEEP:
             self._last_sweep = time.monotonic()
-            freed = self.queue.free_dead_leases(_dead_here)
+            freed = self.queue.free_dead_leases(dead_here)
             if freed:
                 log.info("took over %d repo lease(s) of stopped processes", freed)
 

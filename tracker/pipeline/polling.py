@@ -82,7 +82,7 @@ class PollResult:
         return text
 
 
-def _dead_here(owner: str) -> bool:
+def dead_here(owner: str) -> bool:
     """Whether a lease owner (``host:pid:nonce``) is a process of this host that no longer runs."""
     parts = owner.rsplit(":", 2)
     if len(parts) != 3 or parts[0] != socket.gethostname()[:60] or not parts[1].isdigit():
@@ -176,7 +176,7 @@ class Poller:
             return True
         # A lease left by a process of this host that is gone (killed) is free now, not at expiry.
         holder, _ = self.store.schedule.lease_of(repo.pk)
-        if holder and _dead_here(holder):
+        if holder and dead_here(holder):
             return self.store.schedule.acquire_lease(repo.pk, self.owner, now=now, until=until, steal_from=holder)
         return False
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracker.core.advisory import ancestors, commit_affected, range_events
-from tracker.core.advisory.affected import _all_commits
+from tracker.core.advisory.affected import graph_commits
 from tracker.core.advisory.reach import ranged
 from tracker.core.errors import HubError, NotWatched, RepoGone, RevisionGone, RevisionUnresolved, first_line
 from tracker.core.model import SHA_RE, AdvisoryKind, AdvisoryRow, RepoId, RepoRow, Severity
@@ -183,7 +183,7 @@ class Querier:
         # events) name none it could be.
         graph = {**self.store.revisions.commit_graph(repo.pk), **placement.edges}
         history = ancestors(graph, [placement.sha])
-        every = _all_commits(graph)
+        every = graph_commits(graph)
         rootsets: dict[str, set[str]] = {}
         ids = []
         for adv in self.store.advisories.find(repo_pk=repo.pk, include_withdrawn=False, versions=False):

@@ -35,10 +35,12 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["affected_commits", "children_of", "commit_affected", "descendants", "record_affected_commits"]
+__all__ = ["affected_commits", "children_of", "commit_affected", "descendants", "graph_commits",
+           "record_affected_commits"]
 
 
-def _all_commits(parents: Mapping[str, list[str]]) -> set[str]:
+def graph_commits(parents: Mapping[str, list[str]]) -> set[str]:
+    """Every commit of a ``parents`` graph: its keys and every parent they name."""
     commits = set(parents)
     for ps in parents.values():
         commits.update(ps)
@@ -47,7 +49,7 @@ def _all_commits(parents: Mapping[str, list[str]]) -> set[str]:
 
 def children_of(parents: Mapping[str, list[str]]) -> dict[str, list[str]]:
     """Invert ``parents``: commit -> its children (every commit is a key)."""
-    children: dict[str, list[str]] = {c: [] for c in _all_commits(parents)}
+    children: dict[str, list[str]] = {c: [] for c in graph_commits(parents)}
     for child, ps in parents.items():
         for p in ps:
             children[p].append(child)
@@ -124,7 +126,7 @@ def affected_commits(parents: Mapping[str, list[str]], events: list[dict[str, An
     if not by_kind["introduced"]:
         return set()
 
-    commits = _all_commits(parents)
+    commits = graph_commits(parents)
     children = children_of(parents)
     fixed = [f for f in by_kind["fixed"] if f in commits]
 
@@ -225,7 +227,7 @@ def commit_affected(
         return commit in affected_commits(parents, events)
     if not by_kind["introduced"] or any(f in commit_ancestors for f in by_kind["fixed"]):
         return False
-    commits = all_commits if all_commits is not None else _all_commits(parents)
+    commits = all_commits if all_commits is not None else graph_commits(parents)
     for value in by_kind["introduced"]:
         if value != "0":
             if value in commit_ancestors:

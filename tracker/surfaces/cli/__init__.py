@@ -93,18 +93,18 @@ def pass_tracker(func: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def _repo_id(value: str) -> RepoId:
+def parse_repo_id(value: str) -> RepoId:
     try:
         return validate_repo_id(value.strip())
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc
 
 
-def _iso(value: datetime | None) -> str | None:
+def iso(value: datetime | None) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value else None
 
 
-def _emit_json(data: Any) -> None:
+def emit_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
@@ -126,8 +126,8 @@ def main(ctx: click.Context, config: str | None, verbose: int, log_format: str) 
     ctx.obj.verbose = verbose
 
 
-def _require_repo(tracker: Tracker, repo_id: str) -> RepoRow:
-    return tracker.repo(_repo_id(repo_id))
+def require_repo(tracker: Tracker, repo_id: str) -> RepoRow:
+    return tracker.repo(parse_repo_id(repo_id))
 
 
 # Importing the command modules registers their commands on ``main``.

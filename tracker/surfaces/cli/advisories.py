@@ -13,12 +13,12 @@ import click
 from tracker import usecases
 from tracker.surfaces.cli import (  # the group and the helpers every command shares
     Context,
-    _emit_json,
-    _repo_id,
-    _require_repo,
+    emit_json,
     fail_cleanly,
     main,
+    parse_repo_id,
     pass_tracker,
+    require_repo,
 )
 from tracker.surfaces.cli.hubchecks import naming
 
@@ -35,11 +35,11 @@ if TYPE_CHECKING:
 @pass_tracker
 def query(tracker: Tracker, repo_id: str, revision: str, as_json: bool) -> None:
     """Which advisories affect REVISION of a repo, and how far it is behind the branch head."""
-    repo = _repo_id(repo_id)
+    repo = parse_repo_id(repo_id)
     with naming(tracker.hub, repo, "--revision", revision):
         result = tracker.query(repo, revision)
     if as_json:
-        _emit_json(result.to_json())
+        emit_json(result.to_json())
         return
     where = (f"{result.behind} revision(s) behind {(result.head or '')[:12]}" if result.behind is not None
              else "not on the tracked branch" if result.known else "unknown to the tracker and the Hub")
@@ -58,7 +58,7 @@ def query(tracker: Tracker, repo_id: str, revision: str, as_json: bool) -> None:
 @pass_tracker
 def advisories(tracker: Tracker, repo_id: str | None, since: str | None, as_json: bool) -> None:
     """List advisories, oldest first."""
-    repo_pk = _require_repo(tracker, repo_id).pk if repo_id else None
+    repo_pk = require_repo(tracker, repo_id).pk if repo_id else None
     since_dt = None
     if since:
         try:
@@ -69,7 +69,7 @@ def advisories(tracker: Tracker, repo_id: str | None, since: str | None, as_json
             since_dt = since_dt.replace(tzinfo=UTC)
     rows = tracker.store.advisories.find(repo_pk=repo_pk, since=since_dt)
     if as_json:
-        _emit_json([r.record for r in rows])
+        emit_json([r.record for r in rows])
         return
     for r in rows:
         state = " (withdrawn)" if r.withdrawn else " (fixed)" if r.fixed_sha else ""
@@ -138,7 +138,7 @@ def serve(obj: Context, host: str | None, port: int | None) -> None:
 @fail_cleanly
 def reanalyse(obj: Context, repo_ids: tuple[str, ...]) -> None:
     """Re-run the analysis of every stored revision with the current rules; advisories follow."""
-    ids = [_repo_id(r) for r in repo_ids]  # bad ids are bad usage, before anything opens
+    ids = [parse_repo_id(r) for r in repo_ids]  # bad ids are bad usage, before anything opens
     for repo_id, changed in usecases.reanalyse(obj.tracker(), ids):
         click.echo(f"{repo_id}: {changed} revision(s) re-analysed")
 

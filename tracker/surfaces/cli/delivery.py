@@ -11,9 +11,9 @@ from tracker import usecases
 from tracker.core.errors import ConfigError
 from tracker.surfaces.cli import (  # the group and the helpers every command shares
     Context,
-    _emit_json,
-    _iso,
+    emit_json,
     fail_cleanly,
+    iso,
     main,
     pass_tracker,
 )
@@ -34,7 +34,7 @@ def _redacted(kind: str, url: str) -> str:
 
 def _subscription_json(sub: Any) -> dict[str, Any]:
     return {"id": sub.id, "target": sub.target, "kind": sub.kind, "url": _redacted(sub.kind, sub.url),
-            "min_severity": sub.min_severity, "categories": list(sub.categories), "created_at": _iso(sub.created_at)}
+            "min_severity": sub.min_severity, "categories": list(sub.categories), "created_at": iso(sub.created_at)}
 
 
 @main.command()
@@ -65,7 +65,7 @@ def subscribe(obj: Context, target: str, *, slack_url: str | None, webhook_url: 
         raise click.BadParameter(str(exc)) from exc
     sub = done.subscription
     if as_json:
-        _emit_json({**_subscription_json(sub), "secret": done.secret})
+        emit_json({**_subscription_json(sub), "secret": done.secret})
         return
     scope = f" in {', '.join(sub.categories)}" if sub.categories else ""
     click.echo(f"subscription {sub.id}: {kind} alerts for {sub.target} ({min_severity} and above{scope})")
@@ -92,7 +92,7 @@ def subscriptions(tracker: Tracker, as_json: bool) -> None:
     """List subscriptions (never their secrets)."""
     rows = tracker.store.outbox.list_subscriptions()
     if as_json:
-        _emit_json([_subscription_json(s) for s in rows])
+        emit_json([_subscription_json(s) for s in rows])
         return
     if not rows:
         click.echo("no subscriptions; add one with `tracker subscribe TARGET --webhook URL`")
@@ -116,8 +116,8 @@ def _delivery_json(d: Any) -> dict[str, Any]:
     return {"id": d.id, "subscription": d.subscription_id, "webhook_id": d.webhook_id, "type": d.event_type,
             "advisory": d.advisory_id, "repo": d.repo_id, "severity": d.severity, "state": d.state,
             "attempts": d.attempts, "last_status": d.last_status, "last_error": d.last_error,
-            "next_attempt_at": _iso(d.next_attempt_at) if d.state == "pending" else None,
-            "created_at": _iso(d.created_at), "delivered_at": _iso(d.delivered_at)}
+            "next_attempt_at": iso(d.next_attempt_at) if d.state == "pending" else None,
+            "created_at": iso(d.created_at), "delivered_at": iso(d.delivered_at)}
 
 
 @main.group(invoke_without_command=True)
@@ -134,7 +134,7 @@ def deliveries(ctx: click.Context, failed: bool, as_json: bool) -> None:
 def _list_deliveries(obj: Context, failed: bool, as_json: bool) -> None:
     rows = obj.tracker().store.outbox.list_deliveries(failed=failed)
     if as_json:
-        _emit_json([_delivery_json(d) for d in rows])
+        emit_json([_delivery_json(d) for d in rows])
         return
     if not rows:
         click.echo("no failed deliveries" if failed else "no deliveries")

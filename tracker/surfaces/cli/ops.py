@@ -11,9 +11,9 @@ from tracker import usecases
 from tracker.core.errors import ConfigError
 from tracker.surfaces.cli import (  # the group and the helpers every command shares
     Context,
-    _emit_json,
-    _iso,
+    emit_json,
     fail_cleanly,
+    iso,
     main,
     pass_tracker,
 )
@@ -35,7 +35,7 @@ def status(tracker: Tracker, as_json: bool, max_cycles: int) -> None:
 
     report = gather(tracker, max_cycles=max_cycles)
     if as_json:
-        _emit_json(report.to_json())
+        emit_json(report.to_json())
     else:
         click.echo(render(report))
     if not report.healthy:
@@ -86,15 +86,15 @@ def token_list(tracker: Tracker, as_json: bool) -> None:
     """List tokens (names and dates; the tokens themselves are not stored)."""
     rows = usecases.list_tokens(tracker)
     if as_json:
-        _emit_json([{"name": r.name, "id": r.key_id, "created_at": _iso(r.created_at),
-                     "last_used_at": _iso(r.last_used_at)} for r in rows])
+        emit_json([{"name": r.name, "id": r.key_id, "created_at": iso(r.created_at),
+                     "last_used_at": iso(r.last_used_at)} for r in rows])
         return
     if not rows:
         click.echo("no tokens; make one with `tracker token create NAME`")
         return
     for r in rows:
-        click.echo(f"{r.name:30} trk_{r.key_id}_…  created {_iso(r.created_at)}  "
-                   f"last used {_iso(r.last_used_at) or 'never'}")
+        click.echo(f"{r.name:30} trk_{r.key_id}_…  created {iso(r.created_at)}  "
+                   f"last used {iso(r.last_used_at) or 'never'}")
 
 
 @token.command("revoke")

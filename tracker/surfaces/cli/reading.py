@@ -12,13 +12,13 @@ from tracker.core.escaping import escape_controls
 from tracker.core.model import Finding, RepoId, sort_findings
 from tracker.surfaces.cli import (  # the group and the helpers every command shares
     Context,
-    _emit_json,
-    _iso,
-    _repo_id,
-    _require_repo,
+    emit_json,
     fail_cleanly,
+    iso,
     main,
+    parse_repo_id,
     pass_tracker,
+    require_repo,
 )
 from tracker.surfaces.cli.hubchecks import naming
 
@@ -32,7 +32,7 @@ def _revision_json(rev: Any) -> dict[str, Any]:
     findings = rev.findings or []
     return {
         "sha": rev.sha,
-        "date": _iso(rev.date),
+        "date": iso(rev.date),
         "title": rev.title,
         "status": rev.status,
         "baseline": rev.baseline,
@@ -60,13 +60,13 @@ def revisions(tracker: Tracker, repo_id: str, as_json: bool, branch: str, limit:
 
     A repo that is not watched is listed from the Hub (its newest commits; nothing is analysed or stored).
     """
-    repo = tracker.store.repos.get(_repo_id(repo_id))
+    repo = tracker.store.repos.get(parse_repo_id(repo_id))
     if repo is None:
-        _upstream_revisions(tracker, _repo_id(repo_id), branch=branch, limit=limit, as_json=as_json)
+        _upstream_revisions(tracker, parse_repo_id(repo_id), branch=branch, limit=limit, as_json=as_json)
         return
     rows = tracker.store.revisions.of_repo(repo.pk)
     if as_json:
-        _emit_json([_revision_json(r) for r in rows])
+        emit_json([_revision_json(r) for r in rows])
         return
     if not rows:
         click.echo(f"{repo.repo_id}: no revisions read yet; run `tracker poll {repo.repo_id}`")
@@ -92,7 +92,7 @@ def _upstream_revisions(tracker: Tracker, repo_id: RepoId, *, branch: str, limit
         raise TrackerError(f"{repo_id} is not watched, and not found on the Hub (check the id; private and gated "
                            "repos need HF_TOKEN)") from exc
     if as_json:
-        _emit_json([{"sha": c.sha, "date": _iso(c.date), "title": c.title, "status": "not_read", "baseline": False,
+        emit_json([{"sha": c.sha, "date": iso(c.date), "title": c.title, "status": "not_read", "baseline": False,
                      "parent": c.parents[0] if c.parents else None, "summary": None, "worst_severity": None,
                      "findings": None, "top_findings": [], "files": {}} for c in commits])
         return
@@ -135,7 +135,7 @@ def format_findings(findings: list[Finding]) -> list[str]:
 @pass_tracker
 def diff(tracker: Tracker, repo_id: str, old: str, new: str, as_json: bool) -> None:
     """Show what changed between two revisions of any repo (stored when watched, else read from the Hub)."""
-    repo_id = _repo_id(repo_id)
+    repo_id = parse_repo_id(repo_id)
     with naming(tracker.hub, repo_id, "OLD", old):
         old_side = tracker.snapshot_of(repo_id, old)
     with naming(tracker.hub, repo_id, "NEW", new):
@@ -146,7 +146,7 @@ def diff(tracker: Tracker, repo_id: str, old: str, new: str, as_json: bool) -> N
                                old_estimate=stored_old.estimate if stored_old else None)
     raw, findings = analysis.raw, analysis.findings
     if as_json:
-        _emit_json(analysis.diff_json(old_side[0], new_side[0]))
+        emit_json(analysis.diff_json(old_side[0], new_side[0]))
         return
     for line in verdict_lines(findings):  # what a team with a vector index needs to read first
         click.echo(line)
@@ -171,15 +171,15 @@ def diff(tracker: Tracker, repo_id: str, old: str, new: str, as_json: bool) -> N
 @pass_tracker
 def events(tracker: Tracker, repo_id: str | None, as_json: bool) -> None:
     """Upstream surprises: history rewritten, renamed, deleted, re-created, gated, disabled."""
-    repo_pk = _require_repo(tracker, repo_id).pk if repo_id else None
+    repo_pk = require_repo(tracker, repo_id).pk if repo_id else None
     rows = tracker.store.events.all(repo_pk)
     if as_json:
-        _emit_json([{"repo": e.repo_id, "kind": e.kind, "revision": e.revision_sha, "detail": e.detail,
-                     "created_at": _iso(e.created_at)} for e in rows])
+        emit_json([{"repo": e.repo_id, "kind": e.kind, "revision": e.revision_sha, "detail": e.detail,
+                     "created_at": iso(e.created_at)} for e in rows])
         return
     for e in rows:
         detail = escape_controls(json.dumps(e.detail, default=str, ensure_ascii=False))
-        click.echo(f"{_iso(e.created_at)}  {e.repo_id}  {e.kind}  {detail}")
+        click.echo(f"{iso(e.created_at)}  {e.repo_id}  {e.kind}  {detail}")
 
 
 # -- estimator ----------------------------------------------------------------------------------
@@ -216,14 +216,14 @@ def estimate(obj: Context, target: str, *, revision: str | None, seq_len: int | 
         if path.is_dir():
             headers = _local_headers(path)
     else:
-        repo = _repo_id(target)
+        repo = parse_repo_id(target)
         tracker = obj.tracker()
         config, headers = tracker.config_and_headers(repo, revision or "main")
     if not isinstance(config, dict):
         raise click.BadParameter("config.json must hold a JSON object")
     result = run_estimate(config, seq_len=seq_len, lora_rank=lora_rank, checkpoint_headers=headers or None)
     if as_json:
-        _emit_json(result.to_json())
+        emit_json(result.to_json())
     else:
         click.echo(render_card(result))
 

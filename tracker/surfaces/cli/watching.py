@@ -12,11 +12,11 @@ from tracker.adapters.settings import format_duration, parse_interval
 from tracker.core.model import PollOutcome, RepoId, validate_repo_id
 from tracker.surfaces.cli import (  # the group and the helpers every command shares
     Context,
-    _emit_json,
-    _iso,
-    _repo_id,
+    emit_json,
     fail_cleanly,
+    iso,
     main,
+    parse_repo_id,
     pass_tracker,
 )
 
@@ -174,13 +174,13 @@ def watch_list(tracker: Tracker, as_json: bool) -> None:
     rows = tracker.store.repos.all()
     rules = RuleStore(tracker.store).all()
     if as_json:
-        _emit_json([
+        emit_json([
             {
                 "repo": r.repo_id, "branch": r.branch,
                 "every": format_duration(r.every_seconds or tracker.settings.poll_every),
                 "every_seconds": r.every_seconds or tracker.settings.poll_every,
                 "state": r.state, "last_seen_sha": r.last_seen_sha, "renamed_to": r.renamed_to,
-                "last_polled_at": _iso(r.last_polled_at), "last_error": r.last_error, "rule": r.rule_id,
+                "last_polled_at": iso(r.last_polled_at), "last_error": r.last_error, "rule": r.rule_id,
             }
             for r in rows
         ])
@@ -192,7 +192,7 @@ def watch_list(tracker: Tracker, as_json: bool) -> None:
     for r in rows:
         click.echo(
             f"{r.repo_id:45} {r.branch:10} {format_duration(r.every_seconds or tracker.settings.poll_every):6} "
-            f"{r.state:9} {(r.last_seen_sha or '-')[:12]:13} {_iso(r.last_polled_at) or 'never'}"
+            f"{r.state:9} {(r.last_seen_sha or '-')[:12]:13} {iso(r.last_polled_at) or 'never'}"
             + (f"  (rule {r.rule_id})" if r.rule_id is not None else "")
         )
     if rules:
@@ -205,7 +205,7 @@ def watch_list(tracker: Tracker, as_json: bool) -> None:
         for rule in rules:
             held = by_rule.get(rule.id, [])
             note = " (cap reached)" if rule.capped else ""
-            click.echo(f"{rule.id:<5} {f'{len(held)}/{rule.max_repos}':>11} {_iso(rule.evaluated_at) or 'not yet':21} "
+            click.echo(f"{rule.id:<5} {f'{len(held)}/{rule.max_repos}':>11} {iso(rule.evaluated_at) or 'not yet':21} "
                        f"{rule.text}{note}")
             for repo_id in held:
                 click.echo(f"      {repo_id}")
@@ -226,7 +226,7 @@ def watch_remove(obj: Context, repo_id: str | None, rule_id: int | None = None) 
         return
     if repo_id is None:
         raise click.UsageError("give a repo id, or --rule ID")
-    repo = _repo_id(repo_id)
+    repo = parse_repo_id(repo_id)
     usecases.unwatch(obj.tracker(), repo)  # NotFound: one line, exit 1
     click.echo(f"removed {repo}")
     if any(spec.repo == repo for spec in obj.settings.watch):
@@ -247,7 +247,7 @@ def poll(obj: Context, repo_ids: tuple[str, ...], backfill: int) -> None:
     """Run one poll cycle over the given (or all watched) repos and exit."""
     from tqdm import tqdm
 
-    ids = [_repo_id(r) for r in repo_ids] or None  # bad ids are bad usage, before anything opens
+    ids = [parse_repo_id(r) for r in repo_ids] or None  # bad ids are bad usage, before anything opens
     tracker = obj.tracker()
     tracker.sync_config_watches()
     bar = tqdm(desc="revisions", unit="rev", disable=not backfill or not sys.stderr.isatty(), leave=False)
