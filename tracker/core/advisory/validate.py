@@ -19,9 +19,10 @@ import json
 from collections.abc import Mapping
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft202012Validator, FormatChecker
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
 
 __all__ = ["AdvisoryValidationError", "schema", "strict_key_errors", "validate"]
 
@@ -47,6 +48,11 @@ def schema() -> dict[str, Any]:
 
 @lru_cache(maxsize=1)
 def _validator() -> Draft202012Validator:
+    # Imported here, not at the top: importing jsonschema loads its format checkers, and with
+    # rfc3987-syntax installed that builds a grammar, about a CPU-second on every start of a
+    # process that never validates a record (each `tracker` command, each API worker).
+    from jsonschema import Draft202012Validator, FormatChecker
+
     return Draft202012Validator(schema(), format_checker=FormatChecker())
 
 
