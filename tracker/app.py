@@ -24,6 +24,9 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+
 from tracker.adapters.delivery.worker import DeliveryWorker
 from tracker.adapters.hub import HubClient
 from tracker.adapters.hub.budget import HubBudget
@@ -42,7 +45,7 @@ from tracker.pipeline.ports import Clock, HubReader, OsvLookup
 from tracker.pipeline.processing import Analysis, Processor, Side, safetensors_headers
 from tracker.pipeline.querying import Querier, QueryResult, pin
 
-__all__ = ["Tracker", "make_hub", "make_tracker"]
+__all__ = ["Tracker", "make_hub", "make_scheduler", "make_tracker"]
 
 
 def utcnow() -> datetime:
@@ -194,6 +197,16 @@ def make_tracker(
                           tokens=store.tokens, delivery=delivery, poll_soon=coalescer, osv=osv,
                           resources=opened.pop_all())
     return tracker
+
+
+def make_scheduler(*, workers: int = 4) -> BackgroundScheduler:
+    """The daemon's scheduler (APScheduler, not started): ``workers`` threads, each job one run at a time,
+    a missed run coalesced into one. The daemon registers its jobs on it and starts and stops it."""
+    return BackgroundScheduler(
+        executors={"default": ThreadPoolExecutor(workers)},
+        job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 3600},
+        timezone=UTC,
+    )
 
 
 def _osv_client(settings: Settings, opened: ExitStack) -> OsvLookup | None:

@@ -113,7 +113,7 @@ def test_hub_bounds_have_their_documented_defaults(tmp_path: Path) -> None:
 
 def test_intervals_stored_by_an_older_tracker_are_clamped_when_scheduled(hub_standin: HubStandin, tmp_path: Path) -> None:
     from tracker.adapters.settings import Settings, clamp_interval
-    from tracker.app import make_tracker
+    from tracker.app import make_scheduler, make_tracker
     from tracker.core.model import RepoId
     from tracker.surfaces.daemon import Daemon
 
@@ -122,6 +122,6 @@ def test_intervals_stored_by_an_older_tracker_are_clamped_when_scheduled(hub_sta
     tracker = make_tracker(Settings(database_url=f"sqlite:///{tmp_path}/t.sqlite3", hub_endpoint=hub_standin.url))
     tracker.store.repos.add(RepoId("acme/fast"), every=0.001, now=tracker.clock())
     tracker.store.repos.add(RepoId("acme/slow"), every=8.64e24, now=tracker.clock())
-    daemon = Daemon(tracker)
+    daemon = Daemon(tracker, make_scheduler())
     intervals = {r.repo_id: daemon.cycle.interval(r.repo_id, r.every_seconds) for r in tracker.store.repos.all()}
     assert intervals == {"acme/fast": 60.0, "acme/slow": 2678400.0}

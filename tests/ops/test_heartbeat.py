@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from tracker.app import make_scheduler
 from tracker.core.model import PollOutcome, RepoId
 from tracker.pipeline.polling import PollResult
 from tracker.surfaces.daemon import Daemon
@@ -36,7 +37,7 @@ def started(settings, make):
         tracker = make(settings, poll_every=every)
         if not run:
             tracker.store.repos.add(RepoId("acme/quiet"), now=datetime.now(UTC))
-        daemon = Daemon(tracker)
+        daemon = Daemon(tracker, make_scheduler())
         daemons.append(daemon)
         if run:
             daemon.start()

@@ -22,8 +22,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from apscheduler.executors.pool import ThreadPoolExecutor
-from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 from sqlalchemy.engine import make_url
 
@@ -35,6 +33,8 @@ from tracker.pipeline.polling import PollResult
 from tracker.surfaces.logs import Heartbeat, log_poll, start_line
 
 if TYPE_CHECKING:
+    from apscheduler.schedulers.background import BackgroundScheduler
+
     from tracker.adapters.delivery.worker import DeliveryWorker
 
 log = logging.getLogger("tracker.daemon")  # the name operators filter logs by, not the module path
@@ -78,13 +78,12 @@ def sqlite_single_daemon(database_url: str) -> Iterator[None]:
 
 
 class Daemon:
-    def __init__(self, tracker: Tracker, *, workers: int = 4) -> None:
+    """Registers the poll cycle's jobs (tick, reconcile, heartbeat) on a scheduler built by the composition
+    root (:func:`tracker.app.make_scheduler`), starts it and stops it."""
+
+    def __init__(self, tracker: Tracker, scheduler: BackgroundScheduler) -> None:
         self.tracker = tracker
-        self.scheduler = BackgroundScheduler(
-            executors={"default": ThreadPoolExecutor(workers)},
-            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 3600},
-            timezone=UTC,
-        )
+        self.scheduler = scheduler
         self._intervals: dict[str, float] = {}
         self.heartbeat = Heartbeat()
         self.cycle = tracker.new_cycle(on_result=self._report)
@@ -146,7 +145,7 @@ class Daemon:
         self.cycle.stop()
 
 
-def run_daemon(tracker: Tracker, *, host: str, port: int, api: bool = True) -> None:
+def run_daemon(tracker: Tracker, scheduler: BackgroundScheduler, *, host: str, port: int, api: bool = True) -> None:
     """Poll on schedule (and serve the API) until SIGTERM/SIGINT, then drain and return.
 
     The first signal stops new work at once and gives the revisions in hand ``[poll] shutdown_grace``
@@ -169,11 +168,11 @@ def run_daemon(tracker: Tracker, *, host: str, port: int, api: bool = True) -> N
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, on_signal)
     with sqlite_single_daemon(tracker.settings.database_url):
-        _run(tracker, stop, host=host, port=port, api=api)
+        _run(Daemon(tracker, scheduler), stop, host=host, port=port, api=api)
 
 
-def _run(tracker: Tracker, stop: threading.Event, *, host: str, port: int, api: bool) -> None:
-    daemon = Daemon(tracker)
+def _run(daemon: Daemon, stop: threading.Event, *, host: str, port: int, api: bool) -> None:
+    tracker = daemon.tracker
     daemon.start(api=(host, port) if api else None)
     sender = tracker.delivery  # the outbox sender: Slack and signed webhooks
     sender.start()

@@ -277,6 +277,7 @@ def poll(obj: Context, repo_ids: tuple[str, ...], backfill: int) -> None:
 @fail_cleanly
 def run(obj: Context, host: str | None, port: int | None, no_api: bool, log_format: str | None) -> None:
     """The daemon: poll every watched repo on its schedule until SIGTERM or SIGINT."""
+    from tracker.app import make_scheduler
     from tracker.surfaces.daemon import run_daemon
 
     if log_format:
@@ -289,4 +290,4 @@ def run(obj: Context, host: str | None, port: int | None, no_api: bool, log_form
 
         check_listen(host, port)  # a busy port: one line and exit 1, before anything starts
     tracker = obj.tracker(auto_upgrade=obj.settings.is_sqlite)
-    run_daemon(tracker, host=host, port=port, api=not no_api)
+    run_daemon(tracker, make_scheduler(), host=host, port=port, api=not no_api)
