@@ -37,7 +37,7 @@ from tracker.adapters.store.tokens import TokenStore
 from tracker.core.bounded import json_object
 from tracker.core.errors import HubUnavailable, NotWatched
 from tracker.core.findings.rules import SeverityRules
-from tracker.core.model import RepoId, RepoRow, Snapshot
+from tracker.core.model import RepoId, RepoRow
 from tracker.pipeline.coalescing import PollCoalescer
 from tracker.pipeline.cycle import Cycle
 from tracker.pipeline.polling import Poller, PollResult
@@ -139,22 +139,24 @@ class Tracker:
         return pin(self.hub, repo_id, revision)
 
     def snapshot_of(self, repo_id: RepoId, revision: str) -> Side:
-        """A revision's file list: from the store when the repo is watched and it was read, else the Hub."""
+        """A revision's sha and file list: from the store when the repo is watched and it was read (a short
+        sha of a commit read included, as ``tracker query`` resolves it), else the Hub."""
         repo = self.store.repos.get(repo_id)
         row = self.store.revisions.get(repo.pk, revision) if repo is not None else None
         if row is not None and row.snapshot is not None:
             return row.sha, row.snapshot
-        sha = row.sha if row is not None else self.pin(repo_id, revision)
+        known = self.store.revisions.find_commit(revision, repo.pk) if repo is not None and row is None else []
+        sha = row.sha if row is not None else known[0][1] if len(known) == 1 else self.pin(repo_id, revision)
         return sha, self.hub.snapshot(repo_id, sha)
 
     def analyse(self, repo_id: RepoId, old: Side | None, new: Side, *,
                 old_estimate: dict[str, Any] | None = None) -> Analysis:
         return self.processor.analyse(repo_id, old, new, old_estimate=old_estimate)
 
-    def config_and_headers(self, repo_id: RepoId, revision: str) -> tuple[Any, dict[str, Any]]:
-        """A repo's config.json and safetensors headers at a revision, for ``tracker estimate`` (no store needed)."""
-        sha = self.pin(repo_id, revision)
-        snapshot: Snapshot = self.hub.snapshot(repo_id, sha)
+    def config_and_headers(self, repo_id: RepoId, side: Side) -> tuple[Any, dict[str, Any]]:
+        """A repo's config.json and safetensors headers at a revision (its sha and file list, as
+        :meth:`snapshot_of` gives them), for ``tracker estimate``."""
+        sha, snapshot = side
         if snapshot.get("config.json") is None:
             raise HubUnavailable(f"{repo_id}@{sha[:12]} has no config.json")
         sources = self.processor.sources(repo_id, old=None, new=(sha, snapshot))

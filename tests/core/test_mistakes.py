@@ -123,6 +123,35 @@ def test_query_names_the_revision_and_tells_missing_from_unreachable(run, tiny):
         1, "error: not watched: acme/tiny-modl (add with `tracker watch add acme/tiny-modl`)\n")
 
 
+def test_estimate_resolves_a_short_sha_of_a_watched_repo_like_query(run, tiny, hub_standin):
+    assert run("watch", "add", REPO).exit_code == 0
+    assert run("poll").exit_code == 0  # the head is the baseline
+    third = hub_standin.commit(REPO, {"config.json": config_json(num_hidden_layers=12)}, message="deeper still")
+    assert run("poll").exit_code == 0
+    for sha in (tiny[1], third):
+        full = run("estimate", REPO, "--revision", sha, "--json")
+        short = run("estimate", REPO, "--revision", sha[:7], "--json")
+        assert (full.exit_code, short.exit_code, short.stderr) == (0, 0, "")
+        assert json.loads(short.stdout) == json.loads(full.stdout)
+    assert run("query", "--repo", REPO, "--revision", third[:7]).exit_code == 0
+    layers = [json.loads(run("estimate", REPO, "--revision", sha[:7], "--json").stdout) for sha in (tiny[1], third)]
+    assert layers[0] != layers[1]
+
+
+def test_estimate_of_a_revision_it_cannot_resolve_is_one_line_naming_it(run, tiny):
+    short = tiny[0][:7]
+    result = run("estimate", "acme/other-model", "--revision", short)  # not watched: the Hub takes full ids only
+    assert (result.exit_code, result.stdout, result.stderr) == (
+        1, "", f"error: --revision '{short}': no such revision of acme/other-model on the Hub (a short commit id "
+               "is resolved among the commits the tracker has read of a watched repo; give all 40 hex digits)\n")
+    result = run("estimate", REPO, "--revision", "nothex")
+    assert (result.exit_code, result.stderr) == (1, f"error: --revision 'nothex': no such revision of {REPO} on the Hub\n")
+    result = run("estimate", REPO, "--revision", tiny[0][:7], hub=DOWN)
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"error: --revision '{tiny[0][:7]}': could not ask the Hub (")
+    assert result.stderr.count("\n") == 1
+
+
 @pytest.mark.parametrize("command", ["run", "serve"])
 def test_a_port_out_of_range_is_bad_usage(run, command):
     result = run(command, "--port", "99999")

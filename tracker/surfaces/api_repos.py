@@ -442,7 +442,7 @@ def estimate(tracker: TrackerDep, slot: HubSlotDep, path: RepoPathDep,
 
     repo_id = path.repo_id()
     with slot():
-        config, headers = tracker.config_and_headers(repo_id, _revision(revision, "revision"))
+        config, headers = tracker.config_and_headers(repo_id, tracker.snapshot_of(repo_id, _revision(revision, "revision")))
     if not isinstance(config, dict):
         raise BadRequest(f"{repo_id}@{revision}: config.json does not hold a JSON object")
     result = run_estimate(config, seq_len=knobs.seq_len, lora_rank=knobs.lora_rank,

@@ -92,7 +92,8 @@ def naming(hub: HubReader, repo_id: RepoId, argument: str, value: str) -> Iterat
     try:
         yield
     except (RevisionGone, EntryGone) as exc:
-        raise ArgumentError(f"{argument} {value!r}: no such revision of {repo_id} on the Hub") from exc
+        raise ArgumentError(f"{argument} {value!r}: no such revision of {repo_id} on the Hub"
+                            + _short_sha_hint(value)) from exc
     except RevisionUnresolved as exc:
         if exc.temporary:
             raise ArgumentError(f"{argument} {value!r}: could not ask the Hub ({first_line(exc)})") from exc
@@ -102,9 +103,18 @@ def naming(hub: HubReader, repo_id: RepoId, argument: str, value: str) -> Iterat
     except RepoGone as exc:
         there = existence(hub, repo_id)
         if there.found:
-            raise ArgumentError(f"{argument} {value!r}: no such revision of {repo_id} on the Hub") from exc
+            raise ArgumentError(f"{argument} {value!r}: no such revision of {repo_id} on the Hub"
+                                + _short_sha_hint(value)) from exc
         if there.missing:
             raise ArgumentError(f"REPO {missing_message(repo_id, hub.endpoint, there.close)}") from exc
         raise ArgumentError(f"{argument} {value!r}: could not ask the Hub ({there.reason}); retry later") from exc
     except HubError as exc:
         raise ArgumentError(f"{argument} {value!r}: could not ask the Hub ({first_line(exc)}); retry later") from exc
+
+
+def _short_sha_hint(value: str) -> str:
+    """What to do about a short commit id the Hub does not take (it resolves only full ones)."""
+    if 4 <= len(value) < 40 and all(c in "0123456789abcdef" for c in value.lower()):
+        return (" (a short commit id is resolved among the commits the tracker has read of a watched repo; "
+                "give all 40 hex digits)")
+    return ""

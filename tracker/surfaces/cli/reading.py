@@ -218,7 +218,9 @@ def estimate(obj: Context, target: str, *, revision: str | None, seq_len: int | 
     else:
         repo = parse_repo_id(target)
         tracker = obj.tracker()
-        config, headers = tracker.config_and_headers(repo, revision or "main")
+        with naming(tracker.hub, repo, "--revision", revision or "main"):
+            side = tracker.snapshot_of(repo, revision or "main")
+        config, headers = tracker.config_and_headers(repo, side)
     if not isinstance(config, dict):
         raise click.BadParameter("config.json must hold a JSON object")
     result = run_estimate(config, seq_len=seq_len, lora_rank=lora_rank, checkpoint_headers=headers or None)
