@@ -28,7 +28,7 @@ from starlette.concurrency import run_in_threadpool
 from tracker.adapters.settings import Settings
 from tracker.app import Tracker, make_tracker
 from tracker.core.bounded import UntrustedInput, json_safe, loads_json
-from tracker.core.errors import NotFound, NotWatched, RevisionUnresolved
+from tracker.core.errors import NotFound, NotWatched, RevisionUnresolved, TrackerError
 from tracker.core.model import SHA_RE, validate_repo_id
 from tracker.pipeline.querying import LookupBudget
 from tracker.surfaces.api_bodies import BodyGate
@@ -273,6 +273,7 @@ class AppOptions(TypedDict, total=False):
     poll_soon: Callable[[str], None] | None
     scheduler_running: Callable[[], bool] | None
     bind_host: str | None
+    opened: Callable[[Tracker], None] | None
 
 
 def _api_state(tracker: Tracker, options: AppOptions) -> ApiState:
@@ -294,9 +295,16 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     if settings is None:
         yield
         return
-    tracker = await run_in_threadpool(make_tracker, settings)  # opening connects to the database
+    try:
+        tracker = await run_in_threadpool(make_tracker, settings)  # opening connects to the database
+    except TrackerError as exc:
+        app.state.startup_error = exc  # for the server's runner to report (tracker serve: one line, exit 1)
+        raise
     try:
         app.state.api = _api_state(tracker, app.state.options)
+        opened = app.state.options.get("opened")
+        if opened is not None:
+            opened(tracker)
         yield
     finally:
         app.state.api = None
@@ -313,14 +321,19 @@ def create_app(tracker: Tracker | Settings, **options: Unpack[AppOptions]) -> Fa
     is how the daemon tells ``/readyz`` its scheduler runs (None: no scheduler, as in ``tracker serve``).
     ``bind_host`` is the address the server listens on: the Hosts answered by default are it and
     localhost (see :func:`tracker.surfaces.api_repos.served_hosts`). ``page_size``: advisories per
-    page of ``/v1/query``.
+    page of ``/v1/query``. ``webhook_secret`` defaults to the settings' ``[hub] webhook_secret``
+    (None turns the hooks off). ``opened(tracker)`` is told the Tracker the lifespan opened (``tracker
+    serve`` logs its start line); a tracker error opening it is left in ``app.state.startup_error``.
     """
+    settings = tracker if isinstance(tracker, Settings) else tracker.settings
+    if "webhook_secret" not in options:
+        options = {**options, "webhook_secret": settings.hub_webhook_secret}
     # /docs is a static page (tracker/surfaces/web): Swagger UI would load its script from a CDN.
     app = FastAPI(title="upstream-tracker", version="1", docs_url=None, redoc_url=None, lifespan=_lifespan)
     app.state.options = options
     app.state.owned_settings = tracker if isinstance(tracker, Settings) else None
+    app.state.startup_error = None
     app.state.api = None if isinstance(tracker, Settings) else _api_state(tracker, options)
-    settings = tracker if isinstance(tracker, Settings) else tracker.settings
     app.include_router(feeds_router)
     app.include_router(pages_router)  # the pages: /, /repos/..., /advisories/{id} (tracker/surfaces/web/)
     install_site(app)  # HEAD, the favicon, /docs, HTML 404s for browsers

@@ -182,7 +182,7 @@ def _run(daemon: Daemon, stop: threading.Event, *, host: str, port: int, api: bo
 
             from tracker.surfaces.api import create_app
 
-            app = create_app(tracker, webhook_secret=tracker.settings.hub_webhook_secret, bind_host=host,
+            app = create_app(tracker, bind_host=host,
                              poll_soon=daemon.poll_soon, scheduler_running=lambda: daemon.scheduler.running)
             uvicorn.run(app, host=host, port=port, log_config=None, log_level=None)  # logging: tracker/surfaces/logs.py
         else:

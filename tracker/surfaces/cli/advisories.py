@@ -118,18 +118,18 @@ def export_osv(tracker: Tracker, directory: str) -> None:
 @fail_cleanly
 def serve(obj: Context, host: str | None, port: int | None) -> None:
     """Serve the HTTP API without polling (GET /readyz then checks the database only)."""
-    import uvicorn
-
     from tracker.surfaces.api import create_app
-    from tracker.surfaces.cli.listen import check_listen
+    from tracker.surfaces.cli.listen import check_listen, serve_app
     from tracker.surfaces.logs import start_line
 
     host, port = host or obj.settings.api_host, port or obj.settings.api_port
     check_listen(host, port)  # a busy port: one line and exit 1, before anything starts
-    tracker = obj.tracker()
-    app = create_app(tracker, webhook_secret=tracker.settings.hub_webhook_secret, bind_host=host)
-    logging.getLogger("tracker.serve").info("%s", start_line(tracker, api=(host, port), polling=False))
-    uvicorn.run(app, host=host, port=port, log_config=None, log_level=None)  # logging is ours (tracker/surfaces/logs.py)
+
+    def opened(tracker: Tracker) -> None:
+        logging.getLogger("tracker.serve").info("%s", start_line(tracker, api=(host, port), polling=False))
+
+    # The app's lifespan opens the Tracker when the server starts and closes it when it stops.
+    serve_app(create_app(obj.settings, bind_host=host, opened=opened), host, port)
 
 
 @main.command()
