@@ -16,7 +16,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Select, Text, and_, cast, func, insert, or_, select, update
+from sqlalchemy import Connection, Select, Text, and_, cast, func, insert, select, union, update
 
 from tracker.adapters.store import index as reach_index
 from tracker.adapters.store.db import Database
@@ -209,11 +209,15 @@ class AdvisoryStore:
     def of_revision(self, repo_pk: int, sha: str) -> list[AdvisoryRow]:
         """What processing a revision compares with: its own advisories, and the repo's open risks and
         inherited advisories (records as stored). Never the whole history of update advisories."""
+        # Two index look-ups, (repo, revision) and (repo, kind, withdrawn): one condition with OR
+        # between them would read every advisory of the repo.
+        own = select(advisories.c.id).where(advisories.c.repo_pk == repo_pk, advisories.c.revision_sha == sha)
+        open_ = select(advisories.c.id).where(
+            advisories.c.repo_pk == repo_pk,
+            advisories.c.kind.in_([AdvisoryKind.RISK.value, AdvisoryKind.INHERITED.value]),
+            advisories.c.withdrawn.is_(False), advisories.c.fixed_sha.is_(None))
         with self.db.transaction() as conn:
-            query = _with_repo().where(advisories.c.repo_pk == repo_pk, or_(
-                advisories.c.revision_sha == sha,
-                and_(advisories.c.kind.in_([AdvisoryKind.RISK.value, AdvisoryKind.INHERITED.value]),
-                     advisories.c.withdrawn.is_(False), advisories.c.fixed_sha.is_(None))))
+            query = _with_repo().where(advisories.c.id.in_(union(own, open_)))
             return [advisory_row(r) for r in conn.execute(query.order_by(advisories.c.published, advisories.c.id))]
 
     def ids_of_kind(self, repo_pk: int, kind: str) -> frozenset[str]:
