@@ -118,11 +118,11 @@ class AdvisoryStore:
                 announced.append(event)
             changed_any = changed_any or old != record
         if announced:
-            # Subscribers get the record as served: its versions computed now, in this transaction.
-            served = {r.id: r.record for r in self._served(conn, conn.execute(_with_repo().where(
-                advisories.c.id.in_([e.advisory_id for e in announced]))).all())}
-            self.outbox.enqueue(conn, [replace(e, record=served.get(e.advisory_id, e.record)) for e in announced],
-                                now=now)
+            # Subscribers get the record as served: its versions computed now, in this transaction (and
+            # only for an advisory some subscription hears of).
+            self.outbox.enqueue(conn, announced, now=now, serve=lambda ids: {
+                r.id: r.record for r in self._served(conn, conn.execute(_with_repo().where(
+                    advisories.c.id.in_(list(ids)))).all())})
         return changed_any
 
     @staticmethod

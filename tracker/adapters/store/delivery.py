@@ -12,7 +12,7 @@ again, and hidden from ``repr``. The database is therefore a credential store; s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -106,22 +106,29 @@ class OutboxStore:
 
     # -- the outbox -------------------------------------------------------------------------
 
-    def enqueue(self, conn: Connection, events: Sequence[AdvisoryEvent], *, now: datetime) -> None:
-        """One outbox row per (matching subscription, event), on ``conn``: the advisory's own transaction."""
+    def enqueue(self, conn: Connection, events: Sequence[AdvisoryEvent], *, now: datetime,
+                serve: Callable[[Sequence[str]], Mapping[str, dict[str, Any]]] | None = None) -> None:
+        """One outbox row per (matching subscription, event), on ``conn``: the advisory's own transaction.
+
+        ``serve(ids)``: the records as served of the advisories some subscription hears of, in
+        place of the events' own (called only when there is one: no subscriber, nothing computed).
+        """
         if not events:
             return
         subs = conn.execute(select(subscriptions.c.id, subscriptions.c.target, subscriptions.c.min_severity,
                                    subscriptions.c.categories).order_by(subscriptions.c.id)).all()
-        rows = [
-            {"subscription_id": sub.id, "webhook_id": webhook_id(sub.id, event), "event_type": event.type.value,
-             "advisory_id": event.advisory_id, "repo_id": event.repo_id, "severity": event.severity,
-             "record": dict(event.record), "state": "pending", "attempts": 0, "next_attempt_at": now,
-             "created_at": now}
-            for event in events for sub in subs
-            if wants(sub.target, sub.min_severity, sub.categories or (), event)
-        ]
-        if not rows:
+        pairs = [(event, sub.id) for event in events for sub in subs
+                 if wants(sub.target, sub.min_severity, sub.categories or (), event)]
+        if not pairs:
             return
+        served = serve(sorted({e.advisory_id for e, _ in pairs})) if serve is not None else {}
+        rows = [
+            {"subscription_id": sub_id, "webhook_id": webhook_id(sub_id, event), "event_type": event.type.value,
+             "advisory_id": event.advisory_id, "repo_id": event.repo_id, "severity": event.severity,
+             "record": dict(served.get(event.advisory_id, event.record)), "state": "pending", "attempts": 0,
+             "next_attempt_at": now, "created_at": now}
+            for event, sub_id in pairs
+        ]
         dialect = conn.dialect.name
         if dialect in ("sqlite", "postgresql"):
             stmt = (sqlite_insert if dialect == "sqlite" else pg_insert)(deliveries)
