@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from pathlib import Path
 
 # Before anything imports huggingface_hub: no telemetry, no Xet, a private cache, and an
 # endpoint that refuses connections so that a test forgetting the stand-in fails loudly.
@@ -21,6 +22,39 @@ import pytest
 from tests.postgres import fresh_database, postgres_server
 
 pytest_plugins = ["hubstandin.pytest_plugin", "hubstandin.osv_pytest_plugin"]
+
+
+# The longest test files, longest first, as `--durations` measured them. `--dist loadfile` hands out
+# whole files in collection order (with `--no-loadscope-reorder`, in pyproject.toml), so these start
+# first and the run does not end waiting on one long file that began last. A file not named here
+# keeps its place after them; a name that no longer exists fails the run (see the hook below).
+LONGEST_FIRST = (
+    "delivery/test_end_to_end.py",
+    "core/test_crash_report.py",
+    "hostile/test_orchestration.py",
+    "scale/test_change_listing.py",
+    "delivery/test_feeds.py",
+    "ops/test_readme_commands.py",
+    "hostile/test_content_estimate.py",
+    "scale/test_replicas.py",
+    "ops/test_daemon_log.py",
+    "scale/test_cycle.py",
+    "core/test_edges.py",
+    "hostile/test_api_memory.py",
+    "scale/test_listing_faults.py",
+    "hostile/test_scan_tree.py",
+    "ops/test_metrics_fleet.py",
+    "hostile/test_delivery_receivers.py",
+)
+TESTS = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(config, items):
+    missing = [name for name in LONGEST_FIRST if not (TESTS / name).is_file()]
+    if missing:
+        raise pytest.UsageError(f"tests/conftest.py LONGEST_FIRST names files that do not exist: {missing}")
+    rank = {str(TESTS / name): i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(str(item.path), len(rank)))  # stable: a file's tests keep their order
 
 
 # The chat template analysis keeps one warm sandbox worker for the process's life (closed at exit).
