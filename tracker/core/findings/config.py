@@ -25,7 +25,7 @@ from typing import Any
 
 from tracker.core.bounded import NestedTooDeep, TooManyItems, UntrustedInput, loads_json
 from tracker.core.findings.rules import SeverityRules
-from tracker.core.model import Finding, RevisionChange, RevisionSources
+from tracker.core.model import Finding, RevisionChange, RevisionSources, Snapshot
 
 CATEGORY = "config"
 PATH = "config.json"
@@ -79,6 +79,40 @@ def load_json_object(data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> dict
         raise JsonProblem(f"invalid JSON: {exc}") from None
     if not isinstance(value, dict):
         raise JsonProblem(f"expected a JSON object, found {_json_type(value)}")
+    return value
+
+
+class Unreadable(Exception):
+    """A side file (a pipeline's or a module's config) that is there but cannot be used; shown to users."""
+
+
+def read_side_json(sources: RevisionSources, snapshot: Snapshot, side: str, path: str, *, max_bytes: int,
+                   array: bool = False) -> Any:
+    """A bounded JSON object (or ``array``) of one side; None when absent; Unreadable when present but unusable.
+
+    The size is checked against the tree listing before a byte is fetched.
+    """
+    entry = snapshot.get(path)
+    if entry is None:
+        return None
+    if entry.size > max_bytes:
+        raise Unreadable(f"{path}: {entry.size:,} bytes, over the {max_bytes:,}-byte limit; not read")
+    data = sources.text(side, path)
+    if data is None:
+        return None
+    try:
+        return _json_array(data) if array else load_json_object(data, max_bytes=max_bytes)
+    except JsonProblem as exc:
+        raise Unreadable(f"{path} cannot be parsed: {exc}") from None
+
+
+def _json_array(data: bytes) -> list[Any]:
+    try:
+        value = loads_json(data)
+    except ValueError as exc:
+        raise JsonProblem(" ".join(str(exc).split())[:300]) from None
+    if not isinstance(value, list):
+        raise JsonProblem("expected a JSON array")
     return value
 
 

@@ -33,13 +33,13 @@ from tracker.core.estimate.checkpoint import ImplausibleHeader
 from tracker.core.estimate.pipeline import component_bytes, fmt_bytes
 from tracker.core.findings import sentencepiece, slow_tokenizer, tokenizer
 from tracker.core.findings.config import (
-    JsonProblem,
+    Unreadable,
     change_summary,
     diff_configs,
     file_changed,
     flat_diff,
     json_value,
-    load_json_object,
+    read_side_json,
 )
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.model import Finding, RevisionChange, RevisionSources, Snapshot
@@ -58,23 +58,9 @@ VAE_KEYS = {"scaling_factor", "shift_factor", "latent_channels", "block_out_chan
 TEXT_ENCODERS = ("text_encoder", "text_encoder_2", "text_encoder_3")
 
 
-class Unreadable(Exception):
-    pass
-
-
 def _load(sources: RevisionSources, snapshot: Snapshot, side: str, path: str) -> dict[str, Any] | None:
-    entry = snapshot.get(path)
-    if entry is None:
-        return None
-    if entry.size > MAX_BYTES:
-        raise Unreadable(f"{path}: {entry.size:,} bytes, over the {MAX_BYTES:,}-byte limit; not read")
-    data = sources.text(side, path)
-    if data is None:
-        return None
-    try:
-        return load_json_object(data, max_bytes=MAX_BYTES)
-    except JsonProblem as exc:
-        raise Unreadable(f"{path} cannot be parsed: {exc}") from None
+    loaded: dict[str, Any] | None = read_side_json(sources, snapshot, side, path, max_bytes=MAX_BYTES)
+    return loaded
 
 
 def components(index: dict[str, Any]) -> dict[str, str]:

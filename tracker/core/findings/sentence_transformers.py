@@ -20,7 +20,7 @@ import posixpath
 from dataclasses import dataclass
 from typing import Any
 
-from tracker.core.findings.config import JsonProblem, change_summary, fmt_value, load_json_object
+from tracker.core.findings.config import Unreadable, change_summary, fmt_value, read_side_json
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.model import Finding, RevisionChange, RevisionSources, Snapshot
 
@@ -37,10 +37,6 @@ POOLING_MODES = {  # config key -> the mode's name in sentence-transformers
 }
 
 
-class Unreadable(Exception):
-    """A sentence-transformers file that cannot be used; the message is shown to users."""
-
-
 @dataclass(frozen=True)
 class Module:
     name: str
@@ -54,31 +50,7 @@ class Module:
 
 
 def _json(sources: RevisionSources, snapshot: Snapshot, side: str, path: str, *, array: bool = False) -> Any:
-    """A bounded JSON object (or ``array``) of one side; None when absent; Unreadable when present but unusable."""
-    entry = snapshot.get(path)
-    if entry is None:
-        return None
-    if entry.size > MAX_BYTES:
-        raise Unreadable(f"{path}: {entry.size:,} bytes, over the {MAX_BYTES:,}-byte limit; not read")
-    data = sources.text(side, path)
-    if data is None:
-        return None
-    try:
-        return _list(data) if array else load_json_object(data, max_bytes=MAX_BYTES)
-    except JsonProblem as exc:
-        raise Unreadable(f"{path} cannot be parsed: {exc}") from None
-
-
-def _list(data: bytes) -> list[Any]:
-    from tracker.core.bounded import loads_json
-
-    try:
-        value = loads_json(data)
-    except ValueError as exc:
-        raise JsonProblem(" ".join(str(exc).split())[:300]) from None
-    if not isinstance(value, list):
-        raise JsonProblem("expected a JSON array")
-    return value
+    return read_side_json(sources, snapshot, side, path, max_bytes=MAX_BYTES, array=array)
 
 
 def _safe_folder(path: Any) -> str:
