@@ -22,7 +22,7 @@ from tracker.adapters.delivery import TargetGuard, new_secret, parse_categories,
 from tracker.adapters.store.tokens import TokenRow, validate_name
 from tracker.core.errors import ConfigError, NotFound
 from tracker.core.model import RepoId, RepoRow
-from tracker.pipeline.watchrules import DEFAULT_MAX, RuleRow, RuleStore, parse_rule
+from tracker.core.watchrules import DEFAULT_MAX, RuleRow, parse_rule
 
 if TYPE_CHECKING:
     from tracker.adapters.store.delivery import SubscriptionRow
@@ -63,12 +63,12 @@ def add_rule(tracker: Tracker, text: str, *, max_repos: int | None = None) -> tu
     Returns the rule and whether it is new (else the same terms' cap was updated).
     """
     rule = parse_rule(text)
-    return RuleStore(tracker.store).add(rule, max_repos=max_repos or DEFAULT_MAX, now=tracker.clock())
+    return tracker.store.rules.add(rule, max_repos=max_repos or DEFAULT_MAX, now=tracker.clock())
 
 
 def remove_rule(tracker: Tracker, rule_id: int) -> list[RepoId]:
     """Remove a watch rule and the repos it watches (returned). Raises NotFound when there is no such rule."""
-    removed = RuleStore(tracker.store).remove(rule_id)
+    removed = tracker.store.rules.remove(rule_id)
     if removed is None:
         raise NotFound(f"no watch rule {rule_id}")
     return removed

@@ -12,7 +12,7 @@ from tracker.adapters.hub import HubClient
 from tracker.adapters.settings import Settings
 from tracker.app import make_tracker
 from tracker.core.errors import ConfigError
-from tracker.pipeline.watchrules import RuleStore, WatchRule, parse_rule
+from tracker.core.watchrules import WatchRule, parse_rule
 from tracker.surfaces.api import create_app
 
 RULE = "library=sentence-transformers downloads>=10000"
@@ -60,7 +60,7 @@ def test_a_rule_watches_its_matches_follows_new_ones_and_drops_old_ones_after_th
         hub_standin, tmp_path, catalogue):
     clock = Clock()
     tracker = tracker_for(hub_standin, tmp_path, clock)
-    rule, created = RuleStore(tracker.store).add(parse_rule(RULE), max_repos=1000, now=clock())
+    rule, created = tracker.store.rules.add(parse_rule(RULE), max_repos=1000, now=clock())
     assert created and rule.text == RULE
 
     results = tracker.poll()
@@ -90,14 +90,14 @@ def test_a_rule_watches_its_matches_follows_new_ones_and_drops_old_ones_after_th
 def test_a_rule_never_holds_more_than_its_cap_and_says_so(hub_standin, tmp_path, catalogue, caplog):
     clock = Clock()
     tracker = tracker_for(hub_standin, tmp_path, clock)
-    rule, _ = RuleStore(tracker.store).add(parse_rule(RULE), max_repos=20, now=clock())
+    rule, _ = tracker.store.rules.add(parse_rule(RULE), max_repos=20, now=clock())
     tracker.poll()
     by_downloads = sorted(catalogue, key=lambda r: -int(r.rsplit("-", 1)[1]))  # downloads grow with the number
     assert watched_by(tracker, rule.id) == sorted(by_downloads[:20])
     assert [r.message for r in caplog.records if r.name.startswith("tracker") and "cap" in r.message] == [
         f"watch rule {rule.id} ({RULE}) matches more than its cap of 20 repos: watching the first 20 "
         f"(raise it with `tracker watch add --rule '{RULE}' --max N`)"]
-    assert RuleStore(tracker.store).get(rule.id).capped is True
+    assert tracker.store.rules.get(rule.id).capped is True
 
     hub_standin.create_repo("newcomer/encoder")
     hub_standin.commit("newcomer/encoder", {"config.json": config_json()})
@@ -118,7 +118,7 @@ def test_a_rule_never_holds_more_than_its_cap_and_says_so(hub_standin, tmp_path,
 def test_a_rule_is_listed_with_the_hubs_own_filters(hub_standin, tmp_path, catalogue):
     clock = Clock()
     tracker = tracker_for(hub_standin, tmp_path, clock)
-    RuleStore(tracker.store).add(parse_rule(RULE), max_repos=1000, now=clock())
+    tracker.store.rules.add(parse_rule(RULE), max_repos=1000, now=clock())
     hub_standin.clear_log()
     tracker.poll()
     listings = [r for r in hub_standin.requests if r.path == "/api/models" and "filter=" in r.query]

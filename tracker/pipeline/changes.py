@@ -36,14 +36,9 @@ import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import and_, insert, select, update
-
 from tracker.adapters.hub import ChangeListing
-from tracker.adapters.store import SqlStore
-from tracker.adapters.store.tables import hub_listing, repos
 from tracker.core.errors import HubRateLimited, TrackerError, first_line
-from tracker.core.model import RepoState
-from tracker.pipeline.ports import HubReader
+from tracker.pipeline.ports import HubReader, Store
 
 log = logging.getLogger("tracker.changes")  # the name operators filter logs by, not the module path
 
@@ -99,9 +94,9 @@ class WalkReport:
 
 
 class ChangeFeed:
-    """Walks the Hub-wide change listing and keeps its watermarks in the database."""
+    """Walks the Hub-wide change listing and keeps its watermarks in the database (``store.listing``)."""
 
-    def __init__(self, store: SqlStore, hub: HubReader, *, overlap: float = OVERLAP_SECONDS,
+    def __init__(self, store: Store, hub: HubReader, *, overlap: float = OVERLAP_SECONDS,
                  max_pages: int = MAX_WALK_PAGES) -> None:
         self.store = store
         self.hub = hub
@@ -113,25 +108,21 @@ class ChangeFeed:
     # -- the state row ------------------------------------------------------------------------
 
     def load(self) -> ListingState:
-        with self.store.db.transaction() as conn:
-            row = conn.execute(select(hub_listing).where(hub_listing.c.id == 1)).first()
+        row = self.store.listing.read()
         if row is None:
             return ListingState()
         marks = []
-        for item in row.marks if isinstance(row.marks, list) else []:
-            top, at = _parse(item.get("top")) if isinstance(item, dict) else None, None
+        for item in row.marks:
+            top = _parse(item.get("top")) if isinstance(item, dict) else None
             at = _parse(item.get("at")) if isinstance(item, dict) else None
             if top is not None and at is not None:
                 marks.append(Mark(top=top, at=at))
-        return ListingState(epoch=int(row.epoch), marks=marks[-2:], rate=float(row.rate),
-                            page_size=int(row.page_size) or DEFAULT_PAGE_SIZE)
+        return ListingState(epoch=row.epoch, marks=marks[-2:], rate=row.rate,
+                            page_size=row.page_size or DEFAULT_PAGE_SIZE)
 
     def _save(self, state: ListingState, now: datetime) -> None:
-        values = {"epoch": state.epoch, "marks": [{"top": _iso(m.top), "at": _iso(m.at)} for m in state.marks[-2:]],
-                  "rate": state.rate, "page_size": state.page_size, "updated_at": now}
-        with self.store.db.transaction() as conn:
-            if conn.execute(update(hub_listing).where(hub_listing.c.id == 1).values(**values)).rowcount == 0:
-                conn.execute(insert(hub_listing).values(id=1, **values))
+        self.store.listing.write(epoch=state.epoch, marks=[{"top": _iso(m.top), "at": _iso(m.at)} for m in state.marks[-2:]],
+                                 rate=state.rate, page_size=state.page_size, now=now)
 
     def break_chain(self, reason: str, now: datetime) -> None:
         """Start a new chain: every watched repo is checked on its own once before walks vouch for it again."""
@@ -234,21 +225,9 @@ class ChangeFeed:
         if not listing.models:
             return 0
         listed = {m.repo_id.lower(): m.sha for m in listing.models}
-        moved: list[tuple[int, str, str | None]] = []
-        with self.store.db.transaction() as conn:
-            rows = conn.execute(select(repos.c.id, repos.c.repo_id, repos.c.last_seen_sha).where(and_(
-                repos.c.branch == "main", repos.c.state == RepoState.ACTIVE.value,
-                repos.c.last_seen_sha.is_not(None), repos.c.renamed_to.is_(None))))
-            for pk, repo_id, last_seen in rows:
-                key = repo_id.lower()
-                if key in listed and listed[key] != last_seen:
-                    moved.append((pk, key, listed[key]))
-            for i in range(0, len(moved), 500):
-                ids = [pk for pk, _k, _s in moved[i:i + 500]]
-                conn.execute(update(repos).where(repos.c.id.in_(ids)).values(
-                    poll_requests=repos.c.poll_requests + 1, next_poll_at=now))
+        moved = self.store.listing.request_moved(listed, now=now)
         with self._lock:
-            self._moved.update({key: sha for _pk, key, sha in moved})
+            self._moved.update({m.key: m.sha for m in moved})
         return len(moved)
 
     def listed_move(self, repo_id: str) -> tuple[bool, str | None]:

@@ -45,7 +45,6 @@ from tracker.adapters.settings import parse_interval
 from tracker.app import Tracker
 from tracker.core.errors import ConfigError, TrackerError, first_line
 from tracker.core.model import RepoId, RevisionRow, validate_repo_id
-from tracker.pipeline.watchrules import RuleStore
 from tracker.surfaces.api_deps import (
     HubSlotDep,
     OnDemandGate,
@@ -379,7 +378,7 @@ def list_repos(store: StoreDep) -> ReposOut:
 @repos_router.get("/v1/rules", response_model=RulesOut, responses={503: ERRORS[503]})
 def list_rules(store: StoreDep) -> RulesOut:
     """The watch rules (``tracker watch add --rule``), with the repos each one watches."""
-    rules = RuleStore(store)
+    rules = store.rules
     return RulesOut(rules=[
         RuleOut(id=r.id, rule=r.text, max=r.max_repos, grace_seconds=r.grace_seconds, created_at=r.created_at,
                 evaluated_at=r.evaluated_at, matched=r.matched, capped=r.capped, last_error=r.last_error,

@@ -7,6 +7,8 @@ Each domain has one obvious place (SQLite or PostgreSQL alike):
 - ``advisories``: advisories and the reach index (``advisories.py``, ``index.py``);
 - ``outbox``: subscriptions and deliveries (``delivery.py``);
 - ``schedule``: the poll schedule and every lease (``schedule.py``);
+- ``rules``: watch rules and the repos they added (``rules.py``); ``listing``: the Hub-wide change
+  listing's watermarks (``listing.py``);
 - ``tokens``: API tokens (``tokens.py``);
 - ``health`` and ``pages``: aggregate reads for status and the web pages (``health.py``, ``pages.py``).
 
@@ -21,9 +23,11 @@ from tracker.adapters.store.advisories import AdvisoryStore
 from tracker.adapters.store.db import Database, open_database
 from tracker.adapters.store.delivery import OutboxStore
 from tracker.adapters.store.health import HealthReads
+from tracker.adapters.store.listing import ListingStore
 from tracker.adapters.store.pages import PageReads
 from tracker.adapters.store.repos import EventStore, RepoStore
 from tracker.adapters.store.revisions import BlobStore, RevisionStore
+from tracker.adapters.store.rules import RuleStore
 from tracker.adapters.store.schedule import ScheduleStore
 from tracker.adapters.store.tokens import TokenStore
 
@@ -40,6 +44,8 @@ class SqlStore:
         self.revisions = RevisionStore(db, self.advisories)
         self.blobs = BlobStore(db)
         self.schedule = ScheduleStore(db)
+        self.rules = RuleStore(db)
+        self.listing = ListingStore(db)
         self.tokens = TokenStore(db)
         self.health = HealthReads(db)
         self.pages = PageReads(db)

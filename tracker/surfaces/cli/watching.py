@@ -168,11 +168,9 @@ def _watch_bases(tracker: Tracker, repo_ids: list[RepoId], *, branch: str, every
 @pass_tracker
 def watch_list(tracker: Tracker, as_json: bool) -> None:
     """List watched repos."""
-    from tracker.pipeline.watchrules import RuleStore
-
     tracker.sync_config_watches()
     rows = tracker.store.repos.all()
-    rules = RuleStore(tracker.store).all()
+    rules = tracker.store.rules.all()
     if as_json:
         emit_json([
             {

@@ -1,0 +1,77 @@
+"""The Hub-wide change listing's state (the one ``hub_listing`` row) and the polls a walk asks for.
+
+What a walk means, its watermarks and chains, is :mod:`tracker.pipeline.changes`; this module only
+reads and writes the row and makes the watched repos a walk saw move due.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, insert, select, update
+
+from tracker.adapters.store.db import Database
+from tracker.adapters.store.tables import hub_listing, repos
+from tracker.core.model import RepoState
+
+
+@dataclass(frozen=True)
+class ListingRow:
+    """The ``hub_listing`` row as stored (``marks`` as JSON: the caller checks each item)."""
+
+    epoch: int
+    marks: list[Any]
+    rate: float
+    page_size: int
+
+
+@dataclass(frozen=True)
+class Moved:
+    """A watched repo a walk saw move: made due now."""
+
+    pk: int
+    key: str  # its id in lower case
+    sha: str | None  # the head the listing named
+
+
+class ListingStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def read(self) -> ListingRow | None:
+        with self.db.transaction() as conn:
+            row = conn.execute(select(hub_listing).where(hub_listing.c.id == 1)).first()
+        if row is None:
+            return None
+        return ListingRow(epoch=int(row.epoch), marks=row.marks if isinstance(row.marks, list) else [],
+                          rate=float(row.rate), page_size=int(row.page_size))
+
+    def write(self, *, epoch: int, marks: list[dict[str, str]], rate: float, page_size: int, now: datetime) -> None:
+        values = {"epoch": epoch, "marks": marks, "rate": rate, "page_size": page_size, "updated_at": now}
+        with self.db.transaction() as conn:
+            if conn.execute(update(hub_listing).where(hub_listing.c.id == 1).values(**values)).rowcount == 0:
+                conn.execute(insert(hub_listing).values(id=1, **values))
+
+    def request_moved(self, listed: Mapping[str, str | None], *, now: datetime) -> list[Moved]:
+        """Make due now every active watched repo on ``main`` whose head ``listed`` (lower-case id -> head)
+        names other than the last one read (as a webhook does: ``poll_requests`` + 1); those repos."""
+        moved: list[Moved] = []
+        with self.db.transaction() as conn:
+            rows = conn.execute(select(repos.c.id, repos.c.repo_id, repos.c.last_seen_sha).where(and_(
+                repos.c.branch == "main", repos.c.state == RepoState.ACTIVE.value,
+                repos.c.last_seen_sha.is_not(None), repos.c.renamed_to.is_(None))))
+            for pk, repo_id, last_seen in rows:
+                key = repo_id.lower()
+                if key in listed and listed[key] != last_seen:
+                    moved.append(Moved(pk=pk, key=key, sha=listed[key]))
+            for i in range(0, len(moved), 500):
+                ids = [m.pk for m in moved[i:i + 500]]
+                conn.execute(update(repos).where(repos.c.id.in_(ids)).values(
+                    poll_requests=repos.c.poll_requests + 1, next_poll_at=now))
+        return moved
+
+
+__all__ = ["ListingRow", "ListingStore", "Moved"]
