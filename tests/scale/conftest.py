@@ -44,7 +44,8 @@ def build(hub_standin, sleeps) -> Iterator[Callable[..., tuple[Tracker, Cycle]]]
                         max_wait=settings.hub_max_wait, request_deadline=settings.hub_request_deadline,
                         sleep=sleeps, on_request=budget.spend, on_rate_limited=budget.exhausted)
         tracker = make_tracker(settings, hub=hub, auto_upgrade=True)
-        cycle = Cycle(settings, tracker.store, hub, tracker.poller, clock=tracker.clock, budget=budget, workers=2)
+        cycle = Cycle(settings, tracker.store, hub, tracker.poller, clock=tracker.clock, budget=budget,
+                      queue=tracker.queue, workers=2)
         cycles.append(cycle)
         return tracker, cycle
 

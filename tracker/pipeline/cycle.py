@@ -37,13 +37,12 @@ from datetime import datetime, timedelta
 from tracker.adapters import metrics
 from tracker.adapters.hub.budget import WINDOW_SECONDS, HubBudget
 from tracker.adapters.settings import Settings, clamp_interval
-from tracker.adapters.store import SqlStore
 from tracker.adapters.store.schedule import DueRepo, ScheduleStore
 from tracker.core.errors import HubRateLimited, NotWatched, TrackerError, first_line
 from tracker.core.model import PollOutcome, RepoRow
 from tracker.pipeline.changes import ChangeFeed, ListingState
 from tracker.pipeline.polling import LEASE_MARGIN_SECONDS, Poller, PollResult, dead_here
-from tracker.pipeline.ports import Clock, HubReader
+from tracker.pipeline.ports import Clock, HubReader, Store
 from tracker.pipeline.watchrules import RuleKeeper
 
 log = logging.getLogger("tracker.cycle")  # the name operators filter logs by, not the module path
@@ -74,8 +73,8 @@ class Cycle:
     """Claims due repos and checks them: by owner listings where cheaper, else by polling each."""
 
     # Keyword-only past the four collaborators: the composition root hands each part by name, tests their seams.
-    def __init__(self, settings: Settings, store: SqlStore, hub: HubReader, poller: Poller, *,  # noqa: PLR0913
-                 clock: Clock, budget: HubBudget, queue: ScheduleStore | None = None, workers: int | None = None,
+    def __init__(self, settings: Settings, store: Store, hub: HubReader, poller: Poller, *,  # noqa: PLR0913
+                 clock: Clock, budget: HubBudget, queue: ScheduleStore, workers: int | None = None,
                  on_result: Callable[[PollResult], None] | None = None,
                  rng: Callable[[], float] = random.random, batch: int = 1000) -> None:
         """``budget`` is the one the Hub client spends (make_tracker hands it to both), so claims stop
@@ -85,7 +84,7 @@ class Cycle:
         self.hub = hub
         self.poller = poller
         self.clock = clock
-        self.queue = queue or store.schedule
+        self.queue = queue
         self.budget = budget
         self.workers = workers or settings.poll_workers
         self.on_result = on_result or (lambda _result: None)

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from tracker.adapters.store import SqlStore
 from tracker.core.advisory import inherited_id
 from tracker.core.bounded import json_object
 from tracker.core.errors import EntryGone
@@ -114,7 +113,7 @@ def read_card(hub: HubReader, repo_id: RepoId, branch: str = "main") -> Declared
     return declared_base(readme, repo_id)
 
 
-def watch_base_chain(store: SqlStore, hub: HubReader, repo_id: RepoId, *, branch: str = "main",
+def watch_base_chain(store: Store, hub: HubReader, repo_id: RepoId, *, branch: str = "main",
                      every: float | None = None, now: datetime, max_depth: int = MAX_DEPTH) -> Chain:
     """Watch the bases above a watched repo, reading each card at its head, and record each relation.
 

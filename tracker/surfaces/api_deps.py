@@ -19,11 +19,11 @@ from fastapi import Depends, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.datastructures import State
 
-from tracker.adapters.store import SqlStore
 from tracker.adapters.store.pages import PageReads
 from tracker.adapters.store.tokens import TokenStore
 from tracker.app import Tracker
 from tracker.core.findings.rules import SeverityRules
+from tracker.pipeline.ports import Store
 from tracker.surfaces.api_errors import Busy, Unauthorized
 
 HubSlot = Callable[[], AbstractContextManager[None]]
@@ -103,7 +103,7 @@ async def _tracker(state: StateDep) -> Tracker:
     return state.tracker
 
 
-async def _store(state: StateDep) -> SqlStore:
+async def _store(state: StateDep) -> Store:
     return state.tracker.store
 
 
@@ -127,7 +127,7 @@ async def _hub_slot(request: Request, state: StateDep) -> HubSlot:
 
 
 TrackerDep = Annotated[Tracker, Depends(_tracker)]
-StoreDep = Annotated[SqlStore, Depends(_store)]
+StoreDep = Annotated[Store, Depends(_store)]
 PagesDep = Annotated[PageReads, Depends(_pages)]
 RulesDep = Annotated[SeverityRules, Depends(_finding_rules)]
 HubSlotDep = Annotated[HubSlot, Depends(_hub_slot)]

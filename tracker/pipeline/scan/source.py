@@ -32,9 +32,9 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from tracker.adapters.settings import Settings
-from tracker.adapters.store import SqlStore
 from tracker.core.errors import TrackerError, first_line
 from tracker.core.model import RepoId, Severity, Snapshot
+from tracker.pipeline.ports import Store
 from tracker.pipeline.scan.advice import Open, suggest
 from tracker.pipeline.scan.card import model_facts
 from tracker.pipeline.scan.model import AdvisoryHit, ModelFacts, PinStatus
@@ -96,7 +96,7 @@ class TrackerLike(Protocol):
     """The slice of ``tracker.app.Tracker`` the scan uses."""
 
     @property
-    def store(self) -> SqlStore: ...
+    def store(self) -> Store: ...
     @property
     def hub(self) -> Any: ...  # handed on to the scratch trackers, never called here
 

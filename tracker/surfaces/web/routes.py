@@ -30,7 +30,6 @@ from markupsafe import Markup
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tracker.adapters.store import SqlStore
 from tracker.adapters.store.pages import PageReads
 from tracker.core.advisory.ids import ID_RE
 from tracker.core.bounded import json_safe
@@ -38,6 +37,7 @@ from tracker.core.errors import RevisionUnresolved, StoreError
 from tracker.core.escaping import escape_controls
 from tracker.core.findings.rules import SeverityRules, severity_policy
 from tracker.core.model import RepoId, validate_repo_id
+from tracker.pipeline.ports import Store
 from tracker.surfaces.api_deps import PagesDep, RulesDep, StoreDep
 from tracker.surfaces.web import charts
 from tracker.surfaces.web.views import (
@@ -208,7 +208,7 @@ def repo_page(reads: PagesDep, owner: str, name: str, page: str = "1") -> HTMLRe
     return _guard(lambda: _repo_page(reads, owner, name, page))
 
 
-def _revision_page(reads: PageReads, store: SqlStore, owner: str, name: str, sha: str) -> HTMLResponse:
+def _revision_page(reads: PageReads, store: Store, owner: str, name: str, sha: str) -> HTMLResponse:
     repo_id = _repo_id(owner, name)
     if not SHA_PREFIX_RE.match(sha):
         raise _NotFound(f"{sha[:80]!r} is not a revision: give 7 to 40 hex digits of a commit sha.")
@@ -238,7 +238,7 @@ def revision_page(reads: PagesDep, store: StoreDep, owner: str, name: str, sha: 
     return _guard(lambda: _revision_page(reads, store, owner, name, sha))
 
 
-def _advisory_row(store: SqlStore, vuln_id: str) -> Any:
+def _advisory_row(store: Store, vuln_id: str) -> Any:
     if not ID_RE.match(vuln_id):
         raise _NotFound(f"{vuln_id[:80]!r} is not an advisory id here (they look like x_HFUT-xxxx-xxxx-xxxx).")
     row = store.advisories.get(vuln_id)
@@ -317,7 +317,7 @@ def finding_page(rules: RulesDep, code: str) -> HTMLResponse:
     return _guard(lambda: _finding_page(rules, code))
 
 
-def _advisory_page(store: SqlStore, vuln_id: str) -> HTMLResponse:
+def _advisory_page(store: Store, vuln_id: str) -> HTMLResponse:
     row = _advisory_row(store, vuln_id)
     record = row.record
     details = markdown().render(str(record.get("details") or ""))
