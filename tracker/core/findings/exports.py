@@ -110,13 +110,17 @@ def _openvino_findings(path: str, change: RevisionChange, sources: RevisionSourc
             return [rules.finding("exports.openvino_malformed", CATEGORY,
                                   f"{path} is not a readable OpenVINO IR: {exc}; OpenVINO cannot load it",
                                   path=path, evidence={"error": str(exc)})]
-    old, new = sides["old"], sides["new"]
+    return _io_findings("openvino", path, sides["old"], sides["new"], rules)
+
+
+def _io_findings(fmt: str, path: str, old: Mapping[str, Any], new: Mapping[str, Any],
+                 rules: SeverityRules) -> list[Finding]:
+    """``exports.<fmt>_inputs_changed`` and ``..._outputs_changed``: the same comparison for ONNX and OpenVINO."""
     out: list[Finding] = []
-    for kind, key, code in (("input", "inputs", "exports.openvino_inputs_changed"),
-                            ("output", "outputs", "exports.openvino_outputs_changed")):
+    for kind, key in (("input", "inputs"), ("output", "outputs")):
         parts = _io_changes(kind, old[key], new[key])
         if parts:
-            out.append(rules.finding(code, CATEGORY, f"{path}: {'; '.join(parts[:5])}"
+            out.append(rules.finding(f"exports.{fmt}_{key}_changed", CATEGORY, f"{path}: {'; '.join(parts[:5])}"
                                      + (f" (+{len(parts) - 5} more)" if len(parts) > 5 else ""), path=path,
                                      before=[describe(io) for io in old[key][:50]],
                                      after=[describe(io) for io in new[key][:50]]))
@@ -161,12 +165,4 @@ def _onnx_findings(path: str, old: Mapping[str, Any] | None, new: Mapping[str, A
         out.append(rules.finding("exports.onnx_ir_version_changed", CATEGORY,
                                  f"{path}: IR version {old['ir_version']} → {new['ir_version']}", path=path,
                                  before=old["ir_version"], after=new["ir_version"]))
-    for kind, key, code in (("input", "inputs", "exports.onnx_inputs_changed"),
-                            ("output", "outputs", "exports.onnx_outputs_changed")):
-        parts = _io_changes(kind, old[key], new[key])
-        if parts:
-            out.append(rules.finding(code, CATEGORY, f"{path}: {'; '.join(parts[:5])}"
-                                     + (f" (+{len(parts) - 5} more)" if len(parts) > 5 else ""), path=path,
-                                     before=[describe(io) for io in old[key][:50]],
-                                     after=[describe(io) for io in new[key][:50]]))
-    return out
+    return out + _io_findings("onnx", path, old, new, rules)
