@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 from tests.core.conftest import config_json
 from tracker.core.advisory import advisory_id, validate
 from tracker.core.model import RepoId
+from tracker.surfaces import api
 from tracker.surfaces.api import create_app
 from tracker.surfaces.cli import main
 
@@ -65,3 +66,47 @@ def test_versions_past_max_versions_list_the_newest_and_say_so(hub_standin, sett
     assert result.output.strip() == f"wrote 5 advisories and all.zip to {out}"
     assert json.loads((out / f"{last}.json").read_text()) == row.record
     assert not (out / "all.zip.partial").exists()
+
+
+def test_query_pages_end_at_the_versions_budget_and_together_answer_everything(
+        hub_standin, settings, make, monkeypatch):
+    """A page of /v1/query ends once its records list PAGE_VERSIONS versions (one record at least);
+    following next_page_token gives every advisory once, in id order, each as /v1/vulns serves it."""
+    hub_standin.create_repo(REPO)
+    shas = [hub_standin.commit(REPO, {"config.json": config_json(), "generation_config.json": b'{"eos_token_id": 0}'})]
+    tracker = make(settings, max_versions=3)
+    tracker.store.repos.add(REPO, now=tracker.clock())
+    tracker.poll()
+    for k in range(1, 8):
+        shas.append(hub_standin.commit(REPO, {"generation_config.json": json.dumps({"eos_token_id": k}).encode()},
+                                       message=f"fix {k}"))
+    tracker.poll()
+    # The fix at shas[k] affects shas[0..k-1]: k commits, min(k, 3) of them listed.
+    listed = {advisory_id(REPO, shas[k], "update"): min(k, 3) for k in range(1, 8)}
+    monkeypatch.setattr(api, "PAGE_VERSIONS", 3)
+    client = TestClient(create_app(tracker))
+    pages, token = [], None
+    while True:
+        body = {"commit": shas[0], **({"page_token": token} if token else {})}
+        page = client.post("/v1/query", json=body).json()
+        pages.append([v["id"] for v in page["vulns"]])
+        for v in page["vulns"]:
+            assert v == client.get(f"/v1/vulns/{v['id']}").json()
+            assert len(v["affected"][0]["versions"]) == listed[v["id"]]
+        token = page.get("next_page_token")
+        if token is None:
+            break
+        assert token == str(sum(len(p) for p in pages))
+    assert [i for p in pages for i in p] == sorted(listed)
+    expected, current, count = [], [], 0  # the rule: add records until the page lists 3 versions
+    for vid in sorted(listed):
+        if current and count >= 3:
+            expected.append(current)
+            current, count = [], 0
+        current.append(vid)
+        count += listed[vid]
+    assert pages == [*expected, current]
+    assert len(pages) > 3  # 18 versions in all: the budget cut the answer into pages
+    # Ids only (querybatch) are not cut by the budget.
+    batch = client.post("/v1/querybatch", json={"queries": [{"commit": shas[0]}]}).json()
+    assert [v["id"] for v in batch["results"][0]["vulns"]] == sorted(listed)

@@ -157,9 +157,9 @@ def _matches(state: ApiState, query: Any, budget: LookupBudget, *, records: bool
         return [], None
     sha, repo_pk, ids = found
     if ids is None:
-        rows, more = store.advisories.live_records_for_commit(sha, repo_pk, limit=state.page_size, offset=offset,
-                                                   versions=records, versions_budget=PAGE_VERSIONS)
-        return rows, (str(offset + len(rows)) if more else None)
+        rows, next_offset = store.advisories.live_records_for_commit(
+            sha, repo_pk, limit=state.page_size, offset=offset, versions=records, versions_budget=PAGE_VERSIONS)
+        return rows, (str(next_offset) if next_offset is not None else None)
     live = [r for r in store.advisories.by_ids(ids, versions=records) if not r.withdrawn][offset:]
     shown, listed = 0, 0
     while shown < min(len(live), state.page_size) and (shown == 0 or listed < PAGE_VERSIONS):

@@ -32,6 +32,7 @@ SeenAdvisories = Mapping[str, datetime | None]
 it writes without having read it must not exist yet."""
 
 FeedItem = AdvisoryRow  # a feed shows advisories as stored (withdrawn ones too)
+BUDGET_STEP = 32  # advisories whose spans are read at once while a page's versions are counted
 
 
 def advisory_row(row: Any) -> AdvisoryRow:
@@ -268,54 +269,65 @@ class AdvisoryStore:
     # The API's query parameters, one keyword each: a parameter object would only be unpacked again here.
     def live_records_for_commit(
             self, sha: str, repo_pk: int | None = None, *, limit: int, offset: int = 0, versions: bool = True,
-            versions_budget: int | None = None) -> tuple[list[tuple[str, str, str]], bool]:
+            versions_budget: int | None = None) -> tuple[list[tuple[str, str, str]], int | None]:
         """One page of (id, modified, record as JSON text) of the live advisories affecting a commit, by id,
-        and whether more follow.
+        and the offset of the next page (None: this is the last).
 
-        The API's hot path: the stored text is served with its ``versions`` spliced in, never decoded
-        (``versions=False``: as stored, for answers that give ids only). ``versions_budget``: the page
-        ends (after one record at least) once the versions it lists reach it; the count comes from
-        the spans alone, so only the records served are read and only their versions computed.
+        The API's hot path: the page is cut from the index alone (no advisory row is read for the
+        advisories it does not show), and the stored text is served with its ``versions`` spliced in,
+        never decoded (``versions=False``: as stored, for answers that give ids only).
+        ``versions_budget``: the page ends (after one record at least) once the versions it lists
+        reach it; the count comes from the spans of the records shown, read a few at a time.
         """
         with self.db.transaction() as conn:
             matched = reach_index.live_ids_for_commit(conn, sha, repo_pk).subquery()
-            ids = [(r[0], r[1], r[2]) for r in conn.execute(
-                select(advisories.c.id, advisories.c.repo_pk, advisories.c.kind)
-                .join(matched, matched.c.advisory_id == advisories.c.id)
-                .where(advisories.c.withdrawn.is_(False))
-                .order_by(advisories.c.id).limit(limit + 1).offset(offset))]
-            more = len(ids) > limit
-            ids = ids[:limit]
-            spans = reach_index.spans_of(conn, [i for i, _, kind in ids if reach_index.ranged(kind)]) if versions else {}
-            if versions and versions_budget is not None and ids:
-                shown = self._within_budget(conn, ids, spans, versions_budget)
-                more = more or shown < len(ids)
-                ids = ids[:shown]
-            if not ids:
-                return [], more
-            texts = {r[0]: (r[1], r[2]) for r in conn.execute(
-                select(advisories.c.id, advisories.c.record["modified"].as_string(), cast(advisories.c.record, Text))
-                .where(advisories.c.id.in_([i for i, _, _ in ids])))}
+            result = conn.execute(select(matched.c.advisory_id, matched.c.ranged).order_by(matched.c.advisory_id)
+                                  .limit(limit + 1).offset(offset))
+            spans: dict[str, list[Any]] = {}
+            ids, more = self._cut_page(conn, result, limit, spans, versions_budget if versions else None)
+            result.close()
+            next_offset = offset + len(ids) if more else None
+            texts = {r[0]: (r[1], r[2], r[3]) for r in conn.execute(
+                select(advisories.c.id, advisories.c.record["modified"].as_string(), cast(advisories.c.record, Text),
+                       advisories.c.kind)
+                .where(advisories.c.id.in_([i for i, _ in ids]), advisories.c.withdrawn.is_(False)))} if ids else {}
+            ids = [(i, is_ranged) for i, is_ranged in ids if i in texts]
             if not versions:
-                return [(i, *texts[i]) for i, _, _ in ids], more
-            found = reach_index.versions_of(conn, [i for i in ids if i[0] in texts], self.max_versions,
+                return [(i, texts[i][0], texts[i][1]) for i, _ in ids], next_offset
+            if not spans:
+                spans = reach_index.spans_of(conn, [i for i, is_ranged in ids if is_ranged])
+            found = reach_index.versions_of(conn, [(i, 0, texts[i][2]) for i, _ in ids], self.max_versions,
                                             spans=spans, cache=self._versions_cache)
             out = []
-            for advisory_id, _, _ in ids:
-                modified, text = texts[advisory_id]
+            for advisory_id, _ in ids:
+                modified, text, _ = texts[advisory_id]
                 shas, total = found.get(advisory_id, ([], 0))
                 out.append((advisory_id, modified, reach_index.with_versions_text(text, shas, total)))
-            return out, more
+            return out, next_offset
 
-    def _within_budget(self, conn: Connection, ids: Sequence[tuple[str, int, str]],
-                       spans: Mapping[str, list[Any]], budget: int) -> int:
-        """How many of ``ids`` a page shows: at least one, then until the versions listed reach ``budget``."""
-        counts = reach_index.affected_counts(conn, ids, spans)
-        listed, shown = 0, 0
-        while shown < len(ids) and (shown == 0 or listed < budget):
-            listed += min(counts.get(ids[shown][0], 0), self.max_versions)
-            shown += 1
-        return shown
+    def _cut_page(self, conn: Connection, result: Any, limit: int, spans: dict[str, list[Any]],
+                  budget: int | None) -> tuple[list[tuple[str, bool]], bool]:
+        """The ``(id, ranged)`` a page shows, read from ``result`` a few at a time, and whether more follow.
+
+        At most ``limit``; with a versions ``budget``, at least one and then until the versions
+        listed reach it: the counts come from the spans of those rows alone (added to ``spans``), so
+        a page of 20 records of 1,000 versions reads 32 index rows and their spans, not 1,000.
+        """
+        page: list[tuple[str, bool]] = []
+        listed = 0
+        while True:
+            chunk = [(r[0], bool(r[1])) for r in result.fetchmany(BUDGET_STEP)]
+            if not chunk:
+                return page, False
+            counts: dict[str, int] = {}
+            if budget is not None:
+                spans.update(reach_index.spans_of(conn, [i for i, is_ranged in chunk if is_ranged]))
+                counts = reach_index.affected_counts(conn, chunk, spans)
+            for item in chunk:
+                if len(page) == limit or (budget is not None and page and listed >= budget):
+                    return page, True
+                page.append(item)
+                listed += min(counts.get(item[0], 0), self.max_versions)
 
 
 def _check_seen(writes: Sequence[AdvisoryWrite], stored: Mapping[str, tuple[Any, datetime | None]],

@@ -19,7 +19,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, and_, delete, func, insert, or_, select, update
+from sqlalchemy import Connection, and_, delete, false, func, insert, or_, select, true, update
 
 from tracker.adapters.store.tables import (
     advisories,
@@ -162,8 +162,11 @@ def stored_record(record: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def live_ids_for_commit(conn: Connection, sha: str, repo_pk: int | None = None) -> Any:
-    """A selectable of the ids of advisories (withdrawn ones too) that affect a commit.
+    """A selectable of the advisories that affect a commit: ``advisory_id``, and ``ranged`` (true: by a
+    span; false: the commit is listed).
 
+    Withdrawing an advisory deletes its spans and listed commits in the same transaction, so these
+    are live advisories; callers that read the advisories' rows anyway check ``withdrawn`` too.
     The commit's labels are read first (one index look-up), so the spans are then found by an index
     range on (repo, chain, hi) with the position as a constant, which every planner takes.
     """
@@ -172,12 +175,13 @@ def live_ids_for_commit(conn: Connection, sha: str, repo_pk: int | None = None) 
     if repo_pk is not None:
         query = query.where(commit_labels.c.repo_pk == repo_pk)
     labels = conn.execute(query.limit(CHUNK)).all()
-    listed = select(advisory_commits.c.advisory_id.label("advisory_id")).where(advisory_commits.c.sha == sha)
+    listed = select(advisory_commits.c.advisory_id.label("advisory_id"), false().label("ranged")).where(
+        advisory_commits.c.sha == sha)
     if repo_pk is not None:
         listed = listed.where(advisory_commits.c.repo_pk == repo_pk)
     if not labels:
         return listed
-    spans = select(advisory_spans.c.advisory_id.label("advisory_id")).where(or_(*(
+    spans = select(advisory_spans.c.advisory_id.label("advisory_id"), true().label("ranged")).where(or_(*(
         and_(advisory_spans.c.repo_pk == r.repo_pk, advisory_spans.c.chain == r.chain,
              advisory_spans.c.hi >= r.pos, advisory_spans.c.lo <= r.pos) for r in labels)))
     return spans.union(listed)
@@ -248,16 +252,15 @@ class VersionsCache:
                 self._held -= len(dropped[0])
 
 
-def affected_counts(conn: Connection, items: Sequence[tuple[str, int, str]],
-                    spans: Mapping[str, list[Any]] | None = None) -> dict[str, int]:
-    """How many commits each advisory ``(id, repo_pk, kind)`` affects, from its spans and its chains'
-    tips (or its listed commits) alone: no commit is read."""
-    out = {i: 0 for i, _, _ in items}
-    if spans is None:
-        spans = spans_of(conn, [i for i, _, kind in items if ranged(kind)])
-    for advisory_id, rows in spans.items():
-        out[advisory_id] = sum(max(0, min(r.hi, r.tip) - r.lo + 1) for r in rows)
-    listed_ids = [i for i, _, kind in items if not ranged(kind)]
+def affected_counts(conn: Connection, items: Sequence[tuple[str, bool]],
+                    spans: Mapping[str, list[Any]]) -> dict[str, int]:
+    """How many commits each advisory ``(id, ranged)`` affects, from its ``spans`` (those of the ranged
+    ones, with their chains' tips) or its listed commits alone: no commit is read."""
+    out = {i: 0 for i, _ in items}
+    for advisory_id, is_ranged in items:
+        if is_ranged:
+            out[advisory_id] = sum(max(0, min(r.hi, r.tip) - r.lo + 1) for r in spans.get(advisory_id, []))
+    listed_ids = [i for i, is_ranged in items if not is_ranged]
     for chunk in _chunks(listed_ids):
         for advisory_id, count in conn.execute(
                 select(advisory_commits.c.advisory_id, func.count()).where(advisory_commits.c.advisory_id.in_(chunk))
@@ -404,15 +407,15 @@ def with_versions_text(text: str, versions: list[str], total: int) -> str:
     """
     if _EMPTY not in text:
         return json.dumps(with_versions(json.loads(text), versions, total), allow_nan=False)
-    # Commit ids are 40 hex digits (checked when written): joined as they are, not encoded one by one.
-    listed = '["' + '", "'.join(versions) + '"]' if versions else "[]"
-    text = text.replace(_EMPTY, '"versions": ' + listed, 1)
-    at = text.find(_DS)
-    if total > len(versions) and at >= 0:
+    at = text.find(_DS) if total > len(versions) else -1
+    if at >= 0:  # the note first, while the text is short
         at += len(_DS)
         note = '"versions": ' + json.dumps(_note(len(versions), total)) + ("" if text[at:at + 1] == "}" else ", ")
         text = text[:at] + note + text[at:]
-    return text
+    # Commit ids are 40 hex digits (checked when written): joined as they are, not encoded one by one.
+    start = text.find(_EMPTY)
+    listed = '["' + '", "'.join(versions) + '"]' if versions else "[]"
+    return "".join((text[:start], '"versions": ', listed, text[start + len(_EMPTY):]))
 
 
 __all__ = ["LISTED_KINDS", "OPEN", "index_commits", "label_of", "live_ids_for_commit", "load_index", "ranged",
