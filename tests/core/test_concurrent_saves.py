@@ -107,3 +107,60 @@ def test_a_derivative_saved_while_its_base_writes_its_inherited_advisory_keeps_t
         ("advisory.created", inherited)]
     assert [(r.sha, r.status) for r in store.revisions.of_repo(base_side.repo(COPY).pk)] == [
         (c0, "done"), (c1, "done")]
+
+
+@pytest.mark.postgres
+def test_a_derivative_whose_report_read_the_base_before_its_fix_is_recomputed_though_it_writes_no_inherited(
+        hub_standin, two_trackers):
+    """The copy takes the base's fix in the revision it is processing, but its report was computed before the
+    base's save gave it the inherited advisory (at the copy's previous revision): the report writes nothing
+    about that advisory. Its save must see the advisories it read have changed, compute again and close it."""
+    hub = hub_standin
+    base_side, copy_side = two_trackers
+    for repo in (BASE, COPY):
+        hub.create_repo(repo)
+    hub.commit(BASE, {"config.json": config_json(), "generation_config.json": gen(OLD_EOS), "README.md": card()},
+               message="initial")
+    c0 = hub.commit(COPY, {"config.json": config_json(), "generation_config.json": gen(OLD_EOS, temperature=0.6),
+                           "README.md": card(BASE)}, message="fine-tune")
+    for repo in (BASE, COPY):
+        base_side.store.repos.add(repo, now=base_side.clock())
+    base_side.poll()
+    r1 = fix_base(hub)
+    c1 = hub.commit(COPY, {"generation_config.json": gen(NEW_EOS, temperature=0.6)}, message="take the eos fix")
+
+    saving = threading.Event()  # the copy's report is computed (the base read before its fix was saved)
+    base_saved = threading.Event()
+
+    def hold_at_save(_conn: Any, _cursor: Any, statement: str, _parameters: Any, _context: Any, _many: bool) -> None:
+        if statement.startswith("UPDATE revisions SET status") and not base_saved.is_set():
+            saving.set()
+            base_saved.wait(WAIT)
+
+    event.listen(copy_side.store.db.engine, "before_cursor_execute", hold_at_save)
+    results: dict[str, Any] = {}
+    copy_poll = threading.Thread(target=lambda: results.update(copy=copy_side.poll([COPY])))
+    copy_poll.start()
+    try:
+        assert saving.wait(WAIT), "the copy's poll never saved"
+        (base_result,) = base_side.poll([BASE])  # the base's advisory, and the copy's inherited one at c0
+    finally:
+        base_saved.set()
+        copy_poll.join(WAIT)
+    assert not copy_poll.is_alive()
+    (copy_result,) = results["copy"]
+    assert (base_result.status, base_result.processed, base_result.error) == (PollOutcome.NEW, 1, None)
+    assert (copy_result.status, copy_result.processed, copy_result.error) == (PollOutcome.NEW, 1, None)
+
+    inherited = inherited_id(COPY, advisory_id(BASE, r1, "update"))
+    own_fix = advisory_id(COPY, c1, "update")
+    store = base_side.store
+    rows = {a.id: a for a in store.advisories.find(repo_pk=base_side.repo(COPY).pk)}
+    assert sorted(rows) == sorted([inherited, own_fix])
+    row = rows[inherited]
+    assert (row.kind, row.revision_sha, row.fixed_sha) == (AdvisoryKind.INHERITED, c0, c1)  # closed by c1
+    assert row.record["affected"][0]["ranges"][0]["events"] == [{"introduced": "0"}, {"fixed": c1}]
+    assert row.record["affected"][0]["versions"] == [c0]
+    assert base_side.query(COPY, c1).vulns == []
+    assert [(r.sha, r.status) for r in store.revisions.of_repo(base_side.repo(COPY).pk)] == [
+        (c0, "done"), (c1, "done")]

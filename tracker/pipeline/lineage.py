@@ -42,6 +42,7 @@ from tracker.core.model import (
 )
 from tracker.core.report import AdvisoryContext
 from tracker.pipeline.ports import HubReader, Store
+from tracker.pipeline.reads import AdvisoryReads
 from tracker.pipeline.sources import HubSources
 
 MAX_DEPTH = 4
@@ -92,6 +93,7 @@ class TreeRead:
     snapshot: Snapshot
     prior: RevisionRow | None  # the revision compared with; None on a first revision
     strict: bool  # a transient Hub failure while reading raises (the revision is read again later)
+    reads: AdvisoryReads = field(default_factory=AdvisoryReads)  # the advisories read, for the save's check
 
 
 @dataclass
@@ -236,7 +238,7 @@ class ModelTree:
         content = _contents(sources, "new", wanted | (touched if as_base else set()), parsed)
         assert content is not None
         before = _contents(sources, "old", touched, parsed) if as_base else None
-        gathered = [d for d in (self._derivative(d, touched, parsed) for d in as_base) if d is not None]
+        gathered = [d for d in (self._derivative(d, touched, parsed, read.reads) for d in as_base) if d is not None]
         return InheritInputs(content=content, before=before, derivatives=gathered, base_changes=changes)
 
     def _base_changes(self, repo: RepoRow, base: RepoRow, read: TreeRead, *, touched: set[str],
@@ -251,8 +253,10 @@ class ModelTree:
         existing = ctx.inherited_ids | {a.id for a in ctx.advisories}
         carried = {f.path for f in read.snapshot.files if f.path in INHERITABLE}
         changes = []
-        for adv in self.store.advisories.find(repo_pk=base.pk, include_withdrawn=False, versions=False):
-            if adv.kind != AdvisoryKind.UPDATE or adv.revision_sha is None:
+        updates = [a for a in self.store.advisories.find(repo_pk=base.pk, versions=False) if a.kind == AdvisoryKind.UPDATE]
+        read.reads.kind(base.pk, AdvisoryKind.UPDATE.value, {a.id: a.modified for a in updates})
+        for adv in updates:
+            if adv.withdrawn or adv.revision_sha is None:
                 continue
             if inherited_id(repo.repo_id, adv.id) in existing:
                 continue
@@ -281,7 +285,8 @@ class ModelTree:
         assert after is not None
         return base_change(adv.record, _contents(sources, "old", paths, parsed), after)
 
-    def _derivative(self, repo: RepoRow, paths: set[str], parsed: dict[str, dict[str, Any] | None]) -> Derivative | None:
+    def _derivative(self, repo: RepoRow, paths: set[str], parsed: dict[str, dict[str, Any] | None],
+                    reads: AdvisoryReads) -> Derivative | None:
         """A watched derivative as it stands: its newest done revision's files. Its own read trouble
         never holds the base's revision back (not strict): its next revision is checked again anyway."""
         last = self.store.revisions.last_done(repo.pk)
@@ -291,5 +296,6 @@ class ModelTree:
         content = _contents(sources, "new", paths, parsed)
         assert content is not None
         return Derivative(repo_pk=repo.pk, repo_id=repo.repo_id, content=content,
-                          advisory_ids=self.store.advisories.ids_of_kind(repo.pk, AdvisoryKind.INHERITED.value))
+                          advisory_ids=reads.kind(repo.pk, AdvisoryKind.INHERITED.value, self.store.advisories
+                                                  .versions_of_kind(repo.pk, AdvisoryKind.INHERITED.value)))
 

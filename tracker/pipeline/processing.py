@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from tracker.adapters import metrics
 from tracker.adapters.settings import Settings
+from tracker.adapters.store.advisories import AdvisoriesRead
 from tracker.core.bounded import json_object
 from tracker.core.diff import diff_revisions
 from tracker.core.errors import (
@@ -55,6 +56,7 @@ from tracker.core.report import (
 )
 from tracker.pipeline.lineage import ModelTree, TreeRead
 from tracker.pipeline.ports import Clock, HubReader, OsvLookup, Store
+from tracker.pipeline.reads import AdvisoryReads
 from tracker.pipeline.sources import HubSources
 
 log = logging.getLogger("tracker.processing")  # the name operators filter logs by, not the module path
@@ -307,15 +309,17 @@ class Processor:
             parent = self.store.revisions.get(repo.pk, parent.parent_sha)
         return parent if parent is not None and parent.status == RevisionStatus.DONE else None
 
-    def context(self, repo: RepoRow, *, now: datetime, sha: str | None = None) -> AdvisoryContext:
+    def context(self, repo: RepoRow, *, now: datetime, sha: str | None = None,
+                reads: AdvisoryReads | None = None) -> AdvisoryContext:
         """What the report needs from the store about a repo, read once per revision.
 
         Only what the revision is compared with is read, never the whole history: its own
         advisories, the open risks and inherited advisories, the labels of their commits, and the
         file lists of the revisions that introduced an open risk and those they were diffed
         against (what the undo check compares). ``sha=None``: a repo event, which reads every
-        advisory of the repo and every commit.
+        advisory of the repo and every commit. ``reads`` records the advisories read (for the save's check).
         """
+        reads = reads if reads is not None else AdvisoryReads()
         if sha is None:
             advisories = self.store.advisories.find(repo_pk=repo.pk, versions=False)
             commits: list[str] = sorted(self.store.revisions.commit_graph(repo.pk))
@@ -340,7 +344,8 @@ class Processor:
             repo_id=repo.repo_id, endpoint=self.hub.endpoint, tracker_url=self.settings.public_url,
             min_severity=self.settings.min_advisory_severity, advisories=advisories, now=now, reach=reach,
             snapshots=snapshots, diff_bases=diff_bases, commits=commits,
-            inherited_ids=self.store.advisories.ids_of_kind(repo.pk, AdvisoryKind.INHERITED.value),
+            inherited_ids=reads.kind(repo.pk, AdvisoryKind.INHERITED.value, self.store.advisories.versions_of_kind(
+                repo.pk, AdvisoryKind.INHERITED.value)),
         )
 
     # -- process ----------------------------------------------------------------------------
@@ -412,9 +417,9 @@ class Processor:
         now = self.clock()
 
         def save() -> bool:
-            report, ctx = self._report(repo, revision, replace(analysis, findings=findings), now=now,
-                                       snapshot=snapshot, prior=base, retry=retry, strict=strict)
-            return self.store.revisions.save_report(report, seen=seen_of(ctx))
+            report, seen = self._report(repo, revision, replace(analysis, findings=findings), now=now,
+                                        snapshot=snapshot, prior=base, retry=retry, strict=strict)
+            return self.store.revisions.save_report(report, seen=seen)
 
         saved = save_checked(f"{repo.repo_id}@{revision.sha[:12]}", save)
         if saved:
@@ -424,22 +429,24 @@ class Processor:
 
     def _report(self, repo: RepoRow, revision: RevisionRow, analysis: Analysis, *, now: datetime,
                 snapshot: Snapshot, prior: RevisionRow | None, retry: bool, strict: bool
-                ) -> tuple[RevisionReport, AdvisoryContext]:
+                ) -> tuple[RevisionReport, AdvisoriesRead]:
         """The revision's report, from its analysis with every finding (dependencies and unsafe paths too),
-        and the context it was computed from.
+        and what it read of the advisories (its own, its inherited ones, its base's and derivatives').
 
         ``prior`` is the revision it was compared with; without a snapshot it is a first revision.
         """
         compared = prior is not None and prior.snapshot is not None
-        ctx = self.context(repo, now=now, sha=revision.sha)
+        reads = AdvisoryReads()
+        ctx = self.context(repo, now=now, sha=revision.sha, reads=reads)
+        reads.rows(ctx.advisories)
         base_id, updates = self.tree.declared_base(repo, analysis.sources, analysis.raw, snapshot,
                                                    baseline=not compared)
-        read = TreeRead(ctx=ctx, snapshot=snapshot, prior=prior if compared else None, strict=strict)
+        read = TreeRead(ctx=ctx, snapshot=snapshot, prior=prior if compared else None, strict=strict, reads=reads)
         inherit = self.tree.inputs(repo, read, sources=analysis.sources, raw=analysis.raw, base_id=base_id,
                                    relation_changed=bool(updates))
         analysed = Analysed(snapshot=snapshot, findings=analysis.findings, diff=analysis.raw if compared else None,
                             estimate=analysis.estimate, dependencies_pending=retry, libraries=analysis.libraries)
-        return revision_report(ctx, revision, analysed, inherit=inherit, repo_updates=updates), ctx
+        return revision_report(ctx, revision, analysed, inherit=inherit, repo_updates=updates), reads.seen()
 
     # -- re-analysis ------------------------------------------------------------------------
 

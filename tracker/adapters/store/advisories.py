@@ -4,15 +4,18 @@ Every write of an advisory goes through :meth:`AdvisoryStore.apply`, on the conn
 transaction that stores what caused it. It takes the row lock of every repo it writes to (``SELECT
 ... FOR UPDATE`` on PostgreSQL; SQLite serialises writers anyway), so a base writing its
 derivative's inherited advisory and the derivative saving its own revision are never interleaved.
-Given ``seen`` (the ``modified`` of each advisory as the write was computed from it), it checks
-that nothing changed since, and raises :class:`~tracker.core.errors.AdvisoryConflict` (writing
-nothing) when something did: the caller reads again and recomputes.
+Given ``seen`` (what the computation read: the ``modified`` of each advisory, and every advisory of
+a kind of a repo where it read them all), it checks that nothing it read changed since, whether or
+not the save writes it, and raises :class:`~tracker.core.errors.AdvisoryConflict` (writing nothing)
+when something did: the caller reads again and recomputes. A report computed from a stale read can
+lead to no write at all (an inherited advisory it should have fixed, created or withdrawn, it never
+saw): the check of what it read catches that too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,9 +30,20 @@ from tracker.core.errors import AdvisoryConflict
 from tracker.core.model import AdvisoryEvent, AdvisoryEventType, AdvisoryKind, AdvisoryRow, RepoId, Severity
 from tracker.core.report import AdvisoryWrite
 
-SeenAdvisories = Mapping[str, datetime | None]
-"""The ``modified`` of each advisory as a computation read it (None: read as absent). An advisory
-it writes without having read it must not exist yet."""
+
+@dataclass(frozen=True)
+class AdvisoriesRead:
+    """What a computation read of the advisories, for its save to check that it still holds."""
+
+    each: Mapping[str, datetime | None] = field(default_factory=dict)  # id -> modified as read (None: absent)
+    # (repo pk, kind) -> every advisory of that kind of that repo, withdrawn ones too, as read: one
+    # created, modified or deleted since is a conflict though the save writes none of them.
+    kinds: Mapping[tuple[int, str], Mapping[str, datetime]] = field(default_factory=dict)
+
+
+SeenAdvisories = AdvisoriesRead | Mapping[str, datetime | None]
+"""What a computation read: an :class:`AdvisoriesRead`, or only the ``modified`` of each advisory
+(None: read as absent). An advisory it writes without having read it must not exist yet."""
 
 FeedItem = AdvisoryRow  # a feed shows advisories as stored (withdrawn ones too)
 BUDGET_STEP = 32  # advisories whose spans are read at once while a page's versions are counted
@@ -96,18 +110,24 @@ class AdvisoryStore:
               seen: SeenAdvisories | None = None) -> bool:
         """Write advisories and their index on ``conn``, and queue what they announce; True if any changed.
 
-        ``repo_pk``: the repo of writes that name none. ``seen``: checked first (see the module's
-        docstring); None writes whatever is stored (a caller that read nothing to compute them).
+        ``repo_pk``: the repo of writes that name none. ``seen``: checked first, even when nothing is
+        written (see the module's docstring); None writes whatever is stored (a caller that read nothing
+        to compute them).
         """
         writes = list(writes)
-        if not writes:
+        read = seen if isinstance(seen, AdvisoriesRead) else AdvisoriesRead(each=seen or {})
+        if not writes and not read.each and not read.kinds:
             return False
-        lock_repos(conn, {w.repo_pk if w.repo_pk is not None else repo_pk for w in writes})
+        lock_repos(conn, {w.repo_pk if w.repo_pk is not None else repo_pk for w in writes}
+                   | {pk for pk, _kind in read.kinds} | ({repo_pk} if seen is not None else set()))
         stored = {r.id: (r.record, r.modified) for r in conn.execute(
             select(advisories.c.id, advisories.c.record, advisories.c.modified)
-            .where(advisories.c.id.in_(sorted({w.id for w in writes}))))}
+            .where(advisories.c.id.in_(sorted({w.id for w in writes} | set(read.each)))))}
         if seen is not None:
-            _check_seen(writes, stored, seen)
+            _check_seen(writes, stored, read.each)
+            _check_kinds(conn, read.kinds)
+        if not writes:
+            return False
         announced: list[AdvisoryEvent] = []
         changed_any = False
         for write in writes:
@@ -221,6 +241,12 @@ class AdvisoryStore:
             query = _with_repo().where(advisories.c.id.in_(union(own, open_)))
             return [advisory_row(r) for r in conn.execute(query.order_by(advisories.c.published, advisories.c.id))]
 
+    def versions_of_kind(self, repo_pk: int, kind: str) -> dict[str, datetime]:
+        """Every advisory of ``kind`` of the repo, withdrawn ones too: id -> modified (what a save checks
+        is unchanged when it was computed from them: :class:`AdvisoriesRead`)."""
+        with self.db.connect() as conn:
+            return _kind_versions(conn, repo_pk, kind)
+
     def ids_of_kind(self, repo_pk: int, kind: str) -> frozenset[str]:
         with self.db.transaction() as conn:
             return frozenset(conn.execute(select(advisories.c.id).where(and_(
@@ -331,14 +357,32 @@ class AdvisoryStore:
 
 
 def _check_seen(writes: Sequence[AdvisoryWrite], stored: Mapping[str, tuple[Any, datetime | None]],
-                seen: SeenAdvisories) -> None:
-    """Raise AdvisoryConflict unless every advisory written is as the writer read it."""
-    for write in writes:
-        found = stored[write.id][1] if write.id in stored else None
-        expected = seen.get(write.id)
+                seen: Mapping[str, datetime | None]) -> None:
+    """Raise AdvisoryConflict unless every advisory read or written is as the writer read it (one written
+    without being read: absent)."""
+    for advisory_id in dict.fromkeys([*seen, *(w.id for w in writes)]):
+        found = stored[advisory_id][1] if advisory_id in stored else None
+        expected = seen.get(advisory_id)
         if found != expected:
             what = "was created" if expected is None else ("was deleted" if found is None else "was modified")
             raise AdvisoryConflict(
-                f"advisory {write.id} {what} by another writer after it was read"
+                f"advisory {advisory_id} {what} by another writer after it was read"
                 f" (read: {expected.isoformat() if expected else 'absent'},"
                 f" now: {found.isoformat() if found else 'absent'}): nothing was written")
+
+
+def _check_kinds(conn: Connection, kinds: Mapping[tuple[int, str], Mapping[str, datetime]]) -> None:
+    """Raise AdvisoryConflict unless every (repo, kind) read whole holds what was read, no more, no less."""
+    for (pk, kind), expected in sorted(kinds.items()):
+        found = _kind_versions(conn, pk, kind)
+        if found != expected:
+            changed = sorted(set(found).symmetric_difference(expected)
+                             | {i for i in set(found) & set(expected) if found[i] != expected[i]})
+            raise AdvisoryConflict(
+                f"the {kind} advisories of repo {pk} changed after they were read ({len(changed)} created, "
+                f"modified or deleted by another writer: {', '.join(changed[:3])}): nothing was written")
+
+
+def _kind_versions(conn: Connection, repo_pk: int, kind: str) -> dict[str, datetime]:
+    return {r.id: r.modified for r in conn.execute(select(advisories.c.id, advisories.c.modified).where(
+        and_(advisories.c.repo_pk == repo_pk, advisories.c.kind == kind)))}
