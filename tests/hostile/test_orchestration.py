@@ -11,6 +11,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
 from tests.core.conftest import config_json
@@ -19,6 +20,7 @@ from tracker.adapters.hub import HubClient
 from tracker.adapters.settings import Settings
 from tracker.app import make_tracker
 from tracker.surfaces.api import create_app
+from tracker.surfaces.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTILE, FINE = "acme/hostile", "acme/fine"
@@ -83,40 +85,46 @@ def test_a_huge_retry_after_defers_by_at_most_a_day(hub_standin, tmp_path):
 def test_a_failed_repo_is_counted_in_the_cycle_summary(hub_standin, tmp_path):
     hub_standin.create_repo(FINE)
     hub_standin.commit(FINE, {"config.json": config_json()})
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_ENDPOINT": hub_standin.url,
-           "TRACKER_DATABASE_URL": f"sqlite:///{tmp_path}/t.sqlite3", "TRACKER_CONFIG": str(tmp_path / "t.toml")}
     (tmp_path / "t.toml").write_text("")
+    env = {"HF_ENDPOINT": hub_standin.url, "TRACKER_DATABASE_URL": f"sqlite:///{tmp_path}/t.sqlite3",
+           "TRACKER_CONFIG": str(tmp_path / "t.toml")}
 
     def tracker(*args):
-        return subprocess.run([sys.executable, "-m", "tracker", *args], env=env, cwd=tmp_path, capture_output=True,
-                              text=True, timeout=120)
+        return CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)  # a traceback raises here
 
-    assert tracker("watch", "add", FINE, "acme/typo-that-never-existed", "--no-check").returncode == 0
+    assert tracker("watch", "add", FINE, "acme/typo-that-never-existed", "--no-check").exit_code == 0
     result = tracker("poll")
-    assert result.returncode == 1
+    assert result.exit_code == 1
     assert result.stdout.splitlines() == [
         "acme/fine: baseline, 1 new revision(s), 1 analysed",
         "acme/typo-that-never-existed: not_found: not found on the Hub (check the id; private and gated repos "
         "need HF_TOKEN)",
         "polled 2 repos: 1 with new revisions, 1 failed",
     ]
-    assert "Traceback" not in result.stderr
+    assert result.stderr == ""
 
 
 def test_two_polls_at_once_share_the_work_without_a_traceback(hub_standin, tmp_path):
+    """Two `tracker poll` processes at once: the one that takes the repo's lease is held at its tree
+    listing until the other has said "busy" and exited, however slowly either starts."""
     hub_standin.create_repo(FINE)
     hub_standin.commit(FINE, {"config.json": config_json()})
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_ENDPOINT": hub_standin.url,
            "TRACKER_DATABASE_URL": f"sqlite:///{tmp_path}/t.sqlite3", "TRACKER_CONFIG": str(tmp_path / "t.toml")}
     (tmp_path / "t.toml").write_text("")
-    run = [sys.executable, "-m", "tracker"]
-    assert subprocess.run([*run, "watch", "add", FINE], env=env, cwd=tmp_path, timeout=60).returncode == 0
-    assert subprocess.run([*run, "poll"], env=env, cwd=tmp_path, capture_output=True, timeout=60).returncode == 0
+    in_process = {k: env[k] for k in ("HF_ENDPOINT", "TRACKER_DATABASE_URL", "TRACKER_CONFIG")}
+    for args in (["watch", "add", FINE], ["poll"]):
+        assert CliRunner().invoke(main, args, env=in_process, catch_exceptions=False).exit_code == 0
     new = [hub_standin.commit(FINE, {"config.json": config_json(num_hidden_layers=n)}) for n in range(7, 11)]
-    hub_standin.faults.add("/tree/", delay=0.5, times=None)
-    procs = [subprocess.Popen([*run, "poll"], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
-    outputs = [p.communicate(timeout=120) for p in procs]
+    release = threading.Event()
+    hub_standin.faults.add("/tree/", hold=release, times=None)
+    procs = [subprocess.Popen([sys.executable, "-m", "tracker", "poll"], env=env, cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    try:
+        wait_for(lambda: any(p.poll() is not None for p in procs))  # the one skipped; on timeout, fails below
+    finally:
+        release.set()
+    outputs = [p.communicate(timeout=180) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outputs
     assert not any("Traceback" in err for _, err in outputs)
     lines = sorted(out.strip() for out, _ in outputs)
@@ -178,16 +186,15 @@ def test_a_thousand_replays_of_one_hub_webhook_cost_a_few_polls(hub_standin, tmp
 
 
 def test_a_read_only_database_is_one_line(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TRACKER_CONFIG": str(tmp_path / "t.toml")}
+    env = {"TRACKER_CONFIG": str(tmp_path / "t.toml")}
     (tmp_path / "t.toml").write_text("")
     db = tmp_path / "t.sqlite3"
-    made = subprocess.run([sys.executable, "-m", "tracker", "watch", "list"], capture_output=True, text=True,
-                          env={**env, "TRACKER_DATABASE_URL": f"sqlite:///{db}"}, cwd=tmp_path, timeout=60)
-    assert made.returncode == 0, made.stderr
+    made = CliRunner().invoke(main, ["watch", "list"], env={**env, "TRACKER_DATABASE_URL": f"sqlite:///{db}"},
+                              catch_exceptions=False)
+    assert made.exit_code == 0, made.stderr
     read_only = f"sqlite:///file:{db}?mode=ro&uri=true"
-    result = subprocess.run([sys.executable, "-m", "tracker", "watch", "add", FINE, "--no-check"], capture_output=True,
-                            text=True,
-                            env={**env, "TRACKER_DATABASE_URL": read_only}, cwd=tmp_path, timeout=60)
-    assert result.returncode == 1
+    result = CliRunner().invoke(main, ["watch", "add", FINE, "--no-check"],
+                                env={**env, "TRACKER_DATABASE_URL": read_only}, catch_exceptions=False)
+    assert result.exit_code == 1
     assert result.stderr.startswith("error: the database at ") and result.stderr.count("\n") == 1, result.stderr
     assert result.stderr.endswith("is read-only: check the file's and its folder's permissions\n")
