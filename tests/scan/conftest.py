@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hubstandin import HubStandin
 
 from tests.core.conftest import config_json
 from tests.core.test_advisories import README, torch_zip
@@ -45,7 +46,11 @@ class Histories:
 
 @pytest.fixture
 def histories(hub_standin) -> Histories:
-    hub = hub_standin
+    return make_histories(hub_standin)
+
+
+def make_histories(hub: HubStandin) -> Histories:
+    """The three histories above, committed to ``hub``."""
     hub.create_repo(CHAT)
     chat = [hub.commit(CHAT, {"config.json": config_json(), "generation_config.json": b'{"eos_token_id": 128001}',
                               "README.md": README}, message="initial")]
@@ -81,8 +86,12 @@ def fill(source: Path, target: Path, placeholders: dict[str, str]) -> Path:
 
 @pytest.fixture
 def codebase(histories, tmp_path) -> Path:
-    """The fixture codebase with its pins filled in, plus what a scan must never read."""
-    root = fill(FIXTURE, tmp_path / "codebase", histories.placeholders)
+    return make_codebase(histories, tmp_path / "codebase")
+
+
+def make_codebase(histories: Histories, target: Path) -> Path:
+    """The fixture codebase with its pins filled in at ``target``, plus what a scan must never read."""
+    root = fill(FIXTURE, target, histories.placeholders)
     never = 'from transformers import AutoModel\nAutoModel.from_pretrained("acme/never-read")\n'
     (root / ".gitignore").write_text("build/\n*.generated.py\n!keep.generated.py\n")
     for relative in ("build/old.py", "src/cache.generated.py", ".venv/lib/site.py", "envs/py311/lib/mod.py",

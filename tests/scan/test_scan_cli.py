@@ -1,19 +1,58 @@
-"""`tracker scan` end to end: the test codebase against the Hub stand-in's histories, through the CLI."""
+"""`tracker scan` end to end: the test codebase against the Hub stand-in's histories, through the CLI.
+
+One stand-in, one set of histories and one codebase for the module (scans only read them); each test
+has a user store path of its own (``cli_env``), which does not exist unless the test makes it.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from importlib import resources
+from pathlib import Path
 
 import jsonschema
 import pytest
 from click.testing import CliRunner
+from hubstandin import HubStandin
 
-from tests.scan.conftest import CHAT, ENCODER, RISKY
+from tests.scan.conftest import CHAT, ENCODER, RISKY, Histories, make_codebase, make_histories
 from tracker.core.advisory import advisory_id
 from tracker.surfaces.cli import main
 
 MISSING = "acme/missing"
+
+
+@pytest.fixture(scope="module")
+def hub_standin(tmp_path_factory) -> Iterator[HubStandin]:
+    hub = HubStandin(tmp_path_factory.mktemp("hub")).start()
+    try:
+        yield hub
+    finally:
+        hub.stop(wait=False)
+
+
+@pytest.fixture(scope="module")
+def histories(hub_standin) -> Histories:
+    return make_histories(hub_standin)
+
+
+@pytest.fixture(scope="module")
+def codebase(histories, tmp_path_factory) -> Path:
+    return make_codebase(histories, tmp_path_factory.mktemp("scanned") / "codebase")
+
+
+@pytest.fixture(scope="module")
+def watched_env(hub_standin, codebase, tmp_path_factory) -> dict[str, str]:
+    """A user whose store watches every repo the codebase references (one ``scan --watch`` made it)."""
+    home = tmp_path_factory.mktemp("watcher")
+    (home / "empty.toml").write_text("")
+    env = {"HF_ENDPOINT": hub_standin.url, "TRACKER_DATABASE_URL": f"sqlite:///{home}/user.sqlite3",
+           "TRACKER_CONFIG": str(home / "empty.toml")}
+    made = scan(env, codebase, "--format", "json", "--watch")
+    assert made.exit_code == 0, made.output
+    assert json.loads(made.output)["watched"] == [RISKY, CHAT, ENCODER]
+    return env
 
 
 def scan(env, *args):
@@ -82,7 +121,7 @@ def test_the_scan_finds_exactly_the_references_with_their_behind_counts_and_advi
     ]
     assert (data["watched"], data["failed"]) == ([], False)
     # The user had no store: the scan made none (it read the Hub through throw-away ones).
-    assert not (codebase.parent / "user.sqlite3").exists()
+    assert not Path(cli_env["TRACKER_DATABASE_URL"].removeprefix("sqlite:///")).exists()
 
 
 def test_text_report_of_one_file(codebase, cli_env, histories):
@@ -116,9 +155,11 @@ def test_text_report_of_one_file(codebase, cli_env, histories):
     ("configs/serve.json", ["info"], 0),
     ("configs/serve.json", ["floating"], 1),
 ])
-def test_exit_status_follows_fail_on(codebase, cli_env, histories, target, fail_on, code):
+def test_exit_status_follows_fail_on(codebase, watched_env, target, fail_on, code):
+    # Read from the user's store (the same statuses as throw-away ones, see the --watch test), not
+    # the Hub's histories again for each case.
     args = [a for level in fail_on for a in ("--fail-on", level)]
-    out = scan(cli_env, codebase / target, "--format", "json", *args)
+    out = scan(watched_env, codebase / target, "--format", "json", *args)
     assert out.exit_code == code, out.output
     data = json.loads(out.output)
     assert data["failed"] is bool(code) and data["fail_on"] == fail_on
