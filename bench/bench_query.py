@@ -32,6 +32,7 @@ import argparse
 import cProfile
 import io
 import json
+import os
 import pstats
 import random
 import statistics
@@ -355,6 +356,7 @@ def main() -> int:
             "GET /bench/noop": [("GET", "/bench/noop", None)] * (n // 2),
         }
         expected = {"commit-hit": [c for _, _, c in hits], "package": [c for _, _, c in packs]}
+        load_before = os.getloadavg()[0]
         with TestClient(app) as client:
             for reqs in kinds.values():  # warm up: connections, caches, code paths
                 _time(client, reqs[:30])
@@ -367,7 +369,8 @@ def main() -> int:
                     assert not any(counts), "a random sha matched"
                 results[name] = (times, counts, sizes)
 
-        print(f"\nin-process TestClient, {database} (one request at a time):")
+        print(f"\nin-process TestClient, {database} (one request at a time; load average "
+              f"{load_before:.1f} before, {os.getloadavg()[0]:.1f} after):")
         print(f"{'kind':<18}{'requests':>9}{'p50 ms':>9}{'p99 ms':>9}{'max ms':>9}{'mean vulns':>12}{'mean KB':>9}")
         for name, (times, counts, sizes) in results.items():
             print(f"{name:<18}{len(times):>9}{statistics.median(times):>9.2f}{_pct(times, 99):>9.2f}"
