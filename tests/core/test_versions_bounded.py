@@ -110,3 +110,46 @@ def test_query_pages_end_at_the_versions_budget_and_together_answer_everything(
     # Ids only (querybatch) are not cut by the budget.
     batch = client.post("/v1/querybatch", json={"queries": [{"commit": shas[0]}]}).json()
     assert [v["id"] for v in batch["results"][0]["vulns"]] == sorted(listed)
+
+
+def _fixes(hub_standin, repo, start, count):
+    return [hub_standin.commit(repo, {"generation_config.json": json.dumps({"eos_token_id": k}).encode()},
+                               message=f"fix {k}") for k in range(start, start + count)]
+
+
+def test_versions_follow_a_growing_chain_and_a_repo_stored_again_under_the_same_key(hub_standin, settings, make):
+    """Served versions come from each chain's commits as read once (then extended as the chain grows):
+    they follow new commits, and a repo removed and another one stored (SQLite gives it the same
+    key) is read afresh, never served the commits of the one before."""
+    hub_standin.create_repo(REPO)
+    shas = [hub_standin.commit(REPO, {"config.json": config_json(), "generation_config.json": b'{"eos_token_id": 0}'})]
+    tracker = make(settings, max_versions=3)
+    tracker.store.repos.add(REPO, now=tracker.clock())
+    tracker.poll()
+    shas += _fixes(hub_standin, REPO, 1, 3)
+    tracker.poll()
+    client = TestClient(create_app(tracker))
+
+    def served(sha: str) -> dict[str, list[str]]:
+        page = client.post("/v1/query", json={"commit": sha}).json()
+        return {v["id"]: v["affected"][0]["versions"] for v in page.get("vulns", [])}
+
+    assert served(shas[0]) == {advisory_id(REPO, shas[k], "update"): sorted(shas[max(0, k - 3):k]) for k in (1, 2, 3)}
+    shas += _fixes(hub_standin, REPO, 4, 2)  # the chain grows past what was read
+    tracker.poll()
+    assert served(shas[4]) == {advisory_id(REPO, shas[5], "update"): sorted(shas[2:5])}
+    assert served(shas[0])[advisory_id(REPO, shas[5], "update")] == sorted(shas[2:5])
+
+    pk = tracker.store.repos.get(REPO).pk
+    assert tracker.store.repos.remove(REPO)
+    other = RepoId("acme/other-fixes")
+    hub_standin.create_repo(other)
+    again = [hub_standin.commit(other, {"config.json": config_json(), "generation_config.json": b'{"eos_token_id": 9}'})]
+    tracker.store.repos.add(other, now=tracker.clock())
+    tracker.poll()
+    again += _fixes(hub_standin, other, 10, 2)
+    tracker.poll()
+    assert tracker.store.repos.get(other).pk == pk  # the key of the repo removed: nothing cached may apply
+    assert served(again[0]) == {advisory_id(other, again[1], "update"): [again[0]],
+                                advisory_id(other, again[2], "update"): sorted(again[:2])}
+    assert served(shas[0]) == {}

@@ -103,6 +103,7 @@ class AdvisoryStore:
         self.outbox = outbox
         self.max_versions = max_versions  # [advisories] max_versions: the newest affected commits a record lists
         self._versions_cache = reach_index.VersionsCache()
+        self._chains = reach_index.ChainCache()  # each chain's commits, read once: versions computed without SQL
 
     # -- writing ------------------------------------------------------------------------------
 
@@ -178,7 +179,7 @@ class AdvisoryStore:
     def _served(self, conn: Connection, rows: Sequence[Any]) -> list[AdvisoryRow]:
         """Rows as read: each record with its ``versions`` computed from the index (bounded)."""
         found = reach_index.versions_of(conn, [(r.id, r.repo_pk, r.kind) for r in rows], self.max_versions,
-                                        cache=self._versions_cache)
+                                        cache=self._versions_cache, chains=self._chains)
         out = []
         for r in rows:
             row = advisory_row(r)
@@ -323,7 +324,7 @@ class AdvisoryStore:
             if not spans:
                 spans = reach_index.spans_of(conn, [i for i, is_ranged in ids if is_ranged])
             found = reach_index.versions_of(conn, [(i, 0, texts[i][2]) for i, _ in ids], self.max_versions,
-                                            spans=spans, cache=self._versions_cache)
+                                            spans=spans, cache=self._versions_cache, chains=self._chains)
             out = []
             for advisory_id, _ in ids:
                 modified, text, _ = texts[advisory_id]

@@ -208,16 +208,81 @@ def live_ids_for_commits(shas: Sequence[str], repo_pk: int) -> Any:
 
 
 def spans_of(conn: Connection, ids: Sequence[str]) -> dict[str, list[Any]]:
-    """Each advisory's spans, with its chain's tip."""
+    """Each advisory's spans, with its chain's tip (``tip``, and the tip commit's ``tip_id`` and ``tip_sha``)."""
     spans: dict[str, list[Any]] = {}
+    tip = commit_labels.alias("tip")
     for chunk in _chunks(ids):
         for r in conn.execute(select(advisory_spans.c.advisory_id, advisory_spans.c.repo_pk, advisory_spans.c.chain,
-                                     advisory_spans.c.lo, advisory_spans.c.hi, commit_chains.c.tip)
+                                     advisory_spans.c.lo, advisory_spans.c.hi, commit_chains.c.tip,
+                                     tip.c.id.label("tip_id"), tip.c.sha.label("tip_sha"))
                               .join(commit_chains, and_(commit_chains.c.repo_pk == advisory_spans.c.repo_pk,
                                                         commit_chains.c.chain == advisory_spans.c.chain))
+                              .outerjoin(tip, and_(tip.c.repo_pk == commit_chains.c.repo_pk,
+                                                   tip.c.chain == commit_chains.c.chain,
+                                                   tip.c.pos == commit_chains.c.tip))
                               .where(advisory_spans.c.advisory_id.in_(chunk))):
             spans.setdefault(r.advisory_id, []).append(r)
     return spans
+
+
+class ChainCache:
+    """Each chain's commits in position order, ``(label id, sha)``, read once and then extended as the
+    chain grows; least recently used out, bounded by the number of commits held.
+
+    A chain only ever grows at its tip, and its positions are the first-parent history of its tip
+    commit: an entry that holds the chain's tip as the database has it (same label, same sha) holds
+    every commit below it as the database does. An entry that does not (a repo removed and
+    another stored under the same key) is read again.
+    """
+
+    def __init__(self, max_ids: int = 200_000) -> None:
+        self.max_ids = max_ids
+        self._entries: OrderedDict[tuple[int, int], list[tuple[int, str]]] = OrderedDict()
+        self._held = 0
+        self._lock = threading.Lock()
+
+    def commits(self, conn: Connection, repo_pk: int, chain: int, tip: tuple[int, int, str]) -> list[tuple[int, str]] | None:
+        """The chain's commits at positions 0 to the tip ``(pos, label id, sha)``; None when the index
+        does not hold them all (the caller reads what it needs itself)."""
+        pos, tip_label = tip[0], (tip[1], tip[2])
+        key = (repo_pk, chain)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+        if entry is not None and len(entry) > pos and entry[pos] == tip_label:
+            return entry
+        start = len(entry) - 1 if entry is not None and len(entry) <= pos else 0
+        read = [(r[0], r[1], r[2]) for r in conn.execute(
+            select(commit_labels.c.pos, commit_labels.c.id, commit_labels.c.sha).where(and_(
+                commit_labels.c.repo_pk == repo_pk, commit_labels.c.chain == chain,
+                commit_labels.c.pos.between(start, pos))).order_by(commit_labels.c.pos))]
+        if [r[0] for r in read] != list(range(start, pos + 1)) or (read[-1][1], read[-1][2]) != tip_label:
+            return None
+        if start and entry is not None and (read[0][1], read[0][2]) == entry[-1]:
+            found = entry + [(r[1], r[2]) for r in read[1:]]
+        elif start:
+            return self.commits(conn, repo_pk, chain, tip) if self._drop(key) else None
+        else:
+            found = [(r[1], r[2]) for r in read]
+        self._put(key, found)
+        return found
+
+    def _drop(self, key: tuple[int, int]) -> bool:
+        with self._lock:
+            entry = self._entries.pop(key, None)
+            if entry is not None:
+                self._held -= len(entry)
+            return entry is not None
+
+    def _put(self, key: tuple[int, int], found: list[tuple[int, str]]) -> None:
+        with self._lock:
+            old = self._entries.pop(key, None)
+            self._held += len(found) - (len(old) if old is not None else 0)
+            self._entries[key] = found
+            while self._held > self.max_ids and len(self._entries) > 1:
+                _, dropped = self._entries.popitem(last=False)
+                self._held -= len(dropped)
 
 
 class VersionsCache:
@@ -273,8 +338,8 @@ VersionsFound = dict[str, tuple[list[str], int]]  # advisory id -> (versions lis
 
 
 def versions_of(conn: Connection, items: Sequence[tuple[str, int, str]], max_versions: int, *,
-                spans: Mapping[str, list[Any]] | None = None, cache: VersionsCache | None = None
-                ) -> VersionsFound:
+                spans: Mapping[str, list[Any]] | None = None, cache: VersionsCache | None = None,
+                chains: ChainCache | None = None) -> VersionsFound:
     """(versions, how many commits are affected) per advisory ``(id, repo_pk, kind)``: the newest
     ``max_versions`` affected commits (in the order they were indexed), sorted by sha.
 
@@ -293,7 +358,7 @@ def versions_of(conn: Connection, items: Sequence[tuple[str, int, str]], max_ver
             if hit is not None:
                 out[advisory_id] = hit
         ranged_ids = [i for i in ranged_ids if i not in out]
-    at = _chain_windows(conn, ranged_ids, spans, max_versions)
+    at = _chain_windows(conn, ranged_ids, spans, max_versions, chains)
     for advisory_id in ranged_ids:
         out[advisory_id] = _ranged_versions(spans.get(advisory_id, []), at, max_versions)
         if cache is not None:
@@ -319,20 +384,30 @@ def _merged(ranges: Iterable[tuple[int, int]]) -> list[list[int]]:
     return merged
 
 
-ChainCommits = dict[tuple[int, int], tuple[list[int], list[tuple[int, str]]]]  # (repo, chain) -> positions, (id, sha)
+# (repo, chain) -> positions (sorted), the (label id, sha) at each
+ChainCommits = dict[tuple[int, int], tuple[Sequence[int], list[tuple[int, str]]]]
 
 
 def _chain_windows(conn: Connection, ids: Sequence[str], spans: Mapping[str, list[Any]],
-                   max_versions: int) -> ChainCommits:
-    """Per chain: the positions the advisories' windows cover (sorted) and their (label id, sha), one read each."""
+                   max_versions: int, chains: ChainCache | None = None) -> ChainCommits:
+    """Per chain: the positions the advisories' windows cover (sorted) and their (label id, sha), one read
+    each (or none: from ``chains``, which holds each chain's commits once read)."""
     windows: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    tips: dict[tuple[int, int], tuple[int, int, str]] = {}
     for advisory_id in ids:
         for r in spans.get(advisory_id, []):
             window = _window(r, max_versions)
             if window is not None:
                 windows.setdefault((r.repo_pk, r.chain), []).append(window)
+                if r.tip_sha is not None:
+                    tips[(r.repo_pk, r.chain)] = (r.tip, r.tip_id, r.tip_sha)
     at: ChainCommits = {}
     for (repo_pk, chain), ranges in windows.items():
+        held = chains.commits(conn, repo_pk, chain, tips[(repo_pk, chain)]) if (
+            chains is not None and (repo_pk, chain) in tips) else None
+        if held is not None:
+            at[(repo_pk, chain)] = (range(len(held)), held)
+            continue
         cond = or_(*(commit_labels.c.pos.between(lo, hi) for lo, hi in _merged(ranges)))
         read = conn.execute(select(commit_labels.c.pos, commit_labels.c.id, commit_labels.c.sha).where(and_(
             commit_labels.c.repo_pk == repo_pk, commit_labels.c.chain == chain, cond))
