@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
+import shutil
+import tempfile
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 
 from tracker.adapters.hub import HubClient
@@ -12,10 +16,27 @@ from tracker.core.model import CommitSha, Finding, RepoId, RevisionChange
 from tracker.pipeline.sources import HubSources
 
 
+@cache
+def _migrated() -> Path:
+    """An empty SQLite store, migrated once per process (removed when the process exits)."""
+    folder = Path(tempfile.mkdtemp(prefix="meaning-store-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    path = folder / "tracker.sqlite3"
+    open_store(f"sqlite:///{path}").close()
+    return path
+
+
+def fresh_store_url(folder: Path) -> str:
+    """A new, empty store of its own in ``folder``: a copy of the migrated one (migrating costs ten times more)."""
+    path = folder / "tracker.sqlite3"
+    shutil.copyfile(_migrated(), path)
+    return f"sqlite:///{path}"
+
+
 def analyse_on_hub(hub_standin, tmp_path: Path, repo: str, old_sha: str | None, new_sha: str) -> list[Finding]:
     """The findings of ``old_sha -> new_sha`` exactly as a poll computes them (range reads, capped reads)."""
     client = HubClient(hub_standin.url, timeout=5.0, max_retries=0, max_wait=0.0)
-    store = open_store(f"sqlite:///{tmp_path}/tracker.sqlite3")
+    store = open_store(fresh_store_url(tmp_path))
     rid = RepoId(repo)
     new_snapshot = client.snapshot(rid, new_sha)
     old_snapshot = client.snapshot(rid, old_sha) if old_sha else None
