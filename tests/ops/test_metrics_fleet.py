@@ -12,39 +12,57 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from fastapi.testclient import TestClient
+from hubstandin import HubStandin
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.core.conftest import config_json
 from tracker.adapters import metrics
 from tracker.adapters.hub import HubClient
+from tracker.adapters.settings import Settings
 from tracker.app import make_tracker
 from tracker.surfaces.api import create_app
+from tracker.surfaces.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 REPO = "acme/fleet-model"
 
 
-@pytest.fixture
-def polled_elsewhere(hub_standin, settings, make, tmp_path):
-    """Two revisions of REPO read by `tracker poll` in another process; a serving app on the same database."""
+@pytest.fixture(scope="module")
+def polled_elsewhere(tmp_path_factory):
+    """Two revisions of REPO read by `tracker poll` in another process; a serving app on the same database.
+
+    Once for the module: its tests only read /metrics."""
+    tmp_path = tmp_path_factory.mktemp("fleet")
+    hub_standin = HubStandin(tmp_path / "hub").start()
     hub_standin.create_repo(REPO)
     hub_standin.commit(REPO, {"config.json": config_json(), "generation_config.json": b'{"eos_token_id": 2}'})
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_ENDPOINT": hub_standin.url,
-           "TRACKER_DATABASE_URL": settings.database_url, "TRACKER_CONFIG": str(tmp_path / "t.toml")}
+    settings = Settings(database_url=f"sqlite:///{tmp_path}/tracker.sqlite3", hub_endpoint=hub_standin.url,
+                        hub_timeout=30.0)
+    env = {"HF_ENDPOINT": hub_standin.url, "TRACKER_DATABASE_URL": settings.database_url,
+           "TRACKER_CONFIG": str(tmp_path / "t.toml")}
     (tmp_path / "t.toml").write_text("")
 
     def tracker(*args: str) -> None:
-        done = subprocess.run([sys.executable, "-m", "tracker", *args], env=env, cwd=tmp_path, capture_output=True,
-                              text=True, timeout=120)
+        done = subprocess.run([sys.executable, "-m", "tracker", *args], env={**os.environ, **env,
+                              "PYTHONPATH": str(ROOT)}, cwd=tmp_path, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
 
-    tracker("watch", "add", REPO)
-    tracker("poll")
-    hub_standin.commit(REPO, {"config.json": config_json(), "generation_config.json": b'{"eos_token_id": 3}'})
-    tracker("poll")
-    served = make(settings)
-    return served, TestClient(create_app(served))
+    try:
+        added = CliRunner().invoke(main, ["watch", "add", REPO], env=env, catch_exceptions=False)
+        assert added.exit_code == 0, added.output
+        tracker("poll")
+        hub_standin.commit(REPO, {"config.json": config_json(), "generation_config.json": b'{"eos_token_id": 3}'})
+        tracker("poll")
+        served = make_tracker(settings, hub=HubClient(settings.hub_endpoint, timeout=settings.hub_timeout,
+                                                      max_retries=0, max_wait=0.0, sleep=lambda _s: None))
+        try:
+            yield served, TestClient(create_app(served))
+        finally:
+            served.close()
+    finally:
+        hub_standin.stop(wait=False)
 
 
 def test_a_serving_replica_reports_what_another_process_read(polled_elsewhere):
