@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from click.testing import CliRunner, Result
 
 from tests.hostile.content_support import MiB, run_tracker
 from tracker.core.estimate import compare_estimates, estimate
@@ -17,6 +18,7 @@ from tracker.core.estimate.plausible import MAX_LAYERS
 from tracker.core.estimate.structure import MAX_LISTED_LAYERS
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.model import Severity
+from tracker.surfaces.cli import main
 
 RULES = SeverityRules.default()
 LLAMA = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 4096,
@@ -96,11 +98,16 @@ def test_tracker_estimate_answers_under_one_gib(tmp_path):
     assert (data["supported"], data["implausible"], data["params"]) == (False, True, None)
 
 
+def estimate_in_process(*argv: str) -> Result:
+    """``tracker estimate ARGV`` through the CLI in this process; an exception it lets through raises here."""
+    return CliRunner().invoke(main, ["estimate", *argv], catch_exceptions=False)
+
+
 def test_tracker_estimate_refuses_a_deep_config_file_in_one_line(tmp_path):
     path = tmp_path / "config.json"
     path.write_bytes(b'{"a":' * 100_000 + b"1" + b"}" * 100_000)
-    done = run_tracker("estimate", str(path), memory=1024 * MiB, timeout=300)
-    assert done.returncode == 2
+    done = estimate_in_process(str(path))
+    assert done.exit_code == 2
     assert done.stderr.strip().splitlines()[-1] == (
         f"Error: Invalid value: {path}: invalid JSON: nested too deeply to parse")
     assert "Traceback" not in done.stderr
@@ -109,8 +116,8 @@ def test_tracker_estimate_refuses_a_deep_config_file_in_one_line(tmp_path):
 def test_seq_len_beyond_the_range_is_a_usage_error(tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(LLAMA))
-    done = run_tracker("estimate", str(path), "--seq-len", "1" + "0" * 40, memory=1024 * MiB, timeout=300)
-    assert done.returncode == 2 and "Traceback" not in done.stderr
+    done = estimate_in_process(str(path), "--seq-len", "1" + "0" * 40)
+    assert done.exit_code == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines()[-1] == (
         "Error: Invalid value for '--seq-len': 10000000000000000000000000000000000000000 is not in the range "
         "1<=x<=1073741824.")
