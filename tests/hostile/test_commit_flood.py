@@ -1,6 +1,7 @@
-"""A flood of 100,000 new commits cannot jam a repo: the head is read at once, the next real commit too.
+"""A flood of new commits cannot jam a repo: the head is read at once, the next real commit too.
 
-The flood is written straight into the stand-in's git repository (``git fast-import``: 100,000
+The flood, ten times ``[poll] max_new_commits`` (10,000 commits: the tracker lists no more of a larger
+one), is written straight into the stand-in's git repository (``git fast-import``: thousands of
 commits in seconds, where the stand-in's one-commit API takes a fraction of a second each), on top of
 the last revision read, with the head fixing ``eos_token_id``. The tracker lists at most ``[poll]
 max_new_commits`` + 1 of them (the default 1,000), reads the head in the same poll, diffed against the
@@ -25,7 +26,7 @@ from tracker.core.model import RevisionStatus
 from tracker.surfaces.api import create_app
 
 FLOODED, FINE = "acme/flooded", "acme/fine"
-FLOOD = 100_000
+FLOOD = 10_000  # ten times the default max_new_commits
 
 
 def _flood(hub_standin, repo: str, count: int) -> str:
@@ -54,7 +55,7 @@ def _flood(hub_standin, repo: str, count: int) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)  # writing and listing 100,000 commits in the stand-in's git takes a while
+@pytest.mark.timeout(900)  # writing and listing 10,000 commits in the stand-in's git takes a while
 def test_a_flood_reads_the_head_at_once_and_the_next_real_commit(hub_standin, tmp_path):
     for repo in (FLOODED, FINE):
         hub_standin.create_repo(repo)
