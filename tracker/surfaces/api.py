@@ -48,8 +48,9 @@ from tracker.surfaces.web import install_site, pages_router
 PAGE_SIZE = 1000
 # A page of /v1/query also ends (after at least one record) once the records' computed ``versions``
 # reach this many: a commit affected by thousands of advisories is answered in pages of bounded
-# size, and the client follows next_page_token as for any page.
-PAGE_VERSIONS = 20_000
+# size (5 records of 1,000 versions, about 225 KB), and the client follows next_page_token as for
+# any page. At 20,000 a page was 900 KB, serialised per request.
+PAGE_VERSIONS = 5_000
 # FastAPI parses only ``application/json`` bodies; any other type arrives as the raw bytes.
 JsonBody = Annotated[Any, Body()]
 Page = tuple[list[tuple[str, str, str]], str | None]  # (id, modified, record JSON) rows, next page token
