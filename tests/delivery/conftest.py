@@ -17,7 +17,7 @@ from tests.core.conftest import config_json
 from tests.core.test_advisories import README, torch_zip
 from tracker.adapters.hub import HubClient
 from tracker.adapters.settings import DeliverySettings, Settings
-from tracker.app import make_tracker
+from tracker.app import Tracker, make_tracker
 from tracker.core.model import RepoId
 
 REPO = RepoId("acme/chat-model")
@@ -26,22 +26,29 @@ EOS_OLD = b'{"eos_token_id": 128001}'
 EOS_NEW = b'{"eos_token_id": [128001, 128009]}'
 
 
-@pytest.fixture
-def tracker_settings(hub_standin, db_url) -> Settings:
-    return Settings(database_url=db_url, hub_endpoint=hub_standin.url, hub_timeout=5.0,
+def settings_for(hub_url: str, db_url: str) -> Settings:
+    """The delivery tests' settings: a tracker on this Hub and database, sending to 127.0.0.1."""
+    return Settings(database_url=db_url, hub_endpoint=hub_url, hub_timeout=5.0,
                     delivery=DeliverySettings(max_attempts=3, backoff_base=0.05, backoff_max=0.2, timeout=2.0,
                                               allow_hosts=("127.0.0.1",)))
 
 
+def build_tracker(settings: Settings, **overrides: Any) -> Tracker:
+    """A tracker on ``settings`` (with ``overrides``) whose Hub client never sleeps between retries."""
+    settings = replace(settings, **overrides)
+    hub = HubClient(settings.hub_endpoint, timeout=settings.hub_timeout, max_retries=settings.hub_max_retries,
+                    max_wait=settings.hub_max_wait, sleep=lambda _s: None)
+    return make_tracker(settings, hub=hub, auto_upgrade=True)
+
+
+@pytest.fixture
+def tracker_settings(hub_standin, db_url) -> Settings:
+    return settings_for(hub_standin.url, db_url)
+
+
 @pytest.fixture
 def make(hub_standin):
-    def build(settings: Settings, **overrides: Any):
-        settings = replace(settings, **overrides)
-        hub = HubClient(settings.hub_endpoint, timeout=settings.hub_timeout, max_retries=settings.hub_max_retries,
-                        max_wait=settings.hub_max_wait, sleep=lambda _s: None)
-        return make_tracker(settings, hub=hub, auto_upgrade=True)
-
-    return build
+    return build_tracker
 
 
 def push_history(hub, repo: str = REPO) -> list[str]:

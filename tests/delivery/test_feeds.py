@@ -10,19 +10,20 @@ import jsonschema
 import pytest
 from fastapi.testclient import TestClient
 from feedparser.datetimes import _parse_date
+from hubstandin import HubStandin
 
-from tests.delivery.conftest import OTHER, REPO, push_history, start_repo
+from tests.delivery.conftest import OTHER, REPO, build_tracker, push_history, settings_for, start_repo
+from tests.postgres import fresh_database
 from tracker.adapters.feeds import entry_id
 from tracker.core.advisory import advisory_id
 from tracker.surfaces.api import create_app
 
 
-@pytest.fixture
-def feeds(hub_standin, tracker_settings, make):
+def history(hub_standin, settings):
     """Two watched repos; acme/chat-model gets a fix, a risk later undone, and a removal."""
     start_repo(hub_standin)
     start_repo(hub_standin, OTHER)
-    tracker = make(tracker_settings)
+    tracker = build_tracker(settings)
     for repo in (REPO, OTHER):
         tracker.store.repos.add(repo, now=tracker.clock())
     tracker.poll()
@@ -33,6 +34,26 @@ def feeds(hub_standin, tracker_settings, make):
            "removal": advisory_id(REPO, r5, "update"), "other": advisory_id(OTHER, other, "update")}
     assert {a.id for a in tracker.store.advisories.find()} == set(ids.values())
     return tracker, TestClient(create_app(tracker)), ids
+
+
+@pytest.fixture
+def feeds(hub_standin, tracker_settings):
+    """The history, for a test that changes it."""
+    return history(hub_standin, tracker_settings)
+
+
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def read_only_feeds(request, tmp_path_factory):
+    """The history, built once per database for the tests that only read it."""
+    root = tmp_path_factory.mktemp("feeds")
+    db_url = (f"sqlite:///{root}/tracker.sqlite3" if request.param == "sqlite"
+              else fresh_database(request.getfixturevalue("postgres_server_url")))
+    with HubStandin(root / "hub") as hub:
+        tracker, client, ids = history(hub, settings_for(hub.url, db_url))
+        try:
+            yield tracker, client, ids
+        finally:
+            tracker.store.close()
 
 
 # JSON Feed 1.1 (https://www.jsonfeed.org/version/1.1/) as a schema: feedparser's released versions (6.0.x)
@@ -107,16 +128,16 @@ def ids_of(ids: dict[str, str], *names: str) -> set[str]:
     ("/feeds/acme", "?category=generation,weights&min_severity=moderate", ["fix", "risk", "removal"]),
     ("/feeds/acme/chat-model", "?min_severity=critical", []),
 ])
-def test_every_feed_parses_and_holds_exactly_the_expected_entries(feeds, fmt, path, query, expected):
-    tracker, client, ids = feeds
+def test_every_feed_parses_and_holds_exactly_the_expected_entries(read_only_feeds, fmt, path, query, expected):
+    tracker, client, ids = read_only_feeds
     parsed = read(client, f"{path}.{fmt}{query}")
     assert entry_ids(parsed) == ids_of(ids, *expected)
     assert len(parsed.entries) == len(expected)
 
 
 @pytest.mark.parametrize("fmt", ["atom", "json"])
-def test_an_entry_carries_summary_findings_estimate_link_and_modified(feeds, fmt):
-    tracker, client, ids = feeds
+def test_an_entry_carries_summary_findings_estimate_link_and_modified(read_only_feeds, fmt):
+    tracker, client, ids = read_only_feeds
     parsed = read(client, f"/feeds/acme/chat-model.{fmt}")
     by_id = {e.id: e for e in parsed.entries}
     record = tracker.store.advisories.get(ids["fix"]).record
@@ -201,7 +222,7 @@ def test_conditional_get_answers_304_until_something_changes(feeds, fmt, hub_sta
      "tokenizer, upstream, weights"),
     ("/feeds/ac--me.atom", 400, "invalid owner 'ac--me'"),
 ])
-def test_bad_feed_requests_get_a_clear_error(feeds, path, status, message):
-    _tracker, client, _ids = feeds
+def test_bad_feed_requests_get_a_clear_error(read_only_feeds, path, status, message):
+    _tracker, client, _ids = read_only_feeds
     answer = client.get(path)
     assert (answer.status_code, answer.json()["message"]) == (status, message)
