@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from standardwebhooks import Webhook
 
 from tests.delivery.conftest import REPO, push_history, start_repo
-from tracker.adapters.delivery.worker import DeliveryWorker, retry_after_seconds
+from tracker.adapters.delivery.worker import LEASE_MARGIN, DeliveryWorker, retry_after_seconds
 from tracker.adapters.settings import DeliverySettings
 from tracker.surfaces.cli import main
 
@@ -94,6 +94,29 @@ def test_signed_bodies_in_order_through_500_429_and_503(queued, hub_standin, tmp
         body = Webhook(got.secret).verify(received.body, received.headers)
         assert body == {"type": row.event_type, "timestamp": row.created_at.isoformat().replace("+00:00", "Z"),
                         "data": row.record}
+    worker.stop()
+
+
+def test_a_row_a_dead_sender_leased_waits_for_its_lease_then_goes_out_with_the_same_webhook_id(queued, hub_standin):
+    tracker, subscribe = queued
+    _sub, got = subscribe()
+    push_history(hub_standin)
+    tracker.poll()
+    first, second = tracker.store.outbox.list_deliveries()[:2]
+    clock = [datetime.now(UTC)]
+    worker = DeliveryWorker(tracker.store.outbox, DeliverySettings(timeout=2.0, allow_hosts=("127.0.0.1",)),
+                            clock=lambda: clock[0])
+    assert worker.lease == timedelta(seconds=2.0 + LEASE_MARGIN)
+    # A sender killed mid-attempt: it took the lease and recorded nothing.
+    assert tracker.store.outbox.lease_delivery(first.id, now=clock[0], until=clock[0] + worker.lease)
+    clock[0] += worker.lease - timedelta(seconds=1)
+    assert worker.run_once() == 0  # still held, and the next alert does not overtake it
+    assert got.got == []
+    clock[0] += timedelta(seconds=2)
+    assert worker.run_once() == 1
+    assert (tracker.store.outbox.get_delivery(first.id).state, tracker.store.outbox.get_delivery(second.id).state) == (
+        "delivered", "pending")
+    assert [r.webhook_id for r in got.got] == [first.webhook_id]
     worker.stop()
 
 
