@@ -9,11 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner, Result
 from fastapi.testclient import TestClient
 
 from tests.core.conftest import config_json
 from tracker.core.model import RepoId
 from tracker.surfaces.api import create_app
+from tracker.surfaces.cli import main
 
 REPO = RepoId("acme/edge-model")
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,6 +26,13 @@ def _cli(args: list[str], env_extra: dict[str, str], cwd: Path) -> subprocess.Co
     (cwd / "empty.toml").write_text("")
     return subprocess.run([sys.executable, "-m", "tracker", *args], env=env, cwd=cwd, capture_output=True,
                           text=True, timeout=60)
+
+
+def _cli_here(args: list[str], env_extra: dict[str, str], cwd: Path) -> Result:
+    """The same command in-process (click's runner keeps stdout and stderr apart); the process-level
+    check that nothing else reaches stderr is the unreachable-PostgreSQL test's, through a real process."""
+    (cwd / "empty.toml").write_text("")
+    return CliRunner().invoke(main, args, env={"TRACKER_CONFIG": str(cwd / "empty.toml"), **env_extra})
 
 
 def _free_port() -> int:
@@ -44,8 +53,8 @@ def test_watch_list_with_an_unreachable_postgres_is_one_line(tmp_path):
 
 def test_watch_list_with_an_sqlite_path_in_a_missing_folder_is_one_line(tmp_path):
     path = tmp_path / "no" / "such" / "tracker.sqlite3"
-    result = _cli(["watch", "list"], {"TRACKER_DATABASE_URL": f"sqlite:///{path}"}, tmp_path)
-    assert (result.returncode, result.stdout) == (1, "")
+    result = _cli_here(["watch", "list"], {"TRACKER_DATABASE_URL": f"sqlite:///{path}"}, tmp_path)
+    assert (result.exit_code, result.stdout) == (1, "")
     assert result.stderr == (f"error: cannot open the database at {path}: the folder {path.parent} does not exist\n")
     assert not path.parent.exists()
 
@@ -53,16 +62,16 @@ def test_watch_list_with_an_sqlite_path_in_a_missing_folder_is_one_line(tmp_path
 def test_a_file_that_is_not_a_database_is_one_line(tmp_path):
     path = tmp_path / "tracker.sqlite3"
     path.write_bytes(b"this is not a database, just some bytes" * 100)
-    result = _cli(["watch", "list"], {"TRACKER_DATABASE_URL": f"sqlite:///{path}"}, tmp_path)
-    assert (result.returncode, result.stdout) == (1, "")
+    result = _cli_here(["watch", "list"], {"TRACKER_DATABASE_URL": f"sqlite:///{path}"}, tmp_path)
+    assert (result.exit_code, result.stdout) == (1, "")
     assert result.stderr == (f"error: the file at {path} is not a tracker database or is damaged: "
                              "restore it from a backup or move it away\n")
 
 
 def test_not_watched_is_its_own_error(tmp_path):
-    result = _cli(["query", "--repo", "acme/nothing", "--revision", "main"],
-                  {"TRACKER_DATABASE_URL": f"sqlite:///{tmp_path}/t.sqlite3"}, tmp_path)
-    assert (result.returncode, result.stderr) == (
+    result = _cli_here(["query", "--repo", "acme/nothing", "--revision", "main"],
+                       {"TRACKER_DATABASE_URL": f"sqlite:///{tmp_path}/t.sqlite3"}, tmp_path)
+    assert (result.exit_code, result.stderr) == (
         1, "error: not watched: acme/nothing (add with `tracker watch add acme/nothing`)\n")
 
 
