@@ -52,9 +52,13 @@ def serve_app(app: FastAPI, host: str, port: int) -> None:
     """
     import uvicorn
 
-    stopped: list[int] = []
-    previous = {sig: signal.signal(sig, lambda signum, _frame: stopped.append(signum))
-                for sig in (signal.SIGTERM, signal.SIGINT)}
+    # logging is ours (tracker/surfaces/logs.py)
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_config=None, log_level=None))
+
+    def stop(_signum: int, _frame: object) -> None:  # uvicorn's own handler is installed while it serves
+        server.should_exit = True
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     errors = logging.getLogger("uvicorn.error")
 
     def startup_reported(record: logging.LogRecord) -> bool:
@@ -62,8 +66,7 @@ def serve_app(app: FastAPI, host: str, port: int) -> None:
 
     errors.addFilter(startup_reported)
     try:
-        # logging is ours (tracker/surfaces/logs.py)
-        uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_config=None, log_level=None)).run()
+        server.run()
     except SystemExit:  # uvicorn's answer to a failed start
         if app.state.startup_error is None:
             raise
