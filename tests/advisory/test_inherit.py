@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 from tracker.core.advisory import inherited_id, validate
 from tracker.core.advisory.reach import ReachIndex, Span, events_of, spans_for
+from tracker.core.advisory.record import Advisory, parse_advisory
 from tracker.core.inherit import ABSENT, Contents, base_change, closures, digest, inherited_write, stale_items
 from tracker.core.model import AdvisoryRow, RepoId, Severity
 from tracker.core.report import AdvisoryContext
@@ -16,11 +17,11 @@ NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 BASE_ADV = "x_HFUT-aaaa-bbbb-cccc"
 
 
-def update_record(*paths: str, severity: str = "high") -> dict:
-    return {"id": BASE_ADV, "database_specific": {
-        "kind": "update", "repo_id": BASE, "revision": B1, "parent": B0,
+def update_record(*paths: str, severity: str = "high", kind: str = "update") -> Advisory:
+    return parse_advisory({"id": BASE_ADV, "modified": "2026-01-01T00:00:00Z", "database_specific": {
+        "kind": kind, "repo_id": BASE, "revision": B1, "parent": B0,
         "findings": [{"code": f"x.{p}", "category": p.split(".")[0], "severity": severity, "path": p,
-                      "summary": "changed"} for p in paths]}}
+                      "summary": "changed"} for p in paths]}})
 
 
 def contents(sha: str, **files: dict | str) -> Contents:
@@ -81,8 +82,7 @@ def test_only_the_keys_the_base_changed_count_and_bookkeeping_keys_never():
 def test_a_change_outside_inheritable_files_or_a_risk_is_no_base_change():
     before, after = contents(B0, README__md="r0"), contents(B1, README__md="r1")
     assert base_change(update_record("README.md"), before, after) is None
-    risk = update_record("generation_config.json")
-    risk["database_specific"]["kind"] = "risk"
+    risk = update_record("generation_config.json", kind="risk")
     assert base_change(risk, contents(B0, generation_config__json={"a": 1}),
                        contents(B1, generation_config__json={"a": 2})) is None
 
@@ -106,7 +106,8 @@ def test_closed_only_when_no_item_keeps_its_old_value():
     write = write_for(change, contents(D0, generation_config__json={"eos_token_id": 1, "pad_token_id": 0}))
     assert write is not None
     row = AdvisoryRow(id=write.id, repo_id=DERIVED, revision_sha=D0, kind="inherited", severity="high",
-                      record=write.record, published=NOW, modified=NOW, withdrawn=False, fixed_sha=None)
+                      record=write.advisory, published=NOW, modified=NOW, withdrawn=False, fixed_sha=None,
+                      osv=write.record)
     graph = [(D0, []), (D1, [D0])]
     index = ReachIndex()
     index.add(graph)

@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 
 from tests.core.conftest import config_json
 from tracker.core.advisory import advisory_id, validate
+from tracker.core.advisory.record import to_osv
 from tracker.core.model import RepoId
 from tracker.surfaces.api import create_app
 from tracker.surfaces.cli import main
@@ -61,9 +62,9 @@ def test_exactly_the_expected_advisories(history):
     fix, risk, removal = advisory_id(REPO, r1, "update"), advisory_id(REPO, r3, "risk"), advisory_id(REPO, r5, "update")
     assert set(advisories) == {fix, risk, removal}
     for adv in advisories.values():
-        validate(adv.record)
+        validate(to_osv(adv.record))
 
-    eos = advisories[fix].record
+    eos = to_osv(advisories[fix].record)
     assert eos["affected"][0]["ranges"][0]["events"] == [{"introduced": "0"}, {"fixed": r1}]
     assert eos["affected"][0]["versions"] == [r0]
     assert eos["database_specific"]["kind"] == "update"
@@ -71,7 +72,7 @@ def test_exactly_the_expected_advisories(history):
     assert eos["summary"] == (f"Upstream change in acme/chat-model@{r1[:12]}: "
                               "eos_token_id: 128001 → [128001, 128009]")
 
-    pickled = advisories[risk].record
+    pickled = to_osv(advisories[risk].record)
     assert pickled["affected"][0]["ranges"][0]["events"] == [{"introduced": r3}, {"fixed": r5}]
     assert pickled["affected"][0]["versions"] == sorted([r3, r4])
     assert advisories[risk].fixed_sha == r5
@@ -89,7 +90,7 @@ def test_querying_each_revision_returns_exactly_the_expected_ids(history, index,
              "removal": advisory_id(REPO, revs[5], "update")}
     want = sorted(names[n] for n in expected)
     result = tracker.query(REPO, revs[index])
-    assert sorted(v["id"] for v in result.vulns) == want
+    assert sorted(v.id for v in result.vulns) == want
     assert result.behind == 5 - index and result.head == revs[5] and result.known
 
     app = create_app(tracker)
@@ -105,10 +106,10 @@ def test_querying_each_revision_returns_exactly_the_expected_ids(history, index,
 
 def test_polling_again_and_reanalysing_never_duplicate_and_keep_modified(history, sleeps):
     tracker, revs = history
-    before = {i: (a.record["modified"], a.record) for i, a in ids(tracker).items()}
+    before = {i: (to_osv(a.record)["modified"], to_osv(a.record)) for i, a in ids(tracker).items()}
     tracker.poll()
     assert tracker.reanalyse(REPO) == 0
-    after = {i: (a.record["modified"], a.record) for i, a in ids(tracker).items()}
+    after = {i: (to_osv(a.record)["modified"], to_osv(a.record)) for i, a in ids(tracker).items()}
     assert after == before
 
 
@@ -170,9 +171,9 @@ def test_api_vulns_pagination_and_errors(history):
     assert batch["results"][0] == {}
     assert batch["results"][1]["vulns"] == [{"id": advisory_id(REPO, revs[5], "update"),
                                              "modified": ids(tracker)[advisory_id(REPO, revs[5], "update")]
-                                             .record["modified"]}]
+                                             .record.modified}]
     vuln_id = advisory_id(REPO, revs[1], "update")
-    assert client.get(f"/v1/vulns/{vuln_id}").json() == ids(tracker)[vuln_id].record
+    assert client.get(f"/v1/vulns/{vuln_id}").json() == to_osv(ids(tracker)[vuln_id].record)
     assert client.get("/v1/vulns/x_HFUT-nope").json() == {"code": 5, "message": "Bug not found."}
     bad = client.post("/v1/query", json={"commit": "abc"})
     assert (bad.status_code, bad.json()) == (400, {"code": 3, "message": "commit must be a full 40-hex sha"})

@@ -9,6 +9,7 @@ from fastapi.testclient import TestClient
 from tests.core.conftest import config_json
 from tests.core.test_advisories import torch_zip
 from tracker.core.advisory import advisory_id, repo_event_id, validate
+from tracker.core.advisory.record import to_osv
 from tracker.core.model import RepoId
 from tracker.surfaces.api import create_app
 
@@ -27,12 +28,12 @@ def all_valid(tracker) -> dict:
     found = advisories(tracker)
     assert found, "expected at least one advisory"
     for adv in found.values():
-        validate(adv.record)
+        validate(to_osv(adv.record))
     return found
 
 
 def query_ids(tracker, revision: str) -> list[str]:
-    return sorted(v["id"] for v in tracker.query(REPO, revision).vulns)
+    return sorted(v.id for v in tracker.query(REPO, revision).vulns)
 
 
 def api_ids(tracker, revision: str) -> list[str]:
@@ -77,7 +78,7 @@ def test_super_squash_with_the_same_content_is_one_history_rewritten_advisory(hu
     assert rewrite.id == repo_event_id(REPO, "history_rewritten", sorted([r0, r1]))
     assert rewrite.revision_sha is None
     assert rewrite.severity == "high"
-    record = rewrite.record
+    record = to_osv(rewrite.record)
     assert record["affected"][0]["versions"] == sorted([r0, r1])
     assert "ranges" not in record["affected"][0]  # the old commits are gone from the branch
     assert record["database_specific"]["event"] == "history_rewritten"
@@ -104,7 +105,7 @@ def test_gated_again_keeps_the_advisory_and_its_published_date(hub_standin, watc
     assert tracker.poll()[0].events == ["gated"]
     (again,) = [a for a in all_valid(tracker).values() if a.kind == "gated"]
     assert again.id == first.id  # same revisions concerned: same id, no duplicate
-    assert again.record["published"] == first.record["published"]
+    assert to_osv(again.record)["published"] == to_osv(first.record)["published"]
 
 
 # -- (b) deleted and created again ----------------------------------------------------------
@@ -128,15 +129,15 @@ def test_deleted_and_recreated_under_the_same_id_is_a_critical_advisory(hub_stan
     (recreated,) = by_kind["recreated"]
     (deleted,) = by_kind["deleted"]
     assert recreated.severity == "critical"
-    assert recreated.record["database_specific"]["severity"] == "CRITICAL"
-    assert recreated.record["database_specific"]["event"] == "recreated"
+    assert to_osv(recreated.record)["database_specific"]["severity"] == "CRITICAL"
+    assert to_osv(recreated.record)["database_specific"]["event"] == "recreated"
     # The id is fixed by the revisions known when the take-over was seen; the new owner's commits
     # join its versions as they arrive.
     assert recreated.id == repo_event_id(REPO, "recreated", [r0, r1])
-    assert recreated.record["affected"][0]["versions"] == sorted([r0, r1, evil])
+    assert to_osv(recreated.record)["affected"][0]["versions"] == sorted([r0, r1, evil])
     assert deleted.id == repo_event_id(REPO, "deleted", [r0, r1]) and deleted.severity == "critical"
     # Everyone pinned to a revision of the old repo is told.
-    assert {r0, r1} <= set(recreated.record["affected"][0]["versions"])
+    assert {r0, r1} <= set(to_osv(recreated.record)["affected"][0]["versions"])
     for old in (r0, r1):
         assert recreated.id in query_ids(tracker, old)
         assert recreated.id in api_ids(tracker, old)
@@ -192,10 +193,10 @@ def test_a_revision_older_than_the_baseline_is_looked_up_and_later_fixes_affect_
     tracker.poll()
     fix_id = advisory_id(REPO, fix, "update")
     assert set(all_valid(tracker)) == {fix_id}
-    assert advisories(tracker)[fix_id].record["affected"][0]["versions"] == [c2]  # the commits listed
+    assert to_osv(advisories(tracker)[fix_id].record)["affected"][0]["versions"] == [c2]  # the commits listed
     for sha, behind in ((c0, 3), (c1, 2), (c2, 1)):
         result = tracker.query(REPO, sha)
-        assert ([v["id"] for v in result.vulns], result.behind, result.known) == ([fix_id], behind, True)
+        assert ([v.id for v in result.vulns], result.behind, result.known) == ([fix_id], behind, True)
         assert package_ids(tracker, sha) == [fix_id]
     assert api_ids(tracker, c2) == [fix_id]  # listed: both query shapes agree
     assert tracker.query(REPO, fix).vulns == []
@@ -206,7 +207,7 @@ def test_an_older_revision_queried_after_the_fix_is_covered_too(hub_standin, thr
     fix = hub_standin.commit(REPO, {"generation_config.json": EOS_NEW}, message="fix eos")
     tracker.poll()
     fix_id = advisory_id(REPO, fix, "update")
-    assert advisories(tracker)[fix_id].record["affected"][0]["versions"] == [c2]
+    assert to_osv(advisories(tracker)[fix_id].record)["affected"][0]["versions"] == [c2]
     # Asked about through the HTTP API with its package (a bare {"commit"} names no repo to look
     # it up in: it only matches commits the tracker listed), then by a short sha.
     client = TestClient(create_app(tracker))
@@ -214,8 +215,8 @@ def test_an_older_revision_queried_after_the_fix_is_covered_too(hub_standin, thr
     assert [v["id"] for v in answer["vulns"]] == [fix_id]
     assert client.post("/v1/query", json={"commit": c0}).json() == {}
     result = tracker.query(REPO, c1[:12])
-    assert (result.revision, [v["id"] for v in result.vulns], result.behind) == (c1, [fix_id], 2)
-    record = all_valid(tracker)[fix_id].record
+    assert (result.revision, [v.id for v in result.vulns], result.behind) == (c1, [fix_id], 2)
+    record = to_osv(all_valid(tracker)[fix_id].record)
     assert record["affected"][0]["versions"] == [c2]  # reads never rewrite a record
 
 
@@ -240,7 +241,7 @@ def pickled(hub_standin, settings, make):
     tracker.poll()
     risk = advisory_id(REPO, r1, "risk")
     adv = advisories(tracker)[risk]
-    assert "weights.pickle_dangerous_import" in [f["code"] for f in adv.record["database_specific"]["findings"]]
+    assert "weights.pickle_dangerous_import" in [f["code"] for f in to_osv(adv.record)["database_specific"]["findings"]]
     assert adv.fixed_sha is None
     return tracker, r0, r1, risk
 
@@ -252,9 +253,9 @@ def test_a_risk_undone_by_reverting_the_file_content_is_fixed(hub_standin, pickl
     tracker.poll()
     adv = all_valid(tracker)[risk]
     assert adv.fixed_sha == r3
-    assert adv.record["affected"][0]["ranges"][0]["events"] == [{"introduced": r1}, {"fixed": r3}]
-    assert adv.record["affected"][0]["versions"] == sorted([r1, r2])
-    assert {"type": "FIX", "url": f"{hub_standin.url}/{REPO}/commit/{r3}"} in adv.record["references"]
+    assert to_osv(adv.record)["affected"][0]["ranges"][0]["events"] == [{"introduced": r1}, {"fixed": r3}]
+    assert to_osv(adv.record)["affected"][0]["versions"] == sorted([r1, r2])
+    assert {"type": "FIX", "url": f"{hub_standin.url}/{REPO}/commit/{r3}"} in to_osv(adv.record)["references"]
     assert risk in query_ids(tracker, r1) and risk in query_ids(tracker, r2)
     assert risk not in query_ids(tracker, r3) and risk not in api_ids(tracker, r3)
     assert risk not in query_ids(tracker, r0)
@@ -267,8 +268,8 @@ def test_a_risk_whose_file_changes_to_something_still_risky_is_not_fixed(hub_sta
     found = all_valid(tracker)
     adv = found[risk]
     assert adv.fixed_sha is None
-    assert adv.record["affected"][0]["ranges"][0]["events"] == [{"introduced": r1}]
-    assert adv.record["affected"][0]["versions"] == sorted([r1, r2])
+    assert to_osv(adv.record)["affected"][0]["ranges"][0]["events"] == [{"introduced": r1}]
+    assert to_osv(adv.record)["affected"][0]["versions"] == sorted([r1, r2])
     # The new file is a risk of its own.
     assert advisory_id(REPO, r2, "risk") in found
     assert set(query_ids(tracker, r2)) >= {risk, advisory_id(REPO, r2, "risk")}
@@ -290,7 +291,7 @@ def test_a_risk_whose_file_is_replaced_by_a_different_clean_pickle(hub_standin, 
 def test_reanalysis_with_a_severity_override_withdraws_the_advisory(watched, settings, make):
     tracker, r0, r1 = watched
     fix_id = advisory_id(REPO, r1, "update")
-    before = advisories(tracker)[fix_id].record
+    before = to_osv(advisories(tracker)[fix_id].record)
     assert fix_id in query_ids(tracker, r0) and api_ids(tracker, r0) == [fix_id]
 
     newer = make(settings, severity={EOS_FIX: "info"})
@@ -298,18 +299,18 @@ def test_reanalysis_with_a_severity_override_withdraws_the_advisory(watched, set
     found = all_valid(newer)
     assert set(found) == {fix_id}  # same id, no duplicate
     adv = found[fix_id]
-    assert adv.withdrawn and "withdrawn" in adv.record
-    assert adv.record["modified"] == adv.record["withdrawn"] and adv.record["modified"] > before["modified"]
-    assert adv.record["published"] == before["published"]
-    assert adv.record["summary"].startswith("Withdrawn")
+    assert adv.withdrawn and "withdrawn" in to_osv(adv.record)
+    assert to_osv(adv.record)["modified"] == to_osv(adv.record)["withdrawn"] and to_osv(adv.record)["modified"] > before["modified"]
+    assert to_osv(adv.record)["published"] == before["published"]
+    assert to_osv(adv.record)["summary"].startswith("Withdrawn")
 
     assert query_ids(newer, r0) == [], "Advisor.query returns a withdrawn advisory"
     assert api_ids(newer, r0) == []
     client = TestClient(create_app(newer))
     batch = client.post("/v1/querybatch", json={"queries": [{"commit": r0}]}).json()
     assert batch == {"results": [{}]}
-    assert client.get(f"/v1/vulns/{fix_id}").json()["withdrawn"] == adv.record["withdrawn"]
+    assert client.get(f"/v1/vulns/{fix_id}").json()["withdrawn"] == to_osv(adv.record)["withdrawn"]
 
     # Re-analysing again with the same rules changes nothing.
     assert newer.reanalyse(REPO) == 0
-    assert advisories(newer)[fix_id].record == adv.record
+    assert to_osv(advisories(newer)[fix_id].record) == to_osv(adv.record)

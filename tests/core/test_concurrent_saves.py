@@ -23,6 +23,7 @@ from tests.core.test_inherited import BASE, COPY, NEW_EOS, OLD_EOS, card, fix_ba
 from tracker.adapters.hub import HubClient
 from tracker.app import make_tracker
 from tracker.core.advisory import advisory_id, inherited_id
+from tracker.core.advisory.record import to_osv
 from tracker.core.model import AdvisoryKind, PollOutcome
 
 WAIT = 120.0  # seconds any step may take on a loaded machine before the test says it is stuck
@@ -98,10 +99,10 @@ def test_a_derivative_saved_while_its_base_writes_its_inherited_advisory_keeps_t
     # The base's advisory as the base wrote it (found at the copy's c0), not the copy's recomputed one (at c1);
     # the copy's c1 still has the old value, so it is affected too.
     assert (row.id, row.kind, row.revision_sha, row.fixed_sha) == (inherited, AdvisoryKind.INHERITED, c0, None)
-    assert row.record["database_specific"]["revision"] == c0
-    assert row.record["database_specific"]["items"][0]["value"] == OLD_EOS
-    assert row.record["database_specific"]["items"][0]["base_after"] == NEW_EOS
-    assert row.record["affected"][0]["versions"] == sorted([c0, c1])
+    assert to_osv(row.record)["database_specific"]["revision"] == c0
+    assert to_osv(row.record)["database_specific"]["items"][0]["value"] == OLD_EOS
+    assert to_osv(row.record)["database_specific"]["items"][0]["base_after"] == NEW_EOS
+    assert to_osv(row.record)["affected"][0]["versions"] == sorted([c0, c1])
     # Announced once: created by the base's save; the copy's stale copy was never written over it.
     assert [(d.event_type, d.advisory_id) for d in store.outbox.list_deliveries()] == [
         ("advisory.created", inherited)]
@@ -159,8 +160,8 @@ def test_a_derivative_whose_report_read_the_base_before_its_fix_is_recomputed_th
     assert sorted(rows) == sorted([inherited, own_fix])
     row = rows[inherited]
     assert (row.kind, row.revision_sha, row.fixed_sha) == (AdvisoryKind.INHERITED, c0, c1)  # closed by c1
-    assert row.record["affected"][0]["ranges"][0]["events"] == [{"introduced": "0"}, {"fixed": c1}]
-    assert row.record["affected"][0]["versions"] == [c0]
+    assert to_osv(row.record)["affected"][0]["ranges"][0]["events"] == [{"introduced": "0"}, {"fixed": c1}]
+    assert to_osv(row.record)["affected"][0]["versions"] == [c0]
     assert base_side.query(COPY, c1).vulns == []
     assert [(r.sha, r.status) for r in store.revisions.of_repo(base_side.repo(COPY).pk)] == [
         (c0, "done"), (c1, "done")]

@@ -25,6 +25,7 @@ from sqlalchemy import create_engine, event, text
 from tests.core.conftest import config_json
 from tests.core.test_advisories import torch_zip
 from tracker.adapters.store import open_store
+from tracker.core.advisory.record import to_osv
 from tracker.core.model import RepoId
 
 REPO = RepoId("acme/crash-model")
@@ -90,7 +91,7 @@ def state(db_url: str) -> dict[str, Any]:
         engine.dispose()
     store = open_store(db_url, auto_upgrade=False)
     try:
-        versions = {a.id: a.record["affected"][0]["versions"] for a in store.advisories.find()}
+        versions = {a.id: to_osv(a.record)["affected"][0]["versions"] for a in store.advisories.find()}
     finally:
         store.close()
     return {"revisions": revisions, "events": events, "advisories": advisories, "graph": graph,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tests.core.conftest import config_json
 from tracker.core.advisory import advisory_id, validate
+from tracker.core.advisory.record import to_osv
 from tracker.core.model import RepoId
 
 REPO = RepoId("acme/remote-code-model")
@@ -27,8 +28,8 @@ def test_pinned_vulnerable_packages_become_findings_and_related_ids(hub_standin,
     unpinned = [f for f in row.findings if f["code"] == "dependencies.unpinned_requirement"]
     assert [f["after"]["name"] for f in unpinned] == ["einops"]
     (risk,) = [a for a in tracker.store.advisories.find() if a.id == advisory_id(REPO, sha, "risk")]
-    validate(risk.record)
-    assert risk.record["related"] == ids
+    validate(to_osv(risk.record))
+    assert to_osv(risk.record)["related"] == ids
 
 
 def test_a_failed_lookup_is_retried_on_a_later_poll(hub_standin, osv_standin, settings, make):

@@ -15,6 +15,7 @@ from tests.core.conftest import config_json
 from tracker.adapters.hub import HubClient
 from tracker.app import make_tracker
 from tracker.core.advisory import advisory_id, inherited_id, validate
+from tracker.core.advisory.record import to_osv
 from tracker.core.model import AdvisoryKind, RepoId
 
 BASE = RepoId("acme/base-instruct")
@@ -72,7 +73,7 @@ def check_inherited(tracker, *, r0: str, r1: str, c0: str):
     assert set(advisories) == {expected}
     assert by_id(tracker, GOOD) == {}
     row = advisories[expected]
-    record = row.record
+    record = to_osv(row.record)
     validate(record)
     assert (row.kind, row.revision_sha, row.severity, row.fixed_sha) == (AdvisoryKind.INHERITED, c0, "high", None)
     assert record["summary"] == f"base acme/base-instruct fixed eos_token_id at {r1[:12]}; this repo still has 128001"
@@ -91,7 +92,7 @@ def check_inherited(tracker, *, r0: str, r1: str, c0: str):
          "value": OLD_EOS}]
     assert f"fixed this at revision [`{r1[:12]}`]" in record["details"]
     # The commit index answers for the derivative's revision.
-    assert tracker.query(COPY, c0).vulns[0]["id"] == expected
+    assert tracker.query(COPY, c0).vulns[0].id == expected
     return expected
 
 
@@ -117,18 +118,18 @@ def test_base_fix_gives_the_copy_an_inherited_advisory_closed_when_it_takes_the_
     # A revision that does not take the fix is affected too; one that takes it closes the advisory.
     c1 = hub.commit(COPY, {"README.md": card(BASE, "Better words.\n")}, message="docs")
     tracker.poll([COPY])
-    assert by_id(tracker, COPY)[expected].record["affected"][0]["versions"] == sorted([c0, c1])
+    assert to_osv(by_id(tracker, COPY)[expected].record)["affected"][0]["versions"] == sorted([c0, c1])
     assert by_id(tracker, COPY)[expected].fixed_sha is None
     c2 = hub.commit(COPY, {"generation_config.json": gen(NEW_EOS, temperature=0.6)}, message="take the eos fix")
     tracker.poll([COPY])
     row = by_id(tracker, COPY)[expected]
-    validate(row.record)
+    validate(to_osv(row.record))
     assert row.fixed_sha == c2
-    assert row.record["affected"][0]["ranges"][0]["events"] == [{"introduced": "0"}, {"fixed": c2}]
-    assert row.record["affected"][0]["versions"] == sorted([c0, c1])
+    assert to_osv(row.record)["affected"][0]["ranges"][0]["events"] == [{"introduced": "0"}, {"fixed": c2}]
+    assert to_osv(row.record)["affected"][0]["versions"] == sorted([c0, c1])
     assert tracker.query(COPY, c2).vulns == []
     own_fix = advisory_id(COPY, c2, "update")  # the derivative's own change, as any repo's
-    assert sorted(v["id"] for v in tracker.query(COPY, c1).vulns) == sorted([expected, own_fix])
+    assert sorted(v.id for v in tracker.query(COPY, c1).vulns) == sorted([expected, own_fix])
     assert [(d.event_type, d.advisory_id) for d in tracker.store.outbox.list_deliveries()] == [
         ("advisory.created", expected), ("advisory.created", own_fix), ("advisory.updated", expected)]
     # Nothing more on later polls, and none for the derivative that had the fix.
@@ -188,10 +189,10 @@ def test_a_template_file_is_compared_by_content(hub_standin, settings, make):
     assert base_adv.kind == "update"
     (row,) = by_id(tracker, COPY).values()
     assert row.id == inherited_id(COPY, base_adv.id)
-    assert row.record["summary"] == (f"base acme/base-instruct fixed chat_template.jinja at {r1[:12]}; "
+    assert to_osv(row.record)["summary"] == (f"base acme/base-instruct fixed chat_template.jinja at {r1[:12]}; "
                                      "this repo still has the old file")
-    assert row.record["affected"][0]["versions"] == [c0]
-    assert row.record["database_specific"]["categories"] == ["chat_template"]
+    assert to_osv(row.record)["affected"][0]["versions"] == [c0]
+    assert to_osv(row.record)["database_specific"]["categories"] == ["chat_template"]
     c1 = hub.commit(COPY, {"chat_template.jinja": new}, message="take the template fix")
     tracker.poll([COPY])
     assert by_id(tracker, COPY)[row.id].fixed_sha == c1

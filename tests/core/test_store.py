@@ -12,6 +12,7 @@ from sqlalchemy import inspect
 
 from tracker.adapters.store import open_store, schema_status
 from tracker.adapters.store.db import make_engine, upgrade_schema
+from tracker.core.advisory.record import to_osv
 from tracker.core.errors import AdvisoryConflict, SchemaBehind
 from tracker.core.model import Commit, CommitSha, FileEntry, Finding, RepoId, RepoState, Severity, Snapshot
 from tracker.core.report import AdvisoryWrite, EventReport, RevisionReport
@@ -106,8 +107,8 @@ def test_a_revision_report_completes_the_revision_exactly_once_with_its_advisori
     assert store.revisions.pending(repo.pk) == []
     assert store.repos.get("acme/model").base_repo_id == "acme/base"
     (advisory,) = store.advisories.find(repo_pk=repo.pk)
-    assert (advisory.id, advisory.kind, advisory.revision_sha, advisory.record["summary"], advisory.modified,
-            advisory.record["affected"][0]["versions"]) == (
+    assert (advisory.id, advisory.kind, advisory.revision_sha, to_osv(advisory.record)["summary"], advisory.modified,
+            to_osv(advisory.record)["affected"][0]["versions"]) == (
         "x_HFUT-aaaa-bbbb-cccc", "risk", sha(1), "chat template changed", NOW, [sha(1)])
     assert store.advisories.ids_for_commit(sha(1)) == ["x_HFUT-aaaa-bbbb-cccc"]
 
@@ -129,7 +130,7 @@ def test_an_advisory_changed_since_it_was_read_is_not_overwritten(db_url):
     # Computed from what is stored: written.
     assert store.revisions.save_report(_report(second, advisories=[stale]), seen={write.id: NOW}) is True
     (advisory,) = store.advisories.find(repo_pk=repo.pk)
-    assert (advisory.record["summary"], advisory.modified) == ("stale", LATER)
+    assert (to_osv(advisory.record)["summary"], advisory.modified) == ("stale", LATER)
 
 
 def test_blobs_are_content_addressed_and_events_deduplicated(db_url):

@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 
 from tests.core.conftest import config_json
 from tracker.core.advisory import advisory_id, validate
+from tracker.core.advisory.record import to_osv
 from tracker.core.model import RepoId
 from tracker.surfaces import api
 from tracker.surfaces.api import create_app
@@ -37,25 +38,29 @@ def test_versions_past_max_versions_list_the_newest_and_say_so(hub_standin, sett
     second = advisory_id(REPO, shas[2], "update")  # affects shas[0..1]: all listed
     row = tracker.store.advisories.get(last)
     assert row is not None
-    validate(row.record)
-    assert row.record["affected"][0]["versions"] == sorted(shas[2:5])  # the newest three
-    assert row.record["database_specific"]["versions"] == {
+    validate(to_osv(row.record))
+    assert to_osv(row.record)["affected"][0]["versions"] == sorted(shas[2:5])  # the newest three
+    assert to_osv(row.record)["database_specific"]["versions"] == {
         "listed": 3, "affected": 5,
         "note": "the newest 3 of 5 affected commits are listed; the GIT range covers them all"}
-    assert row.record["affected"][0]["ranges"][0]["events"] == [{"introduced": "0"}, {"fixed": shas[5]}]
+    assert to_osv(row.record)["affected"][0]["ranges"][0]["events"] == [{"introduced": "0"}, {"fixed": shas[5]}]
     small = tracker.store.advisories.get(second)
     assert small is not None
-    assert small.record["affected"][0]["versions"] == sorted(shas[:2])
-    assert "versions" not in small.record["database_specific"]
+    assert to_osv(small.record)["affected"][0]["versions"] == sorted(shas[:2])
+    assert "versions" not in to_osv(small.record)["database_specific"]
 
     # Every read serves the same record: the API's text splice, /v1/vulns, the CLI, the export.
     client = TestClient(create_app(tracker))
     page = client.post("/v1/query", json={"commit": shas[0]}).json()
     assert [v["id"] for v in page["vulns"]] == sorted(advisory_id(REPO, s, "update") for s in shas[1:])
     served = {v["id"]: v for v in page["vulns"]}
-    assert served[last] == row.record and served[second] == small.record
-    assert client.get(f"/v1/vulns/{last}").json() == row.record
-    assert tracker.query(REPO, shas[0]).vulns[0]["affected"][0]["versions"] in (
+    assert served[last] == to_osv(row.record) and served[second] == to_osv(small.record)
+    assert client.get(f"/v1/vulns/{last}").json() == to_osv(row.record)
+    # JSON out sends the record as read, byte for byte: the note's keys in the order they were written.
+    assert list(row.osv["database_specific"]["versions"]) == ["listed", "affected", "note"]
+    assert client.get(f"/v1/vulns/{last}").content == json.dumps(
+        row.osv, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+    assert tracker.query(REPO, shas[0]).vulns[0].osv["affected"][0]["versions"] in (
         sorted(shas[:k]) if k <= 3 else sorted(shas[k - 3:k]) for k in range(1, 6))
     out = tmp_path / "export"
     env = {"HF_ENDPOINT": hub_standin.url, "TRACKER_DATABASE_URL": settings.database_url,
@@ -64,7 +69,7 @@ def test_versions_past_max_versions_list_the_newest_and_say_so(hub_standin, sett
     result = CliRunner().invoke(main, ["export", "osv", str(out)], env=env, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert result.output.strip() == f"wrote 5 advisories and all.zip to {out}"
-    assert json.loads((out / f"{last}.json").read_text()) == row.record
+    assert json.loads((out / f"{last}.json").read_text()) == to_osv(row.record)
     assert not (out / "all.zip.partial").exists()
 
 

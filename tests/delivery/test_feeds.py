@@ -16,6 +16,7 @@ from tests.delivery.conftest import OTHER, REPO, build_tracker, push_history, se
 from tests.postgres import fresh_database
 from tracker.adapters.feeds import entry_id
 from tracker.core.advisory import advisory_id
+from tracker.core.advisory.record import to_osv
 from tracker.surfaces.api import create_app
 
 
@@ -140,7 +141,7 @@ def test_an_entry_carries_summary_findings_estimate_link_and_modified(read_only_
     tracker, client, ids = read_only_feeds
     parsed = read(client, f"/feeds/acme/chat-model.{fmt}")
     by_id = {e.id: e for e in parsed.entries}
-    record = tracker.store.advisories.get(ids["fix"]).record
+    record = to_osv(tracker.store.advisories.get(ids["fix"]).record)
     entry = by_id[entry_id(ids["fix"])]
     assert entry.title == f"[HIGH] {record['summary']}"  # the severity first, as a reader's list shows it
     assert entry.link == f"http://testserver/advisories/{ids['fix']}"
@@ -166,7 +167,8 @@ def test_the_estimator_delta_is_in_the_entry(hub_standin, tracker_settings, make
                                                          intermediate_size=16384, num_attention_heads=32)})
     tracker.poll()
     (adv,) = tracker.store.advisories.find()
-    delta = adv.record["database_specific"]["estimate_delta"]
+    delta = adv.record.specific.estimate_delta
+    assert delta is not None
     assert delta["params"]["before"] < delta["params"]["after"]
     parsed = read(TestClient(create_app(tracker)), "/feeds/acme/chat-model.atom")
     html = parsed.entries[0].content[0].value
@@ -186,7 +188,7 @@ def test_a_withdrawn_advisory_updates_its_entry(feeds, tracker_settings, make):
     # Microseconds count (struct_time would drop them): the withdrawal may come within the same second.
     assert datetime.fromisoformat(after.updated) > datetime.fromisoformat(before.updated)
     assert datetime.fromisoformat(after.updated) == datetime.fromisoformat(
-        newer.store.advisories.get(ids["fix"]).record["modified"].replace("Z", "+00:00"))
+        newer.store.advisories.get(ids["fix"]).record.modified.replace("Z", "+00:00"))
     assert "<strong>Withdrawn</strong>" in after.content[0].value
     assert after_feed.entries[0].id == entry_id(ids["fix"])  # the most recent change comes first
 

@@ -8,6 +8,7 @@ from tests.core.conftest import config_json
 from tests.delivery.conftest import OTHER, REPO, push_history, start_repo
 from tracker.adapters.delivery.plan import webhook_id
 from tracker.core.advisory import advisory_id
+from tracker.core.advisory.record import to_osv
 from tracker.core.model import AdvisoryEvent, AdvisoryEventType, RepoId
 
 
@@ -42,8 +43,8 @@ def test_each_advisory_is_queued_for_exactly_the_matching_subscriptions(hub_stan
     stored = {a.id: a for a in tracker.store.advisories.find()}
     assert set(stored) == {fix, risk, removal}
     assert {i: a.severity for i, a in stored.items()} == {fix: "high", risk: "moderate", removal: "moderate"}
-    assert {i: a.record["database_specific"]["categories"] for i, a in stored.items()} == {
-        fix: ["generation"], risk: ["weights"], removal: ["files", "weights"]}
+    assert {i: a.record.specific.categories for i, a in stored.items()} == {
+        fix: ("generation",), risk: ("weights",), removal: ("files", "weights")}
     # The risk was introduced (r3) and undone (r5) in the same poll: created, then updated with its fix.
     announced = [("advisory.created", fix), ("advisory.created", risk), ("advisory.updated", risk),
                  ("advisory.created", removal)]
@@ -66,8 +67,8 @@ def test_each_advisory_is_queued_for_exactly_the_matching_subscriptions(hub_stan
         if (d.event_type, d.advisory_id) == ("advisory.created", risk):
             assert d.record["affected"][0]["ranges"][0]["events"] == [{"introduced": r3}]
         else:
-            assert d.record == stored[d.advisory_id].record
-    assert stored[risk].record["affected"][0]["ranges"][0]["events"] == [{"introduced": r3}, {"fixed": r5}]
+            assert d.record == stored[d.advisory_id].osv
+    assert to_osv(stored[risk].record)["affected"][0]["ranges"][0]["events"] == [{"introduced": r3}, {"fixed": r5}]
 
     # Polling again and re-analysing with the same rules announce nothing new.
     tracker.poll()
@@ -91,7 +92,7 @@ def test_a_withdrawal_is_announced_once(hub_standin, tracker_settings, make):
     assert newer.reanalyse(REPO) == 0
     assert queued(newer) == [(sub.id, "advisory.created", fix), (sub.id, "advisory.withdrawn", fix)]
     withdrawn = newer.store.outbox.list_deliveries()[1]
-    assert withdrawn.record["withdrawn"] == newer.store.advisories.get(fix).record["withdrawn"]
+    assert withdrawn.record["withdrawn"] == newer.store.advisories.get(fix).record.withdrawn
 
 
 def test_the_idempotency_key_is_stable_and_replaying_the_same_event_adds_no_row(hub_standin, tracker_settings,
@@ -104,10 +105,10 @@ def test_the_idempotency_key_is_stable_and_replaying_the_same_event_adds_no_row(
     hub_standin.commit(REPO, {"config.json": config_json(vocab_size=1000)}, message="vocab")
     tracker.poll()
     (row,) = tracker.store.outbox.list_deliveries()
-    record = tracker.store.advisories.get(row.advisory_id).record
+    advisory = tracker.store.advisories.get(row.advisory_id)
     event = AdvisoryEvent(type=AdvisoryEventType.CREATED, advisory_id=row.advisory_id, repo_id=RepoId(REPO),
-                          severity=row.severity, categories=tuple(record["database_specific"]["categories"]),
-                          record=record)
+                          severity=row.severity, categories=advisory.record.specific.categories,
+                          record=advisory.osv)
     assert row.webhook_id == webhook_id(sub.id, event)
     # A transaction replayed after a crash announces the same event again: the key makes it a no-op.
     with tracker.store.db.transaction() as conn:

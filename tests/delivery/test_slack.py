@@ -9,6 +9,7 @@ from slack_sdk.models.blocks import Block
 
 from tracker.adapters.delivery.slack import slack_message
 from tracker.core.advisory.build import build_revision_advisory, repo_event_advisory, withdraw
+from tracker.core.advisory.record import parse_advisory
 from tracker.core.model import Finding, Severity
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -50,7 +51,7 @@ def test_a_small_change_reads_well():
     eos = Finding(code="generation.eos_token_id_changed", category="generation", severity=Severity.HIGH,
                   summary="eos_token_id: 128001 → [128001, 128009]", path="generation_config.json")
     rec = record([eos], delta=DELTA)
-    message = slack_message("advisory.created", rec, tracker_url="https://tracker.example.org")
+    message = slack_message("advisory.created", parse_advisory(rec), tracker_url="https://tracker.example.org")
     check_limits(message)
     header, lead, findings, estimator, context = message["blocks"]
     assert header["text"]["text"] == ":large_orange_circle: New advisory: acme/chat-model (high)"
@@ -71,7 +72,7 @@ def test_a_small_change_reads_well():
 def test_hundreds_of_findings_stay_within_the_limits(n):
     rec = record(many(n, summary_len=400), delta={f"card{i}.full_batch": {"before": i + 1, "after": 0}
                                                   for i in range(200)})
-    message = slack_message("advisory.created", rec)
+    message = slack_message("advisory.created", parse_advisory(rec))
     check_limits(message)
     findings = message["blocks"][2]["text"]["text"]
     assert findings.startswith(f"*Findings* ({n})\n")
@@ -86,7 +87,7 @@ def test_a_long_repo_id_and_summary_are_clipped_not_refused():
     long_repo = "a" * 96 + "/" + "b" * 96
     rec = repo_event_advisory(repo_id=long_repo, kind="recreated", detail={}, revisions=[REV],
                               endpoint="https://huggingface.co", now=NOW)
-    message = slack_message("advisory.created", rec)
+    message = slack_message("advisory.created", parse_advisory(rec))
     check_limits(message)
     assert message["blocks"][0]["text"]["text"].endswith("…")
     assert len(message["blocks"][0]["text"]["text"]) == 150
@@ -94,7 +95,7 @@ def test_a_long_repo_id_and_summary_are_clipped_not_refused():
 
 def test_a_withdrawal_says_why_and_lists_no_findings():
     rec = withdraw(record(many(3)), NOW, "re-analysis no longer reports findings")
-    message = slack_message("advisory.withdrawn", rec)
+    message = slack_message("advisory.withdrawn", parse_advisory(rec))
     check_limits(message)
     assert [b["type"] for b in message["blocks"]] == ["header", "section", "context"]
     assert message["blocks"][0]["text"]["text"] == ":large_orange_circle: Advisory withdrawn: acme/chat-model (high)"

@@ -26,6 +26,7 @@ from typing import Any
 
 from tests.e2e.conftest import CONFIGS, INCIDENTS, minilm_dir, need
 from tracker.core.advisory import validate
+from tracker.core.advisory.record import to_osv
 from tracker.core.estimate.cards import CARDS
 
 # ---------------------------------------------------------------------------- helpers
@@ -114,12 +115,12 @@ def test_llama3_eos_fix_in_generation_config(upstream, cli_diff):
 
     # One OSV advisory, an "update" (not a risk), valid OSV: it affects the revisions that lack the fix.
     (advisory,) = up.advisories()
-    validate(advisory.record)
+    validate(to_osv(advisory.record))
     assert (advisory.kind, advisory.severity, advisory.revision_sha, advisory.withdrawn) == (
         "update", "high", fix, False)
-    assert [f["code"] for f in advisory.record["database_specific"]["findings"]] == [
+    assert [f["code"] for f in to_osv(advisory.record)["database_specific"]["findings"]] == [
         "generation.eos_token_id_changed"]
-    assert advisory.record["affected"][0]["ranges"][0]["events"] == [{"introduced": "0"}, {"fixed": fix}]
+    assert to_osv(advisory.record)["affected"][0]["ranges"][0]["events"] == [{"introduced": "0"}, {"fixed": fix}]
     store = up.tracker.store
     assert (store.advisories.ids_for_commit(base), store.advisories.ids_for_commit(fix)) == ([advisory.id], [])
 
@@ -184,7 +185,7 @@ def test_llama3_chat_template_genprompt_fix_then_lost_brace(upstream, cli_diff):
     kinds = {(a.revision_sha, a.kind): a for a in up.advisories()}
     assert sorted(kinds) == sorted([(fix, "update"), (lost, "risk"), (back, "update")])
     risk = kinds[(lost, "risk")]
-    validate(risk.record)
+    validate(to_osv(risk.record))
     assert (risk.severity, risk.fixed_sha, risk.withdrawn) == ("high", back, False)
 
     for old, new in ((base, fix), (fix, lost), (lost, back)):
@@ -381,12 +382,12 @@ def test_pickle_with_malicious_reduce_added_is_found_by_range_reads_only(upstrea
     assert 0 < served < 4096 < data_bytes // 1000
 
     (advisory,) = up.advisories()
-    validate(advisory.record)
+    validate(to_osv(advisory.record))
     assert (advisory.kind, advisory.severity, advisory.revision_sha) == ("risk", "critical", rev)
-    assert advisory.record["database_specific"]["severity"] == "CRITICAL"
-    assert [f["code"] for f in advisory.record["database_specific"]["findings"]] == [
+    assert to_osv(advisory.record)["database_specific"]["severity"] == "CRITICAL"
+    assert [f["code"] for f in to_osv(advisory.record)["database_specific"]["findings"]] == [
         "weights.pickle_dangerous_import"]
-    assert advisory.record["affected"][0]["ranges"][0]["events"] == [{"introduced": rev}]
+    assert to_osv(advisory.record)["affected"][0]["ranges"][0]["events"] == [{"introduced": rev}]
     store = up.tracker.store
     assert (store.advisories.ids_for_commit(base), store.advisories.ids_for_commit(rev)) == ([], [advisory.id])
 
@@ -486,7 +487,7 @@ def test_phi2_modeling_code_named_by_auto_map_changes(upstream, cli_diff):
     assert set(risks) == {port, hostile, script}
     assert (risks[hostile].severity, risks[script].severity) == ("critical", "high")
     for advisory in risks.values():
-        validate(advisory.record)
+        validate(to_osv(advisory.record))
 
     for old, new in ((base, port), (port, hostile), (hostile, script)):
         assert_cli_agrees(cli_diff, up, old, new)
@@ -532,8 +533,8 @@ def test_readme_licence_becomes_non_commercial_then_gated(upstream, cli_diff):
     # beside it is an update.
     advisories = {(a.revision_sha, a.kind): a for a in up.advisories()}
     for advisory in advisories.values():
-        validate(advisory.record)
-    assert [f["code"] for f in advisories[(nc, "risk")].record["database_specific"]["findings"]] == [
+        validate(to_osv(advisory.record))
+    assert [f["code"] for f in to_osv(advisories[(nc, "risk")].record)["database_specific"]["findings"]] == [
         "licence.more_restrictive"]
     assert set(advisories) == {(nc, "risk"), (gate, "risk"), (gate, "update")}
 

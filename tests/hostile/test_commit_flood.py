@@ -22,6 +22,7 @@ from tracker.adapters.hub import HubClient
 from tracker.adapters.settings import Settings
 from tracker.app import make_tracker
 from tracker.core.advisory import advisory_id
+from tracker.core.advisory.record import to_osv
 from tracker.core.model import RevisionStatus
 from tracker.surfaces.api import create_app
 
@@ -93,11 +94,11 @@ def test_a_flood_reads_the_head_at_once_and_the_next_real_commit(hub_standin, tm
         (1001, False, 1000)
     (flood_adv,) = [a for a in tracker.store.advisories.find(repo_pk=pk) if a.kind == "commit_flood"]
     assert flood_adv.severity == "moderate"
-    assert flood_adv.record["affected"][0]["ranges"][0]["events"] == [{"introduced": between[0]}, {"fixed": head}]
-    assert flood_adv.record["affected"][0]["versions"] == sorted(between)
+    assert to_osv(flood_adv.record)["affected"][0]["ranges"][0]["events"] == [{"introduced": between[0]}, {"fixed": head}]
+    assert to_osv(flood_adv.record)["affected"][0]["versions"] == sorted(between)
     # The fix affects the last revision read and the 1,000 in between: versions bounded to the newest 1,000.
-    assert fix.record["affected"][0]["versions"] == sorted(between)
-    assert fix.record["database_specific"]["versions"]["affected"] == 1001
+    assert to_osv(fix.record)["affected"][0]["versions"] == sorted(between)
+    assert to_osv(fix.record)["database_specific"]["versions"]["affected"] == 1001
     client = TestClient(create_app(tracker))
     assert fix.id in {v["id"] for v in client.post("/v1/query", json={"commit": last_read}).json()["vulns"]}
     ids = {v["id"] for v in client.post("/v1/query", json={"commit": between[500]}).json().get("vulns", [])}

@@ -28,6 +28,7 @@ from tracker.adapters.hub import HubClient
 from tracker.adapters.settings import Settings
 from tracker.adapters.store import open_store
 from tracker.app import make_tracker
+from tracker.core.advisory.record import to_osv
 from tracker.core.findings import weights
 from tracker.core.findings.picklescan_zip import scan_checkpoint
 from tracker.core.findings.rules import SeverityRules
@@ -124,7 +125,7 @@ def test_a_joblib_file_importing_posix_system_is_critical_with_an_advisory(hub_s
         ("weights.pickle_dangerous_import", "critical", "model.joblib"), ("files.added", "info", "model.joblib")]
     (advisory,) = tracker.store.advisories.find(repo_pk=pk)
     assert (advisory.kind, advisory.severity, advisory.revision_sha) == ("risk", "critical", rev)
-    assert [f["code"] for f in advisory.record["database_specific"]["findings"]] == [
+    assert [f["code"] for f in to_osv(advisory.record)["database_specific"]["findings"]] == [
         "weights.pickle_dangerous_import"]
     assert tracker.store.advisories.ids_for_commit(base) == []
 

@@ -27,6 +27,7 @@ from tests.hostile.content_support import Reduce
 from tracker.adapters.hub import HubClient
 from tracker.adapters.settings import Settings
 from tracker.app import Tracker, make_tracker
+from tracker.core.advisory.record import to_osv
 from tracker.core.escaping import escape_controls
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.findings.tokenizer import TokenizerLimits, analyse_tokenizer
@@ -147,8 +148,8 @@ def test_a_findings_summary_escapes_the_name_and_the_path_stays_the_real_name(bi
     assert pickle_finding["path"] == BIDI_PATH  # data: what to look for on the Hub
     assert not any(RLO in f["summary"] for f in row.findings)
     (advisory,) = bidi.tracker.store.advisories.find(repo_pk=bidi.tracker.store.repos.get(bidi.repo).pk)
-    assert RLO not in advisory.record["summary"] and RLO not in advisory.record["details"]
-    assert "`weights/model\\u202enib.pt`" in advisory.record["details"]
+    assert RLO not in to_osv(advisory.record)["summary"] and RLO not in to_osv(advisory.record)["details"]
+    assert "`weights/model\\u202enib.pt`" in to_osv(advisory.record)["details"]
 
 
 @pytest.mark.parametrize("command", ["revisions", "diff"])

@@ -15,6 +15,7 @@ from tests.web.conftest import History
 from tests.web.synthetic import build, sha_of
 from tracker.adapters.settings import Settings
 from tracker.app import make_tracker
+from tracker.core.advisory.record import to_osv
 from tracker.core.report import AdvisoryWrite
 from tracker.surfaces.api import create_app
 from tracker.surfaces.web import charts
@@ -112,7 +113,7 @@ def test_upstream_text_is_escaped_and_advisory_markdown_has_no_raw_html(app_on):
     (sha,) = build(tracker.store, "acme/evil", 1)
     repo = tracker.store.repos.get("acme/evil")
     [advisory] = tracker.store.advisories.find(repo_pk=repo.pk)
-    record = {**advisory.record, "summary": "<script>alert(1)</script>",
+    record = {**to_osv(advisory.record), "summary": "<script>alert(1)</script>",
               "details": "**bold** <img src=x onerror=alert(1)> [x](javascript:alert(1))",
               "references": [{"type": "WEB", "url": "javascript:alert(1)"}, {"type": "WEB", "url": "https://example.org/a"}]}
     revision = tracker.store.revisions.get(repo.pk, sha)
@@ -283,7 +284,7 @@ def test_the_advisories_page_filters_by_severity_category_library_and_date(clien
     weights = sorted(listed_ids(client.get("/advisories?category=weights").text))
     assert history.advisory(history.context, "risk") in weights
     assert history.advisory(history.template, "update") not in weights
-    records = [a.record for a in store.advisories.find(repo_pk=store.repos.get(REPO).pk)]
+    records = [to_osv(a.record) for a in store.advisories.find(repo_pk=store.repos.get(REPO).pk)]
     for library in ("transformers", "sentence-transformers"):
         about = sorted(r["id"] for r in records if any(
             f.get("library") == library for f in r["database_specific"].get("findings") or []))

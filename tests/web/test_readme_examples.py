@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.web.conftest import History
+from tracker.core.advisory.record import to_osv
 from tracker.surfaces.web.demo import REPO
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,7 +47,7 @@ def test_the_readme_shows_the_four_api_examples():
 @pytest.mark.skipif(CURL is None, reason="curl is not installed")
 def test_each_readme_api_example_answers_as_written(history: History):
     update = history.advisory(history.template, "update")
-    record = history.tracker.store.advisories.get(update).record
+    record = to_osv(history.tracker.store.advisories.get(update).record)
     answers = []
     for line in readme_curls():
         done = subprocess.run(as_run(line, history), capture_output=True, text=True, timeout=30)

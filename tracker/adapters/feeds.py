@@ -19,17 +19,17 @@ from __future__ import annotations
 import hashlib
 import html
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any
 
 from feedgen.feed import FeedGenerator
 
 from tracker.adapters.delivery.plan import record_categories
 from tracker.adapters.delivery.text import estimate_lines, findings_of, revision_url
 from tracker.adapters.store.advisories import FeedItem
+from tracker.core.advisory.record import Advisory
 from tracker.core.escaping import escape_controls
 
 FEED_LIMIT = 100  # entries per feed, most recently modified first
@@ -44,22 +44,20 @@ def entry_id(advisory_id: str) -> str:
     return f"{ID_PREFIX}advisory:{advisory_id}"
 
 
-def entry_html(record: Mapping[str, Any]) -> str:
+def entry_html(record: Advisory) -> str:
     """An advisory as readable HTML: what, where, the findings and the estimator delta."""
-    ds = record.get("database_specific") or {}
+    ds = record.specific
 
     def esc(text: str) -> str:
         return html.escape(escape_controls(text, keep_whitespace=True))
 
-    parts = [f"<p><strong>{esc(str(ds.get('severity', '')).lower())}</strong> &middot; "
-             f"{esc(str(ds.get('repo_id', '')))}"]
-    rev_url, revision = revision_url(record), ds.get("revision")
+    parts = [f"<p><strong>{esc((ds.severity or '').lower())}</strong> &middot; {esc(ds.repo_id or '')}"]
+    rev_url, revision = revision_url(record), ds.revision
     if rev_url and revision:
-        parts.append(f" &middot; revision <a href=\"{esc(rev_url)}\"><code>{esc(str(revision)[:12])}</code></a>")
+        parts.append(f" &middot; revision <a href=\"{esc(rev_url)}\"><code>{esc(revision[:12])}</code></a>")
     parts.append("</p>")
-    if record.get("withdrawn"):
-        parts.append(f"<p><strong>Withdrawn</strong> {esc(str(record['withdrawn']))}: "
-                     f"{esc(str(ds.get('withdrawn_reason', '')))}</p>")
+    if record.withdrawn:
+        parts.append(f"<p><strong>Withdrawn</strong> {esc(record.withdrawn)}: {esc(ds.withdrawn_reason or '')}</p>")
     findings = findings_of(record)
     if findings:
         items = "".join(
@@ -70,11 +68,11 @@ def entry_html(record: Mapping[str, Any]) -> str:
         more = (f"<li>&hellip; and {len(findings) - FINDINGS_SHOWN} more</li>"
                 if len(findings) > FINDINGS_SHOWN else "")
         parts.append(f"<h3>Findings</h3><ul>{items}{more}</ul>")
-    estimates = estimate_lines(ds.get("estimate_delta"))
+    estimates = estimate_lines(ds.estimate_delta)
     if estimates:
         parts.append("<h3>Estimator</h3><ul>" + "".join(f"<li>{esc(line)}</li>" for line in estimates) + "</ul>")
-    if not findings and record.get("details"):
-        parts.append(f"<pre>{esc(str(record['details']))}</pre>")
+    if not findings and record.details:
+        parts.append(f"<pre>{esc(record.details)}</pre>")
     return "".join(parts)
 
 
@@ -84,7 +82,7 @@ def _rfc3339(value: datetime) -> str:
 
 def entry_title(item: FeedItem) -> str:
     """An entry's title leads with its severity, so a feed reader's list shows what matters: "[HIGH] ..."."""
-    return escape_controls(f"[{str(item.severity).upper()}] {item.record.get('summary') or item.id}")
+    return escape_controls(f"[{str(item.severity).upper()}] {item.record.summary or item.id}")
 
 
 @dataclass(frozen=True)

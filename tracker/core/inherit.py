@@ -39,9 +39,9 @@ from typing import Any
 from tracker.core.advisory import inherited_id
 from tracker.core.advisory.build import record_fixed
 from tracker.core.advisory.inherited import InheritedFix, inherited_record
-from tracker.core.advisory.record import Advisory, DatabaseSpecific, InheritedItem
+from tracker.core.advisory.record import Advisory, InheritedItem
 from tracker.core.model import AdvisoryKind, RepoId, Severity
-from tracker.core.writes import AdvisoryContext, AdvisoryWrite, advisory_write, stored_advisory
+from tracker.core.writes import AdvisoryContext, AdvisoryWrite, advisory_write
 
 INHERITABLE: tuple[str, ...] = (
     "config.json",
@@ -151,17 +151,9 @@ class InheritInputs:
     base_changes: Sequence[BaseChange] = ()
 
 
-def _parts(record: Advisory | Mapping[str, Any]) -> tuple[str, bool, DatabaseSpecific]:
-    """Id, withdrawn, ``database_specific`` of a typed record or of stored JSON (which may be partial)."""
-    if isinstance(record, Advisory):
-        return record.id, record.withdrawn is not None, record.specific
-    return (str(record.get("id")), "withdrawn" in record,
-            DatabaseSpecific.model_validate(record.get("database_specific") or {}))
-
-
-def inheritable_paths(record: Advisory | Mapping[str, Any]) -> frozenset[str]:
+def inheritable_paths(record: Advisory) -> frozenset[str]:
     """The inheritable files an update advisory's findings are about."""
-    return frozenset(str(f["path"]) for f in _parts(record)[2].findings if f.get("path") in INHERITABLE)
+    return frozenset(str(f["path"]) for f in record.specific.findings if f.get("path") in INHERITABLE)
 
 
 def _changed_items(path: str, before: Contents | None, after: Contents) -> list[Item]:
@@ -185,17 +177,17 @@ def _changed_items(path: str, before: Contents | None, after: Contents) -> list[
     return items
 
 
-def base_change(record: Advisory | Mapping[str, Any], before: Contents | None, after: Contents) -> BaseChange | None:
+def base_change(record: Advisory, before: Contents | None, after: Contents) -> BaseChange | None:
     """What a base's update advisory changed in inheritable files (None: nothing a derivative copies)."""
-    record_id, withdrawn, ds = _parts(record)
-    if ds.kind != AdvisoryKind.UPDATE or withdrawn:
+    ds = record.specific
+    if ds.kind != AdvisoryKind.UPDATE or record.withdrawn is not None:
         return None
     items = [i for path in sorted(inheritable_paths(record)) for i in _changed_items(path, before, after)]
     if not items:
         return None
     changed = {i.path for i in items}
     findings = tuple(f for f in ds.findings if f.get("path") in changed)
-    return BaseChange(advisory_id=record_id, repo_id=RepoId(str(ds.repo_id)), revision=str(ds.revision),
+    return BaseChange(advisory_id=record.id, repo_id=RepoId(str(ds.repo_id)), revision=str(ds.revision),
                       compared_with=before.sha if before is not None else ds.parent, findings=findings,
                       items=tuple(items))
 
@@ -270,7 +262,7 @@ def closures(ctx: AdvisoryContext, *, sha: str, content: Contents) -> list[Advis
         if (adv.kind != AdvisoryKind.INHERITED or adv.withdrawn or adv.fixed_sha or adv.revision_sha is None
                 or not ctx.descends(adv.revision_sha, sha)):
             continue
-        advisory = stored_advisory(adv)
+        advisory = adv.record
         items = advisory.specific.items
         if not items or still_has_old(items, content):
             continue

@@ -12,7 +12,10 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, NewType, Protocol
+from typing import TYPE_CHECKING, Any, NewType, Protocol
+
+if TYPE_CHECKING:
+    from tracker.core.advisory.record import Advisory
 
 RepoId = NewType("RepoId", str)
 CommitSha = NewType("CommitSha", str)
@@ -295,7 +298,7 @@ class AdvisoryEvent:
     repo_id: RepoId
     severity: str  # critical|high|moderate|low|info
     categories: tuple[str, ...]  # the findings' categories (config, tokenizer, chat_template, ...)
-    record: Mapping[str, Any]  # the OSV record as stored
+    record: Mapping[str, Any]  # the OSV JSON as served, announced as it is
 
 
 @dataclass(frozen=True)
@@ -384,8 +387,9 @@ class AdvisoryRow:
     revision_sha: str | None
     kind: str
     severity: str
-    record: dict[str, Any]
+    record: Advisory  # parsed once, where the store reads it
     published: datetime
     modified: datetime
     withdrawn: bool
     fixed_sha: str | None
+    osv: Mapping[str, Any] = field(repr=False)  # the record's JSON as read: what JSON out sends, byte for byte

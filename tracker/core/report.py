@@ -35,7 +35,7 @@ from tracker.core.model import (
     Severity,
     Snapshot,
 )
-from tracker.core.writes import AdvisoryContext, AdvisoryWrite, advisory_write, stored_advisory
+from tracker.core.writes import AdvisoryContext, AdvisoryWrite, advisory_write
 
 __all__ = [
     "EVENT_ADVISORIES",
@@ -140,7 +140,7 @@ def revision_advisories(ctx: AdvisoryContext, revision: RevisionRow, findings: S
     facts = RevisionFacts(repo_id=ctx.repo_id, revision=sha, parent=revision.parent_sha, revision_date=revision.date,
                           findings=list(findings), endpoint=ctx.endpoint, tracker_url=ctx.tracker_url,
                           estimate_delta=estimate_delta, related=related, min_severity=ctx.min_severity)
-    previous = [stored_advisory(a) for a in ctx.advisories if a.revision_sha == sha]
+    previous = [a.record for a in ctx.advisories if a.revision_sha == sha]
     writes = []
     for record in revision_records(facts, parents={}, now=ctx.now, previous=previous):
         kind = str(record.kind)
@@ -181,7 +181,7 @@ def undone_risks(ctx: AdvisoryContext, *, sha: str, snapshot: Snapshot,
         before_snapshot = ctx.snapshots.get(base) if base else None
         then = {f.path: f.content_id for f in introduced.files}
         before = {f.path: f.content_id for f in before_snapshot.files} if before_snapshot else {}
-        advisory = stored_advisory(adv)
+        advisory = adv.record
         risky = advisory.specific.findings
         if risky and all(_undone(f, then, before, now_files, findings_here) for f in risky):
             record = record_fixed(advisory, sha, ctx.now, affected_commits=())
@@ -234,5 +234,5 @@ def event_advisory(ctx: AdvisoryContext, *, kind: str, detail: Mapping[str, Any]
     stored = next((a for a in ctx.advisories if a.id == advisory_id), None)
     event = RepoEvent(repo_id=ctx.repo_id, kind=advisory_kind.value,  # type: ignore[arg-type]
                       detail=dict(detail), revisions=revisions, endpoint=ctx.endpoint, tracker_url=ctx.tracker_url)
-    record = repo_event_record(event, now=ctx.now, previous=stored_advisory(stored) if stored else None)
+    record = repo_event_record(event, now=ctx.now, previous=stored.record if stored else None)
     return advisory_write(record, revision_sha=None, kind=advisory_kind.value, fixed_sha=None, listed=revisions)

@@ -18,7 +18,7 @@ from tracker.core.advisory.record import Advisory, parse_advisory, to_osv
 from tracker.core.advisory.validate import validate
 from tracker.core.model import AdvisoryRow, RepoId, Severity, Snapshot
 
-__all__ = ["AdvisoryContext", "AdvisoryWrite", "advisory_write", "stored_advisory"]
+__all__ = ["AdvisoryContext", "AdvisoryWrite", "advisory_write"]
 
 
 @dataclass(frozen=True)
@@ -59,11 +59,6 @@ def advisory_write(advisory: Advisory, *, revision_sha: str | None, kind: str, f
     return AdvisoryWrite(record=record, revision_sha=revision_sha, kind=kind,
                          severity=str(advisory.specific.severity).lower(), fixed_sha=fixed_sha,
                          listed=frozenset(listed) if listed is not None else None)
-
-
-def stored_advisory(row: AdvisoryRow) -> Advisory:
-    """The typed record of a stored advisory."""
-    return parse_advisory(row.record)
 
 
 @dataclass(frozen=True)

@@ -226,14 +226,14 @@ class ModelTree:
         derivatives = [d for d in self.store.repos.derivatives_of(repo.repo_id) if d.pk != repo.pk]
         base = self.store.repos.get(base_id) if base_id and base_id.lower() != repo.repo_id.lower() else None
         open_items = [item for a in ctx.advisories if a.kind == AdvisoryKind.INHERITED and not a.withdrawn
-                      and not a.fixed_sha for item in (a.record.get("database_specific") or {}).get("items") or []]
+                      and not a.fixed_sha for item in a.record.specific.items]
         if not derivatives and base is None and not open_items:
             return None
         parsed: dict[str, dict[str, Any] | None] = {}  # JSON read once per content id
         touched = raw.touched() & set(INHERITABLE) if prior is not None else set(INHERITABLE)
         changes = self._base_changes(repo, base, read, touched=touched, relation_changed=relation_changed,
                                      parsed=parsed) if base is not None else []
-        wanted = {p for c in changes for p in c.paths} | {str(i.get("path")) for i in open_items}
+        wanted = {p for c in changes for p in c.paths} | {i.path for i in open_items}
         as_base = derivatives if prior is not None and touched else []
         content = _contents(sources, "new", wanted | (touched if as_base else set()), parsed)
         assert content is not None

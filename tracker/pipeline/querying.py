@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracker.core.advisory import ancestors, commit_affected, range_events
+from tracker.core.advisory import ancestors, commit_affected
 from tracker.core.advisory.affected import graph_commits
 from tracker.core.advisory.reach import ranged
 from tracker.core.errors import HubError, NotWatched, RepoGone, RevisionGone, RevisionUnresolved, first_line
@@ -56,13 +56,13 @@ class Placement:
 class QueryResult:
     repo: RepoId
     revision: str
-    vulns: list[dict[str, Any]]
+    vulns: list[AdvisoryRow]  # worst first
     head: str | None
     behind: int | None  # commits between the revision and the branch head; None if not on it
     known: bool  # the revision is in the repo's history as far as the tracker can tell
 
     def to_json(self) -> dict[str, Any]:
-        return {"vulns": self.vulns, "repo": self.repo, "revision": self.revision, "head": self.head,
+        return {"vulns": [v.osv for v in self.vulns], "repo": self.repo, "revision": self.revision, "head": self.head,
                 "behind": self.behind, "known": self.known}
 
 
@@ -190,7 +190,7 @@ class Querier:
             if not ranged(adv.kind):
                 continue
             if adv.kind == AdvisoryKind.RECREATED or commit_affected(
-                    graph, range_events(adv.record), placement.sha, history, all_commits=every, rootsets=rootsets):
+                    graph, [e.as_json() for e in adv.record.events], placement.sha, history, all_commits=every, rootsets=rootsets):
                 ids.append(adv.id)
         return sorted(ids)
 
@@ -218,6 +218,6 @@ class Querier:
         placement = self.place(repo, revision, self.budget())
         rows = [r for r in self.store.advisories.by_ids(self.advisory_ids(repo, placement)) if not r.withdrawn]
         return QueryResult(repo=repo.repo_id, revision=placement.sha,
-                           vulns=[r.record for r in sorted(rows, key=_by_severity)], head=repo.last_seen_sha,
+                           vulns=sorted(rows, key=_by_severity), head=repo.last_seen_sha,
                            behind=self.behind(repo, placement.sha, placement.edges) if placement.on_graph else None,
                            known=placement.on_graph)

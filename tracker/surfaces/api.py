@@ -164,9 +164,9 @@ def _matches(state: ApiState, query: Any, budget: LookupBudget, *, records: bool
     live = [r for r in store.advisories.by_ids(ids, versions=records) if not r.withdrawn][offset:]
     shown, listed = 0, 0
     while shown < min(len(live), state.page_size) and (shown == 0 or listed < PAGE_VERSIONS):
-        listed += len(live[shown].record["affected"][0].get("versions") or [])
+        listed += sum(len(a.versions) for a in live[shown].record.affected[:1])
         shown += 1
-    page = [(r.id, r.record["modified"], json.dumps(r.record, allow_nan=False)) for r in live[:shown]]
+    page = [(r.id, r.record.modified, json.dumps(r.osv, allow_nan=False)) for r in live[:shown]]
     return page, (str(offset + shown) if len(live) > shown else None)
 
 
@@ -223,7 +223,7 @@ def get_vuln(store: StoreDep, vuln_id: str) -> JSONResponse:
     row = store.advisories.get(vuln_id)
     if row is None:
         raise NotFound("Bug not found.")
-    return JSONResponse(json_safe(row.record))
+    return JSONResponse(json_safe(row.osv))
 
 
 @osv_router.post("/hooks/hub", status_code=202)

@@ -10,9 +10,9 @@ same key again, never a second one for the same announcement.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
+from tracker.core.advisory.record import Advisory
 from tracker.core.model import AdvisoryEvent, Severity, validate_repo_id
 
 EVERYTHING = "*"
@@ -69,5 +69,5 @@ def webhook_id(subscription_id: int, event: AdvisoryEvent) -> str:
     return "msg_" + hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
-def record_categories(record: Mapping[str, Any]) -> tuple[str, ...]:
-    return tuple((record.get("database_specific") or {}).get("categories") or ())
+def record_categories(record: Advisory) -> tuple[str, ...]:
+    return record.specific.categories

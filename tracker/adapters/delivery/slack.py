@@ -8,7 +8,6 @@ than a handful of blocks (Slack's cap is 50).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from slack_sdk.models.blocks import (
@@ -21,6 +20,7 @@ from slack_sdk.models.blocks import (
 )
 
 from tracker.adapters.delivery.text import advisory_url, clip, estimate_lines, findings_of, revision_url
+from tracker.core.advisory.record import Advisory
 
 MAX_BLOCKS = 50
 HEADER_MAX = 150
@@ -58,23 +58,22 @@ def _bullets(title: str, lines: list[str], total: int, more_label: str) -> str:
     return clip(text, SECTION_MAX)
 
 
-def slack_message(event_type: str, record: Mapping[str, Any], *, tracker_url: str | None = None) -> dict[str, Any]:
+def slack_message(event_type: str, record: Advisory, *, tracker_url: str | None = None) -> dict[str, Any]:
     """The JSON body to POST to a Slack incoming webhook for one advisory event."""
-    ds = record.get("database_specific") or {}
-    repo = str(ds.get("repo_id") or "a watched repo")
-    severity = str(ds.get("severity") or "info").lower()
+    ds = record.specific
+    repo = ds.repo_id or "a watched repo"
+    severity = (ds.severity or "info").lower()
     verb = _VERBS.get(event_type, "Advisory")
-    summary = str(record.get("summary") or record["id"])
+    summary = record.summary or record.id
     blocks: list[Block] = [HeaderBlock(text=PlainTextObject(
         text=clip(f"{_ICONS.get(severity, '')} {verb}: {repo} ({severity})".strip(), HEADER_MAX), emoji=True))]
 
     lead = [f"*{escape(summary)}*"]
     rev_url, adv_url = revision_url(record), advisory_url(record, tracker_url)
-    revision = ds.get("revision")
-    if rev_url and revision:
-        lead.append(f"Revision {_link(rev_url, str(revision)[:12])}")
-    if ds.get("withdrawn_reason"):
-        lead.append(f"Withdrawn: {escape(str(ds['withdrawn_reason']))}")
+    if rev_url and ds.revision:
+        lead.append(f"Revision {_link(rev_url, ds.revision[:12])}")
+    if ds.withdrawn_reason:
+        lead.append(f"Withdrawn: {escape(ds.withdrawn_reason)}")
     blocks.append(SectionBlock(text=MarkdownTextObject(text=clip("\n".join(lead), SECTION_MAX))))
 
     findings = findings_of(record)
@@ -84,13 +83,13 @@ def slack_message(event_type: str, record: Mapping[str, Any], *, tracker_url: st
         title = f"*Findings* ({len(findings)})"
         blocks.append(SectionBlock(text=MarkdownTextObject(text=_bullets(title, lines, len(findings), "findings"))))
 
-    estimates = estimate_lines(ds.get("estimate_delta"))
+    estimates = estimate_lines(ds.estimate_delta)
     if estimates and event_type != "advisory.withdrawn":
         lines = [f"• {escape(line)}" for line in estimates[:TOP_ESTIMATES]]
         blocks.append(SectionBlock(text=MarkdownTextObject(
             text=_bullets("*Estimator*", lines, len(estimates), "estimate changes"))))
 
-    context = [f"`{escape(str(record['id']))}`", f"modified {escape(str(record.get('modified', '')))}"]
+    context = [f"`{escape(record.id)}`", f"modified {escape(record.modified)}"]
     if adv_url:
         context.append(_link(adv_url, "advisory"))
     blocks.append(ContextBlock(elements=[MarkdownTextObject(text=clip(" · ".join(context), SECTION_MAX))]))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from tracker.core.advisory.record import Advisory
 from tracker.core.model import clip_words
 
 # The estimator's per-card keys (tracker.service.estimate_delta: "<card>.<mode>_batch") and how to say them.
@@ -46,29 +47,27 @@ def estimate_lines(delta: Mapping[str, Any] | None) -> list[str]:
     return lines
 
 
-def findings_of(record: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def findings_of(record: Advisory) -> list[Mapping[str, Any]]:
     """The findings a revision advisory carries (most severe first, as stored); none for repo events."""
-    found = (record.get("database_specific") or {}).get("findings") or []
-    return [f for f in found if isinstance(f, Mapping)]
+    return list(record.specific.findings)
 
 
-def revision_url(record: Mapping[str, Any]) -> str | None:
+def revision_url(record: Advisory) -> str | None:
     """The commit page of the revision an advisory is about, from its references."""
-    revision = (record.get("database_specific") or {}).get("revision")
-    for ref in record.get("references") or []:
-        url = str(ref.get("url", ""))
-        if revision and url.endswith(f"/commit/{revision}"):
-            return url
+    revision = record.specific.revision
+    for ref in record.references:
+        if revision and ref.url.endswith(f"/commit/{revision}"):
+            return ref.url
     return None
 
 
-def advisory_url(record: Mapping[str, Any], tracker_url: str | None) -> str | None:
+def advisory_url(record: Advisory, tracker_url: str | None) -> str | None:
     """The advisory's page on this tracker (``[advisories] tracker_url``), or its ADVISORY reference."""
     if tracker_url:
-        return f"{tracker_url.rstrip('/')}/advisories/{record['id']}"
-    for ref in record.get("references") or []:
-        if ref.get("type") == "ADVISORY":
-            return str(ref.get("url"))
+        return f"{tracker_url.rstrip('/')}/advisories/{record.id}"
+    for ref in record.references:
+        if ref.type == "ADVISORY":
+            return ref.url
     return None
 
 

@@ -49,6 +49,7 @@ from tracker.adapters.hub import deadline
 from tracker.adapters.hub.guards import clamp_wait
 from tracker.adapters.settings import DeliverySettings
 from tracker.adapters.store.delivery import DeliveryRow, SubscriptionRow
+from tracker.core.advisory.record import parse_advisory
 
 log = logging.getLogger("tracker.delivery.worker")  # the name operators filter logs by, not the module path
 
@@ -229,7 +230,7 @@ class DeliveryWorker:
 
     def _payload(self, delivery: DeliveryRow, sub: SubscriptionRow) -> tuple[bytes, dict[str, str]]:
         if sub.kind == "slack":
-            message = slack_message(delivery.event_type, delivery.record, tracker_url=self.tracker_url)
+            message = slack_message(delivery.event_type, parse_advisory(delivery.record), tracker_url=self.tracker_url)
             return json.dumps(message, ensure_ascii=False).encode(), {"Content-Type": "application/json"}
         body = webhook_body(delivery.event_type, delivery.record, delivery.created_at)
         assert sub.secret is not None, "a webhook subscription has a secret"

@@ -15,7 +15,7 @@ saw): the check of what it read catches that too.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,6 +26,7 @@ from tracker.adapters.store.db import Database
 from tracker.adapters.store.delivery import OutboxStore
 from tracker.adapters.store.tables import advisories, repos
 from tracker.core.advisory.reach import ReachIndex, events_of
+from tracker.core.advisory.record import parse_advisory
 from tracker.core.errors import AdvisoryConflict
 from tracker.core.model import AdvisoryEvent, AdvisoryEventType, AdvisoryKind, AdvisoryRow, RepoId, Severity
 from tracker.core.report import AdvisoryWrite
@@ -49,11 +50,13 @@ FeedItem = AdvisoryRow  # a feed shows advisories as stored (withdrawn ones too)
 BUDGET_STEP = 32  # advisories whose spans are read at once while a page's versions are counted
 
 
-def advisory_row(row: Any) -> AdvisoryRow:
-    """An ``advisories`` row (joined with its repo's id) as stored: the record without its ``versions``."""
+def advisory_row(row: Any, served: Mapping[str, Any] | None = None) -> AdvisoryRow:
+    """An ``advisories`` row (joined with its repo's id), its record parsed once, here: ``served`` (the
+    JSON with its versions filled in), else the column as stored (without its ``versions``)."""
+    osv = row.record if served is None else served
     return AdvisoryRow(id=row.id, repo_id=RepoId(row.repo_id), revision_sha=row.revision_sha, kind=row.kind,
-                       severity=row.severity, record=row.record, published=row.published,
-                       modified=row.modified, withdrawn=bool(row.withdrawn), fixed_sha=row.fixed_sha)
+                       severity=row.severity, record=parse_advisory(osv), published=row.published,
+                       modified=row.modified, withdrawn=bool(row.withdrawn), fixed_sha=row.fixed_sha, osv=osv)
 
 
 def _with_repo() -> Select[Any]:
@@ -70,8 +73,9 @@ def _announced(record: Mapping[str, Any]) -> dict[str, Any]:
             "affected": [{k: v for k, v in a.items() if k != "versions"} for a in record.get("affected", [])]}
 
 
-def advisory_event(old: Mapping[str, Any] | None, new: dict[str, Any]) -> AdvisoryEvent | None:
-    """The announceable change from ``old`` to ``new`` (None: nothing a subscriber should hear of)."""
+def advisory_event(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> AdvisoryEvent | None:
+    """The announceable change from ``old`` to ``new``, records as stored (None: nothing a subscriber
+    should hear of)."""
     if "withdrawn" in new:
         # Taken back once; an advisory never announced has nothing to take back.
         kind = None if old is None or "withdrawn" in old else AdvisoryEventType.WITHDRAWN
@@ -81,10 +85,10 @@ def advisory_event(old: Mapping[str, Any] | None, new: dict[str, Any]) -> Adviso
         kind = AdvisoryEventType.UPDATED if _announced(old) != _announced(new) else None
     if kind is None:
         return None
-    ds = new.get("database_specific") or {}
-    return AdvisoryEvent(type=kind, advisory_id=new["id"], repo_id=RepoId(ds.get("repo_id", "")),
-                         severity=str(ds.get("severity", "info")).lower(),
-                         categories=tuple(ds.get("categories") or ()), record=new)
+    record = parse_advisory(new)
+    ds = record.specific
+    return AdvisoryEvent(type=kind, advisory_id=record.id, repo_id=RepoId(ds.repo_id or ""),
+                         severity=(ds.severity or "info").lower(), categories=ds.categories, record=new)
 
 
 def lock_repos(conn: Connection, repo_pks: Collection[int]) -> None:
@@ -143,7 +147,7 @@ class AdvisoryStore:
             # Subscribers get the record as served: its versions computed now, in this transaction (and
             # only for an advisory some subscription hears of).
             self.outbox.enqueue(conn, announced, now=now, serve=lambda ids: {
-                r.id: r.record for r in self._served(conn, conn.execute(_with_repo().where(
+                r.id: r.osv for r in self._served(conn, conn.execute(_with_repo().where(
                     advisories.c.id.in_(list(ids)))).all())})
         return changed_any
 
@@ -182,9 +186,8 @@ class AdvisoryStore:
                                         cache=self._versions_cache, chains=self._chains)
         out = []
         for r in rows:
-            row = advisory_row(r)
             versions, total = found.get(r.id, ([], 0))
-            out.append(replace(row, record=reach_index.with_versions(row.record, versions, total)))
+            out.append(advisory_row(r, reach_index.with_versions(r.record, versions, total)))
         return out
 
     def get(self, advisory_id: str) -> AdvisoryRow | None:

@@ -48,7 +48,7 @@ class DeliveryRow:
     advisory_id: str
     repo_id: str
     severity: str
-    record: dict[str, Any] = field(repr=False)
+    record: dict[str, Any] = field(repr=False)  # the OSV JSON as announced, posted as it is
     state: str  # pending|delivered|dead
     attempts: int
     next_attempt_at: datetime
@@ -107,7 +107,7 @@ class OutboxStore:
     # -- the outbox -------------------------------------------------------------------------
 
     def enqueue(self, conn: Connection, events: Sequence[AdvisoryEvent], *, now: datetime,
-                serve: Callable[[Sequence[str]], Mapping[str, dict[str, Any]]] | None = None) -> None:
+                serve: Callable[[Sequence[str]], Mapping[str, Mapping[str, Any]]] | None = None) -> None:
         """One outbox row per (matching subscription, event), on ``conn``: the advisory's own transaction.
 
         ``serve(ids)``: the records as served of the advisories some subscription hears of, in

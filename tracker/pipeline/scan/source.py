@@ -32,8 +32,9 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from tracker.adapters.settings import Settings
+from tracker.core.advisory.record import Advisory
 from tracker.core.errors import TrackerError, first_line
-from tracker.core.model import RepoId, Severity, Snapshot
+from tracker.core.model import AdvisoryRow, RepoId, Severity, Snapshot
 from tracker.pipeline.ports import Store
 from tracker.pipeline.scan.advice import Open, suggest
 from tracker.pipeline.scan.card import model_facts
@@ -48,7 +49,7 @@ class _Query(Protocol):
     """What the scan reads from an advisory query (``tracker query``'s result)."""
 
     revision: str
-    vulns: list[dict[str, Any]]
+    vulns: list[AdvisoryRow]  # worst first
     head: str | None
     behind: int | None
     known: bool
@@ -80,7 +81,7 @@ class _Advisory(Protocol):
     @property
     def kind(self) -> str: ...
     @property
-    def record(self) -> dict[str, Any]: ...
+    def record(self) -> Advisory: ...
 
 
 class _Revision(Protocol):
@@ -111,14 +112,11 @@ def _severity(value: object) -> Severity:
         return Severity.INFO
 
 
-def _hit(record: dict[str, Any]) -> AdvisoryHit:
-    specific = record.get("database_specific") or {}
-    urls = tuple((str(r.get("type", "WEB")), str(r["url"])) for r in record.get("references") or ()
-                 if isinstance(r, dict) and isinstance(r.get("url"), str))
-    return AdvisoryHit(id=str(record["id"]), severity=_severity(specific.get("severity", "")),
-                       kind=str(specific.get("kind", "")), summary=str(record.get("summary", "")),
-                       details=str(record.get("details", "")), published=record.get("published"),
-                       modified=record.get("modified"), urls=urls)
+def _hit(record: Advisory) -> AdvisoryHit:
+    specific = record.specific
+    return AdvisoryHit(id=record.id, severity=_severity(specific.severity or ""), kind=specific.kind or "",
+                       summary=record.summary or "", details=record.details or "", published=record.published,
+                       modified=record.modified, urls=tuple((r.type, r.url) for r in record.references))
 
 
 def _by_severity(advisory: _Advisory) -> tuple[int, str]:
@@ -134,7 +132,7 @@ class _Answer:
     """A query's answer for a commit on the line read (the shape of ``tracker query``'s result)."""
 
     revision: str
-    vulns: list[dict[str, Any]]
+    vulns: list[AdvisoryRow]
     head: str | None
     behind: int | None
     known: bool = True
@@ -147,7 +145,7 @@ class _Branch:
     head: str | None
     line: list[tuple[str, Open]] = field(default_factory=list)  # newest first
     position: dict[str | None, int] = field(default_factory=dict)  # sha -> commits behind the head
-    records: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # sha -> its open advisories' OSV
+    records: dict[str, list[AdvisoryRow]] = field(default_factory=dict)  # sha -> its open advisories
 
     def answer(self, sha: str | None) -> _Answer:
         assert sha is not None
@@ -344,7 +342,7 @@ class AdvisorySource:
             return PinStatus(repo=repo, ref=ref, notes=(*notes, _message(exc)))
         if not found.known:
             notes = (*notes, f"{ref or branch} is not in the history of {branch} as read from the Hub")
-        hits = tuple(_hit(record) for record in found.vulns)
+        hits = tuple(_hit(advisory.record) for advisory in found.vulns)
         pinned = (found.revision, [(h.severity, h.kind) for h in hits]) if found.known else None
         suggested = suggest(view.line, pinned=pinned) if found.head is not None else None
         facts = self._facts(tracker, repo, found.revision) if self.cards and found.known else None
@@ -407,7 +405,7 @@ class AdvisorySource:
             index = store.advisories.ids_for_commits(shas, row.pk) if live else {}
             for sha in shas:
                 open_here = sorted((live[i] for i in index.get(sha, ()) if i in live), key=_by_severity)
-                view.records[sha] = [a.record for a in open_here]
+                view.records[sha] = open_here
                 view.line.append((sha, [(_severity(a.severity), a.kind) for a in open_here]))
         with self._lock:
             self._branches[key] = view

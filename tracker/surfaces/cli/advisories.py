@@ -47,8 +47,7 @@ def query(tracker: Tracker, repo_id: str, revision: str, as_json: bool) -> None:
     if not result.vulns:
         click.echo("no advisories affect this revision")
     for rec in result.vulns:
-        severity = rec.get("database_specific", {}).get("severity", "").lower()
-        click.echo(f"  {rec['id']}  [{severity}] {rec.get('summary', '')}")
+        click.echo(f"  {rec.id}  [{(rec.record.specific.severity or '').lower()}] {rec.record.summary or ''}")
 
 
 @main.command()
@@ -69,11 +68,11 @@ def advisories(tracker: Tracker, repo_id: str | None, since: str | None, as_json
             since_dt = since_dt.replace(tzinfo=UTC)
     rows = tracker.store.advisories.find(repo_pk=repo_pk, since=since_dt)
     if as_json:
-        emit_json([r.record for r in rows])
+        emit_json([r.osv for r in rows])
         return
     for r in rows:
         state = " (withdrawn)" if r.withdrawn else " (fixed)" if r.fixed_sha else ""
-        click.echo(f"{r.record['modified']}  {r.id}  [{r.severity}] {r.record.get('summary', '')}{state}")
+        click.echo(f"{r.record.modified}  {r.id}  [{r.severity}] {r.record.summary or ''}{state}")
 
 
 @main.group()
@@ -102,10 +101,11 @@ def export_osv(tracker: Tracker, directory: str) -> None:
     count = 0
     with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for row in tracker.store.advisories.iter_all():
-            record_id = checked(row.record)
-            data = record_bytes(row.record)
+            record = row.osv
+            record_id = checked(record)
+            data = record_bytes(record)
             (out / f"{record_id}.json").write_bytes(data)
-            archive.writestr(zip_info(row.record), data)
+            archive.writestr(zip_info(record), data)
             count += 1
     os.replace(partial, out / ALL_ZIP)
     click.echo(f"wrote {count} advisories and all.zip to {out}")

@@ -33,6 +33,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tracker.core.advisory.record import AdvisoryParseError, parse_advisory
 from tracker.core.model import RepoId
 
 if TYPE_CHECKING:
@@ -236,10 +237,13 @@ class AlertLog:
             self.say(f"alert refused: {exc}")
             return
         self.received.append(payload)
-        record = payload.get("data") or {}
-        severity = str((record.get("database_specific") or {}).get("severity", "")).lower()
-        self.say(f"alert (signature verified): {payload.get('type')} [{severity}] {record.get('id')}: "
-                 f"{record.get('summary')}")
+        try:
+            record = parse_advisory(payload.get("data") or {})
+        except AdvisoryParseError as exc:
+            self.say(f"alert (signature verified) without a readable advisory: {exc}")
+            return
+        severity = (record.specific.severity or "").lower()
+        self.say(f"alert (signature verified): {payload.get('type')} [{severity}] {record.id}: {record.summary}")
 
     def start(self) -> AlertLog:
         self.thread.start()

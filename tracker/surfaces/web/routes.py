@@ -36,7 +36,7 @@ from tracker.core.bounded import json_safe
 from tracker.core.errors import RevisionUnresolved, StoreError
 from tracker.core.escaping import escape_controls
 from tracker.core.findings.rules import SeverityRules, severity_policy
-from tracker.core.model import RepoId, validate_repo_id
+from tracker.core.model import AdvisoryRow, RepoId, validate_repo_id
 from tracker.pipeline.ports import Store
 from tracker.surfaces.api_deps import PagesDep, RulesDep, StoreDep
 from tracker.surfaces.web import charts
@@ -238,7 +238,7 @@ def revision_page(reads: PagesDep, store: StoreDep, owner: str, name: str, sha: 
     return _guard(lambda: _revision_page(reads, store, owner, name, sha))
 
 
-def _advisory_row(store: Store, vuln_id: str) -> Any:
+def _advisory_row(store: Store, vuln_id: str) -> AdvisoryRow:
     if not ID_RE.match(vuln_id):
         raise _NotFound(f"{vuln_id[:80]!r} is not an advisory id here (they look like x_HFUT-xxxx-xxxx-xxxx).")
     row = store.advisories.get(vuln_id)
@@ -320,12 +320,10 @@ def finding_page(rules: RulesDep, code: str) -> HTMLResponse:
 def _advisory_page(store: Store, vuln_id: str) -> HTMLResponse:
     row = _advisory_row(store, vuln_id)
     record = row.record
-    details = markdown().render(str(record.get("details") or ""))
-    ds = record.get("database_specific") or {}
-    return _page("advisory.html.jinja", title=row.id, row=row, record=record, ds=ds, details=details,
-                 revision=ds.get("revision") if isinstance(ds.get("revision"), str) else None,
-                 references=[r for r in record.get("references") or [] if isinstance(r, dict)
-                             and str(r.get("url", "")).startswith(("https://", "http://"))])
+    details = markdown().render(record.details or "")
+    return _page("advisory.html.jinja", title=row.id, row=row, record=record, ds=record.specific, details=details,
+                 revision=record.specific.revision,
+                 references=[r for r in record.references if r.url.startswith(("https://", "http://"))])
 
 
 @pages_router.get("/advisories/{vuln_id}", response_class=HTMLResponse)
@@ -341,7 +339,7 @@ def advisory_download(store: StoreDep, vuln_id: str) -> Response:
         return _page("not_found.html.jinja", 404, title="Not found", message=exc.what)
     except StoreError as exc:
         return _page("not_found.html.jinja", 503, title="Unavailable", message=str(exc))
-    body = json.dumps(json_safe(row.record), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    body = json.dumps(json_safe(row.osv), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     return Response(body, media_type="application/json",
                     headers={"Content-Disposition": f'attachment; filename="{row.id}.json"',
                              "X-Content-Type-Options": "nosniff"})
