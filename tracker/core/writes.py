@@ -11,10 +11,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
-from typing import Any
 
 from tracker.core.advisory.reach import ReachIndex
-from tracker.core.advisory.record import Advisory, parse_advisory, to_osv
+from tracker.core.advisory.record import Advisory, OsvJson, parse_advisory, to_osv
 from tracker.core.advisory.validate import validate
 from tracker.core.model import AdvisoryRow, RepoId, Severity, Snapshot
 
@@ -29,7 +28,7 @@ class AdvisoryWrite:
     instead (renamed, deleted, gated, history rewritten), replacing those stored.
     """
 
-    record: dict[str, Any]  # the OSV JSON the store keeps
+    record: OsvJson  # the JSON the store keeps
     revision_sha: str | None
     kind: str
     severity: str

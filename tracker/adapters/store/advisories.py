@@ -26,7 +26,7 @@ from tracker.adapters.store.db import Database
 from tracker.adapters.store.delivery import OutboxStore
 from tracker.adapters.store.tables import advisories, repos
 from tracker.core.advisory.reach import ReachIndex, events_of
-from tracker.core.advisory.record import parse_advisory
+from tracker.core.advisory.record import OsvJson, parse_advisory
 from tracker.core.errors import AdvisoryConflict
 from tracker.core.model import AdvisoryEvent, AdvisoryEventType, AdvisoryKind, AdvisoryRow, RepoId, Severity
 from tracker.core.report import AdvisoryWrite
@@ -152,8 +152,8 @@ class AdvisoryStore:
         return changed_any
 
     @staticmethod
-    def _write_one(conn: Connection, repo_pk: int, write: AdvisoryWrite, old: dict[str, Any] | None
-                   ) -> dict[str, Any]:
+    def _write_one(conn: Connection, repo_pk: int, write: AdvisoryWrite, old: OsvJson | None
+                   ) -> OsvJson:
         """Insert or update one advisory and its index; the record as stored."""
         pk = write.repo_pk if write.repo_pk is not None else repo_pk  # another repo's: an inherited advisory
         record = reach_index.stored_record(write.record)
@@ -162,7 +162,7 @@ class AdvisoryStore:
             conn.execute(insert(advisories).values(
                 id=write.id, repo_pk=pk, revision_sha=write.revision_sha, kind=write.kind,
                 severity=write.severity, record=record,
-                published=_parse_ts(record.get("published", record["modified"])),
+                published=_parse_ts(str(record.get("published", record["modified"]))),
                 modified=_parse_ts(record["modified"]), withdrawn=withdrawn, fixed_sha=write.fixed_sha))
         elif old != record:
             conn.execute(update(advisories).where(advisories.c.id == write.id).values(

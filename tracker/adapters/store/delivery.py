@@ -24,6 +24,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from tracker.adapters.delivery.plan import wants, webhook_id
 from tracker.adapters.store.db import Database
 from tracker.adapters.store.tables import deliveries, subscriptions
+from tracker.core.advisory.record import OsvJson
 from tracker.core.model import AdvisoryEvent
 
 
@@ -48,7 +49,7 @@ class DeliveryRow:
     advisory_id: str
     repo_id: str
     severity: str
-    record: dict[str, Any] = field(repr=False)  # the OSV JSON as announced, posted as it is
+    record: OsvJson = field(repr=False)  # the record as announced, posted as it is
     state: str  # pending|delivered|dead
     attempts: int
     next_attempt_at: datetime

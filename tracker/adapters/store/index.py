@@ -40,6 +40,7 @@ from tracker.core.advisory.reach import (
     span_for_chain,
     spans_for,
 )
+from tracker.core.advisory.record import OsvJson
 
 CHUNK = 500  # shas per IN (...) list
 
@@ -151,7 +152,7 @@ def drop_index(conn: Connection, advisory_id: str) -> None:
     conn.execute(delete(advisory_spans).where(advisory_spans.c.advisory_id == advisory_id))
 
 
-def stored_record(record: Mapping[str, Any]) -> dict[str, Any]:
+def stored_record(record: Mapping[str, Any]) -> OsvJson:
     """A record as stored: ``versions`` empty (computed when read) and no bounded-versions note."""
     out = dict(record)
     out["affected"] = [{**a, "versions": []} for a in record.get("affected") or []]
@@ -457,7 +458,7 @@ def _note(listed: int, total: int) -> dict[str, Any]:
             "note": f"the newest {listed} of {total} affected commits are listed; the GIT range covers them all"}
 
 
-def with_versions(record: Mapping[str, Any], versions: list[str], total: int) -> dict[str, Any]:
+def with_versions(record: Mapping[str, Any], versions: list[str], total: int) -> OsvJson:
     """A stored record as served: its ``versions`` filled in, and the note when they were bounded."""
     out = dict(record)
     affected = [dict(a) for a in record.get("affected") or []]

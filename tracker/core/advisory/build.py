@@ -64,6 +64,7 @@ from tracker.core.advisory.record import (
     Advisory,
     DatabaseSpecific,
     Event,
+    OsvJson,
     Reference,
     parse_advisory,
     plain,
@@ -620,7 +621,7 @@ def _parsed(record: Mapping[str, Any] | None) -> Advisory | None:
     return parse_advisory(record) if record is not None else None
 
 
-def _as_json(result: Advisory, source: Advisory | None, source_json: Mapping[str, Any] | None) -> dict[str, Any]:
+def _as_json(result: Advisory, source: Advisory | None, source_json: Mapping[str, Any] | None) -> OsvJson:
     """``result`` as JSON data; the caller's own dict (copied) when the builder gave ``source`` back unchanged."""
     if result is source and source_json is not None:
         return copy.deepcopy(dict(source_json))
@@ -643,7 +644,7 @@ def build_revision_advisory(  # noqa: PLR0913, RUF100 - the JSON form keeps the 
     now: datetime,
     min_severity: Severity = Severity.LOW,
     previous: Mapping[str, Any] | None = None,
-) -> dict[str, Any] | None:
+) -> OsvJson | None:
     """:func:`revision_record` on JSON data: the record as a dict, or None."""
     facts = RevisionFacts(repo_id=repo_id, revision=revision, parent=parent, revision_date=revision_date,
                           findings=findings, endpoint=endpoint, tracker_url=tracker_url,
@@ -668,7 +669,7 @@ def build_revision_advisories(  # noqa: PLR0913, RUF100 - the JSON form keeps th
     now: datetime,
     min_severity: Severity = Severity.LOW,
     previous: Iterable[Mapping[str, Any]] = (),
-) -> list[dict[str, Any]]:
+) -> list[OsvJson]:
     """:func:`revision_records` on JSON data."""
     facts = RevisionFacts(repo_id=repo_id, revision=revision, parent=parent, revision_date=revision_date,
                           findings=findings, endpoint=endpoint, tracker_url=tracker_url,
@@ -684,7 +685,7 @@ def range_events(record: Mapping[str, Any]) -> list[dict[str, str]]:
     return [e.as_json() for e in parse_advisory(record).events]
 
 
-def with_versions(record: Mapping[str, Any], versions: Iterable[str], now: datetime) -> dict[str, Any]:
+def with_versions(record: Mapping[str, Any], versions: Iterable[str], now: datetime) -> OsvJson:
     """:func:`record_with_versions` on JSON data."""
     parsed = parse_advisory(record)
     result = record_with_versions(parsed, versions, now)
@@ -692,13 +693,13 @@ def with_versions(record: Mapping[str, Any], versions: Iterable[str], now: datet
 
 
 def mark_fixed(record: Mapping[str, Any], fixed_revision: str, now: datetime,
-               affected_commits: Iterable[str]) -> dict[str, Any]:
+               affected_commits: Iterable[str]) -> OsvJson:
     """:func:`record_fixed` on JSON data."""
     parsed = parse_advisory(record)
     return _as_json(record_fixed(parsed, fixed_revision, now, affected_commits), parsed, record)
 
 
-def withdraw(record: Mapping[str, Any], now: datetime, reason: str | None = None) -> dict[str, Any]:
+def withdraw(record: Mapping[str, Any], now: datetime, reason: str | None = None) -> OsvJson:
     """:func:`record_withdrawn` on JSON data."""
     parsed = parse_advisory(record)
     return _as_json(record_withdrawn(parsed, now, reason), parsed, record)
@@ -714,7 +715,7 @@ def repo_event_advisory(  # noqa: PLR0913, RUF100 - the JSON form keeps the keyw
     now: datetime,
     tracker_url: str | None = None,
     previous: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> OsvJson:
     """:func:`repo_event_record` on JSON data."""
     event = RepoEvent(repo_id=repo_id, kind=kind, detail=detail if isinstance(detail, Mapping) else {},
                       revisions=revisions, endpoint=endpoint, tracker_url=tracker_url)

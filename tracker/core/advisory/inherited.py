@@ -44,6 +44,7 @@ from tracker.core.advisory.record import (
     BaseAdvisory,
     DatabaseSpecific,
     InheritedItem,
+    OsvJson,
     Reference,
     parse_advisory,
     plain,
@@ -209,7 +210,7 @@ def inherited_advisory(  # noqa: PLR0913, RUF100 - the JSON form keeps the keywo
     affected_commits: Iterable[str],
     now: datetime,
     previous: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> OsvJson:
     """:func:`inherited_record` on JSON data."""
     fix = InheritedFix(repo_id=repo_id, revision=revision, base_repo_id=base_repo_id, base_revision=base_revision,
                        base_compared_with=base_compared_with, base_advisory_id=base_advisory_id, severity=severity,

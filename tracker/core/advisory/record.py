@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError, model_validator
 
@@ -31,6 +31,7 @@ __all__ = [
     "DatabaseSpecific",
     "Event",
     "InheritedItem",
+    "OsvJson",
     "OsvSeverity",
     "Package",
     "Range",
@@ -41,6 +42,9 @@ __all__ = [
 ]
 
 JsonObject = dict[str, JsonValue]
+OsvJson: TypeAlias = dict[str, Any]
+"""A record as JSON data: what :func:`to_osv` writes and :func:`parse_advisory` reads. Only at the
+edges: a store column, an HTTP body, a file."""
 EVENT_KEYS = ("introduced", "fixed", "last_affected", "limit")
 
 
@@ -228,9 +232,9 @@ def plain(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str, sort_keys=True))
 
 
-def to_osv(advisory: Advisory) -> dict[str, Any]:
+def to_osv(advisory: Advisory) -> OsvJson:
     """The record as OSV JSON data: the fields that were set (null included), keys sorted."""
-    data: dict[str, Any] = plain(advisory.model_dump(mode="json", exclude_unset=True))
+    data: OsvJson = plain(advisory.model_dump(mode="json", exclude_unset=True))
     return data
 
 
