@@ -1,12 +1,15 @@
 """Servers for the hostile-Hub tests: a second origin that records what reaches it, and a drip server.
 
-Both are real local HTTP servers on their own port (so another origin than the stand-in's).
+Both are real local HTTP servers on their own port (so another origin than the stand-in's). And a
+flood of commits, written into the stand-in's git repository (tests/hostile/test_commit_flood.py and
+bench/bench_commit_flood.py).
 """
 
 from __future__ import annotations
 
 import json
 import socket
+import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -121,3 +124,29 @@ def make_repo(hub: HubStandin, repo: str = "acme/tiny", commits: int = 1) -> lis
     return [hub.commit(repo, {"config.json": json.dumps({"n": i}).encode()}, message=f"c{i}") for i in range(commits)]
 
 
+def write_flood(hub_standin: HubStandin, repo: str, count: int) -> str:
+    """``count`` commits on main, each changing ``notes.txt``; the last also fixes eos. Returns the head.
+
+    Written straight into the stand-in's git repository with ``git fast-import`` (thousands of commits in
+    seconds, where the stand-in's one-commit API takes a fraction of a second each)."""
+    store = hub_standin.store
+    parent = store.resolve(repo, "main")
+    chunks = []
+    for k in range(count):
+        last = k == count - 1
+        message = b"fix eos\n" if last else f"flood {k}\n".encode()
+        body = f"{k}\n".encode()
+        chunks.append(b"commit refs/heads/main\n" + f"mark :{k + 1}\n".encode()
+                      + f"committer flood <flood@example.org> {1_800_000_000 + k} +0000\n".encode()
+                      + f"data {len(message)}\n".encode() + message
+                      + (f"from {parent}\n" if k == 0 else f"from :{k}\n").encode()
+                      + f"M 100644 inline notes.txt\ndata {len(body)}\n".encode() + body)
+        if last:
+            eos = b'{"eos_token_id": [1, 2]}'
+            chunks.append(f"M 100644 inline generation_config.json\ndata {len(eos)}\n".encode() + eos)
+    subprocess.run(["git", "--git-dir", str(store.git_dir(repo)), "fast-import", "--quiet", "--force"],
+                   input=b"\n".join(chunks) + b"\n", check=True)
+    head = subprocess.run(["git", "--git-dir", str(store.git_dir(repo)), "rev-parse", "refs/heads/main"],
+                          capture_output=True, check=True).stdout.decode().strip()
+    store.set_ref(repo, "refs/heads/main", head)  # the stand-in's caches follow the new head
+    return head

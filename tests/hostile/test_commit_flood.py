@@ -12,12 +12,11 @@ else: a repo beside it and a real commit pushed after the flood are read in the 
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 from fastapi.testclient import TestClient
 
 from tests.core.conftest import config_json
+from tests.hostile.hub_support import write_flood
 from tracker.adapters.hub import HubClient
 from tracker.adapters.settings import Settings
 from tracker.app import make_tracker
@@ -28,31 +27,6 @@ from tracker.surfaces.api import create_app
 
 FLOODED, FINE = "acme/flooded", "acme/fine"
 FLOOD = 10_000  # ten times the default max_new_commits
-
-
-def _flood(hub_standin, repo: str, count: int) -> str:
-    """``count`` commits on main, each changing ``notes.txt``; the last also fixes eos. Returns the head."""
-    store = hub_standin.store
-    parent = store.resolve(repo, "main")
-    chunks = []
-    for k in range(count):
-        last = k == count - 1
-        message = b"fix eos\n" if last else f"flood {k}\n".encode()
-        body = f"{k}\n".encode()
-        chunks.append(b"commit refs/heads/main\n" + f"mark :{k + 1}\n".encode()
-                      + f"committer flood <flood@example.org> {1_800_000_000 + k} +0000\n".encode()
-                      + f"data {len(message)}\n".encode() + message
-                      + (f"from {parent}\n" if k == 0 else f"from :{k}\n").encode()
-                      + f"M 100644 inline notes.txt\ndata {len(body)}\n".encode() + body)
-        if last:
-            eos = b'{"eos_token_id": [1, 2]}'
-            chunks.append(f"M 100644 inline generation_config.json\ndata {len(eos)}\n".encode() + eos)
-    subprocess.run(["git", "--git-dir", str(store.git_dir(repo)), "fast-import", "--quiet", "--force"],
-                   input=b"\n".join(chunks) + b"\n", check=True)
-    head = subprocess.run(["git", "--git-dir", str(store.git_dir(repo)), "rev-parse", "refs/heads/main"],
-                          capture_output=True, check=True).stdout.decode().strip()
-    store.set_ref(repo, "refs/heads/main", head)  # the stand-in's caches follow the new head
-    return head
 
 
 @pytest.mark.slow
@@ -71,7 +45,7 @@ def test_a_flood_reads_the_head_at_once_and_the_next_real_commit(hub_standin, tm
     pk = tracker.store.repos.get(FLOODED).pk
     (last_read,) = [r.sha for r in tracker.store.revisions.of_repo(pk)]
 
-    head = _flood(hub_standin, FLOODED, FLOOD)
+    head = write_flood(hub_standin, FLOODED, FLOOD)
     fine_next = hub_standin.commit(FINE, {"README.md": "# fine\n"}, message="docs")
     fine, flooded = tracker.poll()  # in repo id order
     assert flooded.events == ["upstream.commit_flood"], flooded.line()
