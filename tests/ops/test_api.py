@@ -8,13 +8,16 @@ from dataclasses import replace
 
 import pytest
 from fastapi.testclient import TestClient
+from hubstandin import HubStandin
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.core.conftest import config_json
 from tests.delivery.conftest import Receiver
 from tests.ops.conftest import migrated
 from tracker.adapters.delivery.worker import DeliveryWorker
-from tracker.adapters.settings import DeliverySettings
+from tracker.adapters.hub import HubClient
+from tracker.adapters.settings import DeliverySettings, Settings
+from tracker.app import make_tracker
 from tracker.surfaces.api import create_app
 
 REPO = "acme/chat-model"
@@ -129,14 +132,39 @@ def test_readyz_when_the_database_is_gone(settings, make, tmp_path):
 # -- repo reads --------------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def history(hub_standin, settings, make):
+def push_history(hub_standin: HubStandin) -> list[str]:
     hub_standin.create_repo(REPO)
     first = hub_standin.commit(REPO, {"config.json": config_json(), "generation_config.json": b'{"eos_token_id": 2}'},
                                message="initial")
     second = hub_standin.commit(REPO, {"generation_config.json": b'{"eos_token_id": 3}'}, message="new eos")
+    return [first, second]
+
+
+@pytest.fixture
+def history(hub_standin, settings, make):
+    shas = push_history(hub_standin)
     tracker = make(settings)
-    return tracker, TestClient(create_app(tracker)), [first, second]
+    return tracker, TestClient(create_app(tracker)), shas
+
+
+@pytest.fixture(scope="module")
+def unwatched_history(tmp_path_factory):
+    """The same history, nothing watched, once for the module: for the tests that only read through the API."""
+    tmp_path = tmp_path_factory.mktemp("unwatched")
+    hub_standin = HubStandin(tmp_path / "hub").start()
+    try:
+        shas = push_history(hub_standin)
+        settings = Settings(database_url=f"sqlite:///{tmp_path}/tracker.sqlite3", hub_endpoint=hub_standin.url,
+                            hub_timeout=30.0)
+        hub = HubClient(settings.hub_endpoint, timeout=settings.hub_timeout, max_retries=settings.hub_max_retries,
+                        max_wait=settings.hub_max_wait, sleep=lambda _s: None)
+        tracker = make_tracker(settings, hub=hub)
+        try:
+            yield tracker, TestClient(create_app(tracker)), shas
+        finally:
+            tracker.close()
+    finally:
+        hub_standin.stop(wait=False)
 
 
 def test_repos_and_revisions_of_a_watched_repo(history):
@@ -183,8 +211,8 @@ def test_reads_of_a_repo_that_is_not_watched_come_from_the_hub_and_store_nothing
     ("/v1/repos/acme/a..b/revisions", {}, 400, "invalid repo id 'acme/a..b'"),
     (f"/v1/repos/{REPO}/revisions", {"limit": 0}, 400, "invalid request"),
 ])
-def test_read_errors_are_clear_answers_never_500(history, path, params, status, message):
-    _, client, _ = history
+def test_read_errors_are_clear_answers_never_500(unwatched_history, path, params, status, message):
+    _, client, _ = unwatched_history
     answer = client.get(path, params=params)
     assert answer.status_code == status, answer.text
     assert answer.json()["code"] == {400: 3, 404: 5}[status]
