@@ -35,7 +35,7 @@ def fresh_store_url(folder: Path) -> str:
 
 def analyse_on_hub(hub_standin, tmp_path: Path, repo: str, old_sha: str | None, new_sha: str) -> list[Finding]:
     """The findings of ``old_sha -> new_sha`` exactly as a poll computes them (range reads, capped reads)."""
-    client = HubClient(hub_standin.url, timeout=5.0, max_retries=0, max_wait=0.0)
+    client = HubClient(hub_standin.url, timeout=60.0, max_retries=0, max_wait=0.0)  # generous: a busy machine
     store = open_store(fresh_store_url(tmp_path))
     rid = RepoId(repo)
     new_snapshot = client.snapshot(rid, new_sha)
