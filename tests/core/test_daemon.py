@@ -37,7 +37,7 @@ def _answers(url: str) -> bool:
         return False
 
 
-def test_run_polls_at_start_then_on_a_hub_webhook_and_stops_on_sigterm(hub_standin, tmp_path):
+def test_run_polls_at_start_serves_the_api_then_polls_on_a_hub_webhook_and_stops_on_sigterm(hub_standin, tmp_path):
     import socket
 
     import httpx
@@ -46,7 +46,7 @@ def test_run_polls_at_start_then_on_a_hub_webhook_and_stops_on_sigterm(hub_stand
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     hub_standin.create_repo("acme/a")
-    hub_standin.commit("acme/a", {"config.json": config_json()})
+    head = hub_standin.commit("acme/a", {"config.json": config_json()})
     url = f"sqlite:///{tmp_path}/t.sqlite3"
     (tmp_path / "tracker.toml").write_text('[poll]\nevery = "1h"\njitter = "0s"\n\n[[watch]]\nrepo = "acme/a"\n')
     env = {**os.environ, "HF_ENDPOINT": hub_standin.url, "TRACKER_DATABASE_URL": url,
@@ -58,6 +58,9 @@ def test_run_polls_at_start_then_on_a_hub_webhook_and_stops_on_sigterm(hub_stand
         assert wait_for(lambda: revision_count(url) == 1), "baseline never read"
         # the first poll can finish before the API listens, on a busy machine
         assert wait_for(lambda: _answers(f"http://127.0.0.1:{port}/healthz")), "API never came up"
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=30).json() == {"status": "ok"}
+        answer = httpx.post(f"http://127.0.0.1:{port}/v1/query", json={"commit": head}, timeout=60)
+        assert (answer.status_code, answer.json()) == (200, {})  # the API beside polling: the baseline is safe
         hub_standin.commit("acme/a", {"config.json": config_json(vocab_size=1000)})
         hook = {"event": {"action": "update", "scope": "repo.content"}, "repo": {"type": "model", "name": "acme/a"}}
         answer = httpx.post(f"http://127.0.0.1:{port}/hooks/hub", json=hook, headers={"X-Webhook-Secret": "s3cret"},
@@ -87,37 +90,3 @@ def test_run_refuses_a_postgres_schema_that_is_behind(postgres_server_url, tmp_p
     init = subprocess.run([sys.executable, "-m", "tracker", "init"], env=env, cwd=tmp_path, capture_output=True,
                           text=True, timeout=60)
     assert init.returncode == 0 and "schema migrated from empty to" in init.stdout
-
-
-def test_run_serves_the_api_beside_polling(hub_standin, tmp_path):
-    import socket
-
-    import httpx
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    hub_standin.create_repo("acme/a")
-    head = hub_standin.commit("acme/a", {"config.json": config_json()})
-    url = f"sqlite:///{tmp_path}/t.sqlite3"
-    (tmp_path / "tracker.toml").write_text('[poll]\nevery = "1h"\njitter = "0s"\n\n[[watch]]\nrepo = "acme/a"\n')
-    env = {**os.environ, "HF_ENDPOINT": hub_standin.url, "TRACKER_DATABASE_URL": url,
-           "TRACKER_CONFIG": str(tmp_path / "tracker.toml"), "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "tracker", "run", "--port", str(port)], env=env, cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-
-    def healthy():
-        try:
-            return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=30).json() == {"status": "ok"}
-        except httpx.HTTPError:
-            return False
-
-    try:
-        assert wait_for(healthy), "API never came up"
-        assert wait_for(lambda: revision_count(url) == 1)
-        answer = httpx.post(f"http://127.0.0.1:{port}/v1/query", json={"commit": head}, timeout=60)
-        assert (answer.status_code, answer.json()) == (200, {})
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        output = proc.communicate(timeout=120)[0].decode()
-    assert proc.returncode == 0, output
