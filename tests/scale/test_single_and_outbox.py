@@ -10,6 +10,7 @@ import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from click.testing import CliRunner
 from sqlalchemy import insert
 
 from tests.delivery.conftest import Receiver
@@ -19,6 +20,7 @@ from tracker.adapters.delivery.worker import DeliveryWorker
 from tracker.adapters.settings import DeliverySettings
 from tracker.adapters.store import open_store
 from tracker.adapters.store.tables import deliveries
+from tracker.surfaces.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,9 +40,8 @@ def test_a_second_tracker_run_on_the_same_sqlite_file_is_refused(hub_standin, tm
         assert second.returncode == 1
         assert second.stderr == (f"error: another `tracker run` (pid {first.pid}) is using the SQLite database {db}; "
                                  "SQLite serves one daemon: stop that one, or use PostgreSQL to run replicas\n")
-        poll = subprocess.run([sys.executable, "-m", "tracker", "poll"], env=env, cwd=tmp_path, capture_output=True,
-                              text=True, timeout=180)
-        assert poll.returncode == 0, poll.stderr  # beside the daemon, one-off polls work through the leases
+        poll = CliRunner().invoke(main, ["poll"], env=env)  # in-process: the daemon is the other process here
+        assert poll.exit_code == 0, poll.output  # beside the daemon, one-off polls work through the leases
     finally:
         first.send_signal(signal.SIGTERM)
         first.communicate(timeout=120)
