@@ -170,6 +170,34 @@ def test_watch_add_updates_and_remove_cascades(db_url):
     assert store.repos.all() == []
 
 
+def _in_transaction(dbapi_connection) -> bool:
+    info = getattr(dbapi_connection, "info", None)  # psycopg: the server's transaction status
+    if info is not None and hasattr(info, "transaction_status"):
+        return info.transaction_status.name != "IDLE"
+    return bool(dbapi_connection.in_transaction)  # sqlite3
+
+
+def test_a_read_begins_no_transaction_and_the_writes_after_it_still_roll_back(db_url):
+    """The API's reads run in autocommit (no BEGIN, no COMMIT); the pooled connection they used comes
+    back to the writers in a transaction again."""
+    from sqlalchemy import func, select
+
+    from tracker.adapters.store.tables import repos
+
+    store = open_store(db_url, auto_upgrade=True)
+    store.repos.add(RepoId("acme/model"), now=NOW)
+    with store.db.read() as conn:
+        assert conn.execute(select(func.count()).select_from(repos)).scalar() == 1
+        assert not _in_transaction(conn.connection.dbapi_connection)
+    with pytest.raises(RuntimeError, match="undo"), store.db.transaction() as conn:
+        conn.execute(repos.delete())
+        assert _in_transaction(conn.connection.dbapi_connection)
+        raise RuntimeError("undo")
+    assert [r.repo_id for r in store.repos.all()] == ["acme/model"]
+    assert store.repos.get("acme/model") is not None and store.repos.get("acme/other") is None
+    store.close()
+
+
 def test_upgrading_a_populated_database_keeps_its_rows(db_url):
     """A database made by an older tracker (schema 0001, with data) upgrades in place."""
     from alembic import command

@@ -186,6 +186,18 @@ class Database:
         except SQLAlchemyError as exc:
             raise database_error(exc, self.describe()) from exc
 
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A connection in autocommit for reads only: no BEGIN and no COMMIT, so on PostgreSQL each
+        statement is one round trip and sees what was committed when it started, as it does in the
+        READ COMMITTED transactions of :meth:`transaction` (callers must not rely on one snapshot
+        across statements; SQLite's driver begins no transaction for a SELECT either way)."""
+        try:
+            with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+                yield conn
+        except SQLAlchemyError as exc:
+            raise database_error(exc, self.describe()) from exc
+
     def ping(self) -> None:
         """One round trip: raises the tracker's error when the database cannot answer."""
         with self.transaction() as conn:

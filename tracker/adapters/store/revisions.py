@@ -188,7 +188,7 @@ class RevisionStore:
 
     def find_commit(self, sha_or_prefix: str, repo_pk: int | None = None) -> list[tuple[int, str]]:
         """(repo_pk, full sha) of known commits matching a sha or a prefix."""
-        with self.db.transaction() as conn:
+        with self.db.read() as conn:
             cond = (commits.c.sha == sha_or_prefix if len(sha_or_prefix) == 40
                     else commits.c.sha.startswith(sha_or_prefix, autoescape=True))
             query = select(commits.c.repo_pk, commits.c.sha).where(cond)
