@@ -277,6 +277,62 @@ def _time(client: TestClient, requests: list[tuple[str, str, dict | None]]
     return times, counts, sizes
 
 
+def _in_transaction(dbapi_connection) -> bool:
+    info = getattr(dbapi_connection, "info", None)  # psycopg: the server's transaction status
+    if info is not None and hasattr(info, "transaction_status"):
+        return info.transaction_status.name != "IDLE"
+    return bool(getattr(dbapi_connection, "in_transaction", False))  # sqlite3
+
+
+def _round_trips(tracker, client: TestClient, body: dict) -> list[str]:
+    """What one request sends the database driver: the pool's pre-ping, each statement, and the BEGIN
+    and COMMIT / ROLLBACK the driver sends (psycopg sends BEGIN before the first statement outside a
+    transaction unless in autocommit; sqlite3 begins none for a SELECT, and commits only an open one).
+    On PostgreSQL each is a round trip to the server process; on SQLite a call into the library.
+    """
+    from sqlalchemy import event
+
+    engine = tracker.store.db.engine
+    sent: list[str] = []
+    ping = engine.dialect.do_ping
+
+    def driver_begins(dbapi_connection) -> None:
+        if engine.dialect.name == "postgresql" and not dbapi_connection.autocommit \
+                and not _in_transaction(dbapi_connection):
+            sent.append("BEGIN")
+
+    def counted_ping(dbapi_connection) -> bool:  # an empty statement outside any transaction
+        sent.append("pre-ping")
+        return ping(dbapi_connection)
+
+    def on_statement(conn, _cursor, statement, *_args) -> None:
+        driver_begins(conn.connection.dbapi_connection)
+        sent.append(" ".join(statement.split())[:40])
+
+    def ending(word):
+        def on_end(conn) -> None:
+            if _in_transaction(conn.connection.dbapi_connection):
+                sent.append(word)
+        return on_end
+
+    def on_reset(dbapi_connection, _record, _state) -> None:
+        if _in_transaction(dbapi_connection):
+            sent.append("ROLLBACK (pool reset)")
+
+    listeners = [(engine, "commit", ending("COMMIT")), (engine, "rollback", ending("ROLLBACK")),
+                 (engine, "before_cursor_execute", on_statement), (engine.pool, "reset", on_reset)]
+    engine.dialect.do_ping = counted_ping
+    for target, name, fn in listeners:
+        event.listen(target, name, fn)
+    try:
+        assert client.post("/v1/query", json=body).status_code == 200
+    finally:
+        for target, name, fn in listeners:
+            event.remove(target, name, fn)
+        engine.dialect.do_ping = ping
+    return sent
+
+
 def _profile_server_side(app, requests: list[tuple[str, str, dict | None]]) -> str:
     """cProfile of what the server does for these requests."""
     prof = cProfile.Profile()
@@ -315,6 +371,8 @@ def main() -> int:
     parser.add_argument("--advisories", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=2000)
     parser.add_argument("--profile", action="store_true", help="cProfile the server side of 600 queries")
+    parser.add_argument("--round-trips", action="store_true",
+                        help="print what one query of each kind sends the database")
     parser.add_argument("--postgres", action="store_true",
                         help="PostgreSQL (TRACKER_TEST_POSTGRES_URL, or a throwaway cluster) instead of SQLite")
     args = parser.parse_args()
@@ -360,6 +418,10 @@ def main() -> int:
         with TestClient(app) as client:
             for reqs in kinds.values():  # warm up: connections, caches, code paths
                 _time(client, reqs[:30])
+            if args.round_trips:
+                for name in ("commit-hit", "commit-miss", "package"):
+                    sent = _round_trips(tracker, client, kinds[name][0][2])
+                    print(f"{name}: {len(sent)} sent to the database: " + "; ".join(sent))
             results = {}
             for name, reqs in kinds.items():
                 times, counts, sizes = _time(client, reqs)
