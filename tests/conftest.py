@@ -29,22 +29,26 @@ pytest_plugins = ["hubstandin.pytest_plugin", "hubstandin.osv_pytest_plugin"]
 # first and the run does not end waiting on one long file that began last. A file not named here
 # keeps its place after them; tests/test_longest_first.py fails when a name here no longer exists.
 LONGEST_FIRST = (
-    "delivery/test_end_to_end.py",
     "core/test_crash_report.py",
-    "hostile/test_orchestration.py",
-    "scale/test_change_listing.py",
-    "delivery/test_feeds.py",
     "ops/test_readme_commands.py",
-    "hostile/test_content_estimate.py",
-    "scale/test_replicas.py",
+    "delivery/test_end_to_end.py",
     "ops/test_daemon_log.py",
+    "web/test_pages.py",
+    "scale/test_replicas.py",
+    "scale/test_change_listing.py",
+    "hostile/test_orchestration.py",
+    "web/test_browser.py",
+    "delivery/test_feeds.py",
+    "scan/test_scan_cli.py",
+    "web/test_demo.py",
     "scale/test_cycle.py",
-    "core/test_edges.py",
-    "hostile/test_api_memory.py",
-    "scale/test_listing_faults.py",
-    "hostile/test_scan_tree.py",
-    "ops/test_metrics_fleet.py",
+    "core/test_inherited.py",
+    "core/test_packaging.py",
     "hostile/test_delivery_receivers.py",
+    "core/test_watch_rules.py",
+    "delivery/test_ssrf.py",
+    "scale/test_faults.py",
+    "scale/test_listing_faults.py",
 )
 TESTS = Path(__file__).parent
 

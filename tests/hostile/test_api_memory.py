@@ -85,7 +85,10 @@ def served(tmp_path_factory) -> Iterator[dict[str, Any]]:
         warm = [hub.commit(WARM, {"config.json": config_json(), "tokenizer.json": tokenizer_json(seed, 4096)},
                            message=seed) for seed in "ab"]
         config = work / "tracker.toml"
-        config.write_text(f'[database]\nurl = "sqlite:///{work}/t.sqlite3"\n\n[hub]\nendpoint = "{hub.url}"\n')
+        # The stand-in holds tokenizer downloads (up to two minutes, see eight_diffs): a Hub timeout shorter
+        # than that would retry a held download and count it twice.
+        config.write_text(f'[database]\nurl = "sqlite:///{work}/t.sqlite3"\n\n[hub]\nendpoint = "{hub.url}"\n'
+                          'timeout = "300s"\nrequest_deadline = "300s"\n')
         port = _free_port()
         url = f"http://127.0.0.1:{port}"
         env = {**os.environ, "TRACKER_WEBHOOK_SECRET": SECRET, "MALLOC_ARENA_MAX": "2", "HF_HOME": str(work / "hf"),
