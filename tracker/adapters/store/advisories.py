@@ -281,7 +281,7 @@ class AdvisoryStore:
     def ids_for_commit(self, sha: str, repo_pk: int | None = None) -> list[str]:
         """The one lookup a query needs: which live advisories affect this commit."""
         with self.db.read() as conn:
-            matched = reach_index.live_ids_for_commit(conn, sha, repo_pk).subquery()
+            matched = reach_index.live_ids_for_commit(sha, repo_pk).subquery()
             query = (select(advisories.c.id).join(matched, matched.c.advisory_id == advisories.c.id)
                      .where(advisories.c.withdrawn.is_(False)))
             return sorted(conn.execute(query).scalars())
@@ -310,7 +310,7 @@ class AdvisoryStore:
         reach it; the count comes from the spans of the records shown, read a few at a time.
         """
         with self.db.read() as conn:
-            matched = reach_index.live_ids_for_commit(conn, sha, repo_pk).subquery()
+            matched = reach_index.live_ids_for_commit(sha, repo_pk).subquery()
             result = conn.execute(select(matched.c.advisory_id, matched.c.ranged).order_by(matched.c.advisory_id)
                                   .limit(limit + 1).offset(offset))
             spans: dict[str, list[Any]] = {}

@@ -162,29 +162,28 @@ def stored_record(record: Mapping[str, Any]) -> OsvJson:
     return out
 
 
-def live_ids_for_commit(conn: Connection, sha: str, repo_pk: int | None = None) -> Any:
+def live_ids_for_commit(sha: str, repo_pk: int | None = None) -> Any:
     """A selectable of the advisories that affect a commit: ``advisory_id``, and ``ranged`` (true: by a
     span; false: the commit is listed).
 
     Withdrawing an advisory deletes its spans and listed commits in the same transaction, so these
     are live advisories; callers that read the advisories' rows anyway check ``withdrawn`` too.
-    The commit's labels are read first (one index look-up), so the spans are then found by an index
-    range on (repo, chain, hi) with the position as a constant, which every planner takes.
+    One statement (one round trip): the commit's labels (an index look-up on the sha, a row per
+    repo holding it) joined to the spans by an index range on (repo, chain, hi) for each label,
+    the plan SQLite and PostgreSQL both take.
     """
-    query = select(commit_labels.c.repo_pk, commit_labels.c.chain, commit_labels.c.pos).where(
+    labels = select(commit_labels.c.repo_pk, commit_labels.c.chain, commit_labels.c.pos).where(
         commit_labels.c.sha == sha)
     if repo_pk is not None:
-        query = query.where(commit_labels.c.repo_pk == repo_pk)
-    labels = conn.execute(query.limit(CHUNK)).all()
+        labels = labels.where(commit_labels.c.repo_pk == repo_pk)
+    label = labels.subquery()
+    spans = (select(advisory_spans.c.advisory_id.label("advisory_id"), true().label("ranged"))
+             .join(label, and_(advisory_spans.c.repo_pk == label.c.repo_pk, advisory_spans.c.chain == label.c.chain,
+                               advisory_spans.c.hi >= label.c.pos, advisory_spans.c.lo <= label.c.pos)))
     listed = select(advisory_commits.c.advisory_id.label("advisory_id"), false().label("ranged")).where(
         advisory_commits.c.sha == sha)
     if repo_pk is not None:
         listed = listed.where(advisory_commits.c.repo_pk == repo_pk)
-    if not labels:
-        return listed
-    spans = select(advisory_spans.c.advisory_id.label("advisory_id"), true().label("ranged")).where(or_(*(
-        and_(advisory_spans.c.repo_pk == r.repo_pk, advisory_spans.c.chain == r.chain,
-             advisory_spans.c.hi >= r.pos, advisory_spans.c.lo <= r.pos) for r in labels)))
     return spans.union(listed)
 
 
