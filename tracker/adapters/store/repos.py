@@ -66,7 +66,7 @@ class RepoStore:
             return [repo_row(r) for r in conn.execute(select(repos).order_by(repos.c.repo_id))]
 
     def get(self, repo_id: str) -> RepoRow | None:
-        with self.db.transaction() as conn:
+        with self.db.read() as conn:
             row = conn.execute(select(repos).where(repos.c.repo_id == repo_id)).first()
             return repo_row(row) if row else None
 
