@@ -172,6 +172,7 @@ def eight_diffs(served) -> dict[str, Any]:
     passed), so the admitted diffs keep their slots however slowly a busy machine starts the others."""
     hub = served["hub"]
     hub.clear_log()
+    out_of_memory_before = served["log"].read_text().count("MemoryError")
     release = threading.Event()
     hub.faults.add("tokenizer.json", hold=release, times=None, method="GET")
     barrier = threading.Barrier(8)
@@ -199,8 +200,12 @@ def eight_diffs(served) -> dict[str, Any]:
     finally:
         release.set()
         hub.faults.clear()
-    tokenizers = [r for r in hub.requests if r.path.endswith("/tokenizer.json") and r.method == "GET"]
-    return {"answers": answers, "served": hub.bytes_served(), "tokenizer_gets": len(tokenizers)}
+    return {"answers": answers, "served": hub.bytes_served(), "tokenizer_gets": len(_tokenizer_gets(hub)),
+            "out_of_memory": served["log"].read_text().count("MemoryError") - out_of_memory_before}
+
+
+def _tokenizer_gets(hub: Any) -> list[Any]:
+    return [r for r in hub.requests if r.path.endswith("/tokenizer.json") and r.method == "GET"]
 
 
 def test_eight_parallel_diffs_get_the_budget_and_429s(served, eight_diffs):
@@ -218,9 +223,12 @@ def test_eight_parallel_diffs_get_the_budget_and_429s(served, eight_diffs):
 
 
 def test_the_stand_in_served_at_most_the_budgets_worth(eight_diffs):
-    # Each admitted diff reads both tokenizers at most once; the six refused ones read nothing.
-    assert eight_diffs["tokenizer_gets"] <= 2 * ON_DEMAND_READS, eight_diffs["tokenizer_gets"]
-    assert eight_diffs["served"] <= 2 * ON_DEMAND_READS * (TOKENIZER_BYTES + MiB), eight_diffs["served"]
+    # Each admitted diff reads both tokenizers once, and the six refused ones read nothing. A step that
+    # runs out of memory under the address-space cap (logged; whether it does depends on how the two
+    # admitted diffs overlap on a busy machine) may lead a later step to read its file once more.
+    reads = 2 * ON_DEMAND_READS + eight_diffs["out_of_memory"]
+    assert eight_diffs["tokenizer_gets"] <= reads, eight_diffs
+    assert eight_diffs["served"] <= reads * (TOKENIZER_BYTES + MiB), eight_diffs["served"]
 
 
 def test_the_servers_resident_peak_stays_bounded(served, eight_diffs):
