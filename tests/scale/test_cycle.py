@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import re
 import threading
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -292,3 +294,33 @@ def test_repos_of_an_owner_with_hub_webhooks_cost_no_requests_between_safety_net
     assert {path.split("/")[1] if not path.startswith("/api/models/") else path.split("/")[4]
             for _m, path in hub_calls(hub_standin)} == {"hooked"}
     assert not any(f"/{r}/" in path for r in hooked[1:] for _m, path in hub_calls(hub_standin))
+
+
+def test_tracker_poll_waits_inline_for_the_budget_up_to_max_wait_and_defers_the_rest(hub_standin, scale_settings,
+                                                                                     build):
+    clock = [0.0]
+    budget = HubBudget(20, 20, monotonic=lambda: clock[0])  # bursts of 2, then one request per 16.7 s
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:  # the budget's clock moves on instead of the test waiting
+        slept.append(seconds)
+        clock[0] += seconds
+
+    tracker, cycle = build(scale_settings, budget=budget, hub_max_wait=600.0)
+    cycle.sleep = sleep
+    repos_ = [RepoId(f"patient{i}/only") for i in range(3)]
+    watch(hub_standin, tracker, repos_)
+    results = cycle.run_once()
+    assert [r.status for r in results] == ["baseline"] * 3
+    # Two polls ran on the burst; the third waited for the api bucket, in steps of at most 5 s.
+    assert budget.spent("api") == 10 and slept and all(0 < s <= 5.0 for s in slept)
+
+    slept_before = len(slept)
+    cycle.settings = replace(cycle.settings, hub_max_wait=10.0)
+    make_due(tracker)
+    results = cycle.run_once()
+    assert [r.status for r in results] == ["deferred"] * 3
+    waits = [re.fullmatch(r"not polled: the Hub request budget is spent for (\d+)s; the next cycle polls it",
+                          r.error or "") for r in results]
+    assert all(w and int(w[1]) > 10 for w in waits), [r.error for r in results]
+    assert len(slept) == slept_before  # longer than hub.max_wait: not waited for

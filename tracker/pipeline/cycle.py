@@ -76,9 +76,11 @@ class Cycle:
     def __init__(self, settings: Settings, store: Store, hub: HubReader, poller: Poller, *,  # noqa: PLR0913
                  clock: Clock, budget: HubBudget, queue: ScheduleStore, workers: int | None = None,
                  on_result: Callable[[PollResult], None] | None = None,
-                 rng: Callable[[], float] = random.random, batch: int = 1000) -> None:
+                 rng: Callable[[], float] = random.random, batch: int = 1000,
+                 sleep: Callable[[float], object] | None = None) -> None:
         """``budget`` is the one the Hub client spends (make_tracker hands it to both), so claims stop
-        when the client's requests have used it up."""
+        when the client's requests have used it up. ``sleep`` is how `tracker poll` waits for the budget
+        to refill: by default on the poller's stop event, so a stop cuts the wait short."""
         self.settings = settings
         self.store = store
         self.hub = hub
@@ -91,6 +93,7 @@ class Cycle:
         self.rng = rng
         self.batch = batch
         self.owner = poller.owner
+        self.sleep = sleep or poller.stopping.wait
         self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="poll")
         self._inflight: set[int] = set()
         self._polls_queued = 0
@@ -454,7 +457,7 @@ class Cycle:
             if wait <= 0 or wait > self.settings.hub_max_wait:
                 self._budget_wait = wait
                 return  # nothing claimable now, or the Hub's budget is spent for longer than we wait inline
-            time.sleep(min(wait, 5.0))
+            self.sleep(min(wait, 5.0))
 
     def _await_progress(self) -> None:
         """Until a poll starts or finishes (or IDLE_WAIT passes, for time-driven changes), not spinning."""
