@@ -417,8 +417,8 @@ class Cycle:
             self.queue.make_due([r.pk for r in rows], now=now)
             self._tick_until_done(rows, results)
         finally:
-            while self.in_flight():
-                time.sleep(0.01)
+            while self.in_flight():  # a stop mid-run: the polls in hand finish before the run returns
+                self._await_progress()
             self.on_result = previous
             self._once, self._only, self._backfill, self._progress = False, None, 0, None
         return [results.get(r.repo_id) or self._not_polled(r) for r in rows]
