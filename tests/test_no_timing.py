@@ -17,7 +17,7 @@ def _about_time(test: ast.expr) -> bool:
             return True
         if (isinstance(node, ast.Attribute) and node.attr == "seconds" and isinstance(node.value, ast.Name)) or (
                 isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value == "seconds"):
-            return True  # a measured run's seconds (content_support.Bounded, a subprocess's report)
+            return True  # a measured run's seconds (a subprocess's report)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "clock":
             return True  # a stopwatch helper (a tracker's own clock is tracker.clock(), a datetime)
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub):

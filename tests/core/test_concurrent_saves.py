@@ -48,18 +48,7 @@ def two_trackers(hub_standin, settings, sleeps, postgres_server_url):
 def test_a_derivative_saved_while_its_base_writes_its_inherited_advisory_keeps_the_bases(hub_standin, two_trackers):
     hub = hub_standin
     base_side, copy_side = two_trackers
-    for repo in (BASE, COPY):
-        hub.create_repo(repo)
-    hub.commit(BASE, {"config.json": config_json(), "generation_config.json": gen(OLD_EOS), "README.md": card()},
-               message="initial")
-    c0 = hub.commit(COPY, {"config.json": config_json(), "generation_config.json": gen(OLD_EOS, temperature=0.6),
-                           "README.md": card(BASE)}, message="fine-tune")
-    for repo in (BASE, COPY):
-        base_side.store.repos.add(repo, now=base_side.clock())
-    base_side.store.outbox.add_subscription(target=str(COPY), kind="webhook", url="https://alerts.example.org/hf",
-                                            secret="whsec_dGVzdA==", min_severity="info", categories=[],
-                                            now=base_side.clock())
-    base_side.poll()
+    c0 = _base_and_fine_tune(hub, base_side, subscribe=True)
     r1 = fix_base(hub)  # the base fixes eos_token_id: an update advisory, and an inherited one for the copy
     c1 = hub.commit(COPY, {"README.md": card(BASE, "Better words.\n")}, message="docs")  # still the old value
 
@@ -76,17 +65,10 @@ def test_a_derivative_saved_while_its_base_writes_its_inherited_advisory_keeps_t
             base_saved.wait(WAIT)
 
     event.listen(copy_side.store.db.engine, "before_cursor_execute", hold_at_base_read)
-    results: dict[str, Any] = {}
-    copy_poll = threading.Thread(target=lambda: results.update(copy=copy_side.poll([COPY])))
-    copy_poll.start()
-    try:
-        assert reading_base.wait(WAIT), "the copy's poll never read the base's advisories"
-        (base_result,) = base_side.poll([BASE])  # commits the base's advisory and the copy's inherited one
-    finally:
-        base_saved.set()
-        copy_poll.join(WAIT)
-    assert not copy_poll.is_alive()
-    (copy_result,) = results["copy"]
+    # The base's poll commits the base's advisory and the copy's inherited one while the copy is held.
+    base_result, copy_result = _poll_base_while_copy_held(
+        base_side, copy_side, held=reading_base, released=base_saved,
+        stuck="the copy's poll never read the base's advisories")
     assert (base_result.status, base_result.processed, base_result.error) == (PollOutcome.NEW, 1, None)
     assert (copy_result.status, copy_result.processed, copy_result.error) == (PollOutcome.NEW, 1, None)
 
@@ -118,15 +100,7 @@ def test_a_derivative_whose_report_read_the_base_before_its_fix_is_recomputed_th
     about that advisory. Its save must see the advisories it read have changed, compute again and close it."""
     hub = hub_standin
     base_side, copy_side = two_trackers
-    for repo in (BASE, COPY):
-        hub.create_repo(repo)
-    hub.commit(BASE, {"config.json": config_json(), "generation_config.json": gen(OLD_EOS), "README.md": card()},
-               message="initial")
-    c0 = hub.commit(COPY, {"config.json": config_json(), "generation_config.json": gen(OLD_EOS, temperature=0.6),
-                           "README.md": card(BASE)}, message="fine-tune")
-    for repo in (BASE, COPY):
-        base_side.store.repos.add(repo, now=base_side.clock())
-    base_side.poll()
+    c0 = _base_and_fine_tune(hub, base_side)
     r1 = fix_base(hub)
     c1 = hub.commit(COPY, {"generation_config.json": gen(NEW_EOS, temperature=0.6)}, message="take the eos fix")
 
@@ -139,17 +113,9 @@ def test_a_derivative_whose_report_read_the_base_before_its_fix_is_recomputed_th
             base_saved.wait(WAIT)
 
     event.listen(copy_side.store.db.engine, "before_cursor_execute", hold_at_save)
-    results: dict[str, Any] = {}
-    copy_poll = threading.Thread(target=lambda: results.update(copy=copy_side.poll([COPY])))
-    copy_poll.start()
-    try:
-        assert saving.wait(WAIT), "the copy's poll never saved"
-        (base_result,) = base_side.poll([BASE])  # the base's advisory, and the copy's inherited one at c0
-    finally:
-        base_saved.set()
-        copy_poll.join(WAIT)
-    assert not copy_poll.is_alive()
-    (copy_result,) = results["copy"]
+    # The base's poll writes the base's advisory, and the copy's inherited one at c0, while the copy is held.
+    base_result, copy_result = _poll_base_while_copy_held(
+        base_side, copy_side, held=saving, released=base_saved, stuck="the copy's poll never saved")
     assert (base_result.status, base_result.processed, base_result.error) == (PollOutcome.NEW, 1, None)
     assert (copy_result.status, copy_result.processed, copy_result.error) == (PollOutcome.NEW, 1, None)
 
@@ -165,3 +131,40 @@ def test_a_derivative_whose_report_read_the_base_before_its_fix_is_recomputed_th
     assert base_side.query(COPY, c1).vulns == []
     assert [(r.sha, r.status) for r in store.revisions.of_repo(base_side.repo(COPY).pk)] == [
         (c0, "done"), (c1, "done")]
+
+
+def _base_and_fine_tune(hub, base_side, *, subscribe: bool = False) -> str:
+    """A base and its fine-tune, both at the old eos, watched and polled once; the fine-tune's first commit.
+    ``subscribe``: a webhook subscription to the fine-tune's advisories, so its deliveries can be counted."""
+    for repo in (BASE, COPY):
+        hub.create_repo(repo)
+    hub.commit(BASE, {"config.json": config_json(), "generation_config.json": gen(OLD_EOS), "README.md": card()},
+               message="initial")
+    c0 = hub.commit(COPY, {"config.json": config_json(), "generation_config.json": gen(OLD_EOS, temperature=0.6),
+                           "README.md": card(BASE)}, message="fine-tune")
+    for repo in (BASE, COPY):
+        base_side.store.repos.add(repo, now=base_side.clock())
+    if subscribe:
+        base_side.store.outbox.add_subscription(target=str(COPY), kind="webhook", url="https://alerts.example.org/hf",
+                                                secret="whsec_dGVzdA==", min_severity="info", categories=[],
+                                                now=base_side.clock())
+    base_side.poll()
+    return c0
+
+
+def _poll_base_while_copy_held(base_side, copy_side, *, held: threading.Event, released: threading.Event,
+                               stuck: str) -> tuple[Any, Any]:
+    """Poll the copy in a thread until its engine's hook sets ``held``, poll the base meanwhile, then set
+    ``released`` to let the copy go on; each side's one poll result."""
+    results: dict[str, Any] = {}
+    copy_poll = threading.Thread(target=lambda: results.update(copy=copy_side.poll([COPY])))
+    copy_poll.start()
+    try:
+        assert held.wait(WAIT), stuck
+        (base_result,) = base_side.poll([BASE])
+    finally:
+        released.set()
+        copy_poll.join(WAIT)
+    assert not copy_poll.is_alive()
+    (copy_result,) = results["copy"]
+    return base_result, copy_result

@@ -16,7 +16,6 @@ import resource
 import subprocess
 import sys
 import textwrap
-import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +30,6 @@ class Bounded:
     returncode: int
     stdout: str
     stderr: str
-    seconds: float
 
     def result(self) -> Any:
         """The JSON the child printed last."""
@@ -59,10 +57,9 @@ def run_bounded(args: list[str], *, memory: int, timeout: float, cwd: Path = ROO
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
 
-    start = time.monotonic()
     done = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout, preexec_fn=limit,
                           check=False, env={**os.environ, **env} if env else None)
-    return Bounded(done.returncode, done.stdout, done.stderr, time.monotonic() - start)
+    return Bounded(done.returncode, done.stdout, done.stderr)
 
 
 def run_python(code: str, *, memory: int, timeout: float, env: dict[str, str] | None = None) -> Bounded:
