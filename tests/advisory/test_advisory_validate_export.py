@@ -53,6 +53,8 @@ def test_good_record_and_shared_examples_validate():
         (mutate(["id"], "HFUT-2026-0001"), "id: 'HFUT-2026-0001' does not match"),
         (mutate(["modified"], "2026-08-21T10:15:00+00:00"), "modified:"),
         (mutate(["modified"], KeyError), "'modified' is a required property"),
+        (mutate(["modified"], "2026-02-30T10:15:00Z"), "modified: '2026-02-30T10:15:00Z' is not a 'date-time'"),
+        (mutate(["references"], [{"type": "WEB", "url": "not a uri"}]), "references.0.url: 'not a uri' is not a 'uri'"),
         (mutate(["unknown"], 1), "Additional properties are not allowed"),
         (mutate(["affected", 0, "ranges", 0, "events"], [{"introduced": sha(1)[:12]}]), "affected.0.ranges.0.events.0"),
         (mutate(["affected", 0, "ranges", 0, "events"], [{"fixed": sha(1)}]), "events"),

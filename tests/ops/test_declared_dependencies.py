@@ -74,7 +74,7 @@ def test_every_imported_package_is_a_declared_dependency() -> None:
     assert undeclared == {}
 
 
-BLOCKER = """
+ABSENT = """
 import importlib, importlib.abc, json, pkgutil, sys
 blocked = set(json.loads(sys.argv[1]))
 
@@ -85,6 +85,8 @@ class Absent(importlib.abc.MetaPathFinder):
         return None
 
 sys.meta_path.insert(0, Absent())
+"""
+IMPORT_ALL = ABSENT + """
 import tracker
 names = [i.name for i in pkgutil.walk_packages(tracker.__path__, "tracker.") if i.name != "tracker.__main__"]
 for name in names:
@@ -93,19 +95,47 @@ print(json.dumps(names))
 """
 
 
-def test_importing_every_module_of_the_tracker_needs_only_declared_distributions() -> None:
+def undeclared_modules() -> list[str]:
+    """Top-level modules of the installed distributions that ``pip install upstream-tracker`` would not bring."""
     allowed = closure(direct_requirements())
-    blocked = sorted(
+    return sorted(
         module
         for module, dists in md.packages_distributions().items()
         if module not in sys.stdlib_module_names and module != "tracker" and module not in OPTIONAL
         and not {canonicalize_name(d) for d in dists} & allowed
     )
+
+
+def test_importing_every_module_of_the_tracker_needs_only_declared_distributions() -> None:
+    blocked = undeclared_modules()
     assert {"numpy", "gguf", "httpx", "pytest"} <= set(blocked)  # test dependencies, not the tracker's
-    run = subprocess.run([sys.executable, "-c", BLOCKER, json.dumps(blocked)], capture_output=True, text=True,
+    run = subprocess.run([sys.executable, "-c", IMPORT_ALL, json.dumps(blocked)], capture_output=True, text=True,
                          timeout=300, cwd=ROOT)
     assert run.returncode == 0, run.stderr[-3000:]
     imported = json.loads(run.stdout.splitlines()[-1])
     files = {".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
              for p in (ROOT / "tracker").rglob("*.py")} - {"tracker", "tracker.__main__"}
     assert set(imported) == files
+
+
+CHECK_FORMATS = ABSENT + """
+from tracker.core.advisory.validate import AdvisoryValidationError, validate
+errors = []
+for field, value in (("modified", "2026-02-30T10:15:00Z"), ("references", [{"type": "WEB", "url": "not a uri"}])):
+    try:
+        validate({"id": "x_HFUT-2026-0001", "modified": "2026-08-21T10:15:00Z", field: value})
+    except AdvisoryValidationError as e:
+        errors += e.errors
+print(json.dumps(errors))
+"""
+
+
+def test_the_osv_formats_are_checked_with_only_declared_distributions() -> None:
+    """jsonschema skips a format whose checker is not installed: without its own dependencies for them, the
+    tracker would write an impossible date or a URL that is no URI while the tests (whose extras bring the
+    checkers) reject it."""
+    run = subprocess.run([sys.executable, "-c", CHECK_FORMATS, json.dumps(undeclared_modules())],
+                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert json.loads(run.stdout.splitlines()[-1]) == [
+        "modified: '2026-02-30T10:15:00Z' is not a 'date-time'", "references.0.url: 'not a uri' is not a 'uri'"]
