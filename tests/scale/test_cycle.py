@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from concurrent.futures import Executor, Future
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -204,6 +205,35 @@ def test_the_budget_spreads_the_cycle_and_says_when_the_schedule_needs_more(hub_
         "more than the 18 and 18 the budget spreads over 5 min ([hub] budget_api_per_5min = 20, "
         "budget_resolvers_per_5min = 20, less a tenth kept for bursts): polls will run about 1.4x later than "
         "scheduled"]
+
+
+class StartsAtOnce(Executor):
+    """A pool whose worker runs each task the moment it is handed over, to its end, before the hand-over
+    returns: the scheduling that puts a worker's spending soonest."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        future: Future = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # the future carries it, as a pool's would
+            future.set_exception(exc)
+        return future
+
+
+def test_a_worker_spending_at_once_does_not_crowd_out_the_rest_of_its_tick(hub_standin, scale_settings, build):
+    """The tick admits what its budget holds before any poll runs: a first poll spending its request while
+    its reservation still stands must not leave the second claimed repo without room."""
+    clock = [0.0]
+    budget = HubBudget(20, 20, monotonic=lambda: clock[0])  # a burst of 2
+    tracker, cycle = build(scale_settings, budget=budget, poll_every=60.0)
+    cycle.pool.shutdown()
+    cycle.pool = StartsAtOnce()
+    solos = [RepoId(f"solo{i}/only") for i in range(5)]
+    watch(hub_standin, tracker, solos)
+    first = cycle.tick()
+    assert (first.claimed, first.polls, first.released) == (2, 2, 0)
+    assert cycle.in_flight() == 0
+    assert sorted(r for r, row in schedule_rows(tracker).items() if row[2] == "baseline") == solos[:2]
 
 
 def test_budget_buckets_follow_the_hubs_rate_limit_buckets():

@@ -195,15 +195,20 @@ class Cycle:
 
     def _dispatch(self, by_owner: dict[str, list[DueRepo]], polls: list[DueRepo], epoch: int,
                   report: TickReport) -> list[DueRepo]:
-        """Hand owner listings, then polls, to the workers within the budget; what did not fit."""
+        """Hand owner listings, then polls, to the workers within the budget; what did not fit.
+
+        Every reservation is taken before any work reaches the pool: a worker that starts at once
+        spends its requests while its reservation still stands, and would otherwise crowd out the
+        rest of this tick's admissions."""
         give_back: list[DueRepo] = []
+        work: list[tuple[list[DueRepo], Callable[..., None], tuple[object, ...]]] = []
         for owner, group in by_owner.items():
             pages = self._pages.get(owner, 1)
             if len(group) < 2 or pages >= len(group):
                 polls.extend(group)  # a HEAD each is as cheap
             elif self.budget.room("api") >= pages:
                 self.budget.reserve("api", pages)
-                self._submit(group, self._check_owner, owner, group, pages, epoch)
+                work.append((group, self._check_owner, (owner, group, pages, epoch)))
                 report.listings += 1
             elif self.budget.room("resolvers") >= len(group):
                 polls.extend(group)  # the api bucket is short: HEADs instead
@@ -214,10 +219,12 @@ class Cycle:
                 self.budget.reserve("resolvers", 1)
                 with self._lock:
                     self._polls_queued += 1
-                self._submit([due], self._poll, due, True, epoch)
+                work.append(([due], self._poll, (due, True, epoch)))
                 report.polls += 1
             else:
                 give_back.append(due)
+        for dues, fn, args in work:
+            self._submit(dues, fn, *args)
         return give_back
 
     def _submit(self, dues: list[DueRepo], fn: Callable[..., None], *args: object) -> None:
