@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -11,6 +13,7 @@ from pathlib import Path
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 os.environ["HF_HUB_DISABLE_XET"] = "1"
 os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="tracker-hf-home-")
+atexit.register(shutil.rmtree, os.environ["HF_HOME"], ignore_errors=True)
 os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"
 os.environ.pop("HF_TOKEN", None)
 for _name in [n for n in os.environ if n.startswith("TRACKER_") and not n.startswith("TRACKER_TEST_")]:

@@ -7,8 +7,8 @@ Importing this plugin sets, *before* any test module imports ``huggingface_hub``
 
 * ``HF_HUB_DISABLE_TELEMETRY=1``: no ``/api/agent-harnesses`` call to huggingface.co;
 * ``HF_HUB_DISABLE_XET=1``: plain HTTP downloads only;
-* ``HF_HOME``: a fresh temporary directory, so no real cache or token is used
-  (``HF_TOKEN`` is removed for the same reason).
+* ``HF_HOME``: a fresh temporary directory, removed when the process exits, so no real cache or
+  token is used (``HF_TOKEN`` is removed for the same reason).
 
 ``HF_ENDPOINT`` is left alone (the port is only known per test): pass
 ``endpoint=hub_standin.url`` to ``HfApi``/``hf_hub_download``, or use ``hf_api``.
@@ -16,7 +16,9 @@ Importing this plugin sets, *before* any test module imports ``huggingface_hub``
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 os.environ["HF_HUB_DISABLE_XET"] = "1"
 os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="standin-hf-home-")
+atexit.register(shutil.rmtree, os.environ["HF_HOME"], ignore_errors=True)
 os.environ.pop("HF_TOKEN", None)
 os.environ.pop("HUGGING_FACE_HUB_TOKEN", None)
 os.environ.pop("HF_HUB_OFFLINE", None)

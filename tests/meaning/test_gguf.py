@@ -60,14 +60,13 @@ def test_embedded_template_fix_in_a_multi_gb_gguf_is_a_rendered_prompt_finding_r
     )
 
 
-def test_requantization_names_the_type_change():
+def test_requantization_names_the_type_change(tmp_path):
     old = {"model.gguf": b"old"}
     new = {"model.gguf": b"new"}
     change, sources = make_change(old, new)
-    tmp = Path(__import__("tempfile").mkdtemp())
-    q4km = header_of(write_gguf(tmp / "a.gguf"))
+    q4km = header_of(write_gguf(tmp_path / "a.gguf"))
     all_q40 = {name: GGMLQuantizationType.Q4_0 for name in llama_tensors(256, 2, len(TOKENS), 512)}
-    q40 = header_of(write_gguf(tmp / "b.gguf", file_type=LlamaFileType.MOSTLY_Q4_0, quant=all_q40))
+    q40 = header_of(write_gguf(tmp_path / "b.gguf", file_type=LlamaFileType.MOSTLY_Q4_0, quant=all_q40))
     sources.ggufs = {"old": {"model.gguf": q4km}, "new": {"model.gguf": q40}}
 
     findings = gguf.analyse(change, sources, RULES)
