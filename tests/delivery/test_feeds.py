@@ -220,7 +220,8 @@ def test_conditional_get_answers_304_until_something_changes(feeds, fmt, hub_sta
     ("/feeds/all.json?min_severity=severe", 400,
      "invalid min_severity 'severe': expected one of critical, high, moderate, low, info"),
     ("/feeds/all.atom?category=tokeniser", 400, "unknown category 'tokeniser': expected one of "
-     "chat_template, code, config, consistency, dependencies, estimate, files, generation, licence, repo, "
+     "adapter, analysis, chat_template, code, config, consistency, dependencies, diffusers, embeddings, estimate, "
+     "exports, files, generation, gguf, licence, manifest, preprocessing, processor, repo, sentence_transformers, "
      "tokenizer, upstream, weights"),
     ("/feeds/ac--me.atom", 400, "invalid owner 'ac--me'"),
 ])

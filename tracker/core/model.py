@@ -115,6 +115,42 @@ class Severity(enum.Enum):
 _SEVERITY_ORDER = [Severity.CRITICAL, Severity.HIGH, Severity.MODERATE, Severity.LOW, Severity.INFO]
 
 
+class Category(enum.StrEnum):
+    """The part of a repo a finding is about: the one list of finding categories.
+
+    Analysers, repo events and lookups emit these; subscriptions, feeds, the pages' filters and
+    the CLI's choices derive from this enum, so a category anything can emit is one a user can
+    subscribe to. A finding with a category outside it is refused when it is built.
+    """
+
+    ADAPTER = "adapter"  # PEFT adapter_config.json
+    ANALYSIS = "analysis"  # the tracker's own analysis could not finish
+    CHAT_TEMPLATE = "chat_template"
+    CODE = "code"  # remote code (*.py, auto_map)
+    CONFIG = "config"
+    CONSISTENCY = "consistency"
+    DEPENDENCIES = "dependencies"  # OSV lookups of the packages a revision asks for
+    DIFFUSERS = "diffusers"
+    EMBEDDINGS = "embeddings"  # the stored-vectors verdict
+    ESTIMATE = "estimate"
+    EXPORTS = "exports"  # ONNX, OpenVINO
+    FILES = "files"
+    GENERATION = "generation"
+    GGUF = "gguf"
+    LICENCE = "licence"
+    MANIFEST = "manifest"  # shard indexes
+    PREPROCESSING = "preprocessing"
+    PROCESSOR = "processor"
+    REPO = "repo"  # repo events: rewritten, renamed, deleted, gated...
+    SENTENCE_TRANSFORMERS = "sentence_transformers"
+    TOKENIZER = "tokenizer"
+    UPSTREAM = "upstream"  # kept for subscriptions made when upstream.* findings had their own category
+    WEIGHTS = "weights"
+
+
+CATEGORIES: tuple[str, ...] = tuple(c.value for c in Category)
+
+
 @dataclass(frozen=True)
 class FileEntry:
     """One file of a revision as the Hub's tree lists it; never its content."""
@@ -181,6 +217,10 @@ class Finding:
     after: Any = None
     evidence: Mapping[str, Any] = field(default_factory=dict)
     library: str | None = None  # the library whose analyser found it (tracker/core/findings/libraries.py); None: any
+
+    def __post_init__(self) -> None:
+        if self.category not in CATEGORIES:  # a typo in an analyser fails its first finding, not a filter later
+            raise ValueError(f"unknown finding category {self.category!r}: add it to Category (tracker/core/model.py)")
 
     def to_json(self) -> dict[str, Any]:
         """Strict JSON: a NaN or Infinity read from an upstream file is kept as text (``json_safe``)."""

@@ -13,13 +13,12 @@ import hashlib
 from collections.abc import Iterable
 
 from tracker.core.advisory.record import Advisory
-from tracker.core.model import AdvisoryEvent, Severity, validate_repo_id
+from tracker.core.model import CATEGORIES, AdvisoryEvent, Severity, validate_repo_id
 
 EVERYTHING = "*"
 
-# Finding categories (tracker/core/findings/*, the estimator, repo events, OSV lookups).
-CATEGORIES = ("chat_template", "code", "config", "consistency", "dependencies", "estimate", "files", "generation",
-              "licence", "repo", "tokenizer", "upstream", "weights")
+__all__ = ["CATEGORIES", "parse_categories", "parse_target", "record_categories", "target_covers", "wants",
+           "webhook_id"]
 
 
 def parse_target(text: str) -> str:

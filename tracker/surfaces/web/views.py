@@ -14,7 +14,7 @@ from typing import Any
 
 from tracker.adapters.delivery.text import estimate_lines
 from tracker.core.estimate.cards import CARDS_BY_NAME
-from tracker.core.model import Severity, clip_words
+from tracker.core.model import Category, Severity, clip_words
 from tracker.surfaces.web.diffs import SideBySide, side_by_side
 
 # The categories a reader looks for first (the reference page's "config, tokenizer, chat template
@@ -32,7 +32,21 @@ CATEGORY_LABELS: dict[str, str] = {
     "estimate": "Estimator",
     "repo": "Repo",
     "files": "Files",
+    "embeddings": "Embeddings",
+    "sentence_transformers": "Sentence Transformers",
+    "diffusers": "Diffusers",
+    "gguf": "GGUF",
+    "exports": "Exports (ONNX, OpenVINO)",
+    "manifest": "Shard index",
+    "adapter": "Adapter (PEFT)",
+    "processor": "Processor",
+    "preprocessing": "Preprocessing",
+    "analysis": "Analysis",
+    "upstream": "Upstream files",
 }
+# Every category is filterable: one the labels above forgot gets its name, at the end.
+CATEGORY_LABELS.update({c.value: c.value.replace("_", " ").capitalize() for c in Category
+                        if c.value not in CATEGORY_LABELS})
 SEVERITIES = tuple(s.value for s in Severity)  # critical .. info
 VALUE_SHOWN = 400  # characters of a before/after value shown inline
 TIMELINE_PAGE = 50  # revisions per page of a repo's timeline
