@@ -18,23 +18,102 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import httpx2
+from rapidfuzz import fuzz, process
+
 from tracker.adapters.delivery import TargetGuard, new_secret, parse_categories, parse_target
 from tracker.adapters.store.tokens import TokenRow, validate_name
-from tracker.core.errors import ConfigError, NotFound
+from tracker.core.errors import (
+    ConfigError,
+    HubError,
+    NotFound,
+    RepoDisabled,
+    RepoGated,
+    RepoGone,
+    first_line,
+)
 from tracker.core.model import RepoId, RepoRow
 from tracker.core.watchrules import DEFAULT_MAX, RuleRow, parse_rule
+from tracker.pipeline.ports import HubReader
 
 if TYPE_CHECKING:
     from tracker.adapters.store.delivery import SubscriptionRow
     from tracker.app import Tracker
 
 __all__ = [
-    "NewSubscription", "Subscribed", "Watched", "add_rule", "create_token", "list_tokens", "reanalyse",
+    "Existence", "NewSubscription", "Subscribed", "Watched", "add_rule", "close_matches", "existence",
+    "missing_message", "redacted_url", "require_on_hub", "create_token", "list_tokens", "reanalyse",
     "remove_rule", "revoke_token", "subscribe", "unsubscribe", "unwatch", "watch",
 ]
 
 
 # -- the watch list ---------------------------------------------------------------------------
+
+
+CHECK_SECONDS = 15.0  # a check never holds a command longer than this, whatever the Hub does
+CLOSE_MATCHES = 3
+CLOSE_SCORE = 75  # rapidfuzz ratio (0-100) from which an id counts as a likely intended one
+
+
+@dataclass(frozen=True)
+class Existence:
+    found: bool
+    missing: bool  # the Hub answered: no such repo (or private without a token)
+    reason: str = ""  # why the Hub could not be asked, when neither found nor missing
+    close: tuple[RepoId, ...] = ()
+
+
+def close_matches(hub: HubReader, repo_id: RepoId) -> tuple[RepoId, ...]:
+    """Ids like ``repo_id`` the Hub has: its owner's models and a search for its name, best first.
+
+    Suggestions are a courtesy: a failed search gives none, never an error.
+    """
+    owner, name = repo_id.split("/", 1)
+    candidates: dict[str, RepoId] = {}
+    for search, author in ((name[: max(3, len(name) * 2 // 3)], None), ("", owner)):
+        try:
+            for found in hub.search_models(search, author=author, limit=100):
+                candidates.setdefault(found.lower(), found)
+        except HubError:
+            continue
+    candidates.pop(repo_id.lower(), None)
+    ranked = process.extract(repo_id.lower(), list(candidates), scorer=fuzz.ratio, limit=CLOSE_MATCHES,
+                             score_cutoff=CLOSE_SCORE)
+    return tuple(candidates[key] for key, _score, _index in ranked)
+
+
+def existence(hub: HubReader, repo_id: RepoId) -> Existence:
+    """Whether the Hub has ``repo_id`` (gated and disabled repos exist), within CHECK_SECONDS."""
+    with hub.deadline(CHECK_SECONDS):
+        try:
+            hub.repo_info(repo_id)
+        except (RepoGated, RepoDisabled):
+            return Existence(found=True, missing=False)
+        except RepoGone:
+            return Existence(found=False, missing=True, close=close_matches(hub, repo_id))
+        except HubError as exc:
+            return Existence(found=False, missing=False, reason=first_line(exc))
+    return Existence(found=True, missing=False)
+
+
+def missing_message(repo_id: RepoId, endpoint: str, close: tuple[RepoId, ...]) -> str:
+    """Why a repo id is refused: the Hub does not have it, and the ids it has that look like it."""
+    hint = f"; did you mean {', '.join(close)}?" if close else " (misspelt, deleted, or private: set HF_TOKEN)"
+    return f"{repo_id} is not on the Hub at {endpoint}{hint}"
+
+
+
+def require_on_hub(tracker: Tracker, repo_id: RepoId) -> str | None:
+    """NotFound (with the close matches) when the Hub says it has no ``repo_id``.
+
+    Returns why the Hub could not be asked (the caller warns and goes on: a watch may precede
+    the repo, or the Hub may be away), None when it has the repo.
+    """
+    there = existence(tracker.hub, repo_id)
+    if there.missing:
+        raise NotFound(missing_message(repo_id, tracker.hub.endpoint, there.close))
+    return None if there.found else there.reason
+
 
 
 @dataclass(frozen=True)
@@ -97,6 +176,26 @@ class NewSubscription:
     url: str
     min_severity: str = "info"
     categories: Sequence[str] = ()
+
+    @classmethod
+    def to_one_of(cls, target: str, *, slack: str | None, webhook: str | None, min_severity: str = "info",
+                  categories: Sequence[str] = ()) -> NewSubscription:
+        """The subscription to whichever of ``slack`` and ``webhook`` is given; ConfigError unless exactly one."""
+        if (slack is None) == (webhook is None):
+            raise ConfigError(ONE_CHANNEL)
+        kind, url = ("slack", slack) if slack is not None else ("webhook", webhook)
+        assert url is not None
+        return cls(target=target, kind=kind, url=url, min_severity=min_severity, categories=categories)
+
+
+ONE_CHANNEL = "give exactly one of slack or webhook: the URL alerts go to (--slack URL or --webhook URL)"
+
+
+def redacted_url(kind: str, url: str) -> str:
+    """A subscription's URL as shown: a Slack webhook URL is a credential (only its host is shown), and a
+    webhook's query string may hold a token (dropped)."""
+    parsed = httpx2.URL(url)
+    return f"{parsed.scheme}://{parsed.netloc.decode()}/…" if kind == "slack" else str(parsed.copy_with(query=None))
 
 
 @dataclass(frozen=True)

@@ -63,9 +63,9 @@ def test_subscribe_list_and_unsubscribe(cli):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["*"], "give exactly one of --slack URL or --webhook URL"),
+    (["*"], "give exactly one of slack or webhook: the URL alerts go to (--slack URL or --webhook URL)"),
     (["*", "--slack", "https://a.example", "--webhook", "https://b.example"],
-     "give exactly one of --slack URL or --webhook URL"),
+     "give exactly one of slack or webhook: the URL alerts go to (--slack URL or --webhook URL)"),
     (["acme/model/extra", "--webhook", "http://127.0.0.1/x"],
      "invalid target 'acme/model/extra': expected a repo id (owner/name), an owner, or '*'"),
     (["bad-", "--webhook", "http://127.0.0.1/x"],

@@ -46,7 +46,7 @@ def test_an_app_given_settings_opens_its_tracker_at_start_and_closes_it_at_shutd
         closed = closes_counted(served)
         assert [r["repo"] for r in client.get("/v1/repos").json()["repos"]] == [REPO]
         # The writes' token check (middleware and dependency) reads the tracker the lifespan opened.
-        added = client.post("/v1/watch", json={"repo": "acme/other"}, headers={"Authorization": f"Bearer {token}"})
+        added = client.post("/v1/watch", json={"repo": "acme/other", "check": False}, headers={"Authorization": f"Bearer {token}"})
         assert (added.status_code, added.json()["repo"]) == (201, "acme/other")
         assert closed == []
     assert app.state.api is None

@@ -14,7 +14,7 @@ from tracker.adapters.settings import DeliverySettings
 from tracker.surfaces.api import create_app
 
 WRITES = [
-    ("post", "/v1/watch", {"repo": "acme/new", "every": "2h"}, 201),
+    ("post", "/v1/watch", {"repo": "acme/new", "every": "2h", "check": False}, 201),
     ("delete", "/v1/watch/acme/new", None, 200),
     ("post", "/v1/subscriptions", {"target": "acme", "webhook": "http://127.0.0.1:9/hook?k=v", "min_severity": "high"},
      201),
@@ -96,7 +96,7 @@ def test_writes_need_a_valid_token(cli, url, settings, make):
     assert cli("token", "revoke", "admin", env=env).exit_code == 0
     for method, path, body, _ in WRITES:
         assert send(client, method, path, body, token).status_code == 401
-    assert send(client, "post", "/v1/watch", {"repo": "acme/again"}, other).status_code == 201
+    assert send(client, "post", "/v1/watch", {"repo": "acme/again", "check": False}, other).status_code == 201
 
 
 def test_bad_writes_with_a_token_are_400(cli, url, settings, make):
@@ -133,8 +133,8 @@ def test_reads_are_open_by_default_and_can_require_a_token(cli, url, settings, m
         assert closed.get(path, headers={"Authorization": "Bearer nonsense"}).status_code == 401
     assert closed.post("/v1/query", json={"commit": "0" * 40}).status_code == 401
     assert closed.get("/v1/repos", headers={"Authorization": f"Bearer {token}"}).status_code == 200
-    assert closed.post("/v1/query", json={"commit": "0" * 40},
-                       headers={"Authorization": f"Bearer {token}"}).json() == {}
+    unread = closed.post("/v1/query", json={"commit": "0" * 40}, headers={"Authorization": f"Bearer {token}"})
+    assert (unread.status_code, unread.json()["code"]) == (404, 5)  # read, and answered: never {} for "unknown"
     for path in ("/healthz", "/readyz", "/openapi.json"):
         assert closed.get(path).status_code == 200, path
 

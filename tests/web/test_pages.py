@@ -206,14 +206,14 @@ def test_an_unknown_path_is_an_html_page_for_browsers_and_json_for_api_clients(c
     assert f'<p class="message">There is no page at {path}.</p>' in page.text
     assert page.headers["content-security-policy"] == CSP
     api = client.get(path, headers={"accept": "application/json"})
-    assert (api.status_code, api.json()) == (404, {"detail": "Not Found"})
+    assert (api.status_code, api.json()) == (404, {"code": 5, "message": f"no such endpoint: {path} (see /docs)"})
 
 
 def test_a_wrong_method_is_an_html_405_for_browsers(client):
     page = client.post("/", headers=BROWSER)
     assert page.status_code == 405
     assert '<p class="message">POST is not allowed at /.</p>' in page.text
-    assert client.post("/").json() == {"detail": "Method Not Allowed"}
+    assert client.post("/").json() == {"code": 12, "message": "method POST is not allowed on /: use GET"}
 
 
 @pytest.mark.parametrize("path", ["/", f"/repos/{REPO}", "/advisories", "/findings", "/docs", "/assets/pages.css",

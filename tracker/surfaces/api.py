@@ -160,6 +160,10 @@ def _matches(state: ApiState, query: Any, budget: LookupBudget, *, records: bool
     if ids is None:
         rows, next_offset = store.advisories.live_records_for_commit(
             sha, repo_pk, limit=state.page_size, offset=offset, versions=records, versions_budget=PAGE_VERSIONS)
+        if not rows and repo_pk is None and not store.revisions.find_commit(sha):
+            # No advisory, and no watched repo has this commit: "{}" would read as "safe".
+            raise NotFound(f"the tracker has not read commit {sha}: it is in no watched repo's history; "
+                           "name its repo (package.name) to have it looked up on the Hub")
         return rows, (str(next_offset) if next_offset is not None else None)
     live = [r for r in store.advisories.by_ids(ids, versions=records) if not r.withdrawn][offset:]
     shown, listed = 0, 0
@@ -176,7 +180,7 @@ def _batch_result(state: ApiState, query: Any, budget: LookupBudget) -> dict[str
         raise BadRequest("a query must be an object")
     try:
         rows, token = _matches(state, query, budget, records=False)
-    except (RevisionUnresolved, NotWatched) as exc:
+    except (RevisionUnresolved, NotWatched, NotFound) as exc:
         return {"error": {"code": answer_of(exc).code, "message": str(exc)}}
     result: dict[str, Any] = {}
     if rows:
@@ -337,12 +341,12 @@ def create_app(tracker: Tracker | Settings, **options: Unpack[AppOptions]) -> Fa
     app.state.api = None if isinstance(tracker, Settings) else _api_state(tracker, options)
     app.include_router(feeds_router)
     app.include_router(pages_router)  # the pages: /, /repos/..., /advisories/{id} (tracker/surfaces/web/)
-    install_site(app)  # HEAD, the favicon, /docs, HTML 404s for browsers
+    install_error_handlers(app)  # before install_site: its HTML 404s for browsers replace the JSON one
+    install_site(app)  # HEAD, the favicon, /docs, HTML 404s for browsers (OSV's error shape for the rest)
     app.include_router(osv_router)
     # Repos, readyz, metrics and the authenticated writes: tracker/surfaces/api_repos.py.
     for router in (repos_router, ops_router, writes_router):
         app.include_router(router)
-    install_error_handlers(app)
     _install_middleware(app, settings, options)
     return app
 

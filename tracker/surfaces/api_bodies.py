@@ -94,7 +94,7 @@ class BodyGate:
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break
-        await self.app(scope, _replay(b"".join(chunks), receive), send)
+        await self.app(_as_json(scope), _replay(b"".join(chunks), receive), send)
 
     async def _credentials(self, scope: Scope) -> JSONResponse | None:
         path, method = scope["path"], scope["method"]
@@ -115,6 +115,18 @@ class BodyGate:
     @staticmethod
     def _too_large(limit: int) -> JSONResponse:
         return error_response(BodyTooLarge(f"request body over {limit:,} bytes: refused unread"), CLOSE)
+
+
+# The routes whose body is JSON: read as JSON whatever its Content-Type says (`curl -d` sends a form's).
+JSON_BODIES = frozenset({"/v1/watch", "/v1/subscriptions"})  # the queries parse raw bodies themselves
+
+
+def _as_json(scope: Scope) -> Scope:
+    """``scope`` with a JSON content type for a JSON route's body, as /docs promises; else as it is."""
+    if scope["method"] not in ("POST", "PUT", "PATCH") or (scope["path"].rstrip("/") or "/") not in JSON_BODIES:
+        return scope
+    headers = [(k, v) for k, v in scope["headers"] if k != b"content-type"]
+    return {**scope, "headers": [*headers, (b"content-type", b"application/json")]}
 
 
 def _replay(body: bytes, receive: Receive) -> Callable[[], Awaitable[Message]]:

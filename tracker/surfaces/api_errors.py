@@ -26,6 +26,7 @@ from typing import Final
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tracker.core.errors import (
     ConfigError,
@@ -137,7 +138,28 @@ async def _invalid_body(_request: Request, exc: Exception) -> JSONResponse:
     return error_response(BadRequest(f"invalid request body: {exc.errors()[0].get('msg', 'invalid')}"))
 
 
+# Starlette's own refusals (no route, a method the route does not take), as the gRPC codes OSV uses.
+HTTP_CODES: Final[Mapping[int, int]] = {400: 3, 401: 16, 403: 7, 404: 5, 405: 12, 413: 3, 429: 8, 503: 14}
+
+
+async def http_error(request: Request, exc: Exception) -> JSONResponse:
+    """Starlette's HTTPException answered in OSV's error shape (the pages answer browsers in HTML first)."""
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 405:
+        message = f"method {request.method} is not allowed on {request.url.path}"
+        allowed = next((v for k, v in (exc.headers or {}).items() if k.lower() == "allow"), None)
+        message += f": use {allowed}" if allowed else ""
+    elif exc.status_code == 404 and exc.detail == "Not Found":
+        message = f"no such endpoint: {request.url.path} (see /docs)"
+    else:
+        message = str(exc.detail)
+    code = HTTP_CODES.get(exc.status_code, 13 if exc.status_code >= 500 else 3)
+    return JSONResponse(error_body(code, message), status_code=exc.status_code, headers=exc.headers)
+
+
 def install_error_handlers(app: FastAPI) -> None:
-    """The table's answers for every tracker error a route raises, and a 400 for a body FastAPI rejects."""
+    """The table's answers for every tracker error a route raises, a 400 for a body FastAPI rejects,
+    and OSV's error shape for Starlette's own answers (404 no route, 405 method not allowed)."""
     app.add_exception_handler(TrackerError, _tracker_error)
     app.add_exception_handler(RequestValidationError, _invalid_body)
+    app.add_exception_handler(StarletteHTTPException, http_error)

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-import httpx2
 from fastapi import APIRouter, Depends, Path, Query
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
@@ -182,6 +181,8 @@ class WatchIn(BaseModel):
     repo: str = Field(description="owner/name", max_length=200)
     branch: str = Field(default="main", min_length=1, max_length=200)
     every: str | None = Field(default=None, max_length=40, description="poll interval, e.g. 15m, 1h, 1d (1m..31d)")
+    check: bool = Field(default=True, description="ask the Hub whether the repo exists first (404 with close "
+                                                  "matches when it does not); false adds it unasked, as --no-check")
 
 
 class WatchOut(BaseModel):
@@ -253,11 +254,6 @@ def _revision_out(rev: RevisionRow) -> RevisionOut:
         files={k: [e["path"] for e in v] for k, v in (rev.diff or {}).get("files", {}).items()},
         libraries=list(rev.libraries),
     )
-
-
-def _redacted(kind: str, url: str) -> str:
-    parsed = httpx2.URL(url)
-    return f"{parsed.scheme}://{parsed.netloc.decode()}/…" if kind == "slack" else str(parsed.copy_with(query=None))
 
 
 def _bearer_token(header: str | None) -> str | None:
@@ -552,7 +548,7 @@ writes_router = APIRouter(tags=["writes"], dependencies=[Depends(require_token)]
                           responses={**AUTH_ERRORS, 400: ERRORS[400]})
 
 
-@writes_router.post("/v1/watch", response_model=WatchOut, status_code=201)
+@writes_router.post("/v1/watch", response_model=WatchOut, status_code=201, responses={404: ERRORS[404]})
 def watch(tracker: TrackerDep, body: WatchIn) -> WatchOut:
     """Watch a repo (re-adding one updates its branch and interval); the daemon picks it up within a minute."""
     try:
@@ -560,7 +556,10 @@ def watch(tracker: TrackerDep, body: WatchIn) -> WatchOut:
         every = parse_interval(body.every) if body.every else None
     except (ValueError, ConfigError) as exc:
         raise BadRequest(str(exc)) from exc
-    watched = usecases.watch(tracker, repo_id, branch=_revision(body.branch, "branch"), every=every)
+    branch = _revision(body.branch, "branch")
+    if body.check:
+        usecases.require_on_hub(tracker, repo_id)  # NotFound: 404 with the close matches, as the CLI says it
+    watched = usecases.watch(tracker, repo_id, branch=branch, every=every)
     row = watched.repo
     return WatchOut(repo=row.repo_id, branch=row.branch, every_seconds=row.every_seconds, created=watched.created)
 
@@ -577,18 +576,14 @@ def unwatch(tracker: TrackerDep, owner: Annotated[str, Path(max_length=96)],
 @writes_router.post("/v1/subscriptions", response_model=SubscriptionOut, status_code=201)
 def subscribe(tracker: TrackerDep, body: SubscriptionIn) -> SubscriptionOut:
     """Send alerts about a target to Slack or a signed webhook (the webhook's secret is in this answer only)."""
-    if (body.slack is None) == (body.webhook is None):
-        raise BadRequest("give exactly one of slack or webhook")
-    kind, url = ("slack", body.slack) if body.slack is not None else ("webhook", body.webhook)
-    assert url is not None
-    wanted = usecases.NewSubscription(target=body.target, kind=kind, url=url, min_severity=body.min_severity,
-                                      categories=body.categories)
     try:
+        wanted = usecases.NewSubscription.to_one_of(body.target, slack=body.slack, webhook=body.webhook,
+                                                    min_severity=body.min_severity, categories=body.categories)
         done = usecases.subscribe(tracker, wanted)
     except (ConfigError, TargetRefused) as exc:  # a bad target or category; a private address, a bad URL
         raise BadRequest(first_line(exc)) from exc
     sub = done.subscription
-    return SubscriptionOut(id=sub.id, target=sub.target, kind=sub.kind, url=_redacted(sub.kind, sub.url),
+    return SubscriptionOut(id=sub.id, target=sub.target, kind=sub.kind, url=usecases.redacted_url(sub.kind, sub.url),
                            min_severity=sub.min_severity, categories=list(sub.categories),
                            created_at=sub.created_at, secret=done.secret)
 

@@ -24,16 +24,8 @@ if TYPE_CHECKING:
 # -- subscriptions and deliveries ---------------------------------------------------------------
 
 
-def _redacted(kind: str, url: str) -> str:
-    """A subscription's URL as listed: a Slack webhook URL is a credential, so only its host is shown."""
-    import httpx2
-
-    parsed = httpx2.URL(url)
-    return f"{parsed.scheme}://{parsed.netloc.decode()}/…" if kind == "slack" else str(parsed.copy_with(query=None))
-
-
 def _subscription_json(sub: Any) -> dict[str, Any]:
-    return {"id": sub.id, "target": sub.target, "kind": sub.kind, "url": _redacted(sub.kind, sub.url),
+    return {"id": sub.id, "target": sub.target, "kind": sub.kind, "url": usecases.redacted_url(sub.kind, sub.url),
             "min_severity": sub.min_severity, "categories": list(sub.categories), "created_at": iso(sub.created_at)}
 
 
@@ -53,16 +45,13 @@ def _subscription_json(sub: Any) -> dict[str, Any]:
 def subscribe(obj: Context, target: str, *, slack_url: str | None, webhook_url: str | None,
               min_severity: str, categories: tuple[str, ...], as_json: bool) -> None:
     """Send alerts about TARGET (a repo owner/name, an owner, or '*') to Slack or a signed webhook."""
-    if (slack_url is None) == (webhook_url is None):
-        raise click.UsageError("give exactly one of --slack URL or --webhook URL")
-    kind, url = ("slack", slack_url) if slack_url is not None else ("webhook", webhook_url)
-    assert url is not None
-    wanted = usecases.NewSubscription(target=target, kind=kind, url=url, min_severity=min_severity,
-                                      categories=categories)
     try:
+        wanted = usecases.NewSubscription.to_one_of(target, slack=slack_url, webhook=webhook_url,
+                                                    min_severity=min_severity, categories=categories)
         done = usecases.subscribe(obj.tracker(), wanted)  # TargetRefused: one line, exit 1
-    except ConfigError as exc:  # the target or a category
+    except ConfigError as exc:  # which channel, the target or a category
         raise click.BadParameter(str(exc)) from exc
+    kind = wanted.kind
     sub = done.subscription
     if as_json:
         emit_json({**_subscription_json(sub), "secret": done.secret})
@@ -99,7 +88,7 @@ def subscriptions(tracker: Tracker, as_json: bool) -> None:
         return
     for s in rows:
         scope = f" [{', '.join(s.categories)}]" if s.categories else ""
-        click.echo(f"{s.id:>4}  {s.kind:7}  {s.target:40}  {s.min_severity}+{scope}  {_redacted(s.kind, s.url)}")
+        click.echo(f"{s.id:>4}  {s.kind:7}  {s.target:40}  {s.min_severity}+{scope}  {usecases.redacted_url(s.kind, s.url)}")
 
 
 @main.command()

@@ -9,9 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-
-from rapidfuzz import fuzz, process
 
 from tracker.core.errors import (
     EntryGone,
@@ -26,60 +23,13 @@ from tracker.core.errors import (
 )
 from tracker.core.model import RepoId
 from tracker.pipeline.ports import HubReader
+from tracker.usecases import existence, missing_message
 
-CHECK_SECONDS = 15.0  # a check never holds a command longer than this, whatever the Hub does
-CLOSE_MATCHES = 3
-CLOSE_SCORE = 75  # rapidfuzz ratio (0-100) from which an id counts as a likely intended one
+__all__ = ["ArgumentError", "existence", "missing_message", "naming"]
 
 
 class ArgumentError(TrackerError):
     """A command-line argument the Hub refused or could not be asked about (exit 1, one line)."""
-
-
-@dataclass(frozen=True)
-class Existence:
-    found: bool
-    missing: bool  # the Hub answered: no such repo (or private without a token)
-    reason: str = ""  # why the Hub could not be asked, when neither found nor missing
-    close: tuple[RepoId, ...] = ()
-
-
-def close_matches(hub: HubReader, repo_id: RepoId) -> tuple[RepoId, ...]:
-    """Ids like ``repo_id`` the Hub has: its owner's models and a search for its name, best first.
-
-    Suggestions are a courtesy: a failed search gives none, never an error.
-    """
-    owner, name = repo_id.split("/", 1)
-    candidates: dict[str, RepoId] = {}
-    for search, author in ((name[: max(3, len(name) * 2 // 3)], None), ("", owner)):
-        try:
-            for found in hub.search_models(search, author=author, limit=100):
-                candidates.setdefault(found.lower(), found)
-        except HubError:
-            continue
-    candidates.pop(repo_id.lower(), None)
-    ranked = process.extract(repo_id.lower(), list(candidates), scorer=fuzz.ratio, limit=CLOSE_MATCHES,
-                             score_cutoff=CLOSE_SCORE)
-    return tuple(candidates[key] for key, _score, _index in ranked)
-
-
-def existence(hub: HubReader, repo_id: RepoId) -> Existence:
-    """Whether the Hub has ``repo_id`` (gated and disabled repos exist), within CHECK_SECONDS."""
-    with hub.deadline(CHECK_SECONDS):
-        try:
-            hub.repo_info(repo_id)
-        except (RepoGated, RepoDisabled):
-            return Existence(found=True, missing=False)
-        except RepoGone:
-            return Existence(found=False, missing=True, close=close_matches(hub, repo_id))
-        except HubError as exc:
-            return Existence(found=False, missing=False, reason=first_line(exc))
-    return Existence(found=True, missing=False)
-
-
-def missing_message(repo_id: RepoId, endpoint: str, close: tuple[RepoId, ...]) -> str:
-    hint = f"; did you mean {', '.join(close)}?" if close else " (misspelt, deleted, or private: set HF_TOKEN)"
-    return f"{repo_id} is not on the Hub at {endpoint}{hint}"
 
 
 @contextmanager

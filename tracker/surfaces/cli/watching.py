@@ -9,6 +9,7 @@ import click
 
 from tracker import usecases
 from tracker.adapters.settings import format_duration, parse_interval
+from tracker.core.errors import NotFound
 from tracker.core.model import PollOutcome, RepoId, validate_repo_id
 from tracker.surfaces.cli import (  # the group and the helpers every command shares
     Context,
@@ -132,16 +133,16 @@ def _add_rule(obj: Context, text: str, max_repos: int | None) -> None:
 
 def _on_hub(tracker: Tracker, repo_ids: list[RepoId]) -> bool:
     """Each id exists on the Hub (False and an error per missing one); an unreachable Hub only warns."""
-    from tracker.surfaces.cli.hubchecks import existence, missing_message
-
     ok = True
     for repo_id in repo_ids:
-        there = existence(tracker.hub, repo_id)
-        if there.missing:
-            click.echo(f"error: {missing_message(repo_id, tracker.hub.endpoint, there.close)}", err=True)
+        try:
+            unasked = usecases.require_on_hub(tracker, repo_id)
+        except NotFound as exc:
+            click.echo(f"error: {exc}", err=True)
             ok = False
-        elif not there.found:
-            click.echo(f"warning: could not ask the Hub whether {repo_id} exists ({there.reason}); "
+            continue
+        if unasked is not None:
+            click.echo(f"warning: could not ask the Hub whether {repo_id} exists ({unasked}); "
                        "adding it anyway", err=True)
     return ok
 

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Request
-from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import HTMLResponse, Response
 from jinja2 import ChainableUndefined, Environment, FileSystemLoader
 from markdown_it import MarkdownIt
@@ -39,6 +38,7 @@ from tracker.core.findings.rules import SeverityRules, severity_policy
 from tracker.core.model import AdvisoryRow, RepoId, validate_repo_id
 from tracker.pipeline.ports import Store
 from tracker.surfaces.api_deps import PagesDep, RulesDep, StoreDep
+from tracker.surfaces.api_errors import http_error
 from tracker.surfaces.web import charts
 from tracker.surfaces.web.views import (
     ADVISORY_PAGE,
@@ -412,7 +412,7 @@ def docs(request: Request) -> HTMLResponse:
 async def _not_here(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     if not wants_html(request) or exc.status_code not in (404, 405):
-        return await http_exception_handler(request, exc)
+        return await http_error(request, exc)
     message = (f"There is no page at {request.url.path[:200]}." if exc.status_code == 404
                else f"{request.method} is not allowed at {request.url.path[:200]}.")
     return _page("not_found.html.jinja", exc.status_code, title="Not found" if exc.status_code == 404

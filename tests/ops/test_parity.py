@@ -1,0 +1,104 @@
+"""The CLI and the HTTP API are two faces of the same use cases: the same bad input, the same refusal.
+
+Each write both offer (watch add and remove, subscribe, unsubscribe) is given the same bad input through
+`tracker ...` and through the API; the message is the same and the code agrees (exit 2 with 400 for a
+bad argument, exit 1 with 404 for what does not exist). Also the API's own promises: a body is JSON
+whatever its content type, an unread commit is a 404, and every error has OSV's shape.
+"""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.ops.conftest import migrated
+from tracker.adapters.settings import DeliverySettings
+from tracker.surfaces.api import create_app
+
+REAL = "intfloat/multilingual-e5-large"
+TYPO = "intfloat/multilingual-e5-larg"
+
+
+@pytest.fixture
+def both(cli, cli_env, hub_standin, settings, make, db_url):
+    hub_standin.create_repo(REAL)
+    hub_standin.commit(REAL, {"config.json": b'{"model_type": "xlm-roberta"}'}, message="init")
+    url = migrated(db_url)
+    env = {**cli_env, "TRACKER_DATABASE_URL": url}
+    token = cli("token", "create", "parity", env=env).stdout.strip()
+    tracker = make(settings, database_url=url, delivery=DeliverySettings(allow_hosts=("127.0.0.1",)))
+    client = TestClient(create_app(tracker))
+    auth = {"Authorization": f"Bearer {token}"}
+
+    def run(*args: str):
+        return cli(*args, env=env)
+
+    return run, client, auth
+
+
+def error_line(output: str) -> str:
+    """The CLI's message: its `error: ...` line, or click's `Error: Invalid value: ...` for a bad argument."""
+    lines = [line for line in output.splitlines() if line.lower().startswith("error: ")]
+    assert lines, output
+    return lines[0].split(": ", 1)[1].removeprefix("Invalid value: ")
+
+
+CASES = [
+    # (CLI args, API method, path, body, CLI exit code, HTTP status)
+    (("watch", "add", TYPO), "post", "/v1/watch", {"repo": TYPO}, 1, 404),
+    (("watch", "add", "gpt2"), "post", "/v1/watch", {"repo": "gpt2"}, 2, 400),
+    (("watch", "remove", "acme/none"), "delete", "/v1/watch/acme/none", None, 1, 404),
+    (("subscribe", "*"), "post", "/v1/subscriptions", {"target": "*"}, 2, 400),
+    (("subscribe", "acme/model/extra", "--webhook", "http://127.0.0.1:9/x"), "post", "/v1/subscriptions",
+     {"target": "acme/model/extra", "webhook": "http://127.0.0.1:9/x"}, 2, 400),
+    (("subscribe", "*", "--webhook", "http://127.0.0.1:9/x", "--category", "tokeniser"), "post",
+     "/v1/subscriptions", {"target": "*", "webhook": "http://127.0.0.1:9/x", "categories": ["tokeniser"]}, 2, 400),
+    (("unsubscribe", "99"), "delete", "/v1/subscriptions/99", None, 1, 404),
+]
+
+
+@pytest.mark.parametrize("args, method, path, body, exit_code, status", CASES,
+                         ids=[" ".join(c[0][:2]) + f" {i}" for i, c in enumerate(CASES)])
+def test_the_same_bad_input_is_refused_alike_by_the_cli_and_the_api(both, args, method, path, body, exit_code,
+                                                                     status):
+    run, client, auth = both
+    by_cli = run(*args)
+    by_api = client.request(method.upper(), path, json=body, headers=auth)
+    assert (by_cli.exit_code, by_api.status_code) == (exit_code, status), (by_cli.output, by_api.text)
+    assert by_api.json()["code"] == {400: 3, 404: 5}[status]
+    assert error_line(by_cli.output) == by_api.json()["message"]
+
+
+def test_a_typo_gets_the_same_suggestion_from_both(both, hub_standin):
+    run, client, auth = both
+    answer = client.post("/v1/watch", json={"repo": TYPO}, headers=auth)
+    assert answer.json() == {"code": 5, "message": f"{TYPO} is not on the Hub at {hub_standin.url}; did you mean "
+                                                   f"{REAL}?"}
+    assert client.get("/v1/repos").json()["repos"] == []
+    unchecked = client.post("/v1/watch", json={"repo": TYPO, "check": False}, headers=auth)
+    assert (unchecked.status_code, unchecked.json()["repo"]) == (201, TYPO)  # as --no-check
+
+
+def test_a_body_is_json_whatever_its_content_type(both):
+    _run, client, auth = both
+    answer = client.post("/v1/watch", content=f'{{"repo": "{REAL}"}}',
+                         headers={**auth, "Content-Type": "application/x-www-form-urlencoded"})
+    assert (answer.status_code, answer.json()["repo"], answer.json()["created"]) == (201, REAL, True)
+
+
+def test_an_unread_commit_is_a_404_never_an_empty_answer(both):
+    _run, client, _auth = both
+    answer = client.post("/v1/query", json={"commit": "0" * 40})
+    assert (answer.status_code, answer.json()["code"]) == (404, 5)
+    assert answer.json()["message"].startswith(f"the tracker has not read commit {'0' * 40}")
+
+
+@pytest.mark.parametrize("method, path, status, expected", [
+    ("GET", "/v1/query", 405, {"code": 12, "message": "method GET is not allowed on /v1/query: use POST"}),
+    ("PUT", "/v1/watch", 405, {"code": 12, "message": "method PUT is not allowed on /v1/watch: use POST"}),
+    ("GET", "/v1/nothing", 404, {"code": 5, "message": "no such endpoint: /v1/nothing (see /docs)"}),
+])
+def test_every_error_has_the_osv_shape(both, method, path, status, expected):
+    _run, client, auth = both
+    answer = client.request(method, path, headers=auth)
+    assert (answer.status_code, answer.json()) == (status, expected)
