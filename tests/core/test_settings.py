@@ -156,6 +156,17 @@ def test_a_misspelt_environment_variable_is_refused_like_a_misspelt_key() -> Non
     assert load_settings(None, env=env).hub_timeout == 30.0
 
 
+@pytest.mark.parametrize("variable, message", [
+    ("TRACKER_DATABSE_URL", "TRACKER_DATABSE_URL: not a setting (did you mean TRACKER_DATABASE_URL?)"),  # the section
+    ("TRACKER_DATABASE_ULR", "TRACKER_DATABASE_ULR: not a setting (did you mean TRACKER_DATABASE_URL?)"),  # the key
+    ("TRACKER_LOG_FROMAT", "TRACKER_LOG_FROMAT: not a setting (did you mean TRACKER_LOG_FORMAT?)"),
+])
+def test_a_misspelt_section_in_a_variable_is_refused_too(variable, message) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(None, env={variable: "sqlite:///x.sqlite3"})
+    assert str(caught.value) == message
+
+
 def test_every_key_has_an_environment_variable_named_after_it() -> None:
     assert env_name("hub", "budget_api_per_5min") == "TRACKER_HUB_BUDGET_API_PER_5MIN"
     assert KEYS[("database", "url")] == "database_url"

@@ -449,13 +449,28 @@ def _explain(exc: ValidationError, sources: Mapping[str, str]) -> str:
     return f"{where}: {message}"
 
 
+# TRACKER_* names that are not keys of the file: read where they are used, never a typo.
+OTHER_VARIABLES = frozenset({
+    "TRACKER_CONFIG",  # the config file (above)
+    "TRACKER_LOG_FORMAT",  # text or json (tracker/surfaces/logs.py)
+    "TRACKER_WEBHOOK_SECRET",  # the older name of [hub] webhook_secret (ENV_ALIASES)
+    "TRACKER_DB_PASSWORD",  # deploy/compose.yaml builds the database URL from it
+    "TRACKER_OSV_RECORDS",  # the OSV stand-in's records (standin/)
+})
+TEST_PREFIX = "TRACKER_TEST_"  # the test suite's own switches (tests/, .ci/run)
+
+
 def _check_environment(env: Mapping[str, str]) -> None:
-    """A ``TRACKER_<SECTION>_...`` variable that names no key is a typo: said, like one in the file."""
-    known = {env_name(section, key_name) for section, key_name in KEYS}
-    prefixes = tuple(f"TRACKER_{section.upper()}_" for section in SECTIONS if section not in ("watch", "severity"))
+    """A ``TRACKER_...`` variable that names no key is a typo: said, like one in the file.
+
+    Every ``TRACKER_`` name counts, not only those of a known section: ``TRACKER_DATABSE_URL``
+    (a misspelt section) would otherwise be ignored while ``TRACKER_DATABASE_ULR`` is caught.
+    """
+    known = {env_name(section, key_name) for section, key_name in KEYS} | set(ENV_ALIASES.values())
     for variable in sorted(env):
-        if variable.startswith(prefixes) and variable not in known:
-            raise SettingsError(f"{variable}: not a setting{_did_you_mean(variable, known)}")
+        if (variable.startswith("TRACKER_") and variable not in known and variable not in OTHER_VARIABLES
+                and not variable.startswith(TEST_PREFIX)):
+            raise SettingsError(f"{variable}: not a setting{_did_you_mean(variable, known | OTHER_VARIABLES)}")
 
 
 def load_with_sources(
