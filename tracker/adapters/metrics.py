@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, disable_cre
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from tracker.core.model import PollOutcome
+from tracker.core.model import SEVERITY_NAMES, PollOutcome
 
 # no `_created` series beside each counter: rates are what is read (the function has no annotations)
 disable_created_metrics()  # type: ignore[no-untyped-call]
@@ -40,7 +40,7 @@ POLL_LAG = Histogram(
     registry=REGISTRY,
 )
 
-SEVERITIES = ("critical", "high", "moderate", "low", "info")
+SEVERITIES = SEVERITY_NAMES
 # A per-repo gauge has at most this many series (the stalest repos): a scrape stays small at 10,000 repos,
 # and the repos an alert on staleness is about are always in it.
 MAX_REPO_SERIES = 1000

@@ -113,6 +113,19 @@ class Severity(enum.Enum):
 
 
 _SEVERITY_ORDER = [Severity.CRITICAL, Severity.HIGH, Severity.MODERATE, Severity.LOW, Severity.INFO]
+SEVERITY_NAMES: tuple[str, ...] = tuple(s.value for s in _SEVERITY_ORDER)  # worst first: CLI choices, filters
+
+
+class OutputFormat(enum.StrEnum):
+    """What a report can be written as (``--format`` of scan, audit and their API twins)."""
+
+    TEXT = "text"
+    JSON = "json"
+    SARIF = "sarif"  # SARIF 2.1.0, for code-scanning UIs
+    CYCLONEDX = "cyclonedx"  # a CycloneDX 1.6 ML-BOM
+
+
+OUTPUT_FORMATS: tuple[str, ...] = tuple(f.value for f in OutputFormat)
 
 
 class Category(enum.StrEnum):

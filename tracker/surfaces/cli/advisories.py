@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from tracker import usecases
+from tracker.core.model import OUTPUT_FORMATS, SEVERITY_NAMES
 from tracker.surfaces.cli import (  # the group and the helpers every command shares
     Context,
     emit_json,
@@ -148,11 +149,11 @@ def reanalyse(obj: Context, repo_ids: tuple[str, ...]) -> None:
 
 @main.command()
 @click.argument("path", type=click.Path(exists=True, file_okay=True, dir_okay=True))
-@click.option("--format", "output_format", type=click.Choice(["text", "json", "sarif", "cyclonedx"]),
+@click.option("--format", "output_format", type=click.Choice(OUTPUT_FORMATS),
               default="text", show_default=True,
               help="Report format; sarif is SARIF 2.1.0 for code-scanning UIs, cyclonedx a CycloneDX 1.6 ML-BOM.")
 @click.option("--fail-on", "fail_on", multiple=True,
-              type=click.Choice(["critical", "high", "moderate", "low", "info", "floating"]),
+              type=click.Choice([*SEVERITY_NAMES, "floating"]),
               help="Exit 1 when an advisory at or above this severity affects a pin, or (floating) when a "
                    "reference is not pinned to a commit. Repeatable.")
 @click.option("--watch", is_flag=True, help="Add the repos found to the watch list.")
@@ -178,11 +179,11 @@ def scan(obj: Context, path: str, output_format: str, fail_on: tuple[str, ...], 
 @click.option("--cache-dir", default=None, metavar="DIR",
               help="The Hugging Face cache to audit (default: HF_HUB_CACHE, else HF_HOME/hub, else "
                    "~/.cache/huggingface/hub).")
-@click.option("--format", "output_format", type=click.Choice(["text", "json", "cyclonedx", "sarif"]),
+@click.option("--format", "output_format", type=click.Choice(OUTPUT_FORMATS),
               default="text", show_default=True,
               help="Report format; cyclonedx is a CycloneDX 1.6 ML-BOM, sarif SARIF 2.1.0.")
 @click.option("--fail-on", "fail_on", multiple=True,
-              type=click.Choice(["critical", "high", "moderate", "low", "info", "stale"]),
+              type=click.Choice([*SEVERITY_NAMES, "stale"]),
               help="Exit 1 when an advisory at or above this severity affects a cached revision, or (stale) when "
                    "a cached revision is behind its branch. Repeatable.")
 @click.pass_obj

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from tracker.adapters.settings import Settings
 from tracker.app import make_tracker
-from tracker.core.model import RepoId
+from tracker.core.model import OUTPUT_FORMATS, RepoId
 from tracker.pipeline.audit.cache import default_cache_dir, read_cache
 from tracker.pipeline.audit.report import AuditReport
 from tracker.pipeline.scan.source import AdvisorySource, TrackerLike
@@ -18,7 +18,7 @@ from tracker.surfaces.cli.scan_command import has_store, hub_url, look_up_all
 if TYPE_CHECKING:
     from tracker.pipeline.scan.cyclonedx import BomModel
 
-FORMATS = ("text", "json", "cyclonedx", "sarif")
+FORMATS = OUTPUT_FORMATS
 
 
 def run_audit(cache_dir: Path | None, *, settings: Settings, user_tracker: Callable[[], TrackerLike],

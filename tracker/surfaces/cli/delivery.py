@@ -9,6 +9,7 @@ import click
 
 from tracker import usecases
 from tracker.core.errors import ConfigError
+from tracker.core.model import SEVERITY_NAMES
 from tracker.surfaces.cli import (  # the group and the helpers every command shares
     Context,
     emit_json,
@@ -35,7 +36,7 @@ def _subscription_json(sub: Any) -> dict[str, Any]:
 @click.option("--webhook", "webhook_url", default=None, metavar="URL",
               help="An HTTPS endpoint; alerts are signed per Standard Webhooks.")
 @click.option("--min-severity", default="info", show_default=True,
-              type=click.Choice(["critical", "high", "moderate", "low", "info"]),
+              type=click.Choice(SEVERITY_NAMES),
               help="Only advisories at least this severe.")
 @click.option("--category", "categories", multiple=True, metavar="C",
               help="Only advisories with findings in this category (repeatable).")

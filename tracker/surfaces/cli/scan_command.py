@@ -14,7 +14,7 @@ from tqdm import tqdm
 
 from tracker.adapters.settings import Settings
 from tracker.app import make_tracker
-from tracker.core.model import RepoId
+from tracker.core.model import OUTPUT_FORMATS, RepoId
 from tracker.pipeline.scan.finder import find_references
 from tracker.pipeline.scan.model import Found, PinStatus
 from tracker.pipeline.scan.report import ScanReport
@@ -23,7 +23,7 @@ from tracker.pipeline.scan.source import AdvisorySource, TrackerLike
 if TYPE_CHECKING:
     from tracker.pipeline.scan.cyclonedx import BomModel
 
-FORMATS = ("text", "json", "sarif", "cyclonedx")
+FORMATS = OUTPUT_FORMATS
 LOOKUP_WORKERS = 4  # repos looked up at once: each is a few Hub round trips
 PROGRESS_AFTER = 1.0  # seconds of looking up before a progress bar shows
 
