@@ -38,3 +38,14 @@ def test_output_formats_come_from_the_enum():
 def test_categories_come_from_the_enum():
     assert CATEGORIES == tuple(c.value for c in Category)
     assert list(CATEGORIES) == sorted(CATEGORIES)  # the order users read them in, in errors and docs
+
+
+def test_every_channel_kind_has_a_channel():
+    from tracker.adapters.delivery.channels import CHANNELS, channel
+    from tracker.core.model import ChannelKind
+
+    assert set(CHANNELS) == set(ChannelKind)
+    assert channel("slack").shown_url("https://hooks.slack.com/services/T0/B0/XXXX") == "https://hooks.slack.com/…"
+    assert channel("webhook").shown_url("https://example.org/hook?token=abc") == "https://example.org/hook"
+    assert channel("slack").new_secret() is None
+    assert channel("webhook").new_secret().startswith("whsec_")

@@ -18,10 +18,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import httpx2
 from rapidfuzz import fuzz, process
 
-from tracker.adapters.delivery import TargetGuard, new_secret, parse_categories, parse_target
+from tracker.adapters.delivery import TargetGuard, parse_categories, parse_target
+from tracker.adapters.delivery.channels import channel
 from tracker.adapters.store.tokens import TokenRow, validate_name
 from tracker.core.errors import (
     ConfigError,
@@ -32,7 +32,7 @@ from tracker.core.errors import (
     RepoGone,
     first_line,
 )
-from tracker.core.model import RepoId, RepoRow
+from tracker.core.model import ChannelKind, RepoId, RepoRow
 from tracker.core.watchrules import DEFAULT_MAX, RuleRow, parse_rule
 from tracker.pipeline.ports import HubReader
 
@@ -183,7 +183,7 @@ class NewSubscription:
         """The subscription to whichever of ``slack`` and ``webhook`` is given; ConfigError unless exactly one."""
         if (slack is None) == (webhook is None):
             raise ConfigError(ONE_CHANNEL)
-        kind, url = ("slack", slack) if slack is not None else ("webhook", webhook)
+        kind, url = (ChannelKind.SLACK.value, slack) if slack is not None else (ChannelKind.WEBHOOK.value, webhook)
         assert url is not None
         return cls(target=target, kind=kind, url=url, min_severity=min_severity, categories=categories)
 
@@ -194,8 +194,7 @@ ONE_CHANNEL = "give exactly one of slack or webhook: the URL alerts go to (--sla
 def redacted_url(kind: str, url: str) -> str:
     """A subscription's URL as shown: a Slack webhook URL is a credential (only its host is shown), and a
     webhook's query string may hold a token (dropped)."""
-    parsed = httpx2.URL(url)
-    return f"{parsed.scheme}://{parsed.netloc.decode()}/…" if kind == "slack" else str(parsed.copy_with(query=None))
+    return channel(kind).shown_url(url)
 
 
 @dataclass(frozen=True)
@@ -217,7 +216,7 @@ def subscribe(tracker: Tracker, wanted: NewSubscription) -> Subscribed:
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     TargetGuard(tracker.settings.delivery.allow_hosts).check(wanted.url)
-    secret = new_secret() if wanted.kind == "webhook" else None
+    secret = channel(wanted.kind).new_secret()
     row = tracker.store.outbox.add_subscription(target=target, kind=wanted.kind, url=wanted.url, secret=secret,
                                          min_severity=wanted.min_severity, categories=categories,
                                          now=tracker.clock())

@@ -125,6 +125,13 @@ class OutputFormat(enum.StrEnum):
     CYCLONEDX = "cyclonedx"  # a CycloneDX 1.6 ML-BOM
 
 
+class ChannelKind(enum.StrEnum):
+    """Where a subscription's alerts go (each kind's channel: tracker/adapters/delivery/channels.py)."""
+
+    SLACK = "slack"
+    WEBHOOK = "webhook"
+
+
 OUTPUT_FORMATS: tuple[str, ...] = tuple(f.value for f in OutputFormat)
 
 

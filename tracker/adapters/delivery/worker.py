@@ -20,7 +20,6 @@ alerts.
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import threading
@@ -34,6 +33,7 @@ from typing import Protocol
 import httpx2
 
 from tracker.adapters import metrics
+from tracker.adapters.delivery.channels import Sending, channel
 from tracker.adapters.delivery.guard import (
     Answer,
     CheckedTarget,
@@ -43,13 +43,10 @@ from tracker.adapters.delivery.guard import (
     make_client,
     post_pinned,
 )
-from tracker.adapters.delivery.slack import slack_message
-from tracker.adapters.delivery.webhook import signed_headers, webhook_body
 from tracker.adapters.hub import deadline
 from tracker.adapters.hub.guards import clamp_wait
 from tracker.adapters.settings import DeliverySettings
 from tracker.adapters.store.delivery import DeliveryRow, SubscriptionRow
-from tracker.core.advisory.record import parse_advisory
 
 log = logging.getLogger("tracker.delivery.worker")  # the name operators filter logs by, not the module path
 
@@ -229,12 +226,7 @@ class DeliveryWorker:
         return self._judge(answer, target)
 
     def _payload(self, delivery: DeliveryRow, sub: SubscriptionRow) -> tuple[bytes, dict[str, str]]:
-        if sub.kind == "slack":
-            message = slack_message(delivery.event_type, parse_advisory(delivery.record), tracker_url=self.tracker_url)
-            return json.dumps(message, ensure_ascii=False).encode(), {"Content-Type": "application/json"}
-        body = webhook_body(delivery.event_type, delivery.record, delivery.created_at)
-        assert sub.secret is not None, "a webhook subscription has a secret"
-        return body, signed_headers(sub.secret, delivery.webhook_id, body, self.clock())
+        return channel(sub.kind).payload(delivery, sub, Sending(self.tracker_url, self.clock))
 
     def _judge(self, response: Answer, target: CheckedTarget) -> Outcome:
         status = response.status
