@@ -43,13 +43,15 @@ Pure: no I/O except through ``read_range``.
 from __future__ import annotations
 
 import ast
+import bz2
 import io
+import lzma
 import pickletools
 import re
 import struct
 import zlib
 from collections.abc import Callable, Iterator
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 ReadRange = Callable[[int, int], bytes]
 
@@ -323,7 +325,7 @@ def _read_as_unpickler(opcode: pickletools.OpcodeInfo, stream: io.BytesIO, pos: 
         differs = False
     theirs = _pickletools_reads(opcode, raw)
     if differs or isinstance(theirs, Exception) or theirs != ours:
-        shown = raw[:40].decode("latin-1").replace("\n", "\\n")
+        shown = (opcode.code + raw[:40].decode("latin-1")).rstrip("\n").replace("\n", " ")
         notes.append(f"the {name} opcode at byte {pos:,} ({shown!r}) is read differently by pickletools "
                      "and the unpickler")
     return ours
@@ -904,6 +906,90 @@ def _scan_raw(reader: _Reader, head: bytes, max_bytes: int = MAX_LEGACY_BYTES) -
             return PickleGlobals(found, f"only the first {max_bytes:,} bytes scanned", ambiguous=found.ambiguous)
 
 
+# What joblib.load recognises by magic number (``joblib.compressor``), and pandas by suffix, before it
+# unpickles: the content is inflated as far as the pickle goes, never past the raw-pickle cap.
+_COMPRESSIONS: tuple[tuple[bytes, str], ...] = (
+    (b"\x1f\x8b", "gzip"), (b"BZ", "bz2"), (b"\xfd7zXZ", "xz"), (b"]\x00", "lzma"), (b"\x78", "zlib"),
+    (b"\x04\x22\x4d\x18", "lz4"),
+)
+
+
+def _compression(head: bytes) -> str | None:
+    for magic, name in _COMPRESSIONS:
+        if head.startswith(magic):
+            return name
+    return None
+
+
+def _decompressor(name: str) -> Any:
+    if name == "gzip":
+        return zlib.decompressobj(16 + zlib.MAX_WBITS)
+    if name == "zlib":
+        return zlib.decompressobj()
+    if name == "bz2":
+        return bz2.BZ2Decompressor()
+    if name in ("xz", "lzma"):
+        return lzma.LZMADecompressor(format=lzma.FORMAT_XZ if name == "xz" else lzma.FORMAT_ALONE)
+    raise ScanError(f"{name}-compressed content is not scanned (no decompressor in the standard library)")
+
+
+class _Inflated:
+    """The decompressed content of a file, inflated from range reads only as far as asked."""
+
+    def __init__(self, reader: _Reader, name: str) -> None:
+        self._reader = reader
+        self._inflater = _decompressor(name)
+        self._zlib = name in ("gzip", "zlib")
+        self._offset = 0
+        self._chunk = _INFLATE_CHUNK
+        self.data = b""
+        self.exhausted = False  # every byte of the content is in ``data``
+
+    def _needs_input(self) -> bool:
+        return not self._inflater.unconsumed_tail if self._zlib else bool(self._inflater.needs_input)
+
+    def upto(self, want: int) -> bytes:
+        """The first ``want`` decompressed bytes (fewer when the content is shorter)."""
+        while len(self.data) < want and not self.exhausted:
+            raw = b""
+            if self._needs_input():
+                if self._offset >= self._reader.size:
+                    self.exhausted = True
+                    break
+                raw = self._reader.read(self._offset, min(self._chunk, self._reader.size - self._offset))
+                self._offset += len(raw)
+                self._chunk = min(self._chunk * 2, 4 * 1024 * 1024)
+            pending = self._inflater.unconsumed_tail + raw if self._zlib else raw
+            try:
+                self.data += self._inflater.decompress(pending, want - len(self.data))
+            except (zlib.error, OSError, EOFError, lzma.LZMAError) as exc:
+                raise ScanError(f"corrupt compressed data: {exc}") from None
+            self.exhausted = self.exhausted or bool(self._inflater.eof)
+        return self.data[:want]
+
+
+def _scan_compressed(reader: _Reader, name: str, max_bytes: int) -> PickleGlobals:
+    """A compressed pickle (``model.joblib.gz``): its decompressed prefix, grown while the pickle goes on."""
+    content = _Inflated(reader, name)
+    want = SNIFF_BYTES
+    while True:
+        data = content.upto(want)
+        at_cap = len(data) >= max_bytes and not content.exhausted
+        try:
+            found = scan_pickle_bytes(data, more=not content.exhausted and not at_cap)
+        except _Truncated:
+            want = min(max_bytes, want * _GROWTH)
+            continue
+        except NotAPickleError as exc:
+            if at_cap:
+                raise ScanError(f"pickle longer than the {max_bytes:,}-byte scanned prefix") from None
+            raise NotAPickleError(f"not a pickle: {name}-compressed data that is no pickle ({exc})") from None
+        if at_cap:
+            return PickleGlobals(found, found.incomplete or f"only the first {max_bytes:,} decompressed bytes "
+                                 "scanned", ambiguous=found.ambiguous)
+        return found
+
+
 def _scan_npy(reader: _Reader, head: bytes, *, expect_pickle: bool, max_bytes: int) -> PickleGlobals:
     """A ``.npy`` file: its object array's pickle, which follows the header; nothing for a numeric array."""
     if len(head) < reader.size and len(head) < _npy_header_end(head):
@@ -920,7 +1006,7 @@ def _scan_npy(reader: _Reader, head: bytes, *, expect_pickle: bool, max_bytes: i
 
 
 def scan_checkpoint(read_range: ReadRange, size: int, *, expect_pickle: bool = True,
-                    max_raw_bytes: int = MAX_LEGACY_BYTES) -> PickleGlobals:
+                    max_raw_bytes: int = MAX_LEGACY_BYTES, decompress: bool = False) -> PickleGlobals:
     """The ``(module, name)`` globals a checkpoint's pickle(s) would import.
 
     ``read_range(offset, length)`` must return exactly those bytes of the file;
@@ -939,6 +1025,8 @@ def scan_checkpoint(read_range: ReadRange, size: int, *, expect_pickle: bool = T
     ``expect_pickle=False`` (a container that may legitimately hold no pickle) a zip
     or ``.npy`` holding none returns an empty result with ``holds_pickle=False``.
     ``max_raw_bytes`` caps the prefix of a raw pickle read (smaller for a file judged by content alone).
+    ``decompress=True`` (a file joblib or pandas decompresses first) inflates content that starts with a
+    compressor's magic number (gzip, zlib, bz2, xz, lzma, as joblib tells them) and scans what it holds.
     """
     if size <= 0:
         raise NotAPickleError("empty file")
@@ -947,6 +1035,9 @@ def scan_checkpoint(read_range: ReadRange, size: int, *, expect_pickle: bool = T
     if magic in (_LOCAL_SIG, _EOCD_SIG):
         return _scan_zip(reader, expect_pickle=expect_pickle)
     head = magic + reader.read(len(magic), min(SNIFF_BYTES, size) - len(magic))
+    compression = _compression(head) if decompress else None
+    if compression is not None:
+        return _scan_compressed(reader, compression, max_raw_bytes)
     if head.startswith(_NPY_MAGIC):
         return _scan_npy(reader, head, expect_pickle=expect_pickle, max_bytes=max_raw_bytes)
     return _scan_raw(reader, head, max_raw_bytes)
