@@ -21,6 +21,7 @@ import io
 import lzma
 import pickle
 import struct
+import tarfile
 import zipfile
 import zlib
 from datetime import UTC, datetime
@@ -323,3 +324,60 @@ def test_a_flood_of_unjudged_files_is_bounded_and_counted(hub_standin, tmp_path)
     assert rest.summary == (
         "2 more files were not checked for a pickle, e.g. blobs/051.dat, blobs/052.dat: over the 1 files judged "
         "by content per revision (each costs range requests; the revision's request budget allows 1)")
+
+
+# ---------------------------------------------------------------------------- torch's legacy tar format
+
+
+def legacy_tar(members: list[tuple[str, bytes]]) -> bytes:
+    """A tar as torch's pre-1.6 legacy writer laid it out (members in order, PAX format)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_a_legacy_torch_tar_is_read_as_torch_load_reads_it(hub_standin, tmp_path):
+    count = pickle.dumps(0, protocol=2)
+    data = legacy_tar([("storages", count), ("tensors", count), ("pickle", dangerous_pickle(2))])
+    files = {"model_best.pth.tar": data, "old/legacy.tar": data}
+    found, _all, sources = analysed(hub_standin, tmp_path, files)
+    assert {path: code(f) for path, f in found.items()} == dict.fromkeys(files, CRITICAL_IMPORT)
+    assert found["model_best.pth.tar"].summary == (
+        "pickle-based file added: model_best.pth.tar would import posix.system when loaded")
+    assert sources.problems == []
+
+
+def test_a_second_member_of_the_same_name_is_what_torch_reads_and_is_ambiguous(hub_standin, tmp_path):
+    count = pickle.dumps(0, protocol=2)
+    data = legacy_tar([("storages", count), ("tensors", count), ("pickle", harmless_pickle(1)),
+                       ("pickle", dangerous_pickle(2))])
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:  # what getmember("pickle") returns: the last one
+        member = tar.extractfile(tar.getmember("pickle"))
+        assert member is not None and member.read() == dangerous_pickle(2)
+    found, _all, _sources = analysed(hub_standin, tmp_path, {"model_best.pth.tar": data})
+    assert code(found["model_best.pth.tar"]) == CRITICAL_IMPORT
+    assert found["model_best.pth.tar"].evidence["ambiguous"] == "2 tar members named 'pickle' (torch reads the last)"
+
+
+def test_storage_records_past_the_first_raw_bytes_are_said_unscanned(hub_standin, tmp_path):
+    storages = pickle.dumps(1, protocol=2) + pickle.dumps(("0", "cpu", "FloatStorage"), protocol=2) + b"\x02" * 64
+    data = legacy_tar([("storages", storages), ("tensors", pickle.dumps(0, protocol=2)),
+                       ("pickle", harmless_pickle(1))])
+    found, _all, _sources = analysed(hub_standin, tmp_path, {"model_best.pth.tar": data})
+    assert code(found["model_best.pth.tar"]) == ("weights.pickle_unscanned", Severity.HIGH)
+    assert found["model_best.pth.tar"].evidence["unscanned"] == "storages: the records after its first raw bytes"
+
+
+def test_a_tar_of_other_files_is_no_pickle(hub_standin, tmp_path):
+    data = legacy_tar([("images/a.png", b"\x89PNG\r\n\x1a\n" + b"\x00" * 64), ("README.txt", b"hello\n")])
+    found, everything, sources = analysed(hub_standin, tmp_path, {"dataset.tar": data, "model.pth.tar": data})
+    assert [path for path in found] == ["model.pth.tar"]  # a loader name that holds no pickle: unscanned
+    assert code(found["model.pth.tar"]) == ("weights.pickle_unscanned", Severity.HIGH)
+    assert sources.problems == [{
+        "side": "new", "path": "model.pth.tar",
+        "reason": "pickle scan failed: a tar archive without the members torch.load unpickles (storages, tensors, "
+                  "pickle)"}]

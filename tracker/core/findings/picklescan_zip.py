@@ -49,6 +49,7 @@ import lzma
 import pickletools
 import re
 import struct
+import tarfile
 import zlib
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
@@ -139,6 +140,7 @@ class PickleGlobals(list[tuple[str, str]]):
         self.incomplete = incomplete
         self.holds_pickle = holds_pickle
         self.ambiguous = ambiguous
+        self.end = 0  # where the last whole pickle read ended (a raw pickle stream's scan sets it)
 
 
 def _no_pickle() -> PickleGlobals:
@@ -419,6 +421,7 @@ def scan_pickle_bytes(data: bytes, *, more: bool = False) -> PickleGlobals:
     incomplete: str | None = None
     notes: list[str] = []
     at = [0]
+    end = 0
     while stream.tell() < len(data):
         noted = len(notes)
         try:
@@ -434,11 +437,14 @@ def scan_pickle_bytes(data: bytes, *, more: bool = False) -> PickleGlobals:
                 del notes[noted:]  # raw bytes after the pickles (a legacy file's storages) are no pickle
             break  # trailing storage bytes, or a truncated/corrupt pickle: keep what was seen
         pickles += 1
+        end = stream.tell()
         if more and stream.tell() >= len(data):
             raise _Truncated  # another pickle may follow in the bytes not read yet
     if pickles == 0 and not found:
         raise NotAPickleError("not a pickle stream: no complete pickle")
-    return PickleGlobals(list(found), incomplete, ambiguous="; ".join(notes[:4]) or None)
+    result = PickleGlobals(list(found), incomplete, ambiguous="; ".join(notes[:4]) or None)
+    result.end = end
+    return result
 
 
 # --------------------------------------------------------------------------- zip
@@ -871,10 +877,12 @@ def _magic_label(head: bytes) -> str | None:
 
 
 class _Offset(_Reader):
-    """A reader over the bytes of another from ``start`` on (the pickle after a ``.npy`` header)."""
+    """A reader over the bytes of another from ``start`` on (the pickle after a ``.npy`` header),
+    or over ``size`` of them (a tar member)."""
 
-    def __init__(self, base: _Reader, start: int) -> None:
-        super().__init__(lambda offset, length: base.read(start + offset, length), base.size - start)
+    def __init__(self, base: _Reader, start: int, size: int | None = None) -> None:
+        size = base.size - start if size is None else min(size, base.size - start)
+        super().__init__(lambda offset, length: base.read(start + offset, length), size)
 
 
 def _scan_raw(reader: _Reader, head: bytes, max_bytes: int = MAX_LEGACY_BYTES) -> PickleGlobals:
@@ -990,6 +998,107 @@ def _scan_compressed(reader: _Reader, name: str, max_bytes: int) -> PickleGlobal
         return found
 
 
+# ---- torch's legacy tar format
+#
+# ``torch.load`` reads a file that is no zip with ``tarfile.open(fileobj=f, mode="r:")`` first, and
+# only when that fails as one raw pickle stream. In a tar it unpickles the members named
+# ``storages`` and ``tensors`` (a count, then one pickle per record between raw bytes) and ``pickle``
+# (the object), each found with ``TarFile.getmember``: the *last* member of that exact name. The
+# headers are read here by ``tarfile`` itself, through range reads, so PAX and GNU long names are
+# taken as torch takes them.
+
+MAX_TAR_MEMBERS = 64
+"""Tar headers read per file; torch writes three members (and a PAX header each, at most)."""
+_TORCH_TAR_MEMBERS = ("storages", "tensors", "pickle")
+
+
+class _RangeFile(io.RawIOBase):
+    """A seekable read-only file over range reads, each at least one tar block."""
+
+    def __init__(self, reader: _Reader) -> None:
+        self._reader = reader
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._reader.size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def readinto(self, buffer: Any) -> int:
+        length = max(0, min(len(buffer), self._reader.size - self._pos))
+        data = self._reader.read(self._pos, length)
+        buffer[:len(data)] = data
+        self._pos += len(data)
+        return len(data)
+
+
+def _tar_checksum_fits(head: bytes) -> bool:
+    """Whether ``head`` starts with a tar header ``tarfile`` accepts (its checksum, signed or unsigned)."""
+    if len(head) < tarfile.BLOCKSIZE or head[:tarfile.BLOCKSIZE].count(0) == tarfile.BLOCKSIZE:
+        return False
+    try:
+        return tarfile.nti(head[148:156]) in tarfile.calc_chksums(head[:tarfile.BLOCKSIZE])  # type: ignore[attr-defined]
+    except (tarfile.HeaderError, ValueError):
+        return False
+
+
+def _torch_tar_members(reader: _Reader) -> tuple[dict[str, list[tarfile.TarInfo]], list[str]]:
+    """The members torch's legacy loader unpickles, by name (every one so named), and what could not be read."""
+    found: dict[str, list[tarfile.TarInfo]] = {}
+    skipped: list[str] = []
+    with tarfile.open(fileobj=io.BufferedReader(_RangeFile(reader), tarfile.BLOCKSIZE), mode="r:",
+                      format=tarfile.PAX_FORMAT) as tar:
+        for count in range(MAX_TAR_MEMBERS + 1):
+            member = tar.next()
+            if member is None:
+                break
+            if count == MAX_TAR_MEMBERS:
+                skipped.append(f"tar members past the first {MAX_TAR_MEMBERS} not read")
+                break
+            if member.name in _TORCH_TAR_MEMBERS:
+                found.setdefault(member.name, []).append(member)
+    return found, skipped
+
+
+def _scan_tar(reader: _Reader, max_bytes: int) -> PickleGlobals:
+    """A legacy torch tar: the pickles of its ``storages``, ``tensors`` and ``pickle`` members."""
+    try:
+        members, skipped = _torch_tar_members(reader)
+    except (tarfile.TarError, ValueError, EOFError) as exc:
+        raise ScanError(f"unreadable tar archive: {exc}") from None
+    notes = [f"{len(listed)} tar members named {name!r} (torch reads the last)"
+             for name, listed in members.items() if len(listed) > 1]
+    found: dict[tuple[str, str], None] = {}
+    for name, listed in sorted(members.items()):
+        for member in listed:
+            if not member.isreg():
+                notes.append(f"the tar member {name!r} is a link or special file")
+                continue
+            part = _Offset(reader, member.offset_data, member.size)
+            try:
+                items = _scan_raw(part, part.read(0, min(SNIFF_BYTES, part.size)), max_bytes)
+            except ScanError as exc:
+                skipped.append(f"{name}: {exc}")
+                continue
+            found.update(dict.fromkeys(items))
+            skipped += [f"{name}: {items.incomplete}"] if items.incomplete else []
+            notes += [f"{name}: {items.ambiguous}"] if items.ambiguous else []
+            if name != "pickle" and items.end < member.size:
+                skipped.append(f"{name}: the records after its first raw bytes")
+    if not members:
+        raise ScanError("a tar archive without the members torch.load unpickles (storages, tensors, pickle)")
+    return PickleGlobals(list(found), "; ".join(skipped) or None, ambiguous="; ".join(notes) or None)
+
+
 def _scan_npy(reader: _Reader, head: bytes, *, expect_pickle: bool, max_bytes: int) -> PickleGlobals:
     """A ``.npy`` file: its object array's pickle, which follows the header; nothing for a numeric array."""
     if len(head) < reader.size and len(head) < _npy_header_end(head):
@@ -1040,4 +1149,6 @@ def scan_checkpoint(read_range: ReadRange, size: int, *, expect_pickle: bool = T
         return _scan_compressed(reader, compression, max_raw_bytes)
     if head.startswith(_NPY_MAGIC):
         return _scan_npy(reader, head, expect_pickle=expect_pickle, max_bytes=max_raw_bytes)
+    if _tar_checksum_fits(head):
+        return _scan_tar(reader, max_raw_bytes)
     return _scan_raw(reader, head, max_raw_bytes)
