@@ -37,6 +37,12 @@ pickle at all (``.npy``, ``.npz``, any zip) are scanned with
 ``expect_pickle=False`` and then say so (:attr:`PickleGlobals.holds_pickle`)
 instead of failing.
 
+Every format is read as the loader that runs it reads it (miniz and zipfile for the end record,
+the unpickler for ``INT``/``LONG``/``GLOBAL`` arguments, ``tarfile`` for torch's legacy tar,
+joblib's magic numbers for compression), and where readers could read a file differently the
+result says why (:attr:`PickleGlobals.ambiguous`). docs/findings.md tables which loader each
+rule follows.
+
 Pure: no I/O except through ``read_range``.
 """
 

@@ -23,21 +23,23 @@ checkpoint, the globals its pickle would import (found statically by
   ``weight_map`` lists other tensors; ``weights.index_resharded``: the same
   tensors mapped to other shards.
 * Pickle-based files, added or replaced. A file is scanned when its name, in any
-  case, is one a loader unpickles (``.bin .pt .pth .ckpt .pkl .pickle .joblib
-  .dill .sav``), when it is a container that holds a pickle only sometimes
-  (``.npy``/``.npz`` with object arrays, a ``.zip`` with ``*.pkl`` members), or,
-  by content, when it is an LFS file of any other name that is not a known
-  pickle-free format and its bytes turn out to be a pickle (at most
-  :data:`MAX_CONTENT_SNIFFS` such files per revision). Each gets
-  exactly one of ``weights.pickle_dangerous_import`` (it would import
-  something that runs commands, reaches the network, or evaluates code:
-  critical), ``weights.pickle_unknown_import`` (imports outside the tensor
-  rebuild allowlist), ``weights.pickle_unscanned`` (its imports could not be
-  read, or only partly and what was read is harmless) or, for a new file whose
-  imports are only the torch / numpy / collections rebuild functions,
-  ``weights.pickle_added``. A partial scan (members over the cap, a pickle
-  longer than the scanned prefix) never lowers what the scanned part showed:
-  the finding says what was left unscanned.
+  case, is one a loader unpickles (``.bin .pt .pth .ckpt .pth.tar .pkl .pickle .joblib
+  .dill .sav``, and compressed joblib or pickle files such as ``.joblib.gz``), when it is
+  a container that holds a pickle only sometimes (``.npy``/``.npz`` with object arrays, a
+  ``.zip`` with ``*.pkl`` members), or, by content, when it is a ``.model`` (gensim) or
+  ``.tar`` (torch's legacy format), LFS or not, or an LFS file of any other name that is
+  not a known pickle-free format, and its bytes turn out to be a pickle (as many such
+  files per revision as the request budget allows, :func:`content_sniffs_for`; each
+  further one is ``weights.not_scanned``). Each gets exactly one of
+  ``weights.pickle_dangerous_import`` (it would import something that runs commands,
+  reaches the network, or evaluates code: critical), ``weights.pickle_unknown_import``
+  (imports outside the tensor rebuild allowlist), ``weights.pickle_unscanned`` (its imports
+  could not be read, or only partly and what was read is harmless; critical when loaders
+  and scanners could read a file a default loader unpickles differently) or, for a new
+  file whose imports are only the torch / numpy / collections rebuild functions,
+  ``weights.pickle_added``. A partial scan (members over the cap, a pickle longer than the
+  scanned prefix) never lowers what the scanned part showed: the finding says what was
+  left unscanned.
 
 Severities come from ``severity/weights.toml``. Pure: reads only through ``sources``.
 """
