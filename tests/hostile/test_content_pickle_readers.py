@@ -381,3 +381,17 @@ def test_a_tar_of_other_files_is_no_pickle(hub_standin, tmp_path):
         "side": "new", "path": "model.pth.tar",
         "reason": "pickle scan failed: a tar archive without the members torch.load unpickles (storages, tensors, "
                   "pickle)"}]
+
+
+def test_a_tar_header_that_is_also_a_pickle_is_scanned_both_ways(hub_standin, tmp_path):
+    """A tar member named like a pickle: torch.load reads the tar, pickle.load and joblib the bytes."""
+    count = pickle.dumps(0, protocol=2)
+    data = legacy_tar([("cposix\nsystem\n(S'id'\ntR.", b"x"), ("storages", count), ("tensors", count),
+                       ("pickle", harmless_pickle(1))])
+    assert tarfile.open(fileobj=io.BytesIO(data)).getnames()[0] == "cposix\nsystem\n(S'id'\ntR."
+    found, _all, _sources = analysed(hub_standin, tmp_path, {"model.joblib": data, "model_best.pth.tar": data})
+    for path in ("model.joblib", "model_best.pth.tar"):
+        assert code(found[path]) == CRITICAL_IMPORT
+        assert found[path].after == ["posix.system"]
+        assert found[path].evidence["ambiguous"] == (
+            "a tar archive whose first bytes are also a pickle (torch.load reads the tar, pickle.load the pickle)")

@@ -1016,6 +1016,7 @@ def _scan_compressed(reader: _Reader, name: str, max_bytes: int) -> PickleGlobal
 MAX_TAR_MEMBERS = 64
 """Tar headers read per file; torch writes three members (and a PAX header each, at most)."""
 _TORCH_TAR_MEMBERS = ("storages", "tensors", "pickle")
+_TAR_READ = 16 * 1024  # one range read covers the headers (and contents) of consecutive small members
 
 
 class _RangeFile(io.RawIOBase):
@@ -1061,7 +1062,7 @@ def _torch_tar_members(reader: _Reader) -> tuple[dict[str, list[tarfile.TarInfo]
     """The members torch's legacy loader unpickles, by name (every one so named), and what could not be read."""
     found: dict[str, list[tarfile.TarInfo]] = {}
     skipped: list[str] = []
-    with tarfile.open(fileobj=io.BufferedReader(_RangeFile(reader), tarfile.BLOCKSIZE), mode="r:",
+    with tarfile.open(fileobj=io.BufferedReader(_RangeFile(reader), _TAR_READ), mode="r:",
                       format=tarfile.PAX_FORMAT) as tar:
         for count in range(MAX_TAR_MEMBERS + 1):
             member = tar.next()
@@ -1103,6 +1104,29 @@ def _scan_tar(reader: _Reader, max_bytes: int) -> PickleGlobals:
     if not members:
         raise ScanError("a tar archive without the members torch.load unpickles (storages, tensors, pickle)")
     return PickleGlobals(list(found), "; ".join(skipped) or None, ambiguous="; ".join(notes) or None)
+
+
+def _scan_tar_or_pickle(reader: _Reader, head: bytes, max_bytes: int) -> PickleGlobals:
+    """A file ``tarfile`` opens: torch.load reads its members, but pickle.load and joblib read its bytes
+    as one pickle stream, so a tar header that also parses as a pickle is scanned both ways."""
+    as_tar: PickleGlobals | None = None
+    tar_error: ScanError | None = None
+    try:
+        as_tar = _scan_tar(reader, max_bytes)
+    except ScanError as exc:
+        tar_error = exc
+    try:
+        as_pickle = _scan_raw(reader, head, max_bytes)
+    except ScanError:
+        if as_tar is None:
+            raise tar_error or ScanError("unreadable tar archive") from None
+        return as_tar
+    if as_tar is None or not as_pickle:
+        return as_pickle if as_tar is None else as_tar
+    both = "a tar archive whose first bytes are also a pickle (torch.load reads the tar, pickle.load the pickle)"
+    notes = "; ".join(n for n in (both, as_tar.ambiguous, as_pickle.ambiguous) if n)
+    incomplete = "; ".join(n for n in (as_tar.incomplete, as_pickle.incomplete) if n) or None
+    return PickleGlobals(list(dict.fromkeys([*as_tar, *as_pickle])), incomplete, ambiguous=notes)
 
 
 def _scan_npy(reader: _Reader, head: bytes, *, expect_pickle: bool, max_bytes: int) -> PickleGlobals:
@@ -1156,5 +1180,5 @@ def scan_checkpoint(read_range: ReadRange, size: int, *, expect_pickle: bool = T
     if head.startswith(_NPY_MAGIC):
         return _scan_npy(reader, head, expect_pickle=expect_pickle, max_bytes=max_raw_bytes)
     if _tar_checksum_fits(head):
-        return _scan_tar(reader, max_raw_bytes)
+        return _scan_tar_or_pickle(reader, head, max_raw_bytes)
     return _scan_raw(reader, head, max_raw_bytes)
