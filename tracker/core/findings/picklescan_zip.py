@@ -587,9 +587,10 @@ def _directory_location(reader: _Reader, tail: bytes, tail_start: int, pos: int,
     if eocd64_offset != eocd_abs - _EOCD64_LOCATOR_SIZE - _EOCD64_SIZE:
         notes.append(f"the zip64 locator points at byte {eocd64_offset:,}, not at the zip64 record before it "
                      "(zipfile reads the one before it, miniz the one it points at)")
-    rec = reader.read(eocd64_offset, _EOCD64_SIZE)
-    if rec[:4] != _EOCD64_SIG:
-        raise ScanError("zip64 end-of-central-directory record missing")
+    rec = reader.read(eocd64_offset, _EOCD64_SIZE) if eocd64_offset + _EOCD64_SIZE <= reader.size else b""
+    if rec[:4] != _EOCD64_SIG:  # miniz then goes on with the 32-bit record, its offsets as they are
+        notes.append("the zip64 locator points at no zip64 record")
+        return n_entries, cd_size, cd_offset, cd_offset + cd_size
     (_s, _rs, _vm, _vn, _d, _cd, _nd, n_entries, cd_size, cd_offset) = struct.unpack_from(
         "<4sQHHIIQQQQ", rec
     )
@@ -605,7 +606,25 @@ def _central_directory(reader: _Reader) -> tuple[list[_Entry], list[str]]:
     """
     tail, tail_start, pos = _end_record(reader)
     notes = _eocd_ambiguities(tail, pos)
-    n_entries, cd_size, cd_offset, cd_end = _directory_location(reader, tail, tail_start, pos, notes)
+    try:
+        return _entries_at(reader, _directory_location(reader, tail, tail_start, pos, notes), notes), notes
+    except ScanError as exc:
+        if notes:  # what made readers disagree is what the finding must name, even if the reading then fails
+            raise _AmbiguousUnreadable(str(exc), notes) from None
+        raise
+
+
+class _AmbiguousUnreadable(ScanError):
+    """An archive that readers could read differently, and whose loaders' reading then failed."""
+
+    def __init__(self, message: str, notes: list[str]) -> None:
+        super().__init__(message)
+        self.notes = notes
+
+
+def _entries_at(reader: _Reader, location: tuple[int, int, int, int], notes: list[str]) -> list[_Entry]:
+    """The entries of the directory at ``location`` (``_directory_location``'s answer), as the loaders read them."""
+    n_entries, cd_size, cd_offset, cd_end = location
     if cd_size > MAX_CENTRAL_DIRECTORY_BYTES:
         raise ScanError(f"central directory of {cd_size} bytes exceeds the {MAX_CENTRAL_DIRECTORY_BYTES} cap")
     concat = cd_end - cd_size - cd_offset  # zipfile's name for bytes prepended to the archive
@@ -620,7 +639,7 @@ def _central_directory(reader: _Reader) -> tuple[list[_Entry], list[str]]:
             entries += _directory_entries(reader, cd_offset, cd_size, n_entries=n_entries, concat=0, notes=notes)
         except ScanError as exc:
             notes.append(f"miniz's reading fails: {exc}")
-    return entries, notes
+    return entries
 
 
 def _directory_entries(reader: _Reader, at: int, size: int, *, n_entries: int, concat: int,
@@ -829,7 +848,10 @@ def _scan_zip(reader: _Reader, *, expect_pickle: bool) -> PickleGlobals:
     An ambiguous archive never ends in a plain error: what the loaders' reading showed is
     returned with the ambiguity, so the finding names it (whatever other readers would see).
     """
-    entries, notes = _central_directory(reader)
+    try:
+        entries, notes = _central_directory(reader)
+    except _AmbiguousUnreadable as exc:
+        return PickleGlobals([], f"the loaders' reading fails: {exc}", ambiguous="; ".join(exc.notes))
     skipped: list[str] = []
     members: list[tuple[_Entry, int]] = [(e, 0) for e in _pickle_members(entries)]
     members += _object_npy_members(reader, entries, skipped)
