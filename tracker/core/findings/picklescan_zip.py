@@ -483,8 +483,9 @@ def _find_eocd(tail: bytes) -> int:
     * CPython's ``zipfile._EndRecData`` first takes a record that ends the file with an empty
       comment, and otherwise ``rfind``s the last signature in the final 64 KiB, refusing the
       file if fewer than 22 bytes follow it;
-    * miniz (``mz_zip_reader_locate_header_sig``, behind ``torch.load``) scans backwards from
-      the end for the last signature with at least 22 bytes after it.
+    * miniz (``mz_zip_reader_locate_header_sig``; PyTorch vendors miniz 3.0.2 behind ``torch.load``)
+      scans backwards from the end, at most 64 KiB + 22 bytes, for the last signature with at
+      least 22 bytes after it.
 
     This follows miniz, which is zipfile's choice whenever zipfile accepts the file; a file
     where they could choose differently is reported by :func:`_eocd_ambiguities`.
