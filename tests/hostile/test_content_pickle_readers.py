@@ -395,3 +395,14 @@ def test_a_tar_header_that_is_also_a_pickle_is_scanned_both_ways(hub_standin, tm
         assert found[path].after == ["posix.system"]
         assert found[path].evidence["ambiguous"] == (
             "a tar archive whose first bytes are also a pickle (torch.load reads the tar, pickle.load the pickle)")
+
+
+def test_a_utf8_string_torch_load_decodes_keeps_the_walk_going(hub_standin, tmp_path):
+    """pickletools decodes STRING as ASCII; torch.load's unpickler as UTF-8 and goes on to the import."""
+    data = legacy_torch_file("S'é'\n0cposix\nsystem\n(S'id'\ntR.".encode())
+    at = data.index(b"S'\xc3")
+    found, _all, _sources = analysed(hub_standin, tmp_path, {"pytorch_model.bin": data})
+    assert code(found["pytorch_model.bin"]) == CRITICAL_IMPORT
+    assert found["pytorch_model.bin"].evidence["ambiguous"] == (
+        f"the STRING opcode at byte {at:,} (\"S'\\\\xc3\\\\xa9'\") is read differently by pickletools and the "
+        "unpickler")

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import ast
 import bz2
+import codecs
 import io
 import lzma
 import pickletools
@@ -257,7 +258,9 @@ class _ImportTracer:
 #   falling back to ``int(s, 0)``;
 # * ``LONG`` (``L``): pickletools ``int(s)``; both unpicklers ``int(s, 0)`` (``L0x1L``);
 # * ``GLOBAL``/``INST`` (``c``/``i``) and ``PERSID`` (``P``): pickletools undoes backslash escapes and
-#   decodes ASCII; the unpickler decodes the raw line (UTF-8 for a global, ASCII for a persistent id).
+#   decodes ASCII; the unpickler decodes the raw line (UTF-8 for a global, ASCII for a persistent id);
+# * ``STRING`` (``S``): pickletools decodes ASCII after undoing escapes; the unpickler decodes with the
+#   loader's ``encoding`` (UTF-8 in ``torch.load``, latin-1 where a loader asks for it).
 #
 # Those arguments are read here as the unpicklers read them, so the walk goes on wherever one of
 # them would; where pickletools would have read the argument otherwise, the difference is noted.
@@ -300,6 +303,19 @@ def _unpickler_ints(line: bytes, opname: str) -> tuple[int | None, int | None]:
     return python, c if c is not None else python
 
 
+def _unpickler_string(line: bytes) -> str:
+    """A STRING line as ``load_string`` reads it: quoted alike at both ends, escapes undone, then decoded
+    with the loader's ``encoding`` (``torch.load`` passes UTF-8; latin-1 stands for any other here)."""
+    data = line[:-1]
+    if len(data) < 2 or data[:1] != data[-1:] or data[:1] not in (b"'", b'"'):
+        raise ValueError("the STRING opcode argument must be quoted")
+    value: bytes = codecs.escape_decode(data[1:-1])[0]
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return value.decode("latin-1")
+
+
 def _line(stream: io.BytesIO) -> bytes:
     line = stream.readline()
     if not line.endswith(b"\n"):
@@ -318,7 +334,7 @@ def _pickletools_reads(opcode: pickletools.OpcodeInfo, raw: bytes) -> object:
 
 def _read_as_unpickler(opcode: pickletools.OpcodeInfo, stream: io.BytesIO, pos: int,
                        notes: list[str]) -> object:
-    """The argument of an INT, LONG, GLOBAL, INST or PERSID opcode, as the unpicklers read it."""
+    """The argument of an INT, LONG, STRING, GLOBAL, INST or PERSID opcode, as the unpicklers read it."""
     name = opcode.name
     raw = _line(stream) + (_line(stream) if name in ("GLOBAL", "INST") else b"")
     if name in ("INT", "LONG"):
@@ -327,19 +343,21 @@ def _read_as_unpickler(opcode: pickletools.OpcodeInfo, stream: io.BytesIO, pos: 
             raise ValueError(f"invalid {name} literal {raw[:40]!r}")
         ours: object = python if python is not None else c
         differs = python != c
+    elif name == "STRING":
+        ours, differs = _unpickler_string(raw), False
     else:
         decoded = raw.decode("utf-8" if name != "PERSID" else "ascii")  # the unpickler fails where this does
         ours = " ".join(decoded.split("\n")[:2]) if name != "PERSID" else decoded[:-1]
         differs = False
     theirs = _pickletools_reads(opcode, raw)
     if differs or isinstance(theirs, Exception) or theirs != ours:
-        shown = (opcode.code + raw[:40].decode("latin-1")).rstrip("\n").replace("\n", " ")
+        shown = (opcode.code + raw[:40].decode("ascii", "backslashreplace")).rstrip("\n").replace("\n", " ")
         notes.append(f"the {name} opcode at byte {pos:,} ({shown!r}) is read differently by pickletools "
                      "and the unpickler")
     return ours
 
 
-_AS_UNPICKLER = frozenset({"INT", "LONG", "GLOBAL", "INST", "PERSID"})
+_AS_UNPICKLER = frozenset({"INT", "LONG", "STRING", "GLOBAL", "INST", "PERSID"})
 
 
 def _genops(stream: io.BytesIO, notes: list[str]) -> Iterator[tuple[pickletools.OpcodeInfo, object]]:
