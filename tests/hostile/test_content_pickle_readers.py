@@ -406,3 +406,13 @@ def test_a_utf8_string_torch_load_decodes_keeps_the_walk_going(hub_standin, tmp_
     assert found["pytorch_model.bin"].evidence["ambiguous"] == (
         f"the STRING opcode at byte {at:,} (\"S'\\\\xc3\\\\xa9'\") is read differently by pickletools and the "
         "unpickler")
+
+
+def test_a_pax_header_claiming_gigabytes_is_not_read(hub_standin, tmp_path):
+    header = tarfile.TarInfo("././@PaxHeader")
+    header.type, header.size = tarfile.XHDTYPE, 4 * 1024 ** 3  # 4 GiB of PAX records: 4 MiB are there
+    data = header.tobuf(format=tarfile.USTAR_FORMAT) + b"1 x\n" * 1024 * 1024
+    found, _all, sources = analysed(hub_standin, tmp_path, {"model_best.pth.tar": bytes(data)})
+    assert code(found["model_best.pth.tar"]) == ("weights.pickle_unscanned", Severity.HIGH)
+    assert sources.problems[0]["reason"].startswith("pickle scan failed: unreadable tar archive: ")
+    assert hub_standin.bytes_served() < 2 * 1024 * 1024

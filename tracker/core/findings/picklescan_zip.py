@@ -1060,18 +1060,21 @@ _TORCH_TAR_MEMBERS = ("storages", "tensors", "pickle")
 _TAR_READ = 16 * 1024  # one range read covers the headers (and contents) of consecutive small members
 
 
-class _RangeFile(io.RawIOBase):
-    """A seekable read-only file over range reads, each at least one tar block."""
+MAX_TAR_HEADER_BYTES = 1024 * 1024
+"""Bytes ``tarfile`` may read per file (headers, PAX records, GNU long names); member data is skipped by seeking."""
+
+
+class _RangeFile:
+    """The file object ``tarfile`` reads: range reads of at least :data:`_TAR_READ` bytes, and at most
+    :data:`MAX_TAR_HEADER_BYTES` in all, refused before any buffer is made (a PAX header that claims
+    gigabytes would otherwise be read, or allocated, whole)."""
 
     def __init__(self, reader: _Reader) -> None:
         self._reader = reader
         self._pos = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
+        self._fetched = 0
+        self._cache_at = 0
+        self._cache = b""
 
     def tell(self) -> int:
         return self._pos
@@ -1081,12 +1084,20 @@ class _RangeFile(io.RawIOBase):
         self._pos = max(0, base + offset)
         return self._pos
 
-    def readinto(self, buffer: Any) -> int:
-        length = max(0, min(len(buffer), self._reader.size - self._pos))
-        data = self._reader.read(self._pos, length)
-        buffer[:len(data)] = data
+    def read(self, size: int | None = -1) -> bytes:
+        left = max(0, self._reader.size - self._pos)
+        size = left if size is None or size < 0 else min(size, left)
+        cached = self._cache_at <= self._pos and self._pos + size <= self._cache_at + len(self._cache)
+        if not cached:
+            want = min(max(size, _TAR_READ), left)
+            if self._fetched + want > MAX_TAR_HEADER_BYTES:
+                raise ScanError(f"tar headers past the {MAX_TAR_HEADER_BYTES:,}-byte cap")
+            self._fetched += want
+            self._cache, self._cache_at = self._reader.read(self._pos, want), self._pos
+        start = self._pos - self._cache_at
+        data = self._cache[start:start + size]
         self._pos += len(data)
-        return len(data)
+        return data
 
 
 def _tar_checksum_fits(head: bytes) -> bool:
@@ -1103,7 +1114,7 @@ def _torch_tar_members(reader: _Reader) -> tuple[dict[str, list[tarfile.TarInfo]
     """The members torch's legacy loader unpickles, by name (every one so named), and what could not be read."""
     found: dict[str, list[tarfile.TarInfo]] = {}
     skipped: list[str] = []
-    with tarfile.open(fileobj=io.BufferedReader(_RangeFile(reader), _TAR_READ), mode="r:",
+    with tarfile.open(fileobj=_RangeFile(reader), mode="r:",  # type: ignore[call-overload]
                       format=tarfile.PAX_FORMAT) as tar:
         for count in range(MAX_TAR_MEMBERS + 1):
             member = tar.next()
@@ -1159,11 +1170,13 @@ def _scan_tar_or_pickle(reader: _Reader, head: bytes, max_bytes: int) -> PickleG
     try:
         as_pickle = _scan_raw(reader, head, max_bytes)
     except ScanError:
-        if as_tar is None:
-            raise tar_error or ScanError("unreadable tar archive") from None
+        as_pickle = PickleGlobals()
+    if as_tar is None:
+        if not as_pickle:  # a tar torch cannot read, whose header imports nothing as a pickle
+            raise tar_error or ScanError("unreadable tar archive")
+        return as_pickle
+    if not as_pickle:
         return as_tar
-    if as_tar is None or not as_pickle:
-        return as_pickle if as_tar is None else as_tar
     both = "a tar archive whose first bytes are also a pickle (torch.load reads the tar, pickle.load the pickle)"
     notes = "; ".join(n for n in (both, as_tar.ambiguous, as_pickle.ambiguous) if n)
     incomplete = "; ".join(n for n in (as_tar.incomplete, as_pickle.incomplete) if n) or None
