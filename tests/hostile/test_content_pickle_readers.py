@@ -265,6 +265,13 @@ def test_a_compressed_joblib_file_is_decompressed_and_scanned(hub_standin, tmp_p
     assert sources.problems == []
 
 
+def test_an_lz4_joblib_file_is_unscanned_naming_why(hub_standin, tmp_path):
+    found, _all, sources = analysed(hub_standin, tmp_path, {"model.joblib": b"\x04\x22\x4d\x18" + b"\x00" * 64})
+    assert code(found["model.joblib"]) == ("weights.pickle_unscanned", Severity.HIGH)
+    assert sources.problems == [{"side": "new", "path": "model.joblib", "reason": "pickle scan failed: lz4-compressed "
+                                 "content is not scanned (no decompressor in the standard library)"}]
+
+
 def test_a_joblib_file_compressed_whatever_its_name_is_decompressed(hub_standin, tmp_path):
     """joblib tells compression by magic number: a gzip ``model.joblib`` is unpickled after inflating."""
     found, _all, _sources = analysed(hub_standin, tmp_path, {"model.joblib": gzip.compress(dangerous_pickle(4))})
@@ -309,8 +316,8 @@ def test_files_past_the_content_budget_are_reported_not_scanned(hub_standin, tmp
         "blobs/zz_last.dat": ("weights.not_scanned", Severity.HIGH), "zz/model_best.pth.tar": CRITICAL_IMPORT}
     size = len(files["blobs/zz_last.dat"])
     assert found["blobs/zz_last.dat"].summary == (
-        f"blobs/zz_last.dat ({size} bytes) was not checked for a pickle: over the 100 files judged by content "
-        "per revision (each costs range requests; the revision's request budget allows 100)")
+        f"blobs/zz_last.dat ({size} bytes) was not checked for a pickle: past the first 100 files judged by "
+        "content in this revision, as many as its request budget allows")
     assert sources.problems == []
 
 
@@ -322,8 +329,8 @@ def test_a_flood_of_unjudged_files_is_bounded_and_counted(hub_standin, tmp_path)
     rest = everything[-1]
     assert (rest.path, rest.severity, rest.evidence["count"]) == (None, Severity.HIGH, 2)
     assert rest.summary == (
-        "2 more files were not checked for a pickle, e.g. blobs/051.dat, blobs/052.dat: over the 1 files judged "
-        "by content per revision (each costs range requests; the revision's request budget allows 1)")
+        "2 more files were not checked for a pickle, e.g. blobs/051.dat, blobs/052.dat: past the first 1 files "
+        "judged by content in this revision, as many as its request budget allows")
 
 
 # ---------------------------------------------------------------------------- torch's legacy tar format

@@ -677,8 +677,7 @@ def _pickles(
 def _not_scanned(rules: SeverityRules, new: Mapping[str, FileEntry], paths: list[str], cap: int) -> list[Finding]:
     """``weights.not_scanned`` for the files judged by content past the per-revision cap: one each for the
     first :data:`MAX_LISTED`, then one for the rest (a revision of 100,000 blobs makes 51 findings)."""
-    why = (f"over the {cap} files judged by content per revision (each costs range requests; "
-           f"the revision's request budget allows {cap})")
+    why = f"past the first {cap} files judged by content in this revision, as many as its request budget allows"
     out = [rules.finding(
         "weights.not_scanned", CATEGORY,
         f"{path} ({_size(new[path].size)}) was not checked for a pickle: {why}",
