@@ -231,8 +231,11 @@ def test_oversized_member_is_refused_before_reading_it():
     cd = data.index(b"PK\x01\x02")
     struct.pack_into("<II", data, cd + 20, 1 << 30, 1 << 30)
     reader = CountingReader(bytes(data))
-    with pytest.raises(ScanError, match="exceeds"):
-        scan_checkpoint(reader, len(data))
+    result = scan_checkpoint(reader, len(data))
+    # A member claiming more bytes than lie before the next one also overlaps it: readers could disagree.
+    assert (result, result.incomplete) == ([], "archive/data.pkl: pickle member of 1073741824 bytes exceeds the "
+                                               "67108864 cap")
+    assert result.ambiguous == "members 'archive/data.pkl' and 'archive/byteorder' overlap"
     assert reader.bytes_read < 2048
     assert MAX_MEMBER_BYTES == 64 * 1024 * 1024
 
@@ -278,3 +281,46 @@ def test_agrees_with_picklescan_on_the_malicious_member(tmp_path):
     data = malicious_pickle(tmp_path / "pwned", 4)
     result = picklescan.scan_pickle_bytes(io.BytesIO(data), "x")
     assert {(g.module, g.name) for g in result.globals} == set(scan_pickle_bytes(data))
+
+
+# ---------------------------------------------------------------------------- where zip readers could disagree
+
+
+def test_an_ordinary_archive_is_not_ambiguous():
+    result = scan_checkpoint(CountingReader(torch_zip(TORCH_LIKE_PICKLE)), len(torch_zip(TORCH_LIKE_PICKLE)))
+    assert (result, result.incomplete, result.ambiguous) == (TORCH_GLOBALS, None, None)
+
+
+def test_bytes_before_the_archive_are_read_both_ways():
+    """zipfile shifts every offset by the bytes before the directory; miniz takes the stated offsets."""
+    archive = torch_zip(TORCH_LIKE_PICKLE)
+    data = b"PK\x03\x04" + b"\x00" * 96 + archive  # torch.load opens a file that starts like a zip as one
+    cd_offset = struct.unpack_from("<I", archive, archive.rindex(b"PK\x05\x06") + 16)[0]
+    result = scan_checkpoint(CountingReader(data), len(data))
+    assert list(result) == TORCH_GLOBALS
+    assert result.ambiguous == (
+        "the central directory ends 100 bytes before its end record: zipfile reads it 100 bytes past the offset "
+        f"the record states, miniz at that offset; miniz's reading fails: bad central directory entry at {cd_offset}")
+
+
+def test_an_entry_count_other_than_the_directory_holds_is_ambiguous():
+    data = bytearray(torch_zip(TORCH_LIKE_PICKLE))
+    eocd = bytes(data).rindex(b"PK\x05\x06")
+    struct.pack_into("<HH", data, eocd + 8, 4, 4)  # five entries written, four listed
+    result = scan_checkpoint(CountingReader(bytes(data)), len(data))
+    assert list(result) == TORCH_GLOBALS
+    assert result.ambiguous == ("the central directory holds 5 entries where its end record lists 4 "
+                                "(zipfile reads every entry, miniz the number listed)")
+
+
+def test_a_zip64_locator_pointing_elsewhere_is_ambiguous(monkeypatch):
+    monkeypatch.setattr(zipfile, "ZIP64_LIMIT", 64)
+    data = bytearray(torch_zip(TORCH_LIKE_PICKLE, data_size=4096, zip64=True))
+    locator = bytes(data).rindex(b"PK\x06\x07")
+    struct.pack_into("<Q", data, locator + 8, 0)  # points at the first local header, not at the zip64 record
+    result = scan_checkpoint(CountingReader(bytes(data)), len(data))
+    # miniz finds no zip64 record there and reads the 32-bit record, which zipfile wrote whole (it fits)
+    assert (list(result), result.incomplete) == (TORCH_GLOBALS, None)
+    assert result.ambiguous == (
+        "the zip64 locator points at byte 0, not at the zip64 record before it (zipfile reads the one before it, "
+        "miniz the one it points at); the zip64 locator points at no zip64 record")

@@ -164,7 +164,7 @@ class HubSources:
         dangerous import.
         """
         from tracker.core.findings.picklescan_zip import PickleGlobals, scan_checkpoint
-        from tracker.core.findings.weights import MAX_CONTENT_SNIFF_BYTES, pickle_kind
+        from tracker.core.findings.weights import pickle_kind, scan_options
 
         found = self._entry(side, path)
         if found is None:
@@ -177,8 +177,7 @@ class HubSources:
         try:
             return scan_checkpoint(
                 lambda offset, length: self.hub.read_range(self.repo, sha, path, offset, offset + length - 1),
-                entry.size, expect_pickle=kind == "pickle",
-                **({"max_raw_bytes": MAX_CONTENT_SNIFF_BYTES} if kind == "content" else {}),
+                entry.size, **scan_options(path, kind),
             )
         except (UpstreamFileError, HubError, ValueError) as exc:
             self._check_transient(exc)

@@ -37,18 +37,29 @@ pickle at all (``.npy``, ``.npz``, any zip) are scanned with
 ``expect_pickle=False`` and then say so (:attr:`PickleGlobals.holds_pickle`)
 instead of failing.
 
+Every format is read as the loader that runs it reads it (miniz and zipfile for the end record,
+the unpickler for ``INT``/``LONG``/``GLOBAL`` arguments, ``tarfile`` for torch's legacy tar,
+joblib's magic numbers for compression), and where readers could read a file differently the
+result says why (:attr:`PickleGlobals.ambiguous`). docs/findings.md tables which loader each
+rule follows.
+
 Pure: no I/O except through ``read_range``.
 """
 
 from __future__ import annotations
 
 import ast
+import bz2
+import codecs
 import io
+import lzma
 import pickletools
+import re
 import struct
+import tarfile
 import zlib
-from collections.abc import Callable
-from typing import NamedTuple
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
 
 ReadRange = Callable[[int, int], bytes]
 
@@ -124,13 +135,19 @@ class PickleGlobals(list[tuple[str, str]]):
     Whatever was found stands either way. ``holds_pickle`` is False only for a container
     read in full that holds no pickle (a numeric ``.npy``, an ``.npz`` or zip without
     object arrays or ``.pkl`` members): there is nothing a loader could unpickle.
+    ``ambiguous`` says why readers could see other bytes or other opcodes than this scan
+    did (an archive with two central directories, an ``INT`` that ``pickletools`` and the
+    unpickler parse differently), or is None: the globals are then what the loaders'
+    reading imports, and other readers' may import more.
     """
 
     def __init__(self, items: list[tuple[str, str]] = (), incomplete: str | None = None,  # type: ignore[assignment]
-                 *, holds_pickle: bool = True) -> None:
+                 *, holds_pickle: bool = True, ambiguous: str | None = None) -> None:
         super().__init__(items)
         self.incomplete = incomplete
         self.holds_pickle = holds_pickle
+        self.ambiguous = ambiguous
+        self.end = 0  # where the last whole pickle read ended (a raw pickle stream's scan sets it)
 
 
 def _no_pickle() -> PickleGlobals:
@@ -231,8 +248,138 @@ class _ImportTracer:
         self.stack.extend(_OPAQUE for _ in opcode.stack_after)
 
 
+# ---- opcodes read as the unpickler reads them
+#
+# ``pickletools.genops`` and the unpickler read a few protocol-0 arguments differently, and a
+# walker that stops where the unpickler goes on misses every import after that point:
+#
+# * ``INT`` (``I``): pickletools ``int(s)``; ``pickle._Unpickler.load_int`` ``int(s, 0)``; the C
+#   ``_pickle`` ``strtol(s, 0)`` (so ``I0x1`` is 1, and ``I010`` is 8 to C, an error to Python),
+#   falling back to ``int(s, 0)``;
+# * ``LONG`` (``L``): pickletools ``int(s)``; both unpicklers ``int(s, 0)`` (``L0x1L``);
+# * ``GLOBAL``/``INST`` (``c``/``i``) and ``PERSID`` (``P``): pickletools undoes backslash escapes and
+#   decodes ASCII; the unpickler decodes the raw line (UTF-8 for a global, ASCII for a persistent id);
+# * ``STRING`` (``S``): pickletools decodes ASCII after undoing escapes; the unpickler decodes with the
+#   loader's ``encoding`` (UTF-8 in ``torch.load``, latin-1 where a loader asks for it).
+#
+# Those arguments are read here as the unpicklers read them, so the walk goes on wherever one of
+# them would; where pickletools would have read the argument otherwise, the difference is noted.
+# The C unpickler is the one ``pickle.load`` and ``torch.load`` use; the Python one is the fallback.
+
+_CODE_TO_OP = {op.code.encode("latin-1"): op for op in pickletools.opcodes}
+_STRTOL = re.compile(rb"[ \t\n\v\f\r]*[+-]?(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)")
+
+
+def _int_or_none(text: bytes, base: int) -> int | None:
+    try:
+        return int(text, base)
+    except ValueError:
+        return None
+
+
+def _strtol(text: bytes) -> int | None:
+    """What C's ``strtol(text, &end, 0)`` reads when ``end`` reaches the end of ``text``, else None."""
+    match = _STRTOL.fullmatch(text)
+    if match is None:
+        return None
+    digits = match.group(1)
+    sign = -1 if b"-" in text[: match.start(1)] else 1
+    if digits[:2] in (b"0x", b"0X"):
+        return sign * int(digits[2:], 16)
+    return sign * int(digits, 8 if digits.startswith(b"0") else 10)
+
+
+def _unpickler_ints(line: bytes, opname: str) -> tuple[int | None, int | None]:
+    """``(python, c)``: what ``pickle._Unpickler`` and ``_pickle`` read from an INT/LONG line (None: an error)."""
+    text = line[:-1]
+    if opname == "LONG":
+        text = text[:-1] if text.endswith(b"L") else text
+        value = _int_or_none(text, 0)
+        return value, value
+    if line in (b"00\n", b"01\n"):
+        return int(line[1:2]), int(line[1:2])
+    python = _int_or_none(line, 0)
+    c = _strtol(text)
+    return python, c if c is not None else python
+
+
+def _unpickler_string(line: bytes) -> str:
+    """A STRING line as ``load_string`` reads it: quoted alike at both ends, escapes undone, then decoded
+    with the loader's ``encoding`` (``torch.load`` passes UTF-8; latin-1 stands for any other here)."""
+    data = line[:-1]
+    if len(data) < 2 or data[:1] != data[-1:] or data[:1] not in (b"'", b'"'):
+        raise ValueError("the STRING opcode argument must be quoted")
+    value: bytes = codecs.escape_decode(data[1:-1])[0]
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return value.decode("latin-1")
+
+
+def _line(stream: io.BytesIO) -> bytes:
+    line = stream.readline()
+    if not line.endswith(b"\n"):
+        raise ValueError("no newline found when trying to read a line argument")
+    return line
+
+
+def _pickletools_reads(opcode: pickletools.OpcodeInfo, raw: bytes) -> object:
+    """The argument pickletools reads from ``raw``, or the exception it raises."""
+    assert opcode.arg is not None
+    try:
+        return opcode.arg.reader(io.BytesIO(raw))
+    except Exception as exc:  # any failure is the answer
+        return exc
+
+
+def _read_as_unpickler(opcode: pickletools.OpcodeInfo, stream: io.BytesIO, pos: int,
+                       notes: list[str]) -> object:
+    """The argument of an INT, LONG, STRING, GLOBAL, INST or PERSID opcode, as the unpicklers read it."""
+    name = opcode.name
+    raw = _line(stream) + (_line(stream) if name in ("GLOBAL", "INST") else b"")
+    if name in ("INT", "LONG"):
+        python, c = _unpickler_ints(raw, name)
+        if python is None and c is None:
+            raise ValueError(f"invalid {name} literal {raw[:40]!r}")
+        ours: object = python if python is not None else c
+        differs = python != c
+    elif name == "STRING":
+        ours, differs = _unpickler_string(raw), False
+    else:
+        decoded = raw.decode("utf-8" if name != "PERSID" else "ascii")  # the unpickler fails where this does
+        ours = " ".join(decoded.split("\n")[:2]) if name != "PERSID" else decoded[:-1]
+        differs = False
+    theirs = _pickletools_reads(opcode, raw)
+    if differs or isinstance(theirs, Exception) or theirs != ours:
+        shown = (opcode.code + raw[:40].decode("ascii", "backslashreplace")).rstrip("\n").replace("\n", " ")
+        notes.append(f"the {name} opcode at byte {pos:,} ({shown!r}) is read differently by pickletools "
+                     "and the unpickler")
+    return ours
+
+
+_AS_UNPICKLER = frozenset({"INT", "LONG", "STRING", "GLOBAL", "INST", "PERSID"})
+
+
+def _genops(stream: io.BytesIO, notes: list[str]) -> Iterator[tuple[pickletools.OpcodeInfo, object]]:
+    """:func:`pickletools.genops`, with the arguments it reads otherwise read as the unpickler does."""
+    while True:
+        pos = stream.tell()
+        code = stream.read(1)
+        opcode = _CODE_TO_OP.get(code)
+        if opcode is None:
+            raise ValueError("pickle exhausted before seeing STOP" if not code
+                             else f"at position {pos}, opcode {code!r} unknown")
+        if opcode.name in _AS_UNPICKLER:
+            arg = _read_as_unpickler(opcode, stream, pos, notes)
+        else:
+            arg = None if opcode.arg is None else opcode.arg.reader(stream)
+        yield opcode, arg
+        if opcode.name == "STOP":
+            return
+
+
 def _scan_one_pickle(
-    stream: io.BytesIO, found: dict[tuple[str, str], None], at: list[int]
+    stream: io.BytesIO, found: dict[tuple[str, str], None], at: list[int], notes: list[str]
 ) -> None:
     """Walk one pickle (up to STOP) and add each global it imports to ``found``.
 
@@ -244,7 +391,7 @@ def _scan_one_pickle(
     """
     tracer = _ImportTracer(found)
     at[0] = stream.tell()
-    for opcode, arg, _pos in pickletools.genops(stream):
+    for opcode, arg in _genops(stream, notes):
         at[0] = stream.tell()
         if opcode.name == "STOP":
             return
@@ -296,10 +443,13 @@ def scan_pickle_bytes(data: bytes, *, more: bool = False) -> PickleGlobals:
     found: dict[tuple[str, str], None] = {}
     pickles = 0
     incomplete: str | None = None
+    notes: list[str] = []
     at = [0]
+    end = 0
     while stream.tell() < len(data):
+        noted = len(notes)
         try:
-            _scan_one_pickle(stream, found, at)
+            _scan_one_pickle(stream, found, at, notes)
         except Exception as exc:
             if more and stream.tell() >= len(data) and not _dead_argument(data, at[0]):
                 raise _Truncated from None
@@ -307,13 +457,18 @@ def scan_pickle_bytes(data: bytes, *, more: bool = False) -> PickleGlobals:
                 raise NotAPickleError(f"not a pickle stream: {exc}") from None
             if pickles == 0:
                 incomplete = f"the pickle could not be followed past byte {stream.tell():,} ({exc})"
+            else:
+                del notes[noted:]  # raw bytes after the pickles (a legacy file's storages) are no pickle
             break  # trailing storage bytes, or a truncated/corrupt pickle: keep what was seen
         pickles += 1
+        end = stream.tell()
         if more and stream.tell() >= len(data):
             raise _Truncated  # another pickle may follow in the bytes not read yet
     if pickles == 0 and not found:
         raise NotAPickleError("not a pickle stream: no complete pickle")
-    return PickleGlobals(list(found), incomplete)
+    result = PickleGlobals(list(found), incomplete, ambiguous="; ".join(notes[:4]) or None)
+    result.end = end
+    return result
 
 
 # --------------------------------------------------------------------------- zip
@@ -338,15 +493,42 @@ class _Reader:
 
 
 def _find_eocd(tail: bytes) -> int:
-    """Offset in ``tail`` of the last EOCD record whose comment length fits."""
-    pos = tail.rfind(_EOCD_SIG)
-    while pos >= 0:
-        if pos + _EOCD_SIZE <= len(tail):
-            (comment_len,) = struct.unpack_from("<H", tail, pos + 20)
-            if pos + _EOCD_SIZE + comment_len <= len(tail):
-                return pos
-        pos = tail.rfind(_EOCD_SIG, 0, pos)
-    raise ScanError("no zip end-of-central-directory record")
+    """Offset in ``tail`` of the end-of-central-directory record the loaders read.
+
+    Both loaders take the *last* signature that has a whole 22-byte record after it, and
+    neither checks that its comment length fits:
+
+    * CPython's ``zipfile._EndRecData`` first takes a record that ends the file with an empty
+      comment, and otherwise ``rfind``s the last signature in the final 64 KiB, refusing the
+      file if fewer than 22 bytes follow it;
+    * miniz (``mz_zip_reader_locate_header_sig``; PyTorch vendors miniz 3.0.2 behind ``torch.load``)
+      scans backwards from the end, at most 64 KiB + 22 bytes, for the last signature with at
+      least 22 bytes after it.
+
+    This follows miniz, which is zipfile's choice whenever zipfile accepts the file; a file
+    where they could choose differently is reported by :func:`_eocd_ambiguities`.
+    """
+    pos = tail.rfind(_EOCD_SIG, 0, len(tail) - _EOCD_SIZE + len(_EOCD_SIG))
+    if pos < 0:
+        raise ScanError("no zip end-of-central-directory record")
+    return pos
+
+
+def _eocd_ambiguities(tail: bytes, pos: int) -> list[str]:
+    """Why readers could disagree about the end record at ``pos`` of ``tail`` (the file's last bytes)."""
+    notes: list[str] = []
+    signatures = tail.count(_EOCD_SIG)
+    if signatures > 1:
+        notes.append(f"{signatures} end-of-central-directory signatures in the archive's last "
+                     f"{len(tail):,} bytes (readers may take different ones)")
+    (comment_len,) = struct.unpack_from("<H", tail, pos + 20)
+    after = len(tail) - pos - _EOCD_SIZE
+    if comment_len != after:
+        notes.append(f"the end record's comment length says {comment_len:,} bytes where {after:,} follow")
+    comment = tail[pos + _EOCD_SIZE:]
+    if any(sig in comment for sig in (_CENTRAL_SIG, _LOCAL_SIG, _EOCD64_SIG, _EOCD64_LOCATOR_SIG)):
+        notes.append("the archive comment holds zip records (a second central directory)")
+    return notes
 
 
 def _zip64_extra(extra: bytes, usize: int, csize: int, offset: int) -> tuple[int, int, int]:
@@ -382,66 +564,165 @@ class _Entry(NamedTuple):
     csize: int  # compressed size
     usize: int  # uncompressed size
     offset: int  # of its local header
+    span: int = 0  # the fewest bytes its local header and data take (the local extra field may add more)
 
 
-def _central_directory(reader: _Reader) -> list[_Entry]:
-    """Entries ``(name, method, flags, compressed, uncompressed, local_offset)``."""
-    # Almost every archive has no comment: a small tail read finds the record (and
-    # the zip64 locator before it); only otherwise is the full 64 kB window read.
+def _end_record(reader: _Reader) -> tuple[bytes, int, int]:
+    """``(tail, tail_start, pos)``: the file's last bytes and the end record the loaders read in them.
+
+    A file that ends in a record with no comment (almost every archive) costs one small read of
+    the record and the zip64 locator before it; any other is read over the whole 64 KiB window,
+    so that every signature a reader could pick is seen.
+    """
     window = min(reader.size, _EOCD_FIRST_READ)
-    tail_start = reader.size - window
-    tail = reader.read(tail_start, window)
-    try:
-        pos = _find_eocd(tail)
-    except ScanError:
-        if window == min(reader.size, _EOCD_WINDOW):
-            raise
+    tail = reader.read(reader.size - window, window)
+    clean = len(tail) >= _EOCD_SIZE and tail[-_EOCD_SIZE:][:4] == _EOCD_SIG and tail[-2:] == b"\0\0"
+    if not clean and window < min(reader.size, _EOCD_WINDOW):
         window = min(reader.size, _EOCD_WINDOW)
-        tail_start = reader.size - window
-        tail = reader.read(tail_start, window)
-        pos = _find_eocd(tail)
+        tail = reader.read(reader.size - window, window)
+    return tail, reader.size - window, _find_eocd(tail)
+
+
+def _directory_location(reader: _Reader, tail: bytes, tail_start: int, pos: int,
+                        notes: list[str]) -> tuple[int, int, int, int]:
+    """``(entries, size, offset, end)`` of the central directory the end record at ``pos`` describes.
+
+    ``end`` is where the directory must end: the end record, or the zip64 record before it.
+    The zip64 record is read where its locator says (miniz); zipfile reads it just before the
+    locator instead, so a locator pointing elsewhere is noted.
+    """
     (_sig, _disk, _cd_disk, _n_disk, n_entries, cd_size, cd_offset, _clen) = struct.unpack_from(
         "<4sHHHHIIH", tail, pos
     )
     eocd_abs = tail_start + pos
-    cd_end = eocd_abs  # where the central directory must end (before any zip64 records)
     loc = pos - _EOCD64_LOCATOR_SIZE
     has_locator = loc >= 0 and tail[loc : loc + 4] == _EOCD64_LOCATOR_SIG
     if not has_locator and (n_entries == 0xFFFF or 0xFFFFFFFF in (cd_size, cd_offset)):
         raise ScanError("zip64 end-of-central-directory locator missing")
-    if has_locator:  # writers may add zip64 records even when the 32-bit fields suffice
-        (_s, _d, eocd64_offset, _t) = struct.unpack_from("<4sIQI", tail, loc)
-        rec = reader.read(eocd64_offset, _EOCD64_SIZE)
-        if rec[:4] != _EOCD64_SIG:
-            raise ScanError("zip64 end-of-central-directory record missing")
-        (_s, _rs, _vm, _vn, _d, _cd, _nd, n_entries, cd_size, cd_offset) = struct.unpack_from(
-            "<4sQHHIIQQQQ", rec
-        )
-        cd_end = eocd64_offset
+    if not has_locator:
+        return n_entries, cd_size, cd_offset, eocd_abs
+    # writers may add zip64 records even when the 32-bit fields suffice
+    (_s, _d, eocd64_offset, _t) = struct.unpack_from("<4sIQI", tail, loc)
+    if eocd64_offset != eocd_abs - _EOCD64_LOCATOR_SIZE - _EOCD64_SIZE:
+        notes.append(f"the zip64 locator points at byte {eocd64_offset:,}, not at the zip64 record before it "
+                     "(zipfile reads the one before it, miniz the one it points at)")
+    rec = reader.read(eocd64_offset, _EOCD64_SIZE) if eocd64_offset + _EOCD64_SIZE <= reader.size else b""
+    if rec[:4] != _EOCD64_SIG:  # miniz then goes on with the 32-bit record, its offsets as they are
+        notes.append("the zip64 locator points at no zip64 record")
+        return n_entries, cd_size, cd_offset, cd_offset + cd_size
+    (_s, _rs, _vm, _vn, _d, _cd, _nd, n_entries, cd_size, cd_offset) = struct.unpack_from(
+        "<4sQHHIIQQQQ", rec
+    )
+    return n_entries, cd_size, cd_offset, eocd64_offset
+
+
+def _central_directory(reader: _Reader) -> tuple[list[_Entry], list[str]]:
+    """The entries the loaders read, and why other readers could read others (empty when none could).
+
+    zipfile shifts every offset by the bytes found before the directory where the end record
+    places it ("concat", for archives with something prepended); miniz takes the offsets as
+    they are. When the two differ, both directories are read, and their entries joined.
+    """
+    tail, tail_start, pos = _end_record(reader)
+    notes = _eocd_ambiguities(tail, pos)
+    try:
+        return _entries_at(reader, _directory_location(reader, tail, tail_start, pos, notes), notes), notes
+    except ScanError as exc:
+        if notes:  # what made readers disagree is what the finding must name, even if the reading then fails
+            raise _AmbiguousUnreadable(str(exc), notes) from None
+        raise
+
+
+class _AmbiguousUnreadable(ScanError):
+    """An archive that readers could read differently, and whose loaders' reading then failed."""
+
+    def __init__(self, message: str, notes: list[str]) -> None:
+        super().__init__(message)
+        self.notes = notes
+
+
+def _entries_at(reader: _Reader, location: tuple[int, int, int, int], notes: list[str]) -> list[_Entry]:
+    """The entries of the directory at ``location`` (``_directory_location``'s answer), as the loaders read them."""
+    n_entries, cd_size, cd_offset, cd_end = location
     if cd_size > MAX_CENTRAL_DIRECTORY_BYTES:
         raise ScanError(f"central directory of {cd_size} bytes exceeds the {MAX_CENTRAL_DIRECTORY_BYTES} cap")
-    # Bytes prepended to the archive shift every offset (zipfile calls this "concat").
-    concat = cd_end - cd_size - cd_offset
+    concat = cd_end - cd_size - cd_offset  # zipfile's name for bytes prepended to the archive
     if concat < 0:
         raise ScanError("central directory offset/size inconsistent with the file")
-    cd = reader.read(cd_offset + concat, cd_size)
+    entries = _directory_entries(reader, cd_offset + concat, cd_size, n_entries=n_entries, concat=concat,
+                                 notes=notes)
+    if concat:
+        notes.append(f"the central directory ends {concat:,} bytes before its end record: zipfile reads it "
+                     f"{concat:,} bytes past the offset the record states, miniz at that offset")
+        try:
+            entries += _directory_entries(reader, cd_offset, cd_size, n_entries=n_entries, concat=0, notes=notes)
+        except ScanError as exc:
+            notes.append(f"miniz's reading fails: {exc}")
+    return entries
+
+
+def _directory_entries(reader: _Reader, at: int, size: int, *, n_entries: int, concat: int,
+                       notes: list[str]) -> list[_Entry]:
+    """The records of the directory at ``at``, as zipfile reads them (every record in ``size`` bytes).
+
+    miniz reads only the ``n_entries`` its end record lists: a count that differs, or bytes left
+    after the listed records, are noted. Overlapping members and repeated names are noted too.
+    """
+    cd = reader.read(at, size)
     entries: list[_Entry] = []
     i = 0
-    while i + _CENTRAL_SIZE <= len(cd) and len(entries) < n_entries:
-        if cd[i : i + 4] != _CENTRAL_SIG:
-            raise ScanError(f"bad central directory entry at {cd_offset + i}")
-        fields = struct.unpack_from("<4sHHHHHHIIIHHHHHII", cd, i)
-        flags, method = fields[3], fields[4]
-        csize, usize = fields[8], fields[9]
-        name_len, extra_len, comment_len = fields[10], fields[11], fields[12]
-        offset = fields[16]
-        name_raw = cd[i + _CENTRAL_SIZE : i + _CENTRAL_SIZE + name_len]
-        extra = cd[i + _CENTRAL_SIZE + name_len : i + _CENTRAL_SIZE + name_len + extra_len]
-        usize, csize, offset = _zip64_extra(extra, usize, csize, offset)
-        name = name_raw.decode("utf-8" if flags & 0x800 else "cp437", errors="replace")
-        entries.append(_Entry(name, method, flags, csize, usize, offset + concat))
-        i += _CENTRAL_SIZE + name_len + extra_len + comment_len
+    while i < len(cd):
+        if i + _CENTRAL_SIZE > len(cd) or cd[i : i + 4] != _CENTRAL_SIG:
+            if len(entries) >= n_entries:
+                notes.append(f"{len(cd) - i:,} bytes follow the {n_entries} central directory entries its "
+                             "end record lists (zipfile refuses them, miniz ignores them)")
+                break
+            raise ScanError(f"bad central directory entry at {at + i}")
+        entry, i = _directory_entry(cd, i, concat)
+        entries.append(entry)
+    if len(entries) != n_entries:
+        notes.append(f"the central directory holds {len(entries)} entries where its end record lists "
+                     f"{n_entries} (zipfile reads every entry, miniz the number listed)")
+    notes.extend(_entry_ambiguities(entries, at))
     return entries
+
+
+def _directory_entry(cd: bytes, i: int, concat: int) -> tuple[_Entry, int]:
+    """The central directory record at ``cd[i:]``, and where the next one starts."""
+    fields = struct.unpack_from("<4sHHHHHHIIIHHHHHII", cd, i)
+    flags, method = fields[3], fields[4]
+    csize, usize = fields[8], fields[9]
+    name_len, extra_len, comment_len = fields[10], fields[11], fields[12]
+    offset = fields[16]
+    name_raw = cd[i + _CENTRAL_SIZE : i + _CENTRAL_SIZE + name_len]
+    extra = cd[i + _CENTRAL_SIZE + name_len : i + _CENTRAL_SIZE + name_len + extra_len]
+    usize, csize, offset = _zip64_extra(extra, usize, csize, offset)
+    name = name_raw.decode("utf-8" if flags & 0x800 else "cp437", errors="replace")
+    entry = _Entry(name, method, flags, csize, usize, offset + concat, _LOCAL_SIZE + name_len + csize)
+    return entry, i + _CENTRAL_SIZE + name_len + extra_len + comment_len
+
+
+def _entry_ambiguities(entries: list[_Entry], directory_start: int) -> list[str]:
+    """Members that share bytes (with each other or the directory), and names listed twice.
+
+    Readers differ on which of two same-named members they return (zipfile the last, miniz the
+    one its sorted index finds), and overlapping members are how one archive shows two contents.
+    """
+    notes: list[str] = []
+    names: dict[str, int] = {}
+    for entry in entries:
+        names[entry.name] = names.get(entry.name, 0) + 1
+    repeated = sorted(name for name, count in names.items() if count > 1)
+    if repeated:
+        notes.append(f"{len(repeated)} member names listed more than once, e.g. {repeated[0]!r}")
+    ordered = sorted(entries, key=lambda e: e.offset)
+    for a, b in zip(ordered, ordered[1:], strict=False):
+        if a.offset + a.span > b.offset:
+            notes.append(f"members {a.name!r} and {b.name!r} overlap")
+            break
+    if ordered and ordered[-1].offset + ordered[-1].span > directory_start:
+        notes.append(f"member {ordered[-1].name!r} overlaps the central directory")
+    return notes
 
 
 def _read_member(reader: _Reader, member: _Entry) -> bytes:
@@ -581,17 +862,41 @@ def _object_npy_members(reader: _Reader, entries: list[_Entry], skipped: list[st
 
 
 def _scan_zip(reader: _Reader, *, expect_pickle: bool) -> PickleGlobals:
-    entries = _central_directory(reader)
+    """The pickles of an archive, read as the loaders read it; where readers could disagree, ``ambiguous`` says why.
+
+    An ambiguous archive never ends in a plain error: what the loaders' reading showed is
+    returned with the ambiguity, so the finding names it (whatever other readers would see).
+    """
+    try:
+        entries, notes = _central_directory(reader)
+    except _AmbiguousUnreadable as exc:
+        return PickleGlobals([], f"the loaders' reading fails: {exc}", ambiguous="; ".join(exc.notes))
     skipped: list[str] = []
     members: list[tuple[_Entry, int]] = [(e, 0) for e in _pickle_members(entries)]
     members += _object_npy_members(reader, entries, skipped)
+    ambiguous = "; ".join(notes) or None
     if not members and not skipped:
+        if ambiguous:
+            return PickleGlobals([], "no pickle member in the loaders' reading", ambiguous=ambiguous)
         if expect_pickle:
             raise ScanError("zip archive has no .pkl member; not a PyTorch checkpoint")
         return _no_pickle()
     found: dict[tuple[str, str], None] = {}
+    scanned = _scan_members(reader, members[:MAX_PICKLE_MEMBERS], found, skipped, notes)
+    ambiguous = "; ".join(notes) or None
+    if not scanned and not ambiguous:
+        raise ScanError("; ".join(skipped))
+    if len(members) > MAX_PICKLE_MEMBERS:
+        skipped.append(f"{len(members) - MAX_PICKLE_MEMBERS} pickle members unscanned "
+                       f"(over the cap of {MAX_PICKLE_MEMBERS} per archive)")
+    return PickleGlobals(list(found), "; ".join(skipped) or None, ambiguous=ambiguous)
+
+
+def _scan_members(reader: _Reader, members: list[tuple[_Entry, int]], found: dict[tuple[str, str], None],
+                  skipped: list[str], notes: list[str]) -> int:
+    """Scan each member's pickle into ``found``; what failed goes to ``skipped``; returns how many were scanned."""
     scanned = 0
-    for member, start in members[:MAX_PICKLE_MEMBERS]:
+    for member, start in members:
         name = member.name
         try:
             items = scan_pickle_bytes(_read_member(reader, member)[start:])
@@ -603,12 +908,9 @@ def _scan_zip(reader: _Reader, *, expect_pickle: bool) -> PickleGlobals:
             found.setdefault(item, None)
         if items.incomplete:
             skipped.append(f"{name}: {items.incomplete}")
-    if not scanned:
-        raise ScanError("; ".join(skipped))
-    if len(members) > MAX_PICKLE_MEMBERS:
-        skipped.append(f"{len(members) - MAX_PICKLE_MEMBERS} pickle members unscanned "
-                       f"(over the cap of {MAX_PICKLE_MEMBERS} per archive)")
-    return PickleGlobals(list(found), "; ".join(skipped) or None)
+        if items.ambiguous:
+            notes.append(f"{name}: {items.ambiguous}")
+    return scanned
 
 
 def _magic_label(head: bytes) -> str | None:
@@ -622,10 +924,12 @@ def _magic_label(head: bytes) -> str | None:
 
 
 class _Offset(_Reader):
-    """A reader over the bytes of another from ``start`` on (the pickle after a ``.npy`` header)."""
+    """A reader over the bytes of another from ``start`` on (the pickle after a ``.npy`` header),
+    or over ``size`` of them (a tar member)."""
 
-    def __init__(self, base: _Reader, start: int) -> None:
-        super().__init__(lambda offset, length: base.read(start + offset, length), base.size - start)
+    def __init__(self, base: _Reader, start: int, size: int | None = None) -> None:
+        size = base.size - start if size is None else min(size, base.size - start)
+        super().__init__(lambda offset, length: base.read(start + offset, length), size)
 
 
 def _scan_raw(reader: _Reader, head: bytes, max_bytes: int = MAX_LEGACY_BYTES) -> PickleGlobals:
@@ -654,7 +958,229 @@ def _scan_raw(reader: _Reader, head: bytes, max_bytes: int = MAX_LEGACY_BYTES) -
                 found = scan_pickle_bytes(data)
             except NotAPickleError:
                 raise ScanError(f"pickle longer than the {max_bytes:,}-byte scanned prefix") from None
-            return PickleGlobals(found, f"only the first {max_bytes:,} bytes scanned")
+            return PickleGlobals(found, f"only the first {max_bytes:,} bytes scanned", ambiguous=found.ambiguous)
+
+
+# What joblib.load recognises by magic number (``joblib.compressor``), and pandas by suffix, before it
+# unpickles: the content is inflated as far as the pickle goes, never past the raw-pickle cap.
+_COMPRESSIONS: tuple[tuple[bytes, str], ...] = (
+    (b"\x1f\x8b", "gzip"), (b"BZ", "bz2"), (b"\xfd7zXZ", "xz"), (b"]\x00", "lzma"), (b"\x78", "zlib"),
+    (b"\x04\x22\x4d\x18", "lz4"),
+)
+
+
+def _compression(head: bytes) -> str | None:
+    for magic, name in _COMPRESSIONS:
+        if head.startswith(magic):
+            return name
+    return None
+
+
+def _decompressor(name: str) -> Any:
+    if name == "gzip":
+        return zlib.decompressobj(16 + zlib.MAX_WBITS)
+    if name == "zlib":
+        return zlib.decompressobj()
+    if name == "bz2":
+        return bz2.BZ2Decompressor()
+    if name in ("xz", "lzma"):
+        return lzma.LZMADecompressor(format=lzma.FORMAT_XZ if name == "xz" else lzma.FORMAT_ALONE)
+    raise ScanError(f"{name}-compressed content is not scanned (no decompressor in the standard library)")
+
+
+class _Inflated:
+    """The decompressed content of a file, inflated from range reads only as far as asked."""
+
+    def __init__(self, reader: _Reader, name: str) -> None:
+        self._reader = reader
+        self._inflater = _decompressor(name)
+        self._zlib = name in ("gzip", "zlib")
+        self._offset = 0
+        self._chunk = _INFLATE_CHUNK
+        self.data = b""
+        self.exhausted = False  # every byte of the content is in ``data``
+
+    def _needs_input(self) -> bool:
+        return not self._inflater.unconsumed_tail if self._zlib else bool(self._inflater.needs_input)
+
+    def upto(self, want: int) -> bytes:
+        """The first ``want`` decompressed bytes (fewer when the content is shorter)."""
+        while len(self.data) < want and not self.exhausted:
+            raw = b""
+            if self._needs_input():
+                if self._offset >= self._reader.size:
+                    self.exhausted = True
+                    break
+                raw = self._reader.read(self._offset, min(self._chunk, self._reader.size - self._offset))
+                self._offset += len(raw)
+                self._chunk = min(self._chunk * 2, 4 * 1024 * 1024)
+            pending = self._inflater.unconsumed_tail + raw if self._zlib else raw
+            try:
+                self.data += self._inflater.decompress(pending, want - len(self.data))
+            except (zlib.error, OSError, EOFError, lzma.LZMAError) as exc:
+                raise ScanError(f"corrupt compressed data: {exc}") from None
+            self.exhausted = self.exhausted or bool(self._inflater.eof)
+        return self.data[:want]
+
+
+def _scan_compressed(reader: _Reader, name: str, max_bytes: int) -> PickleGlobals:
+    """A compressed pickle (``model.joblib.gz``): its decompressed prefix, grown while the pickle goes on."""
+    content = _Inflated(reader, name)
+    want = SNIFF_BYTES
+    while True:
+        data = content.upto(want)
+        at_cap = len(data) >= max_bytes and not content.exhausted
+        try:
+            found = scan_pickle_bytes(data, more=not content.exhausted and not at_cap)
+        except _Truncated:
+            want = min(max_bytes, want * _GROWTH)
+            continue
+        except NotAPickleError as exc:
+            if at_cap:
+                raise ScanError(f"pickle longer than the {max_bytes:,}-byte scanned prefix") from None
+            raise NotAPickleError(f"not a pickle: {name}-compressed data that is no pickle ({exc})") from None
+        if at_cap:
+            return PickleGlobals(found, found.incomplete or f"only the first {max_bytes:,} decompressed bytes "
+                                 "scanned", ambiguous=found.ambiguous)
+        return found
+
+
+# ---- torch's legacy tar format
+#
+# ``torch.load`` reads a file that is no zip with ``tarfile.open(fileobj=f, mode="r:")`` first, and
+# only when that fails as one raw pickle stream. In a tar it unpickles the members named
+# ``storages`` and ``tensors`` (a count, then one pickle per record between raw bytes) and ``pickle``
+# (the object), each found with ``TarFile.getmember``: the *last* member of that exact name. The
+# headers are read here by ``tarfile`` itself, through range reads, so PAX and GNU long names are
+# taken as torch takes them.
+
+MAX_TAR_MEMBERS = 64
+"""Tar headers read per file; torch writes three members (and a PAX header each, at most)."""
+_TORCH_TAR_MEMBERS = ("storages", "tensors", "pickle")
+_TAR_READ = 16 * 1024  # one range read covers the headers (and contents) of consecutive small members
+
+
+MAX_TAR_HEADER_BYTES = 1024 * 1024
+"""Bytes ``tarfile`` may read per file (headers, PAX records, GNU long names); member data is skipped by seeking."""
+
+
+class _RangeFile:
+    """The file object ``tarfile`` reads: range reads of at least :data:`_TAR_READ` bytes, and at most
+    :data:`MAX_TAR_HEADER_BYTES` in all, refused before any buffer is made (a PAX header that claims
+    gigabytes would otherwise be read, or allocated, whole)."""
+
+    def __init__(self, reader: _Reader) -> None:
+        self._reader = reader
+        self._pos = 0
+        self._fetched = 0
+        self._cache_at = 0
+        self._cache = b""
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._reader.size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def read(self, size: int | None = -1) -> bytes:
+        left = max(0, self._reader.size - self._pos)
+        size = left if size is None or size < 0 else min(size, left)
+        cached = self._cache_at <= self._pos and self._pos + size <= self._cache_at + len(self._cache)
+        if not cached:
+            want = min(max(size, _TAR_READ), left)
+            if self._fetched + want > MAX_TAR_HEADER_BYTES:
+                raise ScanError(f"tar headers past the {MAX_TAR_HEADER_BYTES:,}-byte cap")
+            self._fetched += want
+            self._cache, self._cache_at = self._reader.read(self._pos, want), self._pos
+        start = self._pos - self._cache_at
+        data = self._cache[start:start + size]
+        self._pos += len(data)
+        return data
+
+
+def _tar_checksum_fits(head: bytes) -> bool:
+    """Whether ``head`` starts with a tar header ``tarfile`` accepts (its checksum, signed or unsigned)."""
+    if len(head) < tarfile.BLOCKSIZE or head[:tarfile.BLOCKSIZE].count(0) == tarfile.BLOCKSIZE:
+        return False
+    try:
+        return tarfile.nti(head[148:156]) in tarfile.calc_chksums(head[:tarfile.BLOCKSIZE])  # type: ignore[attr-defined]
+    except (tarfile.HeaderError, ValueError):
+        return False
+
+
+def _torch_tar_members(reader: _Reader) -> tuple[dict[str, list[tarfile.TarInfo]], list[str]]:
+    """The members torch's legacy loader unpickles, by name (every one so named), and what could not be read."""
+    found: dict[str, list[tarfile.TarInfo]] = {}
+    skipped: list[str] = []
+    with tarfile.open(fileobj=_RangeFile(reader), mode="r:",  # type: ignore[call-overload]
+                      format=tarfile.PAX_FORMAT) as tar:
+        for count in range(MAX_TAR_MEMBERS + 1):
+            member = tar.next()
+            if member is None:
+                break
+            if count == MAX_TAR_MEMBERS:
+                skipped.append(f"tar members past the first {MAX_TAR_MEMBERS} not read")
+                break
+            if member.name in _TORCH_TAR_MEMBERS:
+                found.setdefault(member.name, []).append(member)
+    return found, skipped
+
+
+def _scan_tar(reader: _Reader, max_bytes: int) -> PickleGlobals:
+    """A legacy torch tar: the pickles of its ``storages``, ``tensors`` and ``pickle`` members."""
+    try:
+        members, skipped = _torch_tar_members(reader)
+    except (tarfile.TarError, ValueError, EOFError) as exc:
+        raise ScanError(f"unreadable tar archive: {exc}") from None
+    notes = [f"{len(listed)} tar members named {name!r} (torch reads the last)"
+             for name, listed in members.items() if len(listed) > 1]
+    found: dict[tuple[str, str], None] = {}
+    for name, listed in sorted(members.items()):
+        for member in listed:
+            if not member.isreg():
+                notes.append(f"the tar member {name!r} is a link or special file")
+                continue
+            part = _Offset(reader, member.offset_data, member.size)
+            try:
+                items = _scan_raw(part, part.read(0, min(SNIFF_BYTES, part.size)), max_bytes)
+            except ScanError as exc:
+                skipped.append(f"{name}: {exc}")
+                continue
+            found.update(dict.fromkeys(items))
+            skipped += [f"{name}: {items.incomplete}"] if items.incomplete else []
+            notes += [f"{name}: {items.ambiguous}"] if items.ambiguous else []
+            if name != "pickle" and items.end < member.size:
+                skipped.append(f"{name}: the records after its first raw bytes")
+    if not members:
+        raise ScanError("a tar archive without the members torch.load unpickles (storages, tensors, pickle)")
+    return PickleGlobals(list(found), "; ".join(skipped) or None, ambiguous="; ".join(notes) or None)
+
+
+def _scan_tar_or_pickle(reader: _Reader, head: bytes, max_bytes: int) -> PickleGlobals:
+    """A file ``tarfile`` opens: torch.load reads its members, but pickle.load and joblib read its bytes
+    as one pickle stream, so a tar header that also parses as a pickle is scanned both ways."""
+    as_tar: PickleGlobals | None = None
+    tar_error: ScanError | None = None
+    try:
+        as_tar = _scan_tar(reader, max_bytes)
+    except ScanError as exc:
+        tar_error = exc
+    try:
+        as_pickle = _scan_raw(reader, head, max_bytes)
+    except ScanError:
+        as_pickle = PickleGlobals()
+    if as_tar is None:
+        if not as_pickle:  # a tar torch cannot read, whose header imports nothing as a pickle
+            raise tar_error or ScanError("unreadable tar archive")
+        return as_pickle
+    if not as_pickle:
+        return as_tar
+    both = "a tar archive whose first bytes are also a pickle (torch.load reads the tar, pickle.load the pickle)"
+    notes = "; ".join(n for n in (both, as_tar.ambiguous, as_pickle.ambiguous) if n)
+    incomplete = "; ".join(n for n in (as_tar.incomplete, as_pickle.incomplete) if n) or None
+    return PickleGlobals(list(dict.fromkeys([*as_tar, *as_pickle])), incomplete, ambiguous=notes)
 
 
 def _scan_npy(reader: _Reader, head: bytes, *, expect_pickle: bool, max_bytes: int) -> PickleGlobals:
@@ -673,7 +1199,7 @@ def _scan_npy(reader: _Reader, head: bytes, *, expect_pickle: bool, max_bytes: i
 
 
 def scan_checkpoint(read_range: ReadRange, size: int, *, expect_pickle: bool = True,
-                    max_raw_bytes: int = MAX_LEGACY_BYTES) -> PickleGlobals:
+                    max_raw_bytes: int = MAX_LEGACY_BYTES, decompress: bool = False) -> PickleGlobals:
     """The ``(module, name)`` globals a checkpoint's pickle(s) would import.
 
     ``read_range(offset, length)`` must return exactly those bytes of the file;
@@ -692,6 +1218,8 @@ def scan_checkpoint(read_range: ReadRange, size: int, *, expect_pickle: bool = T
     ``expect_pickle=False`` (a container that may legitimately hold no pickle) a zip
     or ``.npy`` holding none returns an empty result with ``holds_pickle=False``.
     ``max_raw_bytes`` caps the prefix of a raw pickle read (smaller for a file judged by content alone).
+    ``decompress=True`` (a file joblib or pandas decompresses first) inflates content that starts with a
+    compressor's magic number (gzip, zlib, bz2, xz, lzma, as joblib tells them) and scans what it holds.
     """
     if size <= 0:
         raise NotAPickleError("empty file")
@@ -700,6 +1228,11 @@ def scan_checkpoint(read_range: ReadRange, size: int, *, expect_pickle: bool = T
     if magic in (_LOCAL_SIG, _EOCD_SIG):
         return _scan_zip(reader, expect_pickle=expect_pickle)
     head = magic + reader.read(len(magic), min(SNIFF_BYTES, size) - len(magic))
+    compression = _compression(head) if decompress else None
+    if compression is not None:
+        return _scan_compressed(reader, compression, max_raw_bytes)
     if head.startswith(_NPY_MAGIC):
         return _scan_npy(reader, head, expect_pickle=expect_pickle, max_bytes=max_raw_bytes)
+    if _tar_checksum_fits(head):
+        return _scan_tar_or_pickle(reader, head, max_raw_bytes)
     return _scan_raw(reader, head, max_raw_bytes)

@@ -23,21 +23,23 @@ checkpoint, the globals its pickle would import (found statically by
   ``weight_map`` lists other tensors; ``weights.index_resharded``: the same
   tensors mapped to other shards.
 * Pickle-based files, added or replaced. A file is scanned when its name, in any
-  case, is one a loader unpickles (``.bin .pt .pth .ckpt .pkl .pickle .joblib
-  .dill .sav``), when it is a container that holds a pickle only sometimes
-  (``.npy``/``.npz`` with object arrays, a ``.zip`` with ``*.pkl`` members), or,
-  by content, when it is an LFS file of any other name that is not a known
-  pickle-free format and its bytes turn out to be a pickle (at most
-  :data:`MAX_CONTENT_SNIFFS` such files per revision). Each gets
-  exactly one of ``weights.pickle_dangerous_import`` (it would import
-  something that runs commands, reaches the network, or evaluates code:
-  critical), ``weights.pickle_unknown_import`` (imports outside the tensor
-  rebuild allowlist), ``weights.pickle_unscanned`` (its imports could not be
-  read, or only partly and what was read is harmless) or, for a new file whose
-  imports are only the torch / numpy / collections rebuild functions,
-  ``weights.pickle_added``. A partial scan (members over the cap, a pickle
-  longer than the scanned prefix) never lowers what the scanned part showed:
-  the finding says what was left unscanned.
+  case, is one a loader unpickles (``.bin .pt .pth .ckpt .pth.tar .pkl .pickle .joblib
+  .dill .sav``, and compressed joblib or pickle files such as ``.joblib.gz``), when it is
+  a container that holds a pickle only sometimes (``.npy``/``.npz`` with object arrays, a
+  ``.zip`` with ``*.pkl`` members), or, by content, when it is a ``.model`` (gensim) or
+  ``.tar`` (torch's legacy format), LFS or not, or an LFS file of any other name that is
+  not a known pickle-free format, and its bytes turn out to be a pickle (as many such
+  files per revision as the request budget allows, :func:`content_sniffs_for`; each
+  further one is ``weights.not_scanned``). Each gets exactly one of
+  ``weights.pickle_dangerous_import`` (it would import something that runs commands,
+  reaches the network, or evaluates code: critical), ``weights.pickle_unknown_import``
+  (imports outside the tensor rebuild allowlist), ``weights.pickle_unscanned`` (its imports
+  could not be read, or only partly and what was read is harmless; critical when loaders
+  and scanners could read a file a default loader unpickles differently) or, for a new
+  file whose imports are only the torch / numpy / collections rebuild functions,
+  ``weights.pickle_added``. A partial scan (members over the cap, a pickle longer than the
+  scanned prefix) never lowers what the scanned part showed: the finding says what was
+  left unscanned.
 
 Severities come from ``severity/weights.toml``. Pure: reads only through ``sources``.
 """
@@ -47,30 +49,51 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tracker.core.bounded import loads_json
 from tracker.core.estimate.checkpoint import MAX_TENSOR_DIM, MAX_TENSOR_DIMS
-from tracker.core.findings.picklescan_zip import UNKNOWN
+from tracker.core.findings.picklescan_zip import MAX_LEGACY_BYTES, UNKNOWN
 from tracker.core.findings.rules import SeverityRules
-from tracker.core.model import FileEntry, Finding, RevisionChange, RevisionSources
+from tracker.core.model import FileEntry, Finding, RevisionChange, RevisionSources, Severity
 
 CATEGORY = "weights"
 
-PICKLE_EXTENSIONS = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle", ".joblib", ".dill", ".sav")
+COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz", ".lzma", ".z")
+"""What joblib (by magic number) and pandas (by name) decompress before they unpickle."""
+COMPRESSED_PICKLE_EXTENSIONS = tuple(f"{ext}{suffix}" for ext in (".joblib", ".pkl", ".pickle")
+                                     for suffix in COMPRESSION_SUFFIXES)
+"""``model.joblib.gz``, ``frame.pkl.xz``: joblib.load and pandas.read_pickle decompress, then unpickle."""
+PICKLE_EXTENSIONS = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle", ".joblib", ".dill", ".sav", ".pth.tar",
+                     *COMPRESSED_PICKLE_EXTENSIONS)
 """Names a loader unpickles (torch.load, joblib.load, pickle.load, dill): always scanned, compared lower-cased."""
 PICKLE_CONTAINER_EXTENSIONS = (".npy", ".npz", ".zip")
 """Hold a pickle only sometimes (object arrays, ``*.pkl`` members): scanned, silent when they hold none."""
+CONTENT_EXTENSIONS = (".model", ".tar")
+"""Judged by content, LFS or not: gensim's ``*.load()`` unpickles a ``.model`` (where a SentencePiece
+``.model`` is protobuf), and ``torch.load`` reads a ``.tar`` (its legacy format, or a zip or pickle so named)."""
 WEIGHT_EXTENSIONS = (".safetensors", ".h5", ".gguf", ".onnx", ".msgpack", ".npy", ".npz", *PICKLE_EXTENSIONS)
 PICKLE_FREE_EXTENSIONS = (
-    ".safetensors", ".gguf", ".onnx", ".h5", ".hdf5", ".msgpack", ".tflite", ".mlmodel", ".model", ".spm",
+    ".safetensors", ".gguf", ".onnx", ".h5", ".hdf5", ".msgpack", ".tflite", ".mlmodel", ".spm",
     ".tiktoken", ".json", ".jsonl", ".txt", ".md", ".csv", ".tsv", ".parquet", ".arrow", ".png", ".jpg", ".jpeg",
     ".gif", ".webp", ".bmp", ".svg", ".ico", ".mp3", ".wav", ".flac", ".ogg", ".mp4", ".webm", ".pdf",
 )
 """LFS files of these formats are never sniffed for pickle content: their loaders never unpickle."""
-MAX_CONTENT_SNIFFS = 32
-"""LFS files of other names whose first bytes are read per revision, looking for a pickle (two small reads each)."""
+REVISION_REQUESTS = 200
+"""Range requests one revision's analysis may make (the ``[limits] revision_requests`` default)."""
+REQUESTS_PER_SNIFF = 2
+"""What judging a file by content costs when it is no pickle: its first 4 bytes, then 508 more."""
+
+
+def content_sniffs_for(revision_requests: int = REVISION_REQUESTS) -> int:
+    """Files judged by content per revision that a request budget allows."""
+    return max(1, revision_requests // REQUESTS_PER_SNIFF)
+
+
+MAX_CONTENT_SNIFFS = content_sniffs_for()
+"""Files judged by content per revision (LFS files of other names, ``.model``, ``.tar``); each further
+one is ``weights.not_scanned``."""
 MAX_CONTENT_SNIFF_BYTES = 64 * 1024
 """Prefix of such a file read as a raw pickle: a loader never unpickles it by name, so no 64 MiB reads for it."""
 INDEX_SUFFIXES = (".safetensors.index.json", ".bin.index.json", ".pt.index.json", ".msgpack.index.json", ".h5.index.json")
@@ -223,9 +246,31 @@ def pickle_kind(path: str, entry: FileEntry | None = None, *,
         return "pickle"
     if lower.endswith(PICKLE_CONTAINER_EXTENSIONS):
         return "container"
+    if lower.endswith(CONTENT_EXTENSIONS):
+        return "content"
     if entry is not None and entry.is_lfs and not lower.endswith(PICKLE_FREE_EXTENSIONS):
         return "content"
     return None
+
+
+def default_loader_unpickles(path: str, kind: str) -> bool:
+    """Whether a loader unpickles this file with its default settings: torch.load, joblib, pickle and
+    gensim do; NumPy refuses object arrays unless ``allow_pickle=True``; a file of another name is
+    loaded by nothing that unpickles it by default."""
+    return kind == "pickle" or path.lower().endswith(CONTENT_EXTENSIONS)
+
+
+def scan_options(path: str, kind: str) -> dict[str, Any]:
+    """Keyword arguments of :func:`~tracker.core.findings.picklescan_zip.scan_checkpoint` for a file of ``kind``.
+
+    A name a loader unpickles must hold a pickle; one a loader decompresses first (joblib by magic
+    number, pandas by suffix) is decompressed; a file judged by content alone, under a name no
+    default loader unpickles, is read no further than :data:`MAX_CONTENT_SNIFF_BYTES`.
+    """
+    lower = path.lower()
+    decompress = lower.endswith(COMPRESSED_PICKLE_EXTENSIONS) or ".joblib" in posixpath.basename(lower)
+    limit = MAX_CONTENT_SNIFF_BYTES if kind == "content" and not lower.endswith(CONTENT_EXTENSIONS) else MAX_LEGACY_BYTES
+    return {"expect_pickle": kind == "pickle", "max_raw_bytes": limit, "decompress": decompress}
 
 
 def is_index_file(path: str) -> bool:
@@ -293,7 +338,9 @@ def _params(tensors: Mapping[str, tuple[str, tuple[int, ...]]]) -> int:
 # ---------------------------------------------------------------------------- analyser
 
 
-def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
+def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules, *,
+            max_content_sniffs: int = MAX_CONTENT_SNIFFS) -> list[Finding]:
+    """Weight-file findings; ``max_content_sniffs``: files judged by content (see :func:`content_sniffs_for`)."""
     old = change.old.by_path() if change.old is not None else {}
     new = change.new.by_path()
     baseline = change.old is None
@@ -302,7 +349,7 @@ def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRul
     if not baseline:
         findings += _indexes(old, new, sources, rules)
         findings += _safetensors(old, new, sources, rules)
-    findings += _pickles(old, new, sources, rules)
+    findings += _pickles(old, new, sources, rules, max_content_sniffs)
     return findings
 
 
@@ -602,10 +649,12 @@ def _parameter_count_change(rules: SeverityRules, ck: _Checkpoint) -> list[Findi
 
 
 def _pickles(
-    old: Mapping[str, FileEntry], new: Mapping[str, FileEntry], sources: RevisionSources, rules: SeverityRules
+    old: Mapping[str, FileEntry], new: Mapping[str, FileEntry], sources: RevisionSources, rules: SeverityRules,
+    max_content_sniffs: int = MAX_CONTENT_SNIFFS,
 ) -> list[Finding]:
     out: list[Finding] = []
     sniffed = 0
+    unjudged: list[str] = []
     for path in sorted(new):
         entry = new[path]
         kind = pickle_kind(path, entry, has_file=new.__contains__)
@@ -616,11 +665,31 @@ def _pickles(
             continue
         if kind == "content":
             sniffed += 1
-            if sniffed > MAX_CONTENT_SNIFFS:
+            if sniffed > max_content_sniffs:
+                unjudged.append(path)
                 continue
         finding = _pickle_finding(rules, sources, path, entry, kind=kind, added=before is None)
         if finding is not None:
             out.append(finding)
+    return out + _not_scanned(rules, new, unjudged, max_content_sniffs)
+
+
+def _not_scanned(rules: SeverityRules, new: Mapping[str, FileEntry], paths: list[str], cap: int) -> list[Finding]:
+    """``weights.not_scanned`` for the files judged by content past the per-revision cap: one each for the
+    first :data:`MAX_LISTED`, then one for the rest (a revision of 100,000 blobs makes 51 findings)."""
+    why = f"past the first {cap} files judged by content in this revision, as many as its request budget allows"
+    out = [rules.finding(
+        "weights.not_scanned", CATEGORY,
+        f"{path} ({_size(new[path].size)}) was not checked for a pickle: {why}",
+        path=path, after=new[path].content_id, evidence={"size": new[path].size, "reason": why},
+    ) for path in paths[:MAX_LISTED]]
+    rest = paths[MAX_LISTED:]
+    if rest:
+        out.append(rules.finding(
+            "weights.not_scanned", CATEGORY,
+            f"{len(rest):,} more files were not checked for a pickle, e.g. {_preview(rest)}: {why}",
+            evidence={"count": len(rest), "paths": rest[:MAX_LISTED], "reason": why},
+        ))
     return out
 
 
@@ -631,7 +700,8 @@ def _pickle_finding(
     globals_ = sources.pickle_globals("new", path)
     if globals_ is not None and not getattr(globals_, "holds_pickle", True):
         return None  # a numeric array, an archive without pickles: nothing to unpickle
-    if kind == "content" and not globals_:
+    ambiguous: str | None = getattr(globals_, "ambiguous", None)
+    if kind == "content" and not globals_ and not ambiguous:
         return None  # not a pickle, or one that imports nothing: no code can run
     verb = "added" if added else "replaced"
     if globals_ is None:
@@ -642,19 +712,51 @@ def _pickle_finding(
         )
     classes = {f"{m}.{n}": classify_global(m, n) for m, n in globals_}
     dangerous = sorted(g for g, c in classes.items() if c == "dangerous")
-    unknown = sorted(g for g, c in classes.items() if c == "unknown")
     incomplete: str | None = getattr(globals_, "incomplete", None)
-    evidence = {"added": added, "size": entry.size, "globals": dict(sorted(classes.items()))}
+    evidence: dict[str, Any] = {"added": added, "size": entry.size, "globals": dict(sorted(classes.items()))}
     partly = ""
     if incomplete:
         evidence["unscanned"] = incomplete
         partly = f" (partly scanned: {incomplete})"
+    if ambiguous:
+        evidence["ambiguous"] = ambiguous
+        partly += f" (readers could read it otherwise: {ambiguous})"
     if dangerous:
         return rules.finding(
             "weights.pickle_dangerous_import", CATEGORY,
             f"pickle-based file {verb}: {path} would import {_preview(dangerous)} when loaded{partly}",
             path=path, after=dangerous, evidence=evidence,
         )
+    if ambiguous:
+        return _ambiguous(rules, path, entry, evidence, verb=verb, critical=default_loader_unpickles(path, kind))
+    return _harmless_or_unknown(rules, sources, path, entry, classes=classes, evidence=evidence, verb=verb,
+                                partly=partly)
+
+
+def _ambiguous(rules: SeverityRules, path: str, entry: FileEntry, evidence: dict[str, Any], *,
+               verb: str, critical: bool) -> Finding:
+    """``weights.pickle_unscanned`` for a file that loaders and scanners could read differently.
+
+    Critical in a file a default loader unpickles (whatever the deployment's table says for the
+    code, unless it set one): what this scan read is harmless, what a loader runs is not known.
+    """
+    finding = rules.finding(
+        "weights.pickle_unscanned", CATEGORY,
+        f"pickle-based file {verb}: {path} ({_size(entry.size)}); readers could read it otherwise "
+        f"({evidence['ambiguous']}), so what loading it imports is not known",
+        path=path, after=entry.content_id, evidence=evidence,
+    )
+    if critical and "weights.pickle_unscanned" not in rules.overrides:
+        return replace(finding, severity=Severity.CRITICAL)
+    return finding
+
+
+def _harmless_or_unknown(rules: SeverityRules, sources: RevisionSources, path: str, entry: FileEntry, *,
+                         classes: dict[str, str], evidence: dict[str, Any], verb: str, partly: str) -> Finding | None:
+    """The finding for a pickle whose scan is unambiguous and imports nothing dangerous."""
+    added = verb == "added"
+    incomplete = evidence.get("unscanned")
+    unknown = sorted(g for g, c in classes.items() if c == "unknown")
     if unknown:
         if not added and not incomplete:
             old_globals = sources.pickle_globals("old", path)
