@@ -146,14 +146,18 @@ class _Walk:
         except ValueError:
             return str(path)
 
-    def outside(self, path: Path) -> str | None:
-        """Why ``path`` is not followed when it is a link that resolves outside the cache folder (else None)."""
+    def outside(self, path: Path, *, named: bool = True) -> str | None:
+        """Why ``path`` is not followed when it is a link that resolves outside the cache folder (else None).
+
+        ``named``: the reason names the link (else the skipped entry's own name does).
+        """
         if not path.is_symlink():
             return None
         target = Path(os.path.realpath(path))
         if target == self.root or self.root in target.parents:
             return None
-        return f"{self.name(path)} is a link to {os.readlink(path)}, outside the cache: not followed"
+        reason = f"a link to {os.readlink(path)}, outside the cache: not followed"
+        return f"{self.name(path)} is {reason}" if named else reason
 
     # -- the cache's top: one entry per repo --------------------------------------------------------
 
@@ -163,7 +167,7 @@ class _Walk:
         if name in IGNORED or name in (".locks", "CACHEDIR.TAG") or self._shared_blobs(path):
             return 0
         kind = KINDS.get(name.split("--", 1)[0], "unknown")
-        link = self.outside(path)
+        link = self.outside(path, named=False)
         if link:
             self.skip(name, kind, link)
             return 0
@@ -228,9 +232,9 @@ class _Walk:
         """Commit sha -> the refs naming it. A ref that cannot be read is skipped with one line."""
         folder = repo / "refs"
         found: dict[str, set[str]] = {}
-        link = self.outside(folder)
+        link = self.outside(folder, named=False)
         if link:
-            self.skip(self.name(folder), "model", f"refs skipped: {link}")
+            self.skip(self.name(folder), "model", f"refs not read: {link}")
             return found
         if not folder.exists():
             return found
@@ -239,11 +243,11 @@ class _Walk:
         try:
             paths = list(self.files_under(folder, limit=MAX_REFS_PER_REPO, what="refs"))
         except BadEntry as bad:
-            self.skip(self.name(folder), "model", f"refs skipped: {bad.reason}")
+            self.skip(self.name(folder), "model", f"refs not read: {bad.reason}")
             return found
         for path in paths:
             try:
-                link = self.outside(path)
+                link = self.outside(path, named=False)
                 if link:
                     raise BadEntry(link)
                 sha = read_ref(path)
