@@ -46,7 +46,7 @@ _ERROR_TABLE: tuple[tuple[tuple[str, ...], type[StoreError], str], ...] = (
     (("connection refused", "could not connect", "could not translate host name", "name or service not known",
       "timeout expired", "no such host", "connection to server"), StoreUnavailable,
      "cannot connect to the database at {where}: is the server running and reachable?"),
-    (("password authentication failed", "role ", "does not exist"), StoreUnavailable,
+    (("password authentication failed", "role ", 'database "'), StoreUnavailable,
      "the database at {where} refused the connection: check the URL's user, password and database name"),
 )
 
