@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from tracker import usecases
+from tracker.core.escaping import escape_controls
 from tracker.surfaces.cli import (  # the group and the helpers every command shares
     Context,
     emit_json,
@@ -200,7 +201,7 @@ def audit(obj: Context, cache_dir: str | None, output_format: str, fail_on: tupl
                                  user_tracker=obj.tracker, output_format=output_format, fail_on=fail_on,
                                  version=__version__)
     except CacheUnreadable as exc:  # bad usage: the wrong folder, or none (exit 2, one line)
-        click.echo(f"error: {exc}", err=True)
+        click.echo(f"error: {escape_controls(str(exc))}", err=True)
         sys.exit(2)
     click.echo(output, nl=False)
     sys.exit(code)
