@@ -35,6 +35,7 @@ from tracker.adapters.settings import DeliverySettings
 from tracker.adapters.store import open_store
 from tracker.adapters.store.tables import deliveries
 from tracker.core.escaping import escape_controls, escape_lines, escape_markdown, escape_strings
+from tracker.core.model import RepoId
 from tracker.pipeline.scan.source import INVALID_REVISION
 from tracker.surfaces.cli import main
 from tracker.surfaces.logs import setup_logging
@@ -283,3 +284,20 @@ def test_escape_strings_escapes_every_string_of_a_document_and_keeps_the_rest():
     assert escape_strings(document) == {"name": "x\\u202e", "n": 1, "ok": True, "none": None,
                                         "list": ["\\x9b2J", {"k\\u202e": 2.5}],
                                         "purl": "pkg:huggingface/acme/model@" + "0" * 40}
+
+
+def test_status_escapes_the_last_error_it_quotes(world, tmp_path):
+    """A poll's error may quote the Hub's answer: `tracker status` shows it escaped, on its own line."""
+    url = f"sqlite:///{tmp_path}/status.sqlite3"
+    store = open_store(url, auto_upgrade=True)
+    try:
+        row, _ = store.repos.add(RepoId(REPO), now=datetime.now(UTC))
+        store.repos.update(row.pk, last_outcome="error", last_error=f"HTTP 500: {HOSTILE} {FORGED}",
+                           last_polled_at=datetime.now(UTC))
+    finally:
+        store.close()
+    out = cli({**world["env"], "TRACKER_DATABASE_URL": url}, "status")
+    assert out.exit_code == 1, out.output
+    assert_no_live_text(out.output)
+    assert f"  {REPO}: last poll failed: HTTP 500: {escape_controls(HOSTILE)} {escape_controls(FORGED)}" in (
+        out.output.splitlines())

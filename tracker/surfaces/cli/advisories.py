@@ -48,7 +48,8 @@ def query(tracker: Tracker, repo_id: str, revision: str, as_json: bool) -> None:
     if not result.vulns:
         click.echo("no advisories affect this revision")
     for rec in result.vulns:
-        click.echo(f"  {rec.id}  [{(rec.record.specific.severity or '').lower()}] {rec.record.summary or ''}")
+        click.echo(f"  {rec.id}  [{(rec.record.specific.severity or '').lower()}] "
+                   f"{escape_controls(rec.record.summary or '')}")
 
 
 @main.command()
@@ -73,7 +74,7 @@ def advisories(tracker: Tracker, repo_id: str | None, since: str | None, as_json
         return
     for r in rows:
         state = " (withdrawn)" if r.withdrawn else " (fixed)" if r.fixed_sha else ""
-        click.echo(f"{r.record.modified}  {r.id}  [{r.severity}] {r.record.summary or ''}{state}")
+        click.echo(f"{r.record.modified}  {r.id}  [{r.severity}] {escape_controls(r.record.summary or '')}{state}")
 
 
 @main.group()
