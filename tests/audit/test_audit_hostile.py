@@ -181,3 +181,16 @@ def test_only_the_hub_adapter_imports_huggingface_hub():
             found += [f"{path.relative_to(package)}: {name}" for name in names if name.split(".")[0] == "huggingface_hub"]
     assert found, "the check sees the hub adapter's imports"
     assert [line for line in found if not line.startswith("adapters/hub/")] == []
+
+
+def test_a_snapshot_nested_past_the_depth_cap_is_skipped(machine, cache):
+    snapshot = cache / CHAT_FOLDER / "snapshots" / machine.chat[0]
+    deep = snapshot.joinpath(*["d"] * 70)
+    deep.mkdir(parents=True)
+    (deep / "config.json").write_text("{}")
+    out = audit(machine.env, "--cache-dir", cache, "--format", "json")
+    assert out.exit_code == 0, out.output
+    nested = "/".join(["d"] * 65)
+    assert skipped_of(out) == {**HAND_LAID, f"{CHAT}@{machine.chat[0]}": (
+        f"{CHAT_FOLDER}/snapshots/{machine.chat[0]}/{nested}: folders nested deeper than 64")}
+    assert audited(out) == sorted([(CHAT, machine.chat[2], ["main"]), (RISKY, machine.risky[1], ["main"])])

@@ -38,6 +38,7 @@ MAX_REVISIONS_PER_REPO = 1_000
 MAX_FILES_PER_REVISION = 100_000  # files walked in one snapshot; a model's snapshot holds far fewer
 MAX_REFS_PER_REPO = 10_000
 MAX_REF_BYTES = 1024  # a ref holds a 40-character commit sha
+MAX_DEPTH = 64  # folders nested in a snapshot or under refs/ (a repo's files are a few levels deep)
 
 IGNORED = frozenset({".DS_Store", "Thumbs.db", "desktop.ini"})  # as huggingface_hub ignores them
 KINDS = {"models": "model", "datasets": "dataset", "spaces": "space"}
@@ -258,25 +259,33 @@ class _Walk:
         return found
 
     def files_under(self, folder: Path, *, limit: int, what: str) -> Iterator[Path]:
-        """The entries under ``folder`` that are not folders (links to folders included, not descended).
+        """The entries under ``folder`` that are not folders (links to folders included, never descended).
 
-        Raises :class:`BadEntry` past ``limit`` entries, or when a folder cannot be listed.
+        Raises :class:`BadEntry` past ``limit`` entries or ``MAX_DEPTH`` levels, or when a folder cannot be
+        listed. Iterative, in name order: Python 3.11's ``os.walk`` recurses, and a snapshot nested a
+        thousand folders deep would end it in ``RecursionError``.
         """
         seen = 0
-
-        def failed(exc: OSError) -> None:
-            raise BadEntry(f"{self.name(Path(exc.filename or folder))} cannot be read: {_why(exc)}")
-
-        for top, dirs, names in os.walk(folder, onerror=failed):  # os.walk never follows a link to a folder
-            here = Path(top)
-            dirs.sort()
-            for name in sorted([*names, *(d for d in dirs if (here / d).is_symlink())]):
-                if name in IGNORED:
+        stack = [(folder, 0)]
+        while stack:
+            here, depth = stack.pop()
+            if depth > MAX_DEPTH:
+                raise BadEntry(f"{self.name(here)}: folders nested deeper than {MAX_DEPTH}")
+            try:
+                with os.scandir(here) as listing:
+                    entries = sorted((e for e in listing if e.name not in IGNORED), key=lambda e: e.name)
+            except OSError as exc:
+                raise BadEntry(f"{self.name(here)} cannot be read: {_why(exc)}") from exc
+            folders = []
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append(Path(entry.path))
                     continue
                 seen += 1
                 if seen > limit:
                     raise BadEntry(f"more than {limit:,} {what}")
-                yield here / name
+                yield Path(entry.path)
+            stack.extend((sub, depth + 1) for sub in reversed(folders))
 
     # -- one snapshot -------------------------------------------------------------------------------
 
