@@ -460,7 +460,7 @@ def _hub_check(tracker: Tracker) -> str:
     try:
         outage = tracker.store.health.hub_outage()
     except TrackerError as exc:
-        return f"unknown: {first_line(exc)}"
+        return f"unknown: {error_message(exc)}"  # a database error, said without where the database is
     said = hub_unreachable(outage.polled, outage.unreachable, outage.since, now=tracker.clock())
     return said or "serving"
 
