@@ -60,6 +60,19 @@ def test_a_nul_in_the_path_or_query_is_a_400(served, method, path):
     assert (answer.status_code, answer.json()) == (400, NUL_REFUSED)
 
 
+@pytest.mark.parametrize("path, body, message", [
+    ("/v1/query", {"package": {"name": "acme/x\u0000"}, "commit": "a" * 40},
+     "invalid repo id 'acme/x\\x00': each part must be 1-96 letters, digits, '-', '_' or '.'"),
+    ("/v1/query", {"commit": "a" * 40, "page_token": "1\u0000"}, "invalid page_token"),
+    ("/v1/watch", {"repo": "acme/x", "branch": "ma\u0000in"},
+     "invalid branch: a commit id, branch or tag without spaces or control characters"),
+])
+def test_a_nul_in_a_body_is_a_400_too(served, path, body, message):
+    answer = served["client"].post(path, json=body, headers={"Authorization": f"Bearer {served['token']}"})
+    assert answer.status_code == 400 and answer.json()["code"] == 3
+    assert answer.json()["message"].startswith(message)
+
+
 def _where(url: str) -> list[str]:
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":

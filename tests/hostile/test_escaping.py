@@ -301,3 +301,17 @@ def test_status_escapes_the_last_error_it_quotes(world, tmp_path):
     assert_no_live_text(out.output)
     assert f"  {REPO}: last poll failed: HTTP 500: {escape_controls(HOSTILE)} {escape_controls(FORGED)}" in (
         out.output.splitlines())
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_a_log_record_is_one_line_with_its_controls_escaped(log_format):
+    stream = io.StringIO()
+    setup_logging(log_format=log_format, talkative=True, stream=stream)
+    try:
+        logging.getLogger("tracker.delivery").warning("receiver said: %s", f"{HOSTILE} {FORGED}")
+    finally:
+        logging.getLogger().handlers.clear()
+    (line,) = stream.getvalue().splitlines()
+    message = json.loads(line)["message"] if log_format == "json" else line.split(": ", 1)[1]
+    assert message == f"receiver said: {escape_controls(HOSTILE)} v1 | {escape_controls(FORGED.split(chr(10))[1])}"
+    assert live_controls(line) == []
