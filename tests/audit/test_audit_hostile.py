@@ -194,3 +194,19 @@ def test_a_snapshot_nested_past_the_depth_cap_is_skipped(machine, cache):
     assert skipped_of(out) == {**HAND_LAID, f"{CHAT}@{machine.chat[0]}": (
         f"{CHAT_FOLDER}/snapshots/{machine.chat[0]}/{nested}: folders nested deeper than 64")}
     assert audited(out) == sorted([(CHAT, machine.chat[2], ["main"]), (RISKY, machine.risky[1], ["main"])])
+
+
+def test_on_a_healthy_cache_the_walk_reads_what_huggingface_hub_reads(machine):
+    """Same layout rules: every model revision with the refs, size, file count and times ``scan_cache_dir`` gives."""
+    from huggingface_hub import scan_cache_dir
+
+    from tracker.pipeline.audit.cache import read_cache
+
+    info = scan_cache_dir(machine.cache)
+    theirs = sorted((repo.repo_id, rev.commit_hash, tuple(sorted(rev.refs)), rev.size_on_disk, len(rev.files),
+                     int(rev.last_modified))
+                    for repo in info.repos if repo.repo_type == "model" and "/" in repo.repo_id
+                    for rev in repo.revisions)
+    ours = sorted((r.repo, r.sha, r.refs, r.size, r.files, int(r.last_modified.timestamp()))
+                  for r in read_cache(machine.cache).revisions)
+    assert ours == theirs and len(ours) == 3
