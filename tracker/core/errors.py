@@ -116,7 +116,14 @@ class RevisionUnresolved(TrackerError):
 
 
 class StoreError(TrackerError):
-    pass
+    """The database failed. The message says where it is (its URL: user, host, port, or the file), for the
+    operator; ``public`` says what happened without where, for an HTTP client."""
+
+    GENERIC = "the database could not answer (the details are in the server log)"
+
+    def __init__(self, message: str, *, public: str | None = None) -> None:
+        super().__init__(message)
+        self.public = public or self.GENERIC
 
 
 class StoreUnavailable(StoreError):

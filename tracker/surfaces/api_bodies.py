@@ -5,7 +5,8 @@ webhook's secret, a write's bearer token) and it has been read whole within the 
 (``BODY_LIMITS``, else ``DEFAULT_BODY_LIMIT``). A ``Content-Length`` over the limit is answered
 ``413`` before a byte is read; a body without one (chunked) is counted as it arrives and answered
 ``413`` as soon as it passes the limit, the rest never read. What passes is handed to the app as
-read, so nothing downstream can read more.
+read, so nothing downstream can read more. A path or query string holding a NUL (``%00``) is a ``400``
+before anything else: no database stores one in text, and PostgreSQL's refusal would be an outage.
 
 Hand-written ASGI (about fifty lines) because neither Starlette nor uvicorn bounds a body: uvicorn
 limits only the size of the headers.
@@ -17,6 +18,7 @@ import hmac
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse
@@ -47,6 +49,11 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return next((v.decode("latin-1") for k, v in scope["headers"] if k == name), None)
 
 
+def has_nul(scope: Scope) -> bool:
+    """Whether the request's path or query string holds a NUL, once percent-decoded."""
+    return "\0" in scope["path"] or b"\0" in unquote_to_bytes(scope.get("query_string", b""))
+
+
 def body_limit(path: str) -> int:
     return BODY_LIMITS.get(path.rstrip("/") or "/", DEFAULT_BODY_LIMIT)
 
@@ -67,6 +74,10 @@ class BodyGate:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if has_nul(scope):  # PostgreSQL stores no NUL in text: refused here, before any query is made
+            await error_response(BadRequest("a NUL character (%00) in the request's path or query is refused"),
+                                 CLOSE)(scope, receive, send)
             return
         refusal = await self._credentials(scope)
         if refusal is not None:

@@ -19,6 +19,7 @@ app (:mod:`tracker.surfaces.api_bodies`, the read guard) answer through :func:`e
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
@@ -42,6 +43,8 @@ from tracker.core.errors import (
     TrackerError,
     UpstreamFileError,
 )
+
+logger = logging.getLogger(__name__)
 
 
 class ApiError(TrackerError):
@@ -111,10 +114,13 @@ def answer_of(exc: Exception) -> ErrorAnswer:
 
 
 def error_message(exc: Exception) -> str:
-    """The message shown: the API's own as written; any other on one line (a Hub client's error text
-    spans several: the URL, advice, a docs link)."""
+    """The message shown: the API's own as written; a database's without where the database is (its
+    URL, user, host and port go to the log); any other on one line (a Hub client's error text spans
+    several: the URL, advice, a docs link)."""
     if isinstance(exc, ApiError):
         return str(exc)
+    if isinstance(exc, StoreError):
+        return exc.public
     return " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
 
 
@@ -129,7 +135,9 @@ def error_response(exc: Exception, headers: Mapping[str, str] | None = None) -> 
                         headers={**answer.headers, **(headers or {})} or None)
 
 
-async def _tracker_error(_request: Request, exc: Exception) -> JSONResponse:
+async def _tracker_error(request: Request, exc: Exception) -> JSONResponse:
+    if isinstance(exc, StoreError):  # the client is told what failed, the operator where
+        logger.warning("api.database_error %s %s: %s", request.method, request.url.path, exc)
     return error_response(exc)
 
 

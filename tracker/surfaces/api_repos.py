@@ -52,7 +52,7 @@ from tracker.surfaces.api_deps import (
     TrackerDep,
     require_token,
 )
-from tracker.surfaces.api_errors import BadRequest, Busy, Unauthorized, error_response
+from tracker.surfaces.api_errors import BadRequest, Busy, Unauthorized, error_message, error_response
 
 __all__ = ["BadRequest", "Busy", "OnDemandGate", "Unauthorized", "ops_router", "repos_router", "writes_router"]
 
@@ -456,7 +456,7 @@ def _hub_check(tracker: Tracker) -> str:
     try:
         outage = tracker.store.health.hub_outage()
     except TrackerError as exc:
-        return f"unknown: {first_line(exc)}"
+        return f"unknown: {error_message(exc)}"  # a database error, said without where the database is
     said = hub_unreachable(outage.polled, outage.unreachable, outage.since, now=tracker.clock())
     return said or "serving"
 
@@ -479,7 +479,8 @@ def readyz(state: StateDep) -> JSONResponse:
         state.tracker.store.db.ping()
         checks["database"] = "ok"
     except TrackerError as exc:
-        checks["database"] = first_line(exc)
+        log.info("readyz: %s", first_line(exc))  # where the database is: for the log, not the client
+        checks["database"] = error_message(exc)
         ready = False
     if ready:
         checks["hub"] = _hub_check(state.tracker)

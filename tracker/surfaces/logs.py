@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
+from tracker.core.escaping import escape_controls
 from tracker.core.model import PollOutcome, Severity
 
 if TYPE_CHECKING:
@@ -47,8 +48,12 @@ _RECORD_ATTRS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None)))
 
 
 def _one_line(text: str) -> str:
-    """Lines of ``text`` joined with " | " (blank lines dropped)."""
-    return " | ".join(line.strip() for line in text.splitlines() if line.strip())
+    """Lines of ``text`` joined with " | " (blank lines dropped), control and bidi characters escaped.
+
+    The one escaping of the log sink: messages carry strangers' text (a receiver's error body, a
+    branch name), and a log is read on a terminal (``journalctl``, ``kubectl logs``).
+    """
+    return escape_controls(" | ".join(line.strip() for line in text.splitlines() if line.strip()))
 
 
 def _exception_line(exc_info: Any) -> str:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from tracker.adapters.settings import clamp_interval
 from tracker.adapters.store.health import DeliveryBacklog, RepoHealthRow
+from tracker.core.escaping import escape_lines
 from tracker.core.model import PollOutcome, RepoState
 
 if TYPE_CHECKING:
@@ -239,4 +240,4 @@ def render(report: StatusReport) -> str:
         lines.append(f"status: unhealthy ({len(report.problems)} problem{'s' if len(report.problems) != 1 else ''})")
     else:
         lines.append("status: healthy")
-    return "\n".join(lines)
+    return escape_lines(lines)  # a Hub's or a receiver's error text is a stranger's

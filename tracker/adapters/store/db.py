@@ -46,19 +46,24 @@ _ERROR_TABLE: tuple[tuple[tuple[str, ...], type[StoreError], str], ...] = (
     (("connection refused", "could not connect", "could not translate host name", "name or service not known",
       "timeout expired", "no such host", "connection to server"), StoreUnavailable,
      "cannot connect to the database at {where}: is the server running and reachable?"),
-    (("password authentication failed", "role ", "does not exist"), StoreUnavailable,
+    (("password authentication failed", "role ", 'database "'), StoreUnavailable,
      "the database at {where} refused the connection: check the URL's user, password and database name"),
 )
 
 
 def database_error(exc: BaseException, where: str) -> StoreError:
-    """The tracker's error for a driver error, with a sentence a user can act on."""
+    """The tracker's error for a driver error, with a sentence a user can act on.
+
+    Its ``public`` message leaves out ``where`` (the URL's user, host and port) and the driver's own
+    words (which may name them): the API shows that one, and logs the whole.
+    """
     if isinstance(exc, IntegrityError):
-        return StoreConflict(f"the database at {where} refused a write: {_first_line(exc)}")
+        return StoreConflict(f"the database at {where} refused a write: {_first_line(exc)}",
+                             public="the database refused a conflicting write: try again")
     text = str(getattr(exc, "orig", None) or exc).lower()
     for needles, kind, message in _ERROR_TABLE:
         if any(n in text for n in needles):
-            return kind(message.format(where=where))
+            return kind(message.format(where=where), public=message.replace(" at {where}", ""))
     return StoreError(f"database error at {where}: {_first_line(exc)}")
 
 

@@ -6,6 +6,8 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, insert, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from tracker.adapters.store.advisories import AdvisoryStore, SeenAdvisories
 from tracker.adapters.store.db import Database
@@ -43,18 +45,22 @@ class RepoStore:
 
     def add(self, repo_id: RepoId, *, branch: str = "main", every: float | None = None,
             now: datetime) -> tuple[RepoRow, bool]:
-        """Watch a repo; returns (row, created). Re-adding updates branch and interval."""
+        """Watch a repo; returns (row, created). Re-adding updates branch and interval.
+
+        An upsert: the insert does nothing when the repo is watched already (``ON CONFLICT DO
+        NOTHING``, on SQLite and PostgreSQL alike), so concurrent adds of one repo make one row, one
+        of them ``created``, and none fails on the unique key.
+        """
+        insert_ = sqlite_insert if self.db.dialect == "sqlite" else pg_insert
         with self.db.transaction() as conn:
-            row = conn.execute(select(repos).where(repos.c.repo_id == repo_id)).first()
-            if row is None:
-                conn.execute(insert(repos).values(repo_id=repo_id, branch=branch, every_seconds=every,
-                                                  state="active", created_at=now))
-                created = True
-            else:
-                conn.execute(update(repos).where(repos.c.id == row.id).values(branch=branch, every_seconds=every))
-                created = False
+            inserted = conn.execute(insert_(repos).values(
+                repo_id=repo_id, branch=branch, every_seconds=every, state="active", created_at=now,
+            ).on_conflict_do_nothing(index_elements=["repo_id"]).returning(repos.c.id)).first()
+            if inserted is None:
+                conn.execute(update(repos).where(repos.c.repo_id == repo_id)
+                             .values(branch=branch, every_seconds=every))
             row = conn.execute(select(repos).where(repos.c.repo_id == repo_id)).one()
-            return repo_row(row), created
+            return repo_row(row), inserted is not None
 
     def remove(self, repo_id: RepoId) -> bool:
         with self.db.transaction() as conn:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tracker.core.escaping import escape_lines
 from tracker.core.estimate.cards import CARDS_BY_NAME
 from tracker.core.estimate.core import Estimate
 from tracker.core.estimate.memory import HEADROOM
@@ -21,10 +22,12 @@ def _batch(b: int, borderline: bool) -> str:
 
 
 def render_card(est: Estimate) -> str:
-    if est.implausible:
-        return f"{est.reason}\nNo estimate: these sizes cannot be a real model's, and we do not guess."
+    if est.implausible:  # the reason names the config's own values (model_type): escaped, as every line
+        return escape_lines([est.reason or "",
+                             "No estimate: these sizes cannot be a real model's, and we do not guess."])
     if not est.supported:
-        return f"{est.reason}\nNo estimate: this family is not reconstructed, and we do not guess."
+        return escape_lines([est.reason or "",
+                             "No estimate: this family is not reconstructed, and we do not guess."])
     s, r = est.seq_len, est.lora_rank
     t4 = est.card("T4")
     lines = [
@@ -55,4 +58,4 @@ def render_card(est: Estimate) -> str:
         lines.append("  ..." if row is None else f"  {row.index:>4}  {row.name:<26}{row.type:<34}{row.shape}")
     lines += ["", "What the verifier says"]
     lines += [f"  [{v.severity.value}] {v.rule}: {v.message}" for v in est.verifier] or ["  nothing"]
-    return "\n".join(lines)
+    return escape_lines(lines)

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
+from tracker.core.escaping import escape_lines, escape_markdown
 from tracker.core.model import Severity
 from tracker.pipeline.audit.cache import CacheContents, CachedRevision
 from tracker.pipeline.scan.model import PinStatus
@@ -155,7 +156,7 @@ class AuditReport:
         failing = [e for e in self.entries if self.failing(e)]
         if failing:
             lines.append(f"failing (--fail-on {','.join(self.fail_on)}): {len(failing)} revision(s)")
-        return "\n".join(lines) + "\n"
+        return escape_lines(lines) + "\n"  # ref and folder names are whatever the cache holds
 
     def _entry_text(self, entry: AuditEntry) -> list[str]:
         rev, status = entry.revision, entry.status
@@ -226,7 +227,7 @@ def _result(rule_id: str, rule_index: int, level: str, text: str, *, rev: Cached
         "ruleId": rule_id,
         "ruleIndex": rule_index,
         "level": level,
-        "message": {"text": text},
+        "message": {"text": escape_markdown(text)},  # viewers render it as Markdown
         "locations": [{"physicalLocation": {"artifactLocation": {"uri": quote(rev.path) + "/",
                                                                  "uriBaseId": "HF_HUB_CACHE"}}}],
         "partialFingerprints": {"upstreamTracker/v1": hashlib.sha256(key.encode()).hexdigest()[:32]},

@@ -45,6 +45,7 @@ from cyclonedx.model.vulnerability import (
 from cyclonedx.output.json import JsonV1Dot6
 from packageurl import PackageURL
 
+from tracker.core.escaping import escape_strings
 from tracker.core.model import Severity
 from tracker.pipeline.scan.model import AdvisoryHit, ModelFacts, PinStatus
 
@@ -198,4 +199,5 @@ def build_bom(models: Iterable[BomModel], *, version: str, hub_url: str,
         card = cards.get(component.get("bom-ref"))
         if card is not None:
             component["modelCard"] = card
-    return document
+    escaped: dict[str, Any] = escape_strings(document)  # refs, licences, summaries, card facts: strangers' text
+    return escaped

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
+from tracker.core.escaping import escape_lines, escape_markdown
 from tracker.core.model import Severity
 from tracker.pipeline.scan.model import Found, PinStatus, Reference
 
@@ -150,7 +151,7 @@ class ScanReport:
         failing = [e for e in self.entries if self.failing(e)]
         if failing:
             lines.append(f"failing (--fail-on {','.join(self.fail_on)}): {len(failing)} reference(s)")
-        return "\n".join(lines) + "\n"
+        return escape_lines(lines) + "\n"  # file names, revision literals and summaries are strangers' text
 
     def _entry_text(self, entry: Entry) -> list[str]:
         ref, status = entry.reference, entry.status
@@ -248,7 +249,7 @@ class ScanReport:
             "ruleId": rule_id,
             "ruleIndex": rule_index,
             "level": level,
-            "message": {"text": text},
+            "message": {"text": escape_markdown(text)},  # viewers render it: a revision literal is no link
             "locations": [location],
             "partialFingerprints": {"upstreamTracker/v1": hashlib.sha256(key.encode()).hexdigest()[:32]},
             "properties": properties,

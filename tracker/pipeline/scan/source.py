@@ -42,6 +42,15 @@ from tracker.pipeline.scan.model import AdvisoryHit, ModelFacts, PinStatus
 
 log = logging.getLogger("tracker.scan.source")  # the name operators filter logs by, not the module path
 
+INVALID_REVISION = "not a revision name git allows (spaces, control characters or ~^:?*[\\): not looked up"
+_GIT_REFUSES = frozenset(" ~^:?*[\\")
+
+
+def plausible_revision(ref: str) -> bool:
+    """Whether ``ref`` could name a commit, branch or tag: printable, and none of the characters git refuses
+    in a ref name (a revision literal in code is a stranger's text; what no Hub has is not asked for)."""
+    return 0 < len(ref) <= 255 and ref.isprintable() and not _GIT_REFUSES.intersection(ref)
+
 HISTORY = 100  # revisions read, at most, for a repo nobody watches
 
 
@@ -269,14 +278,19 @@ class AdvisorySource:
     def lookup(self, repo: RepoId, refs: Sequence[str | None]) -> dict[str | None, PinStatus]:
         """The status of each revision of ``repo`` as written in the code (None: no revision given)."""
         refs = list(dict.fromkeys(refs))
+        invalid: dict[str | None, PinStatus] = {ref: PinStatus(repo=repo, ref=ref, notes=(INVALID_REVISION,))
+                                                for ref in refs if ref is not None and not plausible_revision(ref)}
+        refs = [ref for ref in refs if ref not in invalid]
+        if not refs:
+            return invalid
         try:
-            return self._lookup(repo, refs)
+            return {**self._lookup(repo, refs), **invalid}
         except (TrackerError, LookupError) as exc:
             note = _message(exc)
         except Exception as exc:  # one repo's surprise must not cost the whole report; logged in full
             log.exception("scan: looking up %s failed", repo)
             note = f"lookup failed: {type(exc).__name__}: {_message(exc)}"
-        return {ref: PinStatus(repo=repo, ref=ref, notes=(note,)) for ref in refs}
+        return {**{ref: PinStatus(repo=repo, ref=ref, notes=(note,)) for ref in refs}, **invalid}
 
     def _lookup(self, repo: RepoId, refs: list[str | None]) -> dict[str | None, PinStatus]:
         row = self.tracker.store.repos.get(repo) if self.tracker is not None else None

@@ -21,6 +21,7 @@ import click
 
 from tracker.adapters.settings import Settings, load_settings
 from tracker.core.errors import ConfigError, SettingsError, TrackerError, first_line
+from tracker.core.escaping import escape_controls
 from tracker.core.model import RepoId, RepoRow, validate_repo_id
 
 if TYPE_CHECKING:
@@ -70,11 +71,11 @@ def fail_cleanly(func: Callable[..., Any]) -> Callable[..., Any]:
         except TrackerError as exc:
             code = next(c for kind, c in EXIT_CODES if isinstance(exc, kind))
             if isinstance(exc, SettingsError):  # the file or environment, not the command line: one line
-                click.echo(f"error: {first_line(exc)}", err=True)
+                click.echo(f"error: {escape_controls(first_line(exc))}", err=True)
                 sys.exit(code)
             if code == 2:
                 raise click.UsageError(str(exc)) from exc
-            click.echo(f"error: {first_line(exc)}", err=True)
+            click.echo(f"error: {escape_controls(first_line(exc))}", err=True)
             sys.exit(code)
 
     return wrapper

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from tracker import usecases
+from tracker.core.escaping import escape_controls
 from tracker.core.model import OUTPUT_FORMATS, SEVERITY_NAMES
 from tracker.surfaces.cli import (  # the group and the helpers every command shares
     Context,
@@ -48,7 +49,8 @@ def query(tracker: Tracker, repo_id: str, revision: str, as_json: bool) -> None:
     if not result.vulns:
         click.echo("no advisories affect this revision")
     for rec in result.vulns:
-        click.echo(f"  {rec.id}  [{(rec.record.specific.severity or '').lower()}] {rec.record.summary or ''}")
+        click.echo(f"  {rec.id}  [{(rec.record.specific.severity or '').lower()}] "
+                   f"{escape_controls(rec.record.summary or '')}")
 
 
 @main.command()
@@ -73,7 +75,7 @@ def advisories(tracker: Tracker, repo_id: str | None, since: str | None, as_json
         return
     for r in rows:
         state = " (withdrawn)" if r.withdrawn else " (fixed)" if r.fixed_sha else ""
-        click.echo(f"{r.record.modified}  {r.id}  [{r.severity}] {r.record.summary or ''}{state}")
+        click.echo(f"{r.record.modified}  {r.id}  [{r.severity}] {escape_controls(r.record.summary or '')}{state}")
 
 
 @main.group()
@@ -201,7 +203,7 @@ def audit(obj: Context, cache_dir: str | None, output_format: str, fail_on: tupl
                                  user_tracker=obj.tracker, output_format=output_format, fail_on=fail_on,
                                  version=__version__)
     except CacheUnreadable as exc:  # bad usage: the wrong folder, or none (exit 2, one line)
-        click.echo(f"error: {exc}", err=True)
+        click.echo(f"error: {escape_controls(str(exc))}", err=True)
         sys.exit(2)
     click.echo(output, nl=False)
     sys.exit(code)

@@ -9,6 +9,7 @@ import click
 
 from tracker import usecases
 from tracker.core.errors import ConfigError
+from tracker.core.escaping import escape_controls
 from tracker.core.model import SEVERITY_NAMES
 from tracker.surfaces.cli import (  # the group and the helpers every command shares
     Context,
@@ -130,7 +131,7 @@ def _list_deliveries(obj: Context, failed: bool, as_json: bool) -> None:
         click.echo("no failed deliveries" if failed else "no deliveries")
         return
     for d in rows:
-        error = f"  {d.last_error}" if d.last_error and d.state != "delivered" else ""
+        error = f"  {escape_controls(d.last_error)}" if d.last_error and d.state != "delivered" else ""
         click.echo(f"{d.id:>6}  {d.state:9}  sub {d.subscription_id:<4} {d.event_type:19} {d.advisory_id}  "
                    f"attempts {d.attempts}{error}")
 

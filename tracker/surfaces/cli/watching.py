@@ -10,6 +10,7 @@ import click
 from tracker import usecases
 from tracker.adapters.settings import format_duration, parse_interval
 from tracker.core.errors import NotFound
+from tracker.core.escaping import escape_controls
 from tracker.core.model import PollOutcome, RepoId, validate_repo_id
 from tracker.surfaces.cli import (  # the group and the helpers every command shares
     Context,
@@ -255,7 +256,7 @@ def poll(obj: Context, repo_ids: tuple[str, ...], backfill: int) -> None:
     finally:
         bar.close()
     for result in results:
-        click.echo(result.line())
+        click.echo(escape_controls(result.line()))  # its error may quote the Hub
     failed = [r for r in results if r.status in (PollOutcome.ERROR, PollOutcome.NOT_FOUND)]
     if len(results) > 1:
         changed = sum(1 for r in results if r.new_revisions)

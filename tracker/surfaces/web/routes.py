@@ -15,6 +15,7 @@ cannot be reached is a 503 page.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Callable
 from functools import lru_cache
@@ -62,6 +63,7 @@ from tracker.surfaces.web.views import (
 )
 
 HERE = Path(__file__).resolve().parent
+log = logging.getLogger(__name__)
 SHA_PREFIX_RE = re.compile(r"^[0-9a-f]{7,40}\Z")
 # No script, no inline style, nothing from elsewhere; inline SVG is markup, not an image.
 SECURITY_HEADERS = {
@@ -128,8 +130,14 @@ def _guard(render: Callable[[], HTMLResponse]) -> HTMLResponse:
     except _NotFound as exc:
         return _page("not_found.html.jinja", 404, title="Not found", message=exc.what)
     except StoreError as exc:
-        return _page("not_found.html.jinja", 503, title="Unavailable",
-                     message=f"The tracker's database cannot be read right now: {exc}")
+        return _unavailable(exc)
+
+
+def _unavailable(exc: StoreError) -> HTMLResponse:
+    """The 503 page: what failed, never where the database is (its URL, user, host, port: logged)."""
+    log.warning("pages.database_error: %s", exc)
+    return _page("not_found.html.jinja", 503, title="Unavailable",
+                 message=f"The tracker's database cannot be read right now: {exc.public}")
 
 
 def _repo_status(repo: Any) -> tuple[str, str]:
@@ -338,7 +346,7 @@ def advisory_download(store: StoreDep, vuln_id: str) -> Response:
     except _NotFound as exc:
         return _page("not_found.html.jinja", 404, title="Not found", message=exc.what)
     except StoreError as exc:
-        return _page("not_found.html.jinja", 503, title="Unavailable", message=str(exc))
+        return _unavailable(exc)
     body = json.dumps(json_safe(row.osv), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     return Response(body, media_type="application/json",
                     headers={"Content-Disposition": f'attachment; filename="{row.id}.json"',
