@@ -35,7 +35,7 @@ from typing import Any
 from tracker.core.findings import st_tokenization
 from tracker.core.findings.config import Unreadable, change_summary, fmt_value, read_side_json
 from tracker.core.findings.rules import SeverityRules
-from tracker.core.findings.tokenizer import TokenizerLoadError
+from tracker.core.findings.tokenizer import TokenizerLoadError, drift_sample, encode_sample
 from tracker.core.findings.tokenizer_precedence import effective_tokenizer, lowercases
 from tracker.core.model import Finding, RevisionChange, RevisionSources, Snapshot
 
@@ -177,6 +177,15 @@ class _Collect:
     reasons: list[str]
     migrated: list[str] = field(default_factory=list)
     pooling: str = ""  # the new side's pooling mode, once read
+    transformer: str | None = None  # the new side's Transformer folder
+    _tokenizer: list[st_tokenization.Side | None] = field(default_factory=list)
+
+    def new_tokenizer(self) -> st_tokenization.Side | None:
+        """The new side's effective tokenizer (read once), for measuring prompts."""
+        if not self._tokenizer:
+            self._tokenizer.append(None if self.transformer is None else
+                                   st_tokenization.read_side(self.sources, self.change.new, "new", self.transformer))
+        return self._tokenizer[0]
 
     def add(self, code: str, summary: str, path: str, before: Any = None, after: Any = None, *,
             reason: str | None = None, **evidence: Any) -> None:
@@ -388,32 +397,57 @@ def _default_prompt(config: dict[str, Any]) -> Any:
     return _prompts(config).get(name) if isinstance(name, str) else None
 
 
+def _prompt_drift(before: Any, after: Any, out: _Collect) -> int | None:
+    """Sample texts whose ids differ with prompt ``after`` instead of ``before`` (None when not measured)."""
+    side = out.new_tokenizer()
+    if side is None or not all(p is None or isinstance(p, str) for p in (before, after)):
+        return None
+    texts = drift_sample()
+    try:
+        a = encode_sample(side.data, tuple((before or "") + t for t in texts))
+        b = encode_sample(side.data, tuple((after or "") + t for t in texts))
+    except TokenizerLoadError:
+        return None
+    return sum(1 for x, y in zip(a.ids, b.ids, strict=True) if x != y)
+
+
+def _prompt_change(name: str, pa: Any, pb: Any, side: str, out: _Collect) -> None:
+    text = (f"prompt {name!r} added: {fmt_value(pb)}" if pa is None else f"prompt {name!r} removed (was {fmt_value(pa)})"
+            if pb is None else f"prompt {name!r}: {pa!r} → {pb!r}")
+    moved = _prompt_drift(pa, pb, out)
+    measured = "" if moved is None else f" ({moved} of {len(drift_sample())} sample texts tokenize differently)"
+    if moved == 0:
+        out.add("sentence_transformers.prompt_same_tokens",
+                f"{ST_CONFIG}: {text}, which tokenizes the same for every sample text: no effect", ST_CONFIG,
+                pa, pb, key=f"prompts.{name}", side=side)
+    elif side == "query":
+        out.add("sentence_transformers.query_prompt_changed",
+                f"{ST_CONFIG}: {text}: queries encode differently, stored document vectors stay valid",
+                ST_CONFIG, pa, pb, key=f"prompts.{name}", side=side, changed_sample_texts=moved)
+    else:
+        out.add("sentence_transformers.prompts_changed", f"{ST_CONFIG}: {text}", ST_CONFIG, pa, pb,
+                reason=f"{'default' if side == 'default' else 'document-side'} {text}{measured}",
+                key=f"prompts.{name}", side=side, changed_sample_texts=moved)
+
+
 def _compare_prompts(a: dict[str, Any], b: dict[str, Any], out: _Collect) -> None:
     """Query-side prompts change queries only; the default and document-side prompts change stored vectors."""
     prompts_a, prompts_b = _prompts(a), _prompts(b)
     defaults = {a.get("default_prompt_name"), b.get("default_prompt_name")}
     for name in list(prompts_a) + [n for n in prompts_b if n not in prompts_a]:
-        pa, pb = prompts_a.get(name), prompts_b.get(name)
-        if pa == pb:
-            continue
-        text = (f"prompt {name!r} added: {fmt_value(pb)}" if pa is None else f"prompt {name!r} removed (was {fmt_value(pa)})"
-                if pb is None else f"prompt {name!r}: {pa!r} → {pb!r}")
-        if QUERY_SIDE.search(name) and name not in defaults:
-            out.add("sentence_transformers.query_prompt_changed",
-                    f"{ST_CONFIG}: {text}: queries encode differently, stored document vectors stay valid",
-                    ST_CONFIG, pa, pb, key=f"prompts.{name}", side="query")
-            continue
-        side = "default" if name in defaults else "document"
-        out.add("sentence_transformers.prompts_changed", f"{ST_CONFIG}: {text}", ST_CONFIG, pa, pb,
-                reason=f"{'default' if side == 'default' else 'document-side'} {text}", key=f"prompts.{name}",
-                side=side)
+        if prompts_a.get(name) != prompts_b.get(name):
+            side = "default" if name in defaults else "query" if QUERY_SIDE.search(name) else "document"
+            _prompt_change(name, prompts_a.get(name), prompts_b.get(name), side, out)
     if a.get("default_prompt_name") != b.get("default_prompt_name"):
         text = change_summary("default_prompt_name", a.get("default_prompt_name"), b.get("default_prompt_name"))
-        moved = _default_prompt(a) != _default_prompt(b)
+        moved = _prompt_drift(_default_prompt(a), _default_prompt(b), out)
+        measured = "" if moved is None else f", {moved} of {len(drift_sample())} sample texts tokenize differently"
+        now = repr(_default_prompt(b)) if _default_prompt(b) else "no prompt"
         out.add("sentence_transformers.prompts_changed", f"{ST_CONFIG}: {text}", ST_CONFIG,
                 a.get("default_prompt_name"), b.get("default_prompt_name"),
-                reason=f"{text} (default encodes now start with {fmt_value(_default_prompt(b) or '')!s})"
-                if moved else None, key="default_prompt_name", side="default")
+                reason=f"{text}: default encodes now start with {now}{measured}"
+                if moved or (moved is None and _default_prompt(a) != _default_prompt(b)) else None,
+                key="default_prompt_name", side="default")
 
 
 def _compare_st_config(out: _Collect) -> None:
@@ -475,6 +509,7 @@ def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRul
         return []  # reported at the revision that broke it
     if old_modules is None and new_modules is None:
         return []
+    out.transformer = next((m.path for m in new_modules or [] if m.kind == "Transformer"), None)
     try:
         for old, new in _compare_pipelines(old_modules or [], new_modules or [], out):
             _compare_module_configs(old, new, out)
