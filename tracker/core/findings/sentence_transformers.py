@@ -355,7 +355,7 @@ def _compare_pipelines(old: list[Module], new: list[Module], out: _Collect) -> l
         if by_id_old.get(m.identity):
             pairs.append((by_id_old[m.identity].pop(0), m))
     for a, b in pairs:
-        if a.path != b.path:
+        if a.path != b.path and b.kind == "Transformer":  # other modules' folders are compared by their configs
             out.add("sentence_transformers.modules_changed",
                     f"{MODULES}: {b.kind} module moved from {_where(a.path)} to {_where(b.path)}", MODULES,
                     a.path, b.path, module=b.name, kind=b.kind)
