@@ -191,3 +191,44 @@ def test_a_custom_module_keeps_its_own_type():
     from tracker.core.findings.sentence_transformers import Module
 
     assert Module(name="0", path="", type="custom_st.Pooling").identity == "custom_st.Pooling"
+
+
+@pytest.fixture(scope="module")
+def diff_output(tmp_path_factory):
+    """``tracker diff`` of two scenarios pushed to a stand-in, neither watched (read from the Hub)."""
+    from click.testing import CliRunner
+    from hubstandin import HubStandin
+
+    from tracker.surfaces.cli import main
+
+    root = tmp_path_factory.mktemp("diff")
+    hub = HubStandin(root / "hub").start()
+    env = {"HF_ENDPOINT": hub.url, "TRACKER_DATABASE_URL": f"sqlite:///{root}/t.sqlite3"}
+    try:
+        out = {}
+        for name in ("transformer_repointed", "query_prompt"):
+            repo = f"sentence-transformers/{name.replace('_', '-')}"
+            hub.create_repo(repo)
+            old = hub.commit(repo, SCENARIOS[name][0], message="upload")
+            new = hub.commit(repo, SCENARIOS[name][1], message=name)
+            result = CliRunner().invoke(main, ["diff", repo, old, new], env=env, catch_exceptions=False)
+            assert result.exit_code == 0, result.output
+            out[name] = result.output.splitlines()
+        yield out
+    finally:
+        hub.stop(wait=False)
+
+
+def test_tracker_diff_prints_the_index_verdict_first_with_each_cause(diff_output):
+    assert diff_output["transformer_repointed"][:3] == [
+        "critical: " + VERDICT + "Transformer module re-pointed from the repo root to 'other', whose model files "
+        "differ; 27 of 42 sample texts tokenize differently: lowercasing turned off in tokenizer_config.json; "
+        "re-embed the index  (embeddings.incompatible)",
+        "  cause: Transformer module re-pointed from the repo root to 'other', whose model files differ",
+        "  cause: 27 of 42 sample texts tokenize differently: lowercasing turned off in tokenizer_config.json",
+    ]
+
+
+def test_tracker_diff_says_the_index_stands_when_only_queries_change(diff_output):
+    assert diff_output["query_prompt"][0] == (
+        "index: stored embeddings stay comparable (no change moves the vectors of stored items)")
