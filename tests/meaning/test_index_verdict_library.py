@@ -2,7 +2,7 @@
 
 Each scenario of ``index_repos`` is written to disk with the real all-MiniLM-L6-v2 weights and loaded with
 sentence-transformers (the ``verify`` extra; skipped without it). The index side is what a stored item gets:
-``encode`` (the default prompt) and ``encode_document`` (the document-side prompt). The tracker's verdict
+``encode`` (the default prompt) and ``encode`` with each document-side prompt. The tracker's verdict
 (``embeddings.incompatible`` present or not) must agree with whether those vectors moved.
 """
 
@@ -23,6 +23,8 @@ from .st_repos import package_dir
 st = pytest.importorskip("sentence_transformers")
 np = pytest.importorskip("numpy")
 
+DOCUMENT_PROMPTS = ("document", "passage", "corpus", "text")
+"""Prompts stored items are encoded with (sentence-transformers' encode_document tries the first three)."""
 MOVED = 1e-4
 """Largest 1 - cosine still counted as the same vector (float32 noise is ~1e-7)."""
 
@@ -52,8 +54,10 @@ def _encodes(root: Path, files: dict[str, bytes], texts: list[str], query: bool 
     if key not in _ENCODES:
         model = st.SentenceTransformer(str(_write(root / key[:16], files)), device="cpu", local_files_only=True)
         default = model.encode(texts, convert_to_numpy=True)
-        out = {"default": default,
-               "document": model.encode_document(texts, convert_to_numpy=True) if model.prompts else default}
+        out = {"default": default}
+        for name in DOCUMENT_PROMPTS:  # as an index encodes with it: encode(prompt_name="passage")
+            prompt = model.prompts.get(name) or ""
+            out[name] = model.encode(texts, prompt=prompt, convert_to_numpy=True) if prompt else default
         if query:
             out["query"] = model.encode_query(texts, convert_to_numpy=True)
         _ENCODES[key] = out
@@ -88,6 +92,7 @@ def library(tmp_path_factory):
         a = _encodes(root, before, texts, query=name == "query_prompt")
         b = _encodes(root, after, texts, query=name == "query_prompt")
         out[name] = {side: _moved(a[side], b[side]) for side in a}
+        out[name]["document"] = any(out[name].pop(p) for p in DOCUMENT_PROMPTS)
     return out
 
 
