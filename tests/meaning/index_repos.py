@@ -70,6 +70,7 @@ def _repointed(tokenizer_config: bytes = BASE["tokenizer_config.json"]) -> dict[
 
 E5 = {**BASE, "config_sentence_transformers.json": json.dumps(E5_PROMPTS).encode()}
 GENERIC = _generic(BASE)
+GENERIC_EOS = edit_json(GENERIC, "tokenizer_config.json", add_eos_token=True, eos_token="[MASK]")
 CASED = _cased(BASE)
 MIGRATED = {**BASE, "1_Pooling/config.json": compact_pooling(), "modules.json": json.dumps(
     [{**m, "type": COMPACT_TYPES[m["type"]]} for m in MODULES], indent=2).encode()}
@@ -86,6 +87,8 @@ SCENARIOS: dict[str, tuple[dict[str, bytes], dict[str, bytes]]] = {
     "st_lower_already_lowercased": (BASE, edit_json(BASE, "sentence_bert_config.json", do_lower_case=True)),
     "st_lower_on_cased": (CASED, edit_json(CASED, "sentence_bert_config.json", do_lower_case=True)),
     "eos_appended": (GENERIC, tokenizer_json(GENERIC, post_processor=post_processor("[MASK]"))),
+    "add_eos_in_config": (GENERIC, GENERIC_EOS),
+    "post_processor_despite_add_eos": (GENERIC_EOS, tokenizer_json(GENERIC_EOS, post_processor=post_processor("[PAD]"))),
     "bert_post_processor_ignored": (BASE, tokenizer_json(BASE, post_processor=post_processor("[MASK]"))),
     "query_prompt": (E5, _prompts(prompts={"query": "search query: ", "passage": "passage: "})),
     "passage_prompt": (E5, _prompts(prompts={"query": "query: ", "passage": "search passage: "})),

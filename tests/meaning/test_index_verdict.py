@@ -64,6 +64,19 @@ EXPECTED = {
          'e.g. "The quick brown fox jumps ove…": token 12 (end) → "[MASK]" (103)'),
         ("tokenizer.post_processor_changed", "high", POST_PROCESSOR_CHANGE),
     ],
+    "add_eos_in_config": [
+        ("tokenizer.eos_token_changed", "high", "eos_token: (unset) → [MASK]"),
+        ("tokenizer.ignored_by_loader", "low", "add_eos_token: (unset) → true, with no effect: transformers 5 drops "
+         "add_bos_token / add_eos_token when a tokenizer.json is there (transformers 4's Llama and Gemma fast "
+         "tokenizers obeyed them), so tokenizer.json's post-processor decides"),
+    ],
+    "post_processor_despite_add_eos": [
+        ("embeddings.incompatible", "critical", VERDICT + "42 of 42 sample texts tokenize differently: [PAD] now "
+         "appended to every input by tokenizer.json's post-processor (the token this pooling reads); re-embed the index"),
+        ("tokenizer.drift", "high", 'tokenization changed for 42 of 42 sample texts (100%), '
+         'e.g. "The quick brown fox jumps ove…": token 12 (end) → "[PAD]" (0)'),
+        ("tokenizer.post_processor_changed", "high", POST_PROCESSOR_CHANGE),
+    ],
     "bert_post_processor_ignored": [
         ("tokenizer.ignored_by_loader", "low", POST_PROCESSOR_CHANGE + ", with no effect: "
          + BERT_REBUILDS.format(part="post_processor", v4="transformers 4 obeyed tokenizer.json's")),

@@ -80,28 +80,30 @@ def verdicts(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory):
-    """Per scenario, which encodes moved between the two revisions, by the real library."""
+    """Which encodes moved between a scenario's two revisions, by the real library (each revision loaded once)."""
     from tracker.core.findings.tokenizer import drift_sample
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     texts = list(drift_sample())
     root = tmp_path_factory.mktemp("library")
-    out = {}
-    for name in LIBRARY_SCENARIOS:
+
+    def moved(name: str) -> dict[str, bool]:
         before, after = SCENARIOS[name]
         a = _encodes(root, before, texts, query=name == "query_prompt")
         b = _encodes(root, after, texts, query=name == "query_prompt")
-        out[name] = {side: _moved(a[side], b[side]) for side in a}
-        out[name]["document"] = any(out[name].pop(p) for p in DOCUMENT_PROMPTS)
-    return out
+        out = {side: _moved(a[side], b[side]) for side in a}
+        out["document"] = any(out.pop(p) for p in DOCUMENT_PROMPTS)
+        return out
+
+    return moved
 
 
 @pytest.mark.parametrize("name", LIBRARY_SCENARIOS)
 def test_the_index_verdict_agrees_with_the_library(verdicts, library, name):
-    index_moved = library[name]["default"] or library[name]["document"]
+    moved = library(name)
     verdict = [f.code for f in verdicts[name]].count("embeddings.incompatible") == 1
-    assert verdict == index_moved, (name, library[name], [f.summary for f in verdicts[name]][:1])
+    assert verdict == (moved["default"] or moved["document"]), (name, moved, [f.summary for f in verdicts[name]][:1])
 
 
 def test_a_query_prompt_change_moves_queries_and_not_the_index(library):
-    assert library["query_prompt"] == {"default": False, "document": False, "query": True}
+    assert library("query_prompt") == {"default": False, "document": False, "query": True}

@@ -149,9 +149,8 @@ def explain(t: Tokenization, changed_files: list[str], pooling: str) -> str:
     if (was is None) != (now is None):
         parts.append(f"lowercasing turned off in {was}" if now is None else f"lowercasing turned on in {now}")
     (first_a, last_a), (first_b, last_b) = t.old.around, t.new.around
-    post_file = TOKENIZER_CONFIG if precedence(t.new.config).winner("post_processor") == TOKENIZER_CONFIG \
-        else TOKENIZER_JSON
-    where = f"{post_file}'s post-processor"
+    where = f"the post-processor rebuilt from {TOKENIZER_CONFIG}" \
+        if precedence(t.new.config).winner("post_processor") == TOKENIZER_CONFIG else f"{TOKENIZER_JSON}'s post-processor"
     pooled = " (the token this pooling reads)" if pooling in ("cls", "lasttoken") else ""
     for label, before, after, edge in (("prepended to", first_a[::-1], first_b[::-1], "cls"),
                                        ("appended to", last_a, last_b, "lasttoken")):

@@ -42,13 +42,7 @@ from tracker.core.findings.config import (
     load_json_object,
 )
 from tracker.core.findings.rules import SeverityRules
-from tracker.core.findings.tokenizer_precedence import (
-    dumps,
-    effective_tokenizer,
-    is_bert_family,
-    precedence,
-    tokenizer_class,
-)
+from tracker.core.findings.tokenizer_precedence import dumps, effective_tokenizer, precedence, tokenizer_class
 from tracker.core.model import Finding, RevisionChange, RevisionSources
 
 CATEGORY = "tokenizer"
@@ -849,7 +843,23 @@ def analyse_tokenizer(change: RevisionChange, sources: RevisionSources, rules: S
         if old is None:
             old = {}  # added at this revision: everything in it is new
         findings.extend(differ(old, new, rules, limits))
+    if change.new.get(TOKENIZER_JSON) is not None:
+        findings = [_dropped_with_tokenizer_json(f, rules) for f in findings]
     return findings
+
+
+def _dropped_with_tokenizer_json(finding: Finding, rules: SeverityRules) -> Finding:
+    """add_bos_token / add_eos_token: transformers 5 drops them when a tokenizer.json is there."""
+    if finding.code != "tokenizer.add_special_tokens_changed" or finding.path != TOKENIZER_CONFIG:
+        return finding
+    return rules.finding(
+        "tokenizer.ignored_by_loader", CATEGORY,
+        f"{finding.summary}, with no effect: transformers 5 drops add_bos_token / add_eos_token when a "
+        f"{TOKENIZER_JSON} is there (transformers 4's Llama and Gemma fast tokenizers obeyed them), "
+        f"so {TOKENIZER_JSON}'s post-processor decides",
+        path=TOKENIZER_CONFIG, before=finding.before, after=finding.after,
+        evidence={**finding.evidence, "decided_by": TOKENIZER_JSON, "ignored_code": finding.code},
+    )
 
 
 def _load_side(sources: RevisionSources, side: str, path: str, *, cap: int, rules: SeverityRules | None,
@@ -955,11 +965,10 @@ def _ignored_if_overridden(finding: Finding, configs: tuple[dict[str, Any], dict
     if any(precedence(c).winner(part) != TOKENIZER_CONFIG for c in configs):
         return finding
     v4 = "as did transformers 4" if part == "normalizer" else "transformers 4 obeyed tokenizer.json's"
-    why = (f"transformers 5 rebuilds {tokenizer_class(configs[1])}'s {part} from {TOKENIZER_CONFIG} ({v4})"
-           if is_bert_family(configs[1]) else f"add_bos_token / add_eos_token in {TOKENIZER_CONFIG} rebuild it")
     return rules.finding(
         "tokenizer.ignored_by_loader", CATEGORY,
-        f"{finding.summary}, with no effect: {why}, so {TOKENIZER_CONFIG} decides",
+        f"{finding.summary}, with no effect: transformers 5 rebuilds {tokenizer_class(configs[1])}'s {part} "
+        f"from {TOKENIZER_CONFIG} ({v4}), so {TOKENIZER_CONFIG} decides",
         path=TOKENIZER_JSON, before=finding.before, after=finding.after,
         evidence={**finding.evidence, "part": part, "decided_by": TOKENIZER_CONFIG, "ignored_code": finding.code},
     )

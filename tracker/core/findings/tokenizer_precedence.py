@@ -10,9 +10,9 @@ its own ``__init__`` from scratch and takes only some parts from ``tokenizer.jso
   ``tokenizer.json``; the vocabulary and the added tokens come from ``tokenizer.json``.
   transformers 4 (``BertTokenizerFast``) also rebuilt the normalizer from ``tokenizer_config.json``,
   but obeyed ``tokenizer.json``'s post-processor.
-- any class: ``add_bos_token`` / ``add_eos_token`` set in ``tokenizer_config.json`` rebuild the
-  post-processor (``bos $A eos``), replacing ``tokenizer.json``'s; left unset, ``tokenizer.json``'s
-  post-processor runs.
+- any class loaded with a ``tokenizer.json``: ``add_bos_token`` / ``add_eos_token`` in
+  ``tokenizer_config.json`` are dropped before the tokenizer is built, so ``tokenizer.json``'s
+  post-processor decides (transformers 4's Llama and Gemma fast tokenizers rebuilt it from them).
 
 :func:`effective_tokenizer` applies these rules to a parsed ``tokenizer.json``, so drift is measured
 with the tokenizer users get. Pure: no I/O.
@@ -67,14 +67,7 @@ def precedence(config: Mapping[str, Any]) -> Precedence:
         decides["post_processor"] = TOKENIZER_CONFIG
         notes.append(f"transformers 5 rebuilds {tokenizer_class(config)}'s normalizer and post-processor from "
                      f"{TOKENIZER_CONFIG} (transformers 4 rebuilt the normalizer only)")
-    elif _explicit_bool(config, "add_bos_token") or _explicit_bool(config, "add_eos_token"):
-        decides["post_processor"] = TOKENIZER_CONFIG
-        notes.append(f"add_bos_token / add_eos_token in {TOKENIZER_CONFIG} rebuild the post-processor")
     return Precedence(decides, tuple(notes))
-
-
-def _explicit_bool(config: Mapping[str, Any], key: str) -> bool:
-    return isinstance(config.get(key), bool)
 
 
 def _special(value: Any) -> str | None:
@@ -123,15 +116,10 @@ def _template(first: list[str], last: list[str], ids: Mapping[str, int]) -> dict
 
 
 def _post_processor(doc: Mapping[str, Any], config: Mapping[str, Any]) -> Any:
-    ids = _ids(doc)
-    if is_bert_family(config):
-        cls = _special(config.get("cls_token")) or "[CLS]"
-        sep = _special(config.get("sep_token")) or "[SEP]"
-        return _template([cls], [sep], ids) or doc.get("post_processor")
-    bos = _special(config.get("bos_token")) if config.get("add_bos_token") is True else None
-    eos = _special(config.get("eos_token")) if config.get("add_eos_token") is True else None
-    built = _template([bos] if bos else [], [eos] if eos else [], ids)
-    return built if built is not None else doc.get("post_processor")
+    """The BERT family's ``[CLS] $A [SEP]``, from ``cls_token`` and ``sep_token``."""
+    cls = _special(config.get("cls_token")) or "[CLS]"
+    sep = _special(config.get("sep_token")) or "[SEP]"
+    return _template([cls], [sep], _ids(doc)) or doc.get("post_processor")
 
 
 def effective_tokenizer(doc: Mapping[str, Any], config: Mapping[str, Any] | None,
