@@ -245,3 +245,18 @@ def test_tracker_diff_prints_the_index_verdict_first_with_each_cause(diff_output
 def test_tracker_diff_says_the_index_stands_when_only_queries_change(diff_output):
     assert diff_output["query_prompt"][0] == (
         "index: stored embeddings stay comparable (no change moves the vectors of stored items)")
+
+
+@pytest.mark.parametrize(("config", "modes", "dimension", "schema"), [
+    ({"word_embedding_dimension": 384, "pooling_mode_mean_tokens": True}, ("mean",), 384, "classic"),
+    ({"word_embedding_dimension": 384, "pooling_mode_mean_tokens": True, "pooling_mode_cls_token": True},
+     ("cls", "mean"), 384, "classic"),  # concatenated in sentence-transformers' order, whatever the key order
+    ({"word_embedding_dimension": 384}, ("mean",), 384, "classic"),
+    ({"embedding_dimension": 384, "pooling_mode": "lasttoken", "include_prompt": True}, ("lasttoken",), 384, "compact"),
+    ({"embedding_dimension": 384, "pooling_mode": ["cls", "mean"]}, ("cls", "mean"), 384, "compact"),
+])
+def test_both_pooling_schemas_read_into_one_model(config, modes, dimension, schema):
+    from tracker.core.findings.sentence_transformers import pooling_spec
+
+    spec = pooling_spec(config)
+    assert (spec.modes, spec.dimension, spec.include_prompt, spec.schema) == (modes, dimension, True, schema)
