@@ -132,7 +132,7 @@ EXPECTED = {
     ],
     "transformer_moved": [
         ("sentence_transformers.modules_changed", "high",
-         "modules.json: Transformer module moved from the repo root to 'other'"),
+         "modules.json: Transformer module moved from the repo root to 'other', which holds the same model files"),
         ("weights.file_added", "low", "weight file added: other/model.safetensors (240 bytes)"),
     ],
     "transformer_repointed": [

@@ -356,8 +356,9 @@ def _compare_pipelines(old: list[Module], new: list[Module], out: _Collect) -> l
             pairs.append((by_id_old[m.identity].pop(0), m))
     for a, b in pairs:
         if a.path != b.path and b.kind == "Transformer":  # other modules' folders are compared by their configs
+            same = "" if _folder_differs(out.change, a.path, b.path) else ", which holds the same model files"
             out.add("sentence_transformers.modules_changed",
-                    f"{MODULES}: {b.kind} module moved from {_where(a.path)} to {_where(b.path)}", MODULES,
+                    f"{MODULES}: {b.kind} module moved from {_where(a.path)} to {_where(b.path)}{same}", MODULES,
                     a.path, b.path, module=b.name, kind=b.kind)
     return sorted(pairs, key=lambda p: p[1].kind == "Transformer")  # pooling first: the tokenization needs it
 
