@@ -109,7 +109,7 @@ def test_sampling_length_pad_and_metadata():
         ("generation.max_length_changed", Severity.MODERATE, "max_new_tokens: 512 → 2048"),
         ("generation.pad_token_id_changed", Severity.LOW, "pad_token_id: 0 → 2"),
         ("generation.metadata_changed", Severity.INFO, "transformers_version: 4.40 → 4.45"),
-        ("generation.value_changed", Severity.LOW, "cache_implementation: (unset) → hybrid"),
+        ("generation.cache_changed", Severity.LOW, "cache_implementation: (unset) → hybrid"),
     ])
 
 
@@ -136,3 +136,31 @@ def test_baseline_and_unchanged_are_quiet():
     change, sources = make_change({"generation_config.json": b"{}"}, {"generation_config.json": b"{}"})
     assert generation.analyse(change, sources, RULES) == []
     assert sources.reads == []
+
+
+@pytest.mark.parametrize(("key", "before", "after", "code", "severity", "effect"), [
+    ("top_p", 0.9, 0.95, "generation.sampling_changed", Severity.MODERATE, "sampling"),
+    ("num_beams", 1, 4, "generation.sampling_changed", Severity.MODERATE, "sampling"),
+    ("max_new_tokens", 256, 512, "generation.max_length_changed", Severity.MODERATE, "length and stopping"),
+    ("stop_strings", None, ["</s>"], "generation.max_length_changed", Severity.MODERATE, "length and stopping"),
+    ("suppress_tokens", [1, 2], [1, 2, 3], "generation.forced_tokens_changed", Severity.MODERATE,
+     "timestamps and forced or suppressed tokens"),
+    ("bad_words_ids", None, [[5]], "generation.forced_tokens_changed", Severity.MODERATE,
+     "timestamps and forced or suppressed tokens"),
+    ("use_cache", True, False, "generation.cache_changed", Severity.LOW, "cache"),
+    ("cache_implementation", "dynamic", "static", "generation.cache_changed", Severity.LOW, "cache"),
+    ("output_scores", False, True, "generation.value_changed", Severity.LOW, "other"),
+])
+def test_each_key_is_classed_by_its_effect(key, before, after, code, severity, effect):
+    old = {"eos_token_id": 2} | ({} if before is None else {key: before})
+    (finding,) = run({"generation_config.json": old}, {"generation_config.json": {"eos_token_id": 2, key: after}})
+    assert (finding.code, finding.severity, finding.evidence["effect"]) == (code, severity, effect)
+
+
+@pytest.mark.parametrize("key", ["max_initial_timestamp_index", "prev_sot_token_id", "no_timestamps_token_id",
+                                 "begin_suppress_tokens", "suppress_tokens", "forced_decoder_ids", "lang_to_id",
+                                 "task_to_id", "is_multilingual"])
+def test_whisper_long_form_keys_are_at_least_moderate(key):
+    (finding,) = run({"generation_config.json": {"eos_token_id": 2}},
+                     {"generation_config.json": {"eos_token_id": 2, key: 1}})
+    assert (finding.code, finding.severity) == ("generation.forced_tokens_changed", Severity.MODERATE)

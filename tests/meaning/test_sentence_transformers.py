@@ -2,7 +2,8 @@
 
 Every repo starts from the real sentence-transformers/all-MiniLM-L6-v2 files (Transformer → Pooling
 (mean, 384) → Normalize, max_seq_length 256) and pushes one change, on the Hub stand-in, read through
-the real HubClient and HubSources.
+the real HubClient and HubSources. Tokenization, prompts, max_seq_length and the schemas:
+test_index_verdict.py.
 """
 
 from __future__ import annotations
@@ -36,9 +37,6 @@ SCENARIOS: dict[str, tuple[dict[str, bytes], dict[str, bytes]]] = {
     "pooling_cls": (BASE, edit_json(BASE, "1_Pooling/config.json", pooling_mode_mean_tokens=False,
                                     pooling_mode_cls_token=True)),
     "normalize_dropped": (BASE, {**BASE, "modules.json": json.dumps(MODULES[:2], indent=2).encode()}),
-    "max_seq_halved": (BASE, edit_json(BASE, "sentence_bert_config.json", max_seq_length=128)),
-    "query_prompt": (E5_BASE, {**E5_BASE, "config_sentence_transformers.json": json.dumps(
-        {**E5_PROMPTS, "prompts": {"query": "query:", "passage": "passage: "}}).encode()}),
     "similarity_dot": (E5_BASE, {**E5_BASE, "config_sentence_transformers.json": json.dumps(
         {**E5_PROMPTS, "similarity_fn_name": "dot"}).encode()}),
     "dense_added": (BASE, _with_dense(BASE)),
@@ -92,18 +90,6 @@ VERDICT = "stored embeddings are no longer comparable with new ones: "
          "modules.json: Normalize module removed: embeddings are no longer unit length "
          "(Transformer → Pooling → Normalize ⇒ Transformer → Pooling)"),
         ("files.changed", "info", "changed modules.json (349 bytes → 229 bytes)"),
-    ]),
-    ("max_seq_halved", [
-        ("embeddings.incompatible", "critical",
-         VERDICT + "max_seq_length: 256 → 128, so longer texts are truncated elsewhere; re-embed the index"),
-        ("sentence_transformers.max_seq_length_changed", "moderate", "sentence_bert_config.json: max_seq_length: 256 → 128"),
-        ("files.changed", "info", "changed sentence_bert_config.json (53 bytes → 53 bytes)"),
-    ]),
-    ("query_prompt", [
-        ("embeddings.incompatible", "critical", VERDICT + "prompt 'query': 'query: ' → 'query:'; re-embed the index"),
-        ("sentence_transformers.prompts_changed", "high",
-         "config_sentence_transformers.json: prompt 'query': 'query: ' → 'query:'"),
-        ("files.changed", "info", "changed config_sentence_transformers.json (118 bytes → 117 bytes)"),
     ]),
     ("dense_added", [
         ("embeddings.incompatible", "critical", VERDICT + "module pipeline Transformer → Pooling → Normalize ⇒ "

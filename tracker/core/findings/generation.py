@@ -10,6 +10,11 @@ when that file is absent, derives them from the generation keys of
 ``config.json``. This analyser compares those *effective* defaults, so adding a
 generation_config.json that repeats config.json's values is not reported as a
 change, while one that sets a new eos is.
+
+Keys are classed by what they change, each class with its code: special token ids (eos, bos),
+length and stopping, sampling, timestamps and forced or suppressed tokens (Whisper's long-form
+keys among them: openai/whisper's ``max_initial_timestamp_index`` 1 → 50 and a new
+``prev_sot_token_id`` in January 2024 changed long-form transcripts), cache, metadata.
 """
 
 from __future__ import annotations
@@ -42,28 +47,55 @@ TOKEN_ID_KEYS = {
     "forced_bos_token_id": "generation.bos_token_id_changed",
     "forced_eos_token_id": "generation.eos_token_id_changed",
 }
-LENGTH_KEYS = ("max_length", "max_new_tokens", "min_length", "min_new_tokens", "max_time")
-SAMPLING_KEYS = (
-    "do_sample", "temperature", "top_p", "top_k", "min_p", "typical_p", "repetition_penalty",
-    "no_repeat_ngram_size", "num_beams", "length_penalty", "early_stopping", "epsilon_cutoff",
-    "eta_cutoff", "encoder_repetition_penalty", "num_beam_groups", "diversity_penalty",
-    "suppress_tokens", "begin_suppress_tokens", "bad_words_ids", "guidance_scale",
+# Keys by what they change (each class its own code and severity, see severity/generation.toml).
+LENGTH_KEYS = (  # length and stopping: where outputs end
+    "max_length", "max_new_tokens", "min_length", "min_new_tokens", "max_time", "early_stopping", "stop_strings",
+    "exponential_decay_length_penalty",
 )
-METADATA_KEYS = ("transformers_version", "_from_model_config", "_commit_hash", "use_cache")
+SAMPLING_KEYS = (  # sampling and search: which tokens are picked
+    "do_sample", "temperature", "top_p", "top_k", "min_p", "typical_p", "repetition_penalty",
+    "no_repeat_ngram_size", "num_beams", "length_penalty", "epsilon_cutoff", "eta_cutoff",
+    "encoder_repetition_penalty", "encoder_no_repeat_ngram_size", "num_beam_groups", "diversity_penalty",
+    "guidance_scale", "penalty_alpha", "top_h", "renormalize_logits", "remove_invalid_values",
+    "num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold",
+    "prompt_lookup_num_tokens", "dola_layers",
+)
+FORCED_TOKEN_KEYS = (  # timestamps, forced and suppressed tokens: which tokens may appear at all, and where
+    "suppress_tokens", "begin_suppress_tokens", "bad_words_ids", "sequence_bias", "forced_decoder_ids",
+    "token_healing", "watermarking_config",
+    # Whisper: long-form transcription, timestamps, language and task selection
+    "max_initial_timestamp_index", "prev_sot_token_id", "no_timestamps_token_id", "return_timestamps",
+    "lang_to_id", "task_to_id", "is_multilingual", "alignment_heads", "begin_index", "language", "task",
+    "condition_on_prev_tokens", "compression_ratio_threshold", "logprob_threshold", "no_speech_threshold",
+)
+CACHE_KEYS = (  # the key/value cache: memory and speed, the text stays the same
+    "use_cache", "cache_implementation", "cache_config", "return_legacy_cache", "prefill_chunk_size",
+    "disable_compile", "compile_config",
+)
+METADATA_KEYS = ("transformers_version", "_from_model_config", "_commit_hash")
 # config.json keys transformers copies into a derived GenerationConfig.
-FROM_MODEL_CONFIG = tuple(TOKEN_ID_KEYS) + LENGTH_KEYS + SAMPLING_KEYS
+FROM_MODEL_CONFIG = tuple(TOKEN_ID_KEYS) + LENGTH_KEYS + SAMPLING_KEYS + FORCED_TOKEN_KEYS
+CLASSES = (  # (keys, code, effect class named in the evidence)
+    (LENGTH_KEYS, "generation.max_length_changed", "length and stopping"),
+    (SAMPLING_KEYS, "generation.sampling_changed", "sampling"),
+    (FORCED_TOKEN_KEYS, "generation.forced_tokens_changed", "timestamps and forced or suppressed tokens"),
+    (CACHE_KEYS, "generation.cache_changed", "cache"),
+    (METADATA_KEYS, "generation.metadata_changed", "metadata"),
+)
+
+
+def _class(key: str) -> tuple[str, str]:
+    """The code and the effect class of a generation key."""
+    if key in TOKEN_ID_KEYS:
+        return TOKEN_ID_KEYS[key], "special token ids"
+    for keys, code, effect in CLASSES:
+        if key in keys:
+            return code, effect
+    return "generation.value_changed", "other"
 
 
 def _code(key: str) -> str:
-    if key in TOKEN_ID_KEYS:
-        return TOKEN_ID_KEYS[key]
-    if key in LENGTH_KEYS:
-        return "generation.max_length_changed"
-    if key in SAMPLING_KEYS:
-        return "generation.sampling_changed"
-    if key in METADATA_KEYS:
-        return "generation.metadata_changed"
-    return "generation.value_changed"
+    return _class(key)[0]
 
 
 def _same_ids(a: Any, b: Any) -> bool:
@@ -150,7 +182,7 @@ def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRul
             path=new_path,
             before=json_value(before),
             after=json_value(after),
-            evidence={"key": key, "old_source": old_path, "new_source": new_path},
+            evidence={"key": key, "effect": _class(key)[1], "old_source": old_path, "new_source": new_path},
         ))
     for code, keys in more.items():  # same code, so the same severity: a cap never lowers one
         findings.append(rules.finding(

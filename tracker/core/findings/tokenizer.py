@@ -19,6 +19,7 @@ read at all, and malformed JSON or an unexpected structure is a finding.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -41,6 +42,7 @@ from tracker.core.findings.config import (
     load_json_object,
 )
 from tracker.core.findings.rules import SeverityRules
+from tracker.core.findings.tokenizer_precedence import dumps, effective_tokenizer, precedence, tokenizer_class
 from tracker.core.model import Finding, RevisionChange, RevisionSources
 
 CATEGORY = "tokenizer"
@@ -78,6 +80,9 @@ COMPONENT_CODES = {
     "truncation": "tokenizer.truncation_padding_changed",
     "padding": "tokenizer.truncation_padding_changed",
 }
+
+OVERRIDABLE = ("normalizer", "post_processor")
+"""tokenizer.json parts a loader may rebuild from tokenizer_config.json (see tokenizer_precedence)."""
 
 SPECIAL_TOKEN_KEYS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 SPECIAL_TOKEN_CODES = {"bos_token": "tokenizer.bos_token_changed", "eos_token": "tokenizer.eos_token_changed"}
@@ -820,6 +825,8 @@ def analyse_tokenizer(change: RevisionChange, sources: RevisionSources, rules: S
     findings: list[Finding] = []
     if file_changed(change, TOKENIZER_JSON):
         findings.extend(_analyse_tokenizer_json(change, sources, rules, limits))
+    if not any(f.code in ("tokenizer.malformed", "tokenizer.too_large") for f in findings):
+        findings.extend(_effective_drift(change, sources, rules, limits))
     side_files = (
         (TOKENIZER_CONFIG, _diff_tokenizer_config),
         (SPECIAL_TOKENS_MAP, lambda o, n, r, lim: _diff_special_tokens(o, n, SPECIAL_TOKENS_MAP, r)),
@@ -836,7 +843,23 @@ def analyse_tokenizer(change: RevisionChange, sources: RevisionSources, rules: S
         if old is None:
             old = {}  # added at this revision: everything in it is new
         findings.extend(differ(old, new, rules, limits))
+    if change.new.get(TOKENIZER_JSON) is not None:
+        findings = [_dropped_with_tokenizer_json(f, rules) for f in findings]
     return findings
+
+
+def _dropped_with_tokenizer_json(finding: Finding, rules: SeverityRules) -> Finding:
+    """add_bos_token / add_eos_token: transformers 5 drops them when a tokenizer.json is there."""
+    if finding.code != "tokenizer.add_special_tokens_changed" or finding.path != TOKENIZER_CONFIG:
+        return finding
+    return rules.finding(
+        "tokenizer.ignored_by_loader", CATEGORY,
+        f"{finding.summary}, with no effect: transformers 5 drops add_bos_token / add_eos_token when a "
+        f"{TOKENIZER_JSON} is there (transformers 4's Llama and Gemma fast tokenizers obeyed them), "
+        f"so {TOKENIZER_JSON}'s post-processor decides",
+        path=TOKENIZER_CONFIG, before=finding.before, after=finding.after,
+        evidence={**finding.evidence, "decided_by": TOKENIZER_JSON, "ignored_code": finding.code},
+    )
 
 
 def _load_side(sources: RevisionSources, side: str, path: str, *, cap: int, rules: SeverityRules | None,
@@ -918,4 +941,77 @@ def _analyse_tokenizer_json(change: RevisionChange, sources: RevisionSources, ru
         findings = diff_tokenizer_json(old, new, rules, limits)
     except JsonProblem as exc:
         return [_malformed(rules, TOKENIZER_JSON, exc)]
-    return findings + _drift_findings(old_data, new_data, rules, limits)
+    configs = (_config_or_empty(sources, "old", limits), _config_or_empty(sources, "new", limits))
+    return [_ignored_if_overridden(f, configs, rules) for f in findings]
+
+
+def _config_or_empty(sources: RevisionSources, side: str, limits: TokenizerLimits) -> dict[str, Any]:
+    """tokenizer_config.json of one side, or {} (its own problems are reported by its own diff)."""
+    data = sources.text(side, TOKENIZER_CONFIG)
+    if data is None:
+        return {}
+    try:
+        return load_json_object(data, max_bytes=limits.config_max_bytes)
+    except JsonProblem:
+        return {}
+
+
+def _ignored_if_overridden(finding: Finding, configs: tuple[dict[str, Any], dict[str, Any]],
+                           rules: SeverityRules) -> Finding:
+    """A tokenizer.json part the loader rebuilds from tokenizer_config.json on both sides changes nothing."""
+    part = next((p for p, c in COMPONENT_CODES.items() if c == finding.code and p in OVERRIDABLE), None)
+    if part is None:
+        return finding
+    if any(precedence(c).winner(part) != TOKENIZER_CONFIG for c in configs):
+        return finding
+    v4 = "as did transformers 4" if part == "normalizer" else "transformers 4 obeyed tokenizer.json's"
+    return rules.finding(
+        "tokenizer.ignored_by_loader", CATEGORY,
+        f"{finding.summary}, with no effect: transformers 5 rebuilds {tokenizer_class(configs[1])}'s {part} "
+        f"from {TOKENIZER_CONFIG} ({v4}), so {TOKENIZER_CONFIG} decides",
+        path=TOKENIZER_JSON, before=finding.before, after=finding.after,
+        evidence={**finding.evidence, "part": part, "decided_by": TOKENIZER_CONFIG, "ignored_code": finding.code},
+    )
+
+
+def _tokenizer_doc(sources: RevisionSources, side: str, snapshot_size: int | None,
+                   limits: TokenizerLimits) -> tuple[bytes, dict[str, Any]] | None:
+    if snapshot_size is None or snapshot_size > limits.max_bytes:
+        return None
+    data = sources.text(side, TOKENIZER_JSON)
+    if data is None or len(data) > limits.max_bytes:
+        return None
+    try:
+        doc = parse_tokenizer_json(data, limits.max_bytes)
+        model_parts(doc)
+    except JsonProblem:
+        return None
+    return data, doc
+
+
+def effective_bytes(data: bytes, doc: dict[str, Any], config: dict[str, Any], lowercase: bool = False) -> bytes:
+    """The tokenizer.json the loader really builds (the file itself when it obeys all of it)."""
+    effective = effective_tokenizer(doc, config, lowercase)
+    return data if effective == doc else dumps(effective)
+
+
+def _effective_drift(change: RevisionChange, sources: RevisionSources, rules: SeverityRules,
+                     limits: TokenizerLimits) -> list[Finding]:
+    """Drift of the tokenizer the loader builds from tokenizer.json and tokenizer_config.json together."""
+    if change.old is None or not (file_changed(change, TOKENIZER_JSON) or file_changed(change, TOKENIZER_CONFIG)):
+        return []
+    old_entry, new_entry = change.old.get(TOKENIZER_JSON), change.new.get(TOKENIZER_JSON)
+    new = _tokenizer_doc(sources, "new", new_entry.size if new_entry else None, limits)
+    old = _tokenizer_doc(sources, "old", old_entry.size if old_entry else None, limits)
+    if new is None or old is None:
+        return []
+    configs = (_config_or_empty(sources, "old", limits), _config_or_empty(sources, "new", limits))
+    old_bytes = effective_bytes(old[0], old[1], configs[0])
+    new_bytes = effective_bytes(new[0], new[1], configs[1])
+    if old_bytes == new_bytes:
+        return []
+    found = _drift_findings(old_bytes, new_bytes, rules, limits)
+    notes = list(dict.fromkeys(precedence(configs[0]).notes + precedence(configs[1]).notes))
+    if not notes:
+        return found
+    return [dataclasses.replace(f, evidence={**f.evidence, "precedence": notes}) for f in found]

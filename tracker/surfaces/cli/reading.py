@@ -102,12 +102,20 @@ def _upstream_revisions(tracker: Tracker, repo_id: RepoId, *, branch: str, limit
         click.echo(f"{c.date.strftime('%Y-%m-%d %H:%M')}  {c.sha[:12]}  {escape_controls(c.title or '')}")
 
 
-def verdict_lines(findings: list[Finding]) -> list[str]:
-    """The verdicts a reader needs before anything else ("stored embeddings are no longer comparable...")."""
-    from tracker.core.findings.libraries import VERDICT_CODES
+def verdict_lines(findings: list[Finding], libraries: tuple[str, ...] = ()) -> list[str]:
+    """The verdicts a reader needs before anything else ("stored embeddings are no longer comparable..."),
+    each followed by its causes and their evidence; for an embedding model without one, that its index stands."""
+    from tracker.core.findings.libraries import SENTENCE_TRANSFORMERS, VERDICT_CODES
 
-    return [f"{f.severity.value}: {escape_controls(f.summary)}  ({f.code})" for f in sort_findings(findings)
-            if f.code in VERDICT_CODES]
+    lines = []
+    for f in sort_findings(findings):
+        if f.code in VERDICT_CODES:
+            lines.append(f"{f.severity.value}: {escape_controls(f.summary)}  ({f.code})")
+            reasons = f.evidence.get("reasons")
+            lines += [f"  cause: {escape_controls(str(r))}" for r in reasons or [] if isinstance(reasons, list)]
+    if not lines and SENTENCE_TRANSFORMERS in libraries and findings:
+        lines.append("index: stored embeddings stay comparable (no change moves the vectors of stored items)")
+    return lines
 
 
 def format_findings(findings: list[Finding]) -> list[str]:
@@ -148,7 +156,7 @@ def diff(tracker: Tracker, repo_id: str, old: str, new: str, as_json: bool) -> N
     if as_json:
         emit_json(analysis.diff_json(old_side[0], new_side[0]))
         return
-    for line in verdict_lines(findings):  # what a team with a vector index needs to read first
+    for line in verdict_lines(findings, analysis.libraries):  # what a team with a vector index reads first
         click.echo(line)
     click.echo(f"{repo_id}: {old_side[0][:12]} -> {new_side[0][:12]}")
     if analysis.libraries or analysis.old_libraries:
