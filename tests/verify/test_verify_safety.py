@@ -7,7 +7,6 @@ torch; those that run the worker skip without the verify extra.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
