@@ -14,7 +14,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
+
+from tracker.core.advisory.common import later, one_line
+from tracker.core.advisory.record import Advisory
 
 # -- kinds and verdicts -------------------------------------------------------------------------
 
@@ -345,3 +349,24 @@ def histogram(values: Sequence[float], *, bins: int = 10) -> list[Bar]:
         index = bins - 1 if width == 0 else min(bins - 1, max(0, int((value - low) / width)))
         counts[index] += 1
     return [Bar(low + i * width, low + (i + 1) * width, c) for i, c in enumerate(counts)]
+
+
+# -- on the advisory ------------------------------------------------------------------------------
+
+
+def annotate(advisory: Advisory, measured: Mapping[str, Any], *, now: datetime, disagrees: str | None = None,
+             finding: Mapping[str, Any] | None = None) -> Advisory:
+    """The advisory with the measurement as ``database_specific.measured``; when it ``disagrees`` with the
+    inferred verdict, the summary says so and ``finding`` (``verify.disagrees``) joins the record's findings."""
+    specific = advisory.specific
+    changes: dict[str, Any] = {"measured": dict(measured)}
+    if finding is not None:
+        changes["findings"] = (*specific.findings, dict(finding))
+    record = advisory.replace(database_specific=specific.model_copy(update=changes),
+                              modified=later(now, advisory.modified))
+    if disagrees:
+        # First, as a withdrawal's reason is: a long summary is cut at its end.
+        verdict = measured.get("verdict")
+        record = record.replace(summary=one_line(f"Measured \"{verdict}\", against the inferred verdict: "
+                                                 f"{advisory.summary or ''}"))
+    return record
