@@ -128,3 +128,26 @@ def test_a_verification_over_the_memory_cap_is_one_line_and_the_daemon_carries_o
         (polled,) = tracker.poll(["t/memory"])
         assert (polled.status, polled.processed, polled.error) == ("new", 1, None)
         assert tracker.store.revisions.get(repo.pk, later).status == "done"
+
+
+def test_the_revision_and_advisory_pages_show_the_measurement_as_an_inline_histogram(world):
+    from fastapi.testclient import TestClient
+
+    from tracker.surfaces.api import create_app
+
+    tracker, shas = world
+    sha = shas["t/cls"]
+    row = revision_advisory(tracker, "t/cls", sha)
+    with TestClient(create_app(tracker)) as client:
+        pages = [client.get(f"/repos/t/cls/revisions/{sha}"), client.get(f"/advisories/{row.id}")]
+    for page in pages:
+        assert page.status_code == 200
+        html = page.text
+        assert "<h2>Measured</h2>" in html
+        assert "<strong>re-embed needed</strong>" in html
+        assert "(sentence-transformers, 8 samples)" in html
+        svg = html[html.index('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 360 120"'):]
+        svg = svg[:svg.index("</svg>")]
+        assert svg.count("<rect ") == 10
+        assert "<script" not in html and "http://" not in svg.replace("http://www.w3.org/2000/svg", "")
+        assert "samples with cosine" in svg or "sample with cosine" in svg
