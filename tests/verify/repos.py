@@ -92,3 +92,40 @@ def poisoned_pickle(marker: Path) -> bytes:
     buffer = io.BytesIO()
     pickle.dump(Boom(), buffer)
     return buffer.getvalue()
+
+
+CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+def tiny_causal_lm_files() -> dict[str, Any]:
+    """A two-layer Qwen2 causal LM with random weights (seeded), MiniLM's tokenizer and a ChatML template."""
+    import torch
+    from safetensors.torch import save
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    config = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 32,
+              "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "vocab_size": 30522, "max_position_embeddings": 512, "tie_word_embeddings": True}
+    model = Qwen2ForCausalLM(Qwen2Config(**config))
+    state = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
+    tokenizer_config = json.loads((minilm_dir() / "tokenizer_config.json").read_text("utf-8"))
+    files: dict[str, Any] = {"config.json": json_bytes(config), "model.safetensors": save(state),
+                             "tokenizer_config.json": json_bytes({**tokenizer_config, "chat_template": CHATML})}
+    files.update({name: minilm_dir() / name for name in ("vocab.txt", "tokenizer.json", "special_tokens_map.json")})
+    return files
+
+
+def tokenizer_files() -> dict[str, Any]:
+    return {name: minilm_dir() / name for name in TOKENIZER_FILES}
+
+
+def tokenizer_cased() -> dict[str, bytes]:
+    """MiniLM's tokenizer without its lower-casing, in both files (transformers rebuilds the normaliser from
+    ``do_lower_case``): every text with a capital splits otherwise."""
+    data = json.loads((minilm_dir() / "tokenizer.json").read_text("utf-8"))
+    data["normalizer"]["lowercase"] = False
+    config = json.loads((minilm_dir() / "tokenizer_config.json").read_text("utf-8"))
+    config["do_lower_case"] = False
+    return {"tokenizer.json": json_bytes(data), "tokenizer_config.json": json_bytes(config)}

@@ -55,6 +55,8 @@ def measured(hub: HubStandin, options: VerifyOptions) -> dict[str, Verification]
         "t/minilm-prompt": (base, {"config_sentence_transformers.json": repos.query_prompt()}),
         "t/classifier": (repos.classifier_files(),
                          {"config.json": repos.json_bytes(repos.classifier_config(repos.SWAPPED))}),
+        "t/tiny-lm": (repos.tiny_causal_lm_files(), {"README.md": b"a card, nothing else"}),
+        "t/tokenizer": (repos.tokenizer_files(), repos.tokenizer_cased()),
     }
     out = {}
     for repo_id, (first, second) in scenarios.items():
@@ -137,3 +139,19 @@ def test_the_command_prints_the_verdict_and_the_figures(hub, measured, tmp_path:
     assert (data["verdict"], data["samples"], data["index"]["moved"], data["query"]["moved"]) == (
         "stored vectors stay valid", 4, 0, 4)
     assert (data["old"], data["new"]) == (old, new)
+
+
+def test_a_causal_lm_runs_prompts_rendered_through_each_chat_template(measured):
+    result = measured["t/tiny-lm"].measurement
+    assert result.kind == "transformers-causal-lm"
+    assert (result.verdict, result.samples) == ("outputs unchanged", SAMPLES)
+    assert result.figures["top1_agreement"] == 1.0
+    assert result.figures["mean_kl"] == 0.0
+    assert result.figures["prompts_rendered"] == {"before": SAMPLES, "after": SAMPLES}
+
+
+def test_a_tokenizer_alone_is_compared_by_token_ids(measured):
+    result = measured["t/tokenizer"].measurement
+    assert (result.kind, result.verdict) == ("tokenizer", "tokenization changed")
+    assert result.figures["texts_changed"] == 8
+    assert result.reason == "token ids changed for 8 of 8 sample texts"
