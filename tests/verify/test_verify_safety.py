@@ -200,3 +200,21 @@ def test_cuda_on_a_machine_without_one_is_one_line(hub, options):
     with pytest.raises(VerifyError) as caught:
         verify_revisions("t/any", "a", "b", replace(options, device="cuda"))
     assert str(caught.value) == "--device cuda: torch sees no CUDA device on this machine; use --device cpu"
+
+
+def test_a_module_whose_weights_are_a_pickle_alone_is_not_verifiable(hub, fetcher, tmp_path):
+    marker = tmp_path / "unpickled"
+    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+               {"idx": 1, "name": "1", "path": "2_Dense", "type": "sentence_transformers.models.Dense"}]
+    hub.create_repo("t/dense-pickle")
+    sha = hub.commit("t/dense-pickle", {"modules.json": repos.json_bytes(modules),
+                                        "config.json": repos.json_bytes(TINY_CONFIG),
+                                        "model.safetensors": safetensors_bytes(8),
+                                        "2_Dense/config.json": b"{}",
+                                        "2_Dense/pytorch_model.bin": repos.poisoned_pickle(marker)})
+    hub.clear_log()
+    with pytest.raises(NotVerifiable) as caught:
+        fetcher.fetch("t/dense-pickle", sha)
+    assert caught.value.reason.startswith("the revision has weights only as pickles (2_Dense/pytorch_model.bin); ")
+    assert requested(hub, "pytorch_model.bin") == []
+    assert not marker.exists()

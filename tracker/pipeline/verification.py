@@ -55,6 +55,11 @@ class RevisionVerifier:
         except TrackerError as exc:
             log.warning("verify.failed repo=%s sha=%s error=%s", repo.repo_id, revision.sha[:12], first_line(exc))
             return None
+        if not result.measurement.verifiable:
+            # Nothing measured: the advisory is left as it is (a change would announce it to every subscriber).
+            log.info("verify.skipped repo=%s sha=%s reason=%r", repo.repo_id, revision.sha[:12],
+                     result.measurement.reason)
+            return result
         log.info("verify.done repo=%s sha=%s verdict=%r", repo.repo_id, revision.sha[:12],
                  result.measurement.verdict)
         self.attach(repo, revision, result.measurement)

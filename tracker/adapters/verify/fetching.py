@@ -101,11 +101,7 @@ class Fetcher:
         listing = self.listing(repo_id, revision)
         files = select_files(listing.sizes)
         weights = [f for f in files if f.endswith(_WEIGHT_SUFFIX)]
-        pickles = [f for f in listing.sizes if f.endswith(_PICKLE_SUFFIXES) and not _skipped(f)]
-        if not weights and pickles:
-            raise NotVerifiable(
-                f"the revision has weights only as pickles ({', '.join(sorted(pickles)[:3])}); "
-                "the tracker loads safetensors only and never opens a pickle")
+        check_no_pickle_only(listing.sizes, weights)
         self._check_sizes(listing.sizes, files)
         small = {f: self._read_json(repo_id, listing.sha, f) for f in files if _decides(f)}
         check_no_remote_code(small)
@@ -197,6 +193,18 @@ def _decides(name: str) -> bool:
 def _is_tokenizer(name: str) -> bool:
     base = posixpath.basename(name)
     return base in ("tokenizer.json", "tokenizer.model", "vocab.txt", "vocab.json", "tokenizer_config.json")
+
+
+def check_no_pickle_only(sizes: Mapping[str, int], weights: Sequence[str]) -> None:
+    """Raise NotVerifiable when a folder's weights are pickles alone (the root, or a module's such as
+    ``2_Dense/``): the library would open the pickle, and the tracker never downloads one."""
+    pickles = sorted(f for f in sizes if f.endswith(_PICKLE_SUFFIXES) and not _skipped(f))
+    with_safetensors = {posixpath.dirname(f) for f in weights}
+    alone = [f for f in pickles if posixpath.dirname(f) not in with_safetensors]
+    if alone:
+        raise NotVerifiable(
+            f"the revision has weights only as pickles ({', '.join(alone[:3])}); "
+            "the tracker loads safetensors only and never opens a pickle")
 
 
 def check_no_remote_code(small: Mapping[str, Any]) -> None:
