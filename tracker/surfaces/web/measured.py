@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tracker.core.model import AdvisoryRow
 from tracker.core.verify import histogram
 
 WIDTH = 360
@@ -121,12 +120,11 @@ def measured_view(measured: Any) -> MeasuredView | None:
     )
 
 
-def revision_measured(rows: Sequence[AdvisoryRow], sha: str) -> MeasuredView | None:
-    """The measurement attached to the revision's own advisories (the newest first), if any."""
-    for row in sorted(rows, key=lambda r: r.modified, reverse=True):
-        specific = row.osv.get("database_specific")
-        if row.revision_sha == sha and isinstance(specific, Mapping):
-            view = measured_view(specific.get("measured"))
-            if view is not None:
-                return view
+
+def revision_measured(measured: Sequence[Any]) -> MeasuredView | None:
+    """The first measurement attached to the revision's advisories (``database_specific.measured`` of each)."""
+    for value in measured:
+        view = measured_view(value)
+        if view is not None:
+            return view
     return None

@@ -228,11 +228,11 @@ def _revision_page(reads: PageReads, store: Store, owner: str, name: str, sha: s
     estimate = None
     if in_force is not None:
         estimate = {"view": estimate_view(in_force[1]), "sha": in_force[0], "here": in_force[0] == row.sha}
+    lines = reads.advisory_lines(repo.pk, revision_sha=row.sha)
     return _page("revision.html.jinja", title=f"{repo_id} @ {row.sha[:12]}", repo=repo, row=row,
-                 sections=revision_sections(findings, row.diff), estimate=estimate,
-                 advisories=reads.advisory_lines(repo.pk, revision_sha=row.sha),
+                 sections=revision_sections(findings, row.diff), estimate=estimate, advisories=lines,
                  finding_count=len(findings), older=older, newer=newer,
-                 measured=revision_measured(store.advisories.of_revision(repo.pk, row.sha), row.sha))
+                 measured=revision_measured([line.measured for line in lines]))
 
 
 @pages_router.get("/repos/{owner}/{name}/revisions/{sha}", response_class=HTMLResponse)
