@@ -124,7 +124,7 @@ def test_a_verification_over_the_memory_cap_is_one_line_and_the_daemon_carries_o
         row = revision_advisory(tracker, "t/memory", sha)
         assert "measured" not in row.osv["database_specific"]
         # The daemon goes on: the next revision is read and saved as usual.
-        later = hub.commit("t/memory", {"config.json": repos.json_bytes({**config, "hidden_act": "relu"})})
+        later = hub.commit("t/memory", {"README.md": b"a card"})
         (polled,) = tracker.poll(["t/memory"])
         assert (polled.status, polled.processed, polled.error) == ("new", 1, None)
         assert tracker.store.revisions.get(repo.pk, later).status == "done"

@@ -218,3 +218,25 @@ def test_a_module_whose_weights_are_a_pickle_alone_is_not_verifiable(hub, fetche
     assert caught.value.reason.startswith("the revision has weights only as pickles (2_Dense/pytorch_model.bin); ")
     assert requested(hub, "pytorch_model.bin") == []
     assert not marker.exists()
+
+
+@pytest.mark.parametrize(("limits", "message"), [
+    (Limits(16 * 1024**3, 600, 0.5),
+     "the verification ran past its wall-clock limit of 0.5 s ([verify] timeout) and was stopped"),
+    (Limits(16 * 1024**3, 1, 600),
+     "the verification used more than 1 CPU seconds ([verify] max_cpu) and was stopped"),
+])
+def test_the_wall_clock_and_cpu_limits_stop_the_process_with_one_line(tmp_path, limits, message):
+    pytest.importorskip("torch")
+    import shutil
+
+    from tracker.adapters.verify.runner import run_worker
+
+    # Busy for several CPU-seconds whatever the machine: importing torch, then tokenizing 8 MB of text.
+    for name in repos.TOKENIZER_FILES:
+        shutil.copy(repos.minilm_dir() / name, tmp_path / name)
+    request = {"kind": "tokenizer", "device": "cpu", "texts": ["many words " * 800_000],
+               "old_folder": str(tmp_path), "new_folder": str(tmp_path)}
+    with pytest.raises(VerifyError) as caught:
+        run_worker(request, limits)
+    assert str(caught.value) == message
