@@ -240,3 +240,10 @@ def test_the_wall_clock_and_cpu_limits_stop_the_process_with_one_line(tmp_path, 
     with pytest.raises(VerifyError) as caught:
         run_worker(request, limits)
     assert str(caught.value) == message
+
+
+def test_a_repo_the_hub_does_not_have_is_one_line(fetcher):
+    with pytest.raises(VerifyError) as caught:
+        fetcher.fetch("t/nope", "main")
+    assert str(caught.value).startswith("cannot list t/nope@main on the Hub: ")
+    assert "\n" not in str(caught.value)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx2
 from huggingface_hub import HfApi, hf_hub_download
 from huggingface_hub.errors import HfHubHTTPError, NotASafetensorsRepoError, SafetensorsParsingError
 from tqdm.auto import tqdm
@@ -39,6 +40,8 @@ _PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
 # Folders of other runtimes or formats: never what transformers or sentence-transformers load.
 _SKIP_FOLDERS = ("onnx", "openvino", "coreml", "tflite", "gguf", ".git")
 _SMALL_FILE_CAP = 16 * 1024 * 1024  # a config or tokenizer file larger than this is not read here
+# The Hub's answers (huggingface_hub's errors), the network's (httpx2's) and the cache's (a full disk).
+_HUB_ERRORS = (HfHubHTTPError, httpx2.HTTPError, OSError)
 
 
 class VerifyError(TrackerError):
@@ -88,7 +91,7 @@ class Fetcher:
     def listing(self, repo_id: str, revision: str) -> Listing:
         try:
             info = self.api.model_info(repo_id, revision=revision, files_metadata=True)
-        except HfHubHTTPError as exc:
+        except _HUB_ERRORS as exc:
             raise VerifyError(f"cannot list {repo_id}@{revision} on the Hub: {first_line(exc)}") from None
         sizes = {s.rfilename: int(s.size or 0) for s in info.siblings or ()}
         return Listing(sha=str(info.sha or revision), sizes=sizes)
@@ -138,7 +141,7 @@ class Fetcher:
             meta = self.api.get_safetensors_metadata(repo_id, revision=sha)
         except (NotASafetensorsRepoError, SafetensorsParsingError) as exc:
             raise NotVerifiable(f"the safetensors headers cannot be read: {first_line(exc)}") from None
-        except HfHubHTTPError as exc:
+        except _HUB_ERRORS as exc:
             raise VerifyError(f"cannot read the safetensors headers of {repo_id}@{sha[:12]}: {first_line(exc)}") from None
         return sum(meta.parameter_count.values())
 
@@ -155,7 +158,7 @@ class Fetcher:
         try:
             return Path(hf_hub_download(repo_id, name, revision=sha, cache_dir=self.cache_dir,
                                         endpoint=self.endpoint, token=self.token, tqdm_class=_Quiet))
-        except HfHubHTTPError as exc:
+        except _HUB_ERRORS as exc:
             raise VerifyError(f"cannot download {name} of {repo_id}@{sha[:12]}: {first_line(exc)}") from None
 
 
