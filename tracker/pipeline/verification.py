@@ -62,7 +62,10 @@ class RevisionVerifier:
             return result
         log.info("verify.done repo=%s sha=%s verdict=%r", repo.repo_id, revision.sha[:12],
                  result.measurement.verdict)
-        self.attach(repo, revision, result.measurement)
+        try:
+            self.attach(repo, revision, result.measurement)
+        except TrackerError as exc:  # an advisory changed meanwhile, the database is away: the next poll goes on
+            log.warning("verify.unattached repo=%s sha=%s error=%s", repo.repo_id, revision.sha[:12], first_line(exc))
         return result
 
     def attach(self, repo: RepoRow, revision: RevisionRow, measurement: verify.Measurement) -> None:
