@@ -129,3 +129,14 @@ def tokenizer_cased() -> dict[str, bytes]:
     config = json.loads((minilm_dir() / "tokenizer_config.json").read_text("utf-8"))
     config["do_lower_case"] = False
     return {"tokenizer.json": json_bytes(data), "tokenizer_config.json": json_bytes(config)}
+
+
+def encoder_files() -> dict[str, Any]:
+    """MiniLM's BERT alone, loaded by transformers (no modules.json): config, weights, tokenizer."""
+    return {name: minilm_dir() / name for name in ("config.json", "model.safetensors", *TOKENIZER_FILES)}
+
+
+def encoder_relu() -> bytes:
+    config = json.loads((minilm_dir() / "config.json").read_text("utf-8"))
+    config["hidden_act"] = "relu"
+    return json_bytes(config)

@@ -57,6 +57,7 @@ def measured(hub: HubStandin, options: VerifyOptions) -> dict[str, Verification]
                          {"config.json": repos.json_bytes(repos.classifier_config(repos.SWAPPED))}),
         "t/tiny-lm": (repos.tiny_causal_lm_files(), {"README.md": b"a card, nothing else"}),
         "t/tokenizer": (repos.tokenizer_files(), repos.tokenizer_cased()),
+        "t/encoder": (repos.encoder_files(), {"config.json": repos.encoder_relu()}),
     }
     out = {}
     for repo_id, (first, second) in scenarios.items():
@@ -155,3 +156,13 @@ def test_a_tokenizer_alone_is_compared_by_token_ids(measured):
     assert (result.kind, result.verdict) == ("tokenizer", "tokenization changed")
     assert result.figures["texts_changed"] == 8
     assert result.reason == "token ids changed for 8 of 8 sample texts"
+
+
+def test_an_encoder_whose_activation_changed_moves_its_hidden_states(measured):
+    result = measured["t/encoder"].measurement
+    assert (result.kind, result.verdict) == ("transformers-encoder", "outputs changed")
+    hidden = result.sides["hidden"]
+    assert hidden.moved == SAMPLES
+    assert hidden.min_cosine < 0.999
+    assert result.dimension == (384, 384)
+    assert result.reason.startswith("hidden states moved for 8 of 8 samples (minimum cosine 0.")
