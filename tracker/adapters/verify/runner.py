@@ -61,10 +61,13 @@ def run_worker(request: dict[str, Any], limits: Limits) -> dict[str, Any]:
                 raise VerifyError(
                     f"the verification ran past its wall-clock limit of {limits.wall_seconds:g} s "
                     "([verify] timeout) and was stopped") from None
-        if answer_path.exists() and answer_path.stat().st_size <= _MAX_ANSWER_BYTES:
-            answer: dict[str, Any] = json.loads(answer_path.read_text("utf-8"))
-            return _checked(answer, limits)
-        raise VerifyError(_ended(proc.returncode, err, limits))
+        if not answer_path.exists():
+            raise VerifyError(_ended(proc.returncode, err, limits))
+        if answer_path.stat().st_size > _MAX_ANSWER_BYTES:
+            raise VerifyError(f"the verification's answer is larger than {_MAX_ANSWER_BYTES // 1024**2} MiB: "
+                              "run fewer --samples")
+        answer: dict[str, Any] = json.loads(answer_path.read_text("utf-8"))
+        return _checked(answer, limits)
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
