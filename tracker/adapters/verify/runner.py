@@ -52,22 +52,31 @@ def run_worker(request: dict[str, Any], limits: Limits) -> dict[str, Any]:
         payload = json.dumps({**request, "answer": str(answer_path)}).encode("utf-8")
         env = {**_environment(), "HF_HOME": str(Path(scratch) / "hf-home")}
         cmd = [sys.executable, "-I", str(WORKER), str(limits.memory_bytes), str(max(1, int(limits.cpu_seconds)))]
-        with subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              env=env, cwd=scratch, start_new_session=True) as proc:
+        err_path = Path(scratch) / "stderr"
+        # The libraries' messages go to a file, not a pipe: however much they write, only its end is read.
+        with err_path.open("wb") as err, subprocess.Popen(
+                cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=scratch,
+                start_new_session=True) as proc:
             try:
-                _, err = proc.communicate(payload, timeout=limits.wall_seconds)
+                proc.communicate(payload, timeout=limits.wall_seconds)
             except subprocess.TimeoutExpired:
                 _kill(proc)
                 raise VerifyError(
                     f"the verification ran past its wall-clock limit of {limits.wall_seconds:g} s "
                     "([verify] timeout) and was stopped") from None
         if not answer_path.exists():
-            raise VerifyError(_ended(proc.returncode, err, limits))
+            raise VerifyError(_ended(proc.returncode, _tail(err_path), limits))
         if answer_path.stat().st_size > _MAX_ANSWER_BYTES:
             raise VerifyError(f"the verification's answer is larger than {_MAX_ANSWER_BYTES // 1024**2} MiB: "
                               "run fewer --samples")
         answer: dict[str, Any] = json.loads(answer_path.read_text("utf-8"))
         return _checked(answer, limits)
+
+
+def _tail(path: Path, size: int = 4096) -> bytes:
+    with path.open("rb") as f:
+        f.seek(max(0, path.stat().st_size - size))
+        return f.read()
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
