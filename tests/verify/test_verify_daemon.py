@@ -151,3 +151,40 @@ def test_the_revision_and_advisory_pages_show_the_measurement_as_an_inline_histo
         assert svg.count("<rect ") == 10
         assert "<script" not in html and "http://" not in svg.replace("http://www.w3.org/2000/svg", "")
         assert "samples with cosine" in svg or "sample with cosine" in svg
+
+
+def test_a_revision_that_is_not_verifiable_is_logged_and_its_advisory_left_as_it_is(tmp_path, caplog):
+    marker = tmp_path / "unpickled"
+    files = {"config.json": repos.json_bytes(TINY_CONFIG), "pytorch_model.bin": repos.poisoned_pickle(marker)}
+    with HubStandin(tmp_path / "hub") as hub, tracker_for(hub, tmp_path) as tracker:
+        with caplog.at_level(logging.INFO, logger="tracker.pipeline.verification"):
+            sha = history(hub, tracker, "t/pickle", files, {"pytorch_model.bin": repos.poisoned_pickle(marker) + b"\n"})
+        lines = [r.getMessage() for r in caplog.records if r.name == "tracker.pipeline.verification"]
+        assert lines == [f"verify.skipped repo=t/pickle sha={sha[:12]} reason='the revision has weights only as "
+                         "pickles (pytorch_model.bin); the tracker loads safetensors only and never opens a pickle'"]
+        repo = tracker.store.repos.get("t/pickle")
+        rows = [r for r in tracker.store.advisories.of_revision(repo.pk, sha) if r.revision_sha == sha]
+        assert rows and all("measured" not in r.osv["database_specific"] for r in rows)
+        assert not marker.exists()
+
+
+def test_the_command_prints_a_verdict_of_not_verifiable_with_its_reason(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from tracker.surfaces.cli import main
+
+    files = {"config.json": repos.json_bytes({**TINY_CONFIG, "auto_map": {"AutoModel": "m.M"}}),
+             "model.safetensors": safetensors_bytes(8), "m.py": b"raise SystemExit('ran')\n"}
+    with HubStandin(tmp_path / "hub") as hub:
+        hub.create_repo("t/remote")
+        old = hub.commit("t/remote", files)
+        new = hub.commit("t/remote", {"README.md": b"card"})
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        monkeypatch.setenv("TRACKER_VERIFY_CACHE_DIR", str(tmp_path / "cache"))
+        (tmp_path / "tracker.toml").write_text("")
+        result = CliRunner().invoke(main, ["--config", str(tmp_path / "tracker.toml"), "verify", "t/remote", old, new])
+    assert result.exit_code == 0, result.output
+    assert result.output == (f"t/remote: {old[:12]} -> {new[:12]}\n"
+                             "verdict: not verifiable\n"
+                             "why: config.json has auto_map: loading needs the repo's own code, "
+                             "and the tracker never runs remote code\n")
