@@ -184,8 +184,7 @@ def _skipped(name: str) -> bool:
 
 def select_files(sizes: Mapping[str, int]) -> list[str]:
     """The files a run downloads: small configs and tokenizers, and safetensors weights; sorted."""
-    return sorted(f for f in sizes if not _skipped(f) and f.endswith((*_SMALL_SUFFIXES, _WEIGHT_SUFFIX))
-                  and posixpath.basename(f) not in ("README.md",))
+    return sorted(f for f in sizes if not _skipped(f) and f.endswith((*_SMALL_SUFFIXES, _WEIGHT_SUFFIX)))
 
 
 def _decides(name: str) -> bool:
