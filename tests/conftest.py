@@ -34,6 +34,8 @@ pytest_plugins = ["hubstandin.pytest_plugin", "hubstandin.osv_pytest_plugin"]
 LONGEST_FIRST = (
     "core/test_crash_report.py",
     "ops/test_readme_commands.py",
+    "verify/test_verify_models.py",  # skipped without the verify extra
+    "verify/test_verify_daemon.py",
     "delivery/test_end_to_end.py",
     "ops/test_daemon_log.py",
     "web/test_pages.py",

@@ -44,6 +44,7 @@ from tracker.pipeline.polling import Poller, PollResult
 from tracker.pipeline.ports import Clock, HubReader, OsvLookup
 from tracker.pipeline.processing import Analysis, Processor, Side, safetensors_headers
 from tracker.pipeline.querying import Querier, QueryResult, pin
+from tracker.pipeline.verification import RevisionVerifier
 
 __all__ = ["Tracker", "make_hub", "make_scheduler", "make_tracker"]
 
@@ -187,7 +188,8 @@ def make_tracker(
         hub = hub or make_hub(settings, budget)
         osv = _osv_client(settings, opened)
         rules = SeverityRules.default().with_overrides(settings.severity)
-        processor = Processor(settings, store, hub, clock=clock, rules=rules, osv=osv)
+        verifier = RevisionVerifier(settings, store, rules=rules, clock=clock) if settings.verify_enabled else None
+        processor = Processor(settings, store, hub, clock=clock, rules=rules, osv=osv, verifier=verifier)
         poller = Poller(settings, store, hub, processor, clock=clock)
         querier = Querier(store, hub, requests_per_call=settings.query_hub_requests)
         delivery = DeliveryWorker(store.outbox, settings.delivery, tracker_url=settings.public_url)

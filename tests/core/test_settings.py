@@ -41,7 +41,7 @@ def check(tmp_path: Path, toml: str, env: dict[str, str] | None = None) -> tuple
     [
         ("[pol]\nevery = \"1h\"\n", "unknown section [pol] (did you mean [poll]?)"),
         ("[zzz]\n", "unknown section [zzz] (the sections are advisories, api, database, delivery, hub, limits, "
-                    "osv, poll, severity, watch)"),
+                    "osv, poll, severity, verify, watch)"),
         ("[poll]\nevry = \"1h\"\n", "[poll] evry: unknown key (did you mean every?)"),
         ("[hub]\ntimout = \"30s\"\n", "[hub] timout: unknown key (did you mean timeout?)"),
         ("[delivery]\nmax_attempt = 3\n", "[delivery] max_attempt: unknown key (did you mean max_attempts?)"),

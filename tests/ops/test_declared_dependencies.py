@@ -23,7 +23,10 @@ from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[2]
 # Imported only where the code says how to install it when missing.
-OPTIONAL = {"hubstandin": "tracker demo (tracker/surfaces/web/demo.py): `pip install -e ./standin`"}
+OPTIONAL = {"hubstandin": "tracker demo (tracker/surfaces/web/demo.py): `pip install -e ./standin`",
+            # Imported by the verification process only; `tracker verify` says how to install them.
+            **{module: "tracker verify (tracker/adapters/verify/worker.py): pip install 'upstream-tracker[verify]'"
+               for module in ("torch", "transformers", "sentence_transformers")}}
 
 
 def direct_requirements() -> set[str]:

@@ -156,6 +156,12 @@ def _text(value: Any) -> str:
     return value
 
 
+def _device(value: Any) -> str:
+    if value not in ("cpu", "cuda"):
+        raise ValueError(f"must be cpu or cuda, not {value!r:.40}")
+    return str(value)
+
+
 def _optional_text(value: Any) -> str | None:
     return None if value is None or value == "" else _text(value)
 
@@ -327,6 +333,17 @@ class Settings:
     api_allowed_hosts: Hosts = key("api.allowed_hosts", ())
     api_on_demand_reads: Count = key("api.on_demand_reads", 2)  # Hub reads (diffs, estimates) run at once for callers
     api_on_demand_per_client: Count = key("api.on_demand_per_client", 1)  # of those, for one client address
+    # `tracker verify` and the daemon's opt-in verification (docs/verify.md):
+    verify_enabled: Flag = key("verify.enabled", False)  # the daemon verifies revisions whose findings reach min_severity
+    verify_min_severity: SeverityName = key("verify.min_severity", Severity.HIGH)
+    verify_max_bytes: Count = key("verify.max_bytes", 2 * 1024**3)  # downloaded per revision; a larger file is refused first
+    verify_max_params: Count = key("verify.max_params", 1_000_000_000)  # larger models are not run (tokenizers always are)
+    verify_max_memory: Count = key("verify.max_memory", 16 * 1024**3)  # address space of the verification process
+    verify_max_cpu: Duration = key("verify.max_cpu", 1200.0)  # CPU seconds of the verification process
+    verify_timeout: Duration = key("verify.timeout", 900.0)  # wall clock of the verification process
+    verify_samples: Count = key("verify.samples", 32)  # sample texts or prompts run through both revisions
+    verify_cache_dir: OptionalText = key("verify.cache_dir", None)  # None: verify-cache/ beside the SQLite database, else data/
+    verify_device: Annotated[str, BeforeValidator(_device)] = key("verify.device", "cpu")  # cpu or cuda
     # Whole sections, each validated by its own type:
     delivery: DeliverySettings = field(default_factory=DeliverySettings)  # [delivery]
     watch: tuple[WatchSpec, ...] = ()  # [[watch]]

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tracker.adapters import metrics
 from tracker.adapters.settings import Settings
@@ -58,6 +58,9 @@ from tracker.pipeline.lineage import ModelTree, TreeRead
 from tracker.pipeline.ports import Clock, HubReader, OsvLookup, Store
 from tracker.pipeline.reads import AdvisoryReads
 from tracker.pipeline.sources import HubSources
+
+if TYPE_CHECKING:
+    from tracker.pipeline.verification import RevisionVerifier
 
 log = logging.getLogger("tracker.processing")  # the name operators filter logs by, not the module path
 
@@ -189,8 +192,9 @@ class Processor:
     """Reads, reports and saves revisions; also ``tracker diff``, ``reanalyse`` and retried lookups."""
 
     def __init__(self, settings: Settings, store: Store, hub: HubReader, *, clock: Clock,
-                 rules: SeverityRules, osv: OsvLookup | None = None) -> None:
+                 rules: SeverityRules, osv: OsvLookup | None = None, verifier: RevisionVerifier | None = None) -> None:
         self.settings = settings
+        self.verifier = verifier  # [verify] enabled: run both revisions once the report is saved
         self.store = store
         self.hub = hub
         self.clock = clock
@@ -425,6 +429,8 @@ class Processor:
         if saved:
             metrics.revision_saved(finding_severities=[f.severity.value for f in findings], committed_at=revision.date,
                                    read_at=now, baseline=revision.baseline or old is None)
+            if self.verifier is not None and self.verifier.wanted(findings, old[0] if old else None):
+                self.verifier.after_save(repo, revision, old[0] if old else "")  # outside the transaction
         return saved
 
     def _report(self, repo: RepoRow, revision: RevisionRow, analysis: Analysis, *, now: datetime,

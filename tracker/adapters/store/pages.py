@@ -78,6 +78,7 @@ class AdvisoryLine:
     withdrawn: bool
     fixed_sha: str | None
     published: datetime | None
+    measured: Any = None  # database_specific.measured (tracker verify), read for one revision's page only
 
 
 @dataclass(frozen=True)
@@ -217,14 +218,15 @@ class PageReads:
                         advisories.c.fixed_sha, advisories.c.published)
                  .where(advisories.c.repo_pk == repo_pk))
         if revision_sha is not None:
-            query = query.where(advisories.c.revision_sha == revision_sha)
+            query = query.where(advisories.c.revision_sha == revision_sha).add_columns(
+                advisories.c.record["database_specific"]["measured"].label("measured"))
         if page_of is not None:
             query = query.where(or_(advisories.c.revision_sha.in_(list(page_of)), advisories.c.revision_sha.is_(None)))
         with self.db.connect() as conn:
             rows = conn.execute(query.order_by(advisories.c.published, advisories.c.id)).all()
         lines = [AdvisoryLine(id=r.id, revision_sha=r.revision_sha, kind=r.kind, severity=r.severity,
                               summary=str(r.summary or ""), withdrawn=bool(r.withdrawn), fixed_sha=r.fixed_sha,
-                              published=r.published) for r in rows]
+                              published=r.published, measured=getattr(r, "measured", None)) for r in rows]
         return sorted(lines, key=lambda a: _SEVERITY_RANK.get(a.severity, len(_SEVERITY_RANK)))  # stable
 
     def estimate_in_force(self, repo_pk: int, seq: int) -> tuple[str, dict[str, Any]] | None:

@@ -132,4 +132,4 @@ def require_repo(tracker: Tracker, repo_id: str) -> RepoRow:
 
 
 # Importing the command modules registers their commands on ``main``.
-from tracker.surfaces.cli import advisories, delivery, ops, reading, watching  # noqa: E402,F401
+from tracker.surfaces.cli import advisories, delivery, ops, reading, verify_command, watching  # noqa: E402,F401

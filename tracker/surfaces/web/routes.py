@@ -41,6 +41,7 @@ from tracker.pipeline.ports import Store
 from tracker.surfaces.api_deps import PagesDep, RulesDep, StoreDep
 from tracker.surfaces.api_errors import http_error
 from tracker.surfaces.web import charts
+from tracker.surfaces.web.measured import measured_view, revision_measured
 from tracker.surfaces.web.views import (
     ADVISORY_PAGE,
     CATEGORY_LABELS,
@@ -235,10 +236,11 @@ def _revision_page(reads: PageReads, store: Store, owner: str, name: str, sha: s
     estimate = None
     if in_force is not None:
         estimate = {"view": estimate_view(in_force[1]), "sha": in_force[0], "here": in_force[0] == row.sha}
+    lines = reads.advisory_lines(repo.pk, revision_sha=row.sha)
     return _page("revision.html.jinja", title=f"{repo_id} @ {row.sha[:12]}", repo=repo, row=row,
-                 sections=revision_sections(findings, row.diff), estimate=estimate,
-                 advisories=reads.advisory_lines(repo.pk, revision_sha=row.sha),
-                 finding_count=len(findings), older=older, newer=newer)
+                 sections=revision_sections(findings, row.diff), estimate=estimate, advisories=lines,
+                 finding_count=len(findings), older=older, newer=newer,
+                 measured=revision_measured([line.measured for line in lines]))
 
 
 @pages_router.get("/repos/{owner}/{name}/revisions/{sha}", response_class=HTMLResponse)
@@ -330,7 +332,7 @@ def _advisory_page(store: Store, vuln_id: str) -> HTMLResponse:
     record = row.record
     details = markdown().render(record.details or "")
     return _page("advisory.html.jinja", title=row.id, row=row, record=record, ds=record.specific, details=details,
-                 revision=record.specific.revision,
+                 revision=record.specific.revision, measured=measured_view(row.osv.get("database_specific", {}).get("measured")),
                  references=[r for r in record.references if r.url.startswith(("https://", "http://"))])
 
 
