@@ -222,7 +222,7 @@ def test_conditional_get_answers_304_until_something_changes(feeds, fmt, hub_sta
     ("/feeds/all.atom?category=tokeniser", 400, "unknown category 'tokeniser': expected one of "
      "adapter, analysis, chat_template, code, config, consistency, dependencies, diffusers, embeddings, estimate, "
      "exports, files, generation, gguf, licence, manifest, preprocessing, processor, repo, sentence_transformers, "
-     "tokenizer, upstream, weights"),
+     "tokenizer, upstream, verify, weights"),
     ("/feeds/ac--me.atom", 400, "invalid owner 'ac--me'"),
 ])
 def test_bad_feed_requests_get_a_clear_error(read_only_feeds, path, status, message):

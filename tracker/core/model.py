@@ -165,6 +165,7 @@ class Category(enum.StrEnum):
     SENTENCE_TRANSFORMERS = "sentence_transformers"
     TOKENIZER = "tokenizer"
     UPSTREAM = "upstream"  # kept for subscriptions made when upstream.* findings had their own category
+    VERIFY = "verify"  # a measurement (tracker verify) that contradicts the inferred verdict
     WEIGHTS = "weights"
 
 
