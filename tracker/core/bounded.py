@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import yaml
+
+from tracker.core.errors import HeaderTooLarge, UpstreamFileError
 
 MAX_JSON_DEPTH = 64
 MAX_JSON_ITEMS = 2_000_000  # containers + commas: a 256k-token tokenizer.json has ~1.2 M
@@ -230,3 +232,30 @@ def json_object(data: bytes | None) -> dict[str, Any] | None:
     except (ValueError, UnicodeDecodeError):
         return None
     return value if isinstance(value, dict) else None
+
+
+SAFETENSORS_FIRST_READ = 100_000  # one range read holds the length prefix and most headers
+
+
+def read_safetensors_header(read: Callable[[int, int], bytes], path: str, *, max_bytes: int) -> dict[str, Any]:
+    """The JSON header of a safetensors file through ``read(offset, length)``: one range read, two past 100 kB.
+
+    Raises :class:`~tracker.core.errors.UpstreamFileError` when the file is too short, the header is
+    over ``max_bytes``, cut off, not JSON, or not an object.
+    """
+    first = read(0, SAFETENSORS_FIRST_READ)
+    if len(first) < 8:
+        raise UpstreamFileError(path, "not a safetensors file (shorter than 8 bytes)")
+    length = int.from_bytes(first[:8], "little")
+    if length > max_bytes:
+        raise HeaderTooLarge(path, f"safetensors header of {length:,} bytes is over the {max_bytes:,}-byte cap")
+    raw = first[8 : 8 + length] if 8 + length <= len(first) else read(8, length)
+    if len(raw) != length:
+        raise UpstreamFileError(path, f"safetensors header truncated ({len(raw)} of {length} bytes)")
+    try:
+        header = loads_json(raw)
+    except ValueError as exc:  # UnicodeDecodeError, JSONDecodeError and UntrustedInput alike
+        raise UpstreamFileError(path, f"safetensors header is unreadable: {exc}") from exc
+    if not isinstance(header, dict):
+        raise UpstreamFileError(path, "safetensors header is not a JSON object")
+    return header

@@ -264,6 +264,9 @@ class RevisionSources(Protocol):
         ``{"not_read": why}`` past the read cap, or ``{"malformed": why}``.
         """
 
+    def allows(self, what: str) -> bool:
+        """Whether the revision's CPU time allows ``what`` (an analysis, a parse) to run; False records it skipped."""
+
 
 @dataclass(frozen=True)
 class RevisionChange:
