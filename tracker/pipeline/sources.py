@@ -40,9 +40,10 @@ from tracker.pipeline.ports import BlobCache, HubReader
 
 MiB = 1024 * 1024
 # What a parsed header costs in memory, per byte read: a GGUF header of 1M tensors (40 MB) parses to
-# about 230 MB; a safetensors header's JSON to a few times its size. An ONNX summary or a pickle's
-# globals are bounded by their readers' caps (1,000 inputs and outputs, the imports listed).
-GGUF_EXPANSION = 6
+# about 230 MB, some 7 times its bytes, and its read buffer is one more; a safetensors header's JSON
+# takes a few times its size. An ONNX summary or a pickle's globals are bounded by their readers' caps
+# (1,000 inputs and outputs, the imports listed).
+GGUF_EXPANSION = 8
 JSON_EXPANSION = 8
 SMALL_PARSE_BYTES = 256 * 1024
 MAX_SKIPPED_LISTED = 50  # what a budget finding names; the count is always whole
@@ -297,13 +298,14 @@ class HubSources:
             cached: dict[str, Any] | None = self.headers.get(key)
             return cached
         if not self.allows(f"the ONNX model of {path}"):
-            return {"not_read": f"the revision's CPU time budget ({self.budget.cpu_seconds:g} s) is spent"}
+            return {"not_read": f"the revision's budget of {self.budget.cpu_seconds:g} s of CPU time "
+                                "([limits] revision_cpu) is spent"}
         model: dict[str, Any] | None
         try:
             model = read_onnx_model(self.range_reader(sha, path), entry.size)
-        except BudgetExceeded as exc:
-            return {"not_read": f"the revision's budget of {self.budget.requests:,} range requests is spent "
-                                f"({exc.budget})"}
+        except BudgetExceeded:
+            return {"not_read": f"the revision's budget of {self.budget.requests:,} range requests "
+                                "([limits] revision_requests) is spent"}
         except OnnxNotRead as exc:
             model = {"not_read": str(exc)}
         except ProtobufError as exc:
