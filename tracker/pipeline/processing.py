@@ -288,7 +288,7 @@ class Processor:
             shown = "; ".join(skipped[:3]) + (f"; and {count - 3:,} more" if count > 3 else "")
             out.append(self.rules.finding(
                 "analysis.budget_exceeded", "analysis",
-                f"the revision's budget of {limits[name]} is spent: {count:,} skipped ({shown})",
+                f"the revision's budget of {limits[name]} ran out: {count:,} skipped ({shown})",
                 evidence={"budget": name, "limit": limits[name], "skipped_count": count, "skipped": skipped,
                           "requests_spent": budget.spent_requests}))
         return out

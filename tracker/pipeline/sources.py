@@ -276,7 +276,8 @@ class HubSources:
             self._check_transient(exc)
             self._problem(side, path, f"GGUF header unreadable: {exc}")
             header = None
-        self.headers.put(key, header, fetched[0] * GGUF_EXPANSION, "gguf")
+        size = header.get("header_bytes", fetched[0]) if header is not None else fetched[0]
+        self.headers.put(key, header, int(size) * GGUF_EXPANSION, "gguf")
         return header
 
     def onnx_model(self, side: str, path: str) -> dict[str, Any] | None:
