@@ -32,6 +32,7 @@ MAX_YAML_DEPTH = 64
 MAX_YAML_NODES = 100_000  # nodes after alias expansion: what any later walk of the value costs
 MAX_YAML_NUMBER_CHARS = 100  # longer int/float scalars stay text (sexagesimal ints are quadratic to build)
 MAX_INT_BITS = 12_000  # ~3,600 digits: below CPython's 4,300-digit int<->str limit
+MAX_EVIDENCE_CHARS = 4096  # one string in a finding's evidence (a token, a line, a value)
 
 
 _NOT_SKELETON = bytes(b for b in range(256) if b not in b'"[]{}')
@@ -110,6 +111,24 @@ def json_safe(value: Any) -> Any:
         return {_json_key(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
         return [json_safe(v) for v in value]
+    return value
+
+
+def cap_strings(value: Any, limit: int = MAX_EVIDENCE_CHARS) -> Any:
+    """``value`` with every string (mapping keys too) longer than ``limit`` characters cut to ``limit``
+    characters that end in ``… (N characters in all)``; the rest as it is (so capping twice is capping
+    once). A finding's evidence goes through it: a 6 MB token is 4 KiB in the finding, its size stated."""
+    if isinstance(value, str):
+        if len(value) <= limit:
+            return value
+        suffix = f"… ({len(value):,} characters in all)"
+        return value[:max(limit - len(suffix), 0)] + suffix
+    if isinstance(value, dict):
+        return {cap_strings(k, limit): cap_strings(v, limit) for k, v in value.items()}
+    if isinstance(value, list):
+        return [cap_strings(v, limit) for v in value]
+    if isinstance(value, tuple):
+        return tuple(cap_strings(v, limit) for v in value)
     return value
 
 
