@@ -57,7 +57,29 @@ def parsed_once(digest: str, data: bytes) -> tuple[dict[str, Any], dict[str, int
 def parse_cached(data: bytes) -> tuple[dict[str, Any], dict[str, int]]:
     """The model and its piece ids, parsed once per content: a diffusers pipeline's tokenizer folders often
     share one ``spiece.model``, and the two most recent (a revision's old and new) are kept. Not to be mutated."""
-    return parsed_once(hashlib.blake2b(data, digest_size=16).hexdigest(), data)
+    return parsed_once(_digest(data), data)
+
+
+_COMPARED: dict[tuple[str, str], tuple[SeverityRules, list[Finding]]] = {}
+_COMPARED_KEPT = 2
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def vocab_findings(old_data: bytes, new_data: bytes, rules: SeverityRules) -> list[Finding]:
+    """The vocabulary findings of one pair of models, computed once per pair of contents (renumbering a
+    million pieces takes seconds, and six tokenizer folders may hold the same pair). Not to be mutated."""
+    key = (_digest(old_data), _digest(new_data))
+    hit = _COMPARED.get(key)
+    if hit is not None and hit[0] is rules:
+        return hit[1]
+    found = diff_vocab(parse_cached(old_data)[1], parse_cached(new_data)[1], rules)
+    if len(_COMPARED) >= _COMPARED_KEPT:
+        del _COMPARED[next(iter(_COMPARED))]
+    _COMPARED[key] = (rules, found)
+    return found
 
 
 def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
@@ -80,17 +102,17 @@ def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRul
         if new_data is None:
             continue
         try:
-            new, ids_new = parse_cached(new_data)
+            new, _ = parse_cached(new_data)
         except ProtobufError as exc:
             out.append(rules.finding("tokenizer.malformed", CATEGORY,
                                      f"{path} is not a sentencepiece model: {exc}; loading the tokenizer fails",
                                      path=path, evidence={"error": str(exc)}))
             continue
         try:
-            old, ids_old = parse_cached(old_data) if old_data is not None else (None, {})
+            old = parse_cached(old_data)[0] if old_data is not None else None
         except ProtobufError:
             old = None
-        if old is None:
+        if old is None or old_data is None:
             continue
         if old["model_type"] != new["model_type"]:
             out.append(rules.finding("tokenizer.model_type_changed", CATEGORY,
@@ -101,5 +123,5 @@ def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRul
                                      f"{path}: normalizer {old['normalizer']} → {new['normalizer']}", path=path,
                                      before=old["normalizer"], after=new["normalizer"]))
         out += [dataclasses.replace(f, path=path, summary=f"{path}: {f.summary}")
-                for f in diff_vocab(ids_old, ids_new, rules)]
+                for f in vocab_findings(old_data, new_data, rules)]
     return out
