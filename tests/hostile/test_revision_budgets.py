@@ -22,7 +22,9 @@ from tests.meaning.test_sentencepiece import model as spiece_model
 from tracker.adapters.hub import HubClient
 from tracker.adapters.settings import Settings
 from tracker.app import make_tracker
+from tracker.core.errors import BudgetExceeded
 from tracker.core.findings import sentencepiece
+from tracker.pipeline.sources import HeaderCache, RevisionBudget
 
 ONNX_FILES = 16
 
@@ -232,3 +234,29 @@ def test_a_header_over_the_memory_budget_is_skipped_and_named(hub_standin, tmp_p
         ("analysis.budget_exceeded", "high", "the revision's budget of 8,192 bytes of parsed headers ([limits] "
          "revision_header_bytes) ran out: 1 skipped (the GGUF header of q4.gguf (string of 390 bytes at offset 892 "
          "runs past the 1,024-byte cap))")]
+
+
+# ---------------------------------------------------------------------------- the pieces themselves
+
+
+def test_the_header_cache_evicts_the_least_recently_used_by_size():
+    cache = HeaderCache(100)
+    cache.put("a", "A", 40, "gguf")
+    cache.put("b", "B", 40, "gguf")
+    assert cache.get("a") == "A"  # now the most recently used
+    cache.put("c", "C", 40, "onnx")  # 120 > 100: b goes, not a
+    assert ("a" in cache, "b" in cache, "c" in cache, cache.used) == (True, False, True, 80)
+    cache.put("huge", "H", 101, "gguf")  # over the whole limit: returned to its caller, never kept
+    assert ("huge" in cache, cache.used, cache.parses) == (False, 80, {"gguf": 3, "onnx": 1})
+
+
+def test_the_request_budget_counts_each_read_and_names_what_it_refused():
+    budget = RevisionBudget(requests=2)
+    budget.spend_request("range reads of a.onnx")
+    budget.spend_request("range reads of a.onnx")
+    for path in ("a.onnx", "b.onnx", "b.onnx"):
+        with pytest.raises(BudgetExceeded, match=rf"^the revision's requests budget is spent; range reads of {path} "):
+            budget.spend_request(f"range reads of {path}")
+    assert (budget.spent_requests, budget.requests_left) == (2, 0)
+    assert (budget.skipped, budget.skipped_count) == ({"requests": ["range reads of a.onnx", "range reads of b.onnx"]},
+                                                      {"requests": 2})
