@@ -87,3 +87,14 @@ def test_evidence_strings_are_cut_at_4_kib_with_their_full_size_stated(hub_stand
     assert [e["content"] for e in added["evidence"]["examples"]] == [
         chr(97 + k) * (MAX_EVIDENCE_CHARS - len(suffix)) + suffix for k in range(5)]
     assert len(json.dumps(added)) < 6 * MAX_EVIDENCE_CHARS  # 10 MB before
+
+
+def test_diffs_an_analyser_already_bounded_keep_their_own_bound():
+    from tracker.core.findings.remote_code import MAX_DIFF_CHARS
+    from tracker.core.findings.rules import SeverityRules
+
+    diff = "+x = 1\n" * (MAX_DIFF_CHARS // 7)  # a code diff at its own cap (remote_code), 5 times 4 KiB
+    finding = SeverityRules.default().finding("code.python_changed", "code", "Python file changed: a.py",
+                                              evidence={"diff": diff, "token": "y" * 5000})
+    suffix = "… (5,000 characters in all)"
+    assert finding.to_json()["evidence"] == {"diff": diff, "token": "y" * (MAX_EVIDENCE_CHARS - len(suffix)) + suffix}

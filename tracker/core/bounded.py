@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import yaml
@@ -33,6 +33,10 @@ MAX_YAML_NODES = 100_000  # nodes after alias expansion: what any later walk of 
 MAX_YAML_NUMBER_CHARS = 100  # longer int/float scalars stay text (sexagesimal ints are quadratic to build)
 MAX_INT_BITS = 12_000  # ~3,600 digits: below CPython's 4,300-digit int<->str limit
 MAX_EVIDENCE_CHARS = 4096  # one string in a finding's evidence (a token, a line, a value)
+# Evidence keys whose text an analyser already cut to its own bound: a code diff (remote_code.MAX_DIFF_CHARS,
+# 20,000 characters), a template's text or rendered diff (chat_template: 40 lines of 240 characters).
+EVIDENCE_DIFF_KEYS = frozenset({"diff", "text_diff", "rendered_diff"})
+MAX_EVIDENCE_DIFF_CHARS = 24_000
 
 
 _NOT_SKELETON = bytes(b for b in range(256) if b not in b'"[]{}')
@@ -130,6 +134,13 @@ def cap_strings(value: Any, limit: int = MAX_EVIDENCE_CHARS) -> Any:
     if isinstance(value, tuple):
         return tuple(cap_strings(v, limit) for v in value)
     return value
+
+
+def cap_evidence(evidence: Mapping[str, Any]) -> dict[str, Any]:
+    """A finding's evidence with its strings capped (:func:`cap_strings`): ``MAX_EVIDENCE_CHARS`` each, or
+    ``MAX_EVIDENCE_DIFF_CHARS`` under the keys of ``EVIDENCE_DIFF_KEYS``, whose diffs are already bounded."""
+    return {cap_strings(key): cap_strings(value, MAX_EVIDENCE_DIFF_CHARS if key in EVIDENCE_DIFF_KEYS
+                                          else MAX_EVIDENCE_CHARS) for key, value in evidence.items()}
 
 
 def _json_key(key: Any) -> Any:

@@ -184,8 +184,8 @@ class Finding:
 
     def to_json(self) -> dict[str, Any]:
         """Strict JSON: a NaN or Infinity read from an upstream file is kept as text (``json_safe``); evidence
-        strings over ``MAX_EVIDENCE_CHARS`` are cut, their full size stated (``cap_strings``)."""
-        from tracker.core.bounded import cap_strings, json_safe
+        strings are cut, their full size stated (``cap_evidence``)."""
+        from tracker.core.bounded import cap_evidence, json_safe
 
         return {
             "code": self.code,
@@ -195,7 +195,7 @@ class Finding:
             "path": self.path,
             "before": json_safe(self.before),
             "after": json_safe(self.after),
-            "evidence": json_safe(cap_strings(dict(self.evidence))),
+            "evidence": json_safe(cap_evidence(self.evidence)),
             "library": self.library,
         }
 
