@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any
 
@@ -126,6 +126,11 @@ class Tracker:
         if repo is None:
             raise NotWatched(repo_id)
         return repo
+
+    def evict_blobs(self) -> tuple[int, int]:
+        """Keep the blob cache within ``[limits] blob_cache_bytes`` and ``blob_cache_age``; (versions, bytes) dropped."""
+        older_than = self.clock() - timedelta(seconds=self.settings.blob_cache_age)
+        return self.store.blobs.evict(max_bytes=self.settings.blob_cache_bytes, older_than=older_than)
 
     def reanalyse(self, repo_id: str) -> int:
         return self.processor.reanalyse(self.repo(repo_id))

@@ -66,6 +66,9 @@ class DictSources:
         self._check(side)
         return self.onnx[side].get(path)
 
+    def allows(self, what: str) -> bool:
+        return True  # no CPU budget in memory
+
 
 def snapshot(files: Mapping[str, bytes]) -> Snapshot:
     """A Snapshot listing ``files`` with their sizes and git-style blob ids (content-derived)."""

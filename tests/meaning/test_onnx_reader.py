@@ -7,7 +7,7 @@ import pytest
 from tracker.core.findings.onnx_model import OnnxNotRead, read_onnx_model
 from tracker.core.findings.protobuf import ProtobufError
 
-from .onnx_files import bert_onnx, huge_length_prefix
+from .onnx_files import _varint, bert_onnx, huge_length_prefix
 
 
 class CountingFile:
@@ -72,3 +72,12 @@ def test_a_long_node_list_within_the_cap_is_read_in_growing_windows():
     model = read_onnx_model(f.read, len(f.data))
     assert [io["name"] for io in model["outputs"]] == ["last_hidden_state"]
     assert f.requests < 64  # windows double to 256 KiB while the walk goes on; 4 KiB ones would take ~1,500
+
+
+def test_a_flood_of_17_kib_model_fields_grows_the_window_instead_of_a_request_per_field():
+    entry = b"\x0a" + _varint(17400) + b"k" * 17400  # StringStringEntryProto.key
+    flood = (b"\x72" + _varint(len(entry)) + entry) * 500  # ModelProto.metadata_props
+    f = CountingFile(flood + bert_onnx(opset=17))  # 8.7 MB of fields first: past 512 requests, one each, before
+    model = read_onnx_model(f.read, len(f.data))
+    assert model["opsets"] == {"ai.onnx": 17}
+    assert f.requests == model["requests"] < 48  # short jumps count as reading on, in 256 KiB windows

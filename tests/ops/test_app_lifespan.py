@@ -87,6 +87,7 @@ ANSWERS = [
     (errors.RevisionGone("x"), 404, 5),
     (errors.EntryGone("x"), 404, 5),
     (errors.UpstreamFileError("config.json", "too large"), 404, 5),
+    (errors.HeaderTooLarge("model.safetensors", "header over the cap"), 404, 5),
     (errors.RevisionUnresolved("x"), 404, 5),
     (errors.RevisionUnresolved("x", temporary=True), 503, 14),
     (BodyTooLarge("x"), 413, 3),

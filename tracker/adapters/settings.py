@@ -320,6 +320,15 @@ class Settings:
     poll_shutdown_grace: DurationOrZero = key("poll.shutdown_grace", 30.0)  # on SIGTERM: finish, then exit anyway
     max_file_bytes: Count = key("limits.max_file_bytes", 64 * 1024 * 1024)  # cap on any tracked file read
     max_header_bytes: Count = key("limits.max_header_bytes", 32 * 1024 * 1024)  # cap on a safetensors header
+    # One revision's analysis: range requests (all range reads together), memory of the parsed headers it
+    # keeps (evicted by size), and CPU time; what does not fit is skipped and reported (analysis.budget_exceeded).
+    revision_requests: Count = key("limits.revision_requests", 200)
+    revision_header_bytes: Count = key("limits.revision_header_bytes", 256 * 1024 * 1024)
+    revision_cpu: Duration = key("limits.revision_cpu", 60.0)
+    # The file versions kept in the database (the blob cache); past it the least recently read go first,
+    # except those the latest revision of a watched repo reads. Entries older than blob_cache_age go too.
+    blob_cache_bytes: Count = key("limits.blob_cache_bytes", 1024 * 1024 * 1024)
+    blob_cache_age: Duration = key("limits.blob_cache_age", 90 * 86400.0)
     min_advisory_severity: SeverityName = key("advisories.min_severity", Severity.LOW)
     max_versions: Count = key("advisories.max_versions", 1000)  # the newest affected commits a record lists
     tracker_url: PublicURL = key("advisories.tracker_url", None)  # the older name of [api] public_url

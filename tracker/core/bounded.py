@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import yaml
+
+from tracker.core.errors import HeaderTooLarge, UpstreamFileError
 
 MAX_JSON_DEPTH = 64
 MAX_JSON_ITEMS = 2_000_000  # containers + commas: a 256k-token tokenizer.json has ~1.2 M
@@ -30,6 +32,11 @@ MAX_YAML_DEPTH = 64
 MAX_YAML_NODES = 100_000  # nodes after alias expansion: what any later walk of the value costs
 MAX_YAML_NUMBER_CHARS = 100  # longer int/float scalars stay text (sexagesimal ints are quadratic to build)
 MAX_INT_BITS = 12_000  # ~3,600 digits: below CPython's 4,300-digit int<->str limit
+MAX_EVIDENCE_CHARS = 4096  # one string in a finding's evidence (a token, a line, a value)
+# Evidence keys whose text an analyser already cut to its own bound: a code diff (remote_code.MAX_DIFF_CHARS,
+# 20,000 characters), a template's text or rendered diff (chat_template: 40 lines of 240 characters).
+EVIDENCE_DIFF_KEYS = frozenset({"diff", "text_diff", "rendered_diff"})
+MAX_EVIDENCE_DIFF_CHARS = 24_000
 
 
 _NOT_SKELETON = bytes(b for b in range(256) if b not in b'"[]{}')
@@ -109,6 +116,31 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, (list, tuple, set, frozenset)):
         return [json_safe(v) for v in value]
     return value
+
+
+def cap_strings(value: Any, limit: int = MAX_EVIDENCE_CHARS) -> Any:
+    """``value`` with every string (mapping keys too) longer than ``limit`` characters cut to ``limit``
+    characters that end in ``… (N characters in all)``; the rest as it is (so capping twice is capping
+    once). A finding's evidence goes through it: a 6 MB token is 4 KiB in the finding, its size stated."""
+    if isinstance(value, str):
+        if len(value) <= limit:
+            return value
+        suffix = f"… ({len(value):,} characters in all)"
+        return value[:max(limit - len(suffix), 0)] + suffix
+    if isinstance(value, dict):
+        return {cap_strings(k, limit): cap_strings(v, limit) for k, v in value.items()}
+    if isinstance(value, list):
+        return [cap_strings(v, limit) for v in value]
+    if isinstance(value, tuple):
+        return tuple(cap_strings(v, limit) for v in value)
+    return value
+
+
+def cap_evidence(evidence: Mapping[str, Any]) -> dict[str, Any]:
+    """A finding's evidence with its strings capped (:func:`cap_strings`): ``MAX_EVIDENCE_CHARS`` each, or
+    ``MAX_EVIDENCE_DIFF_CHARS`` under the keys of ``EVIDENCE_DIFF_KEYS``, whose diffs are already bounded."""
+    return {cap_strings(key): cap_strings(value, MAX_EVIDENCE_DIFF_CHARS if key in EVIDENCE_DIFF_KEYS
+                                          else MAX_EVIDENCE_CHARS) for key, value in evidence.items()}
 
 
 def _json_key(key: Any) -> Any:
@@ -230,3 +262,30 @@ def json_object(data: bytes | None) -> dict[str, Any] | None:
     except (ValueError, UnicodeDecodeError):
         return None
     return value if isinstance(value, dict) else None
+
+
+SAFETENSORS_FIRST_READ = 100_000  # one range read holds the length prefix and most headers
+
+
+def read_safetensors_header(read: Callable[[int, int], bytes], path: str, *, max_bytes: int) -> dict[str, Any]:
+    """The JSON header of a safetensors file through ``read(offset, length)``: one range read, two past 100 kB.
+
+    Raises :class:`~tracker.core.errors.UpstreamFileError` when the file is too short, the header is
+    over ``max_bytes``, cut off, not JSON, or not an object.
+    """
+    first = read(0, SAFETENSORS_FIRST_READ)
+    if len(first) < 8:
+        raise UpstreamFileError(path, "not a safetensors file (shorter than 8 bytes)")
+    length = int.from_bytes(first[:8], "little")
+    if length > max_bytes:
+        raise HeaderTooLarge(path, f"safetensors header of {length:,} bytes is over the {max_bytes:,}-byte cap")
+    raw = first[8 : 8 + length] if 8 + length <= len(first) else read(8, length)
+    if len(raw) != length:
+        raise UpstreamFileError(path, f"safetensors header truncated ({len(raw)} of {length} bytes)")
+    try:
+        header = loads_json(raw)
+    except ValueError as exc:  # UnicodeDecodeError, JSONDecodeError and UntrustedInput alike
+        raise UpstreamFileError(path, f"safetensors header is unreadable: {exc}") from exc
+    if not isinstance(header, dict):
+        raise UpstreamFileError(path, "safetensors header is not a JSON object")
+    return header

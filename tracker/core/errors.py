@@ -97,6 +97,22 @@ class UpstreamFileError(TrackerError):
         self.reason = reason
 
 
+class BudgetExceeded(Exception):
+    """A per-revision budget (range requests, parsed-header memory, CPU time) is spent: what asked is skipped.
+
+    Not a TrackerError: nothing that handles a Hub or store failure may mistake it for one.
+    """
+
+    def __init__(self, budget: str, what: str) -> None:
+        super().__init__(f"the revision's {budget} budget is spent; {what} skipped")
+        self.budget = budget
+        self.what = what
+
+
+class HeaderTooLarge(UpstreamFileError):
+    """A weights file's header is larger than the cap it was read with."""
+
+
 class NotWatched(TrackerError, LookupError):
     def __init__(self, repo_id: str) -> None:
         super().__init__(f"not watched: {repo_id} (add with `tracker watch add {repo_id}`)")

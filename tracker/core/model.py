@@ -244,8 +244,9 @@ class Finding:
             raise ValueError(f"unknown finding category {self.category!r}: add it to Category (tracker/core/model.py)")
 
     def to_json(self) -> dict[str, Any]:
-        """Strict JSON: a NaN or Infinity read from an upstream file is kept as text (``json_safe``)."""
-        from tracker.core.bounded import json_safe
+        """Strict JSON: a NaN or Infinity read from an upstream file is kept as text (``json_safe``); evidence
+        strings are cut, their full size stated (``cap_evidence``)."""
+        from tracker.core.bounded import cap_evidence, json_safe
 
         return {
             "code": self.code,
@@ -255,7 +256,7 @@ class Finding:
             "path": self.path,
             "before": json_safe(self.before),
             "after": json_safe(self.after),
-            "evidence": json_safe(dict(self.evidence)),
+            "evidence": json_safe(cap_evidence(self.evidence)),
             "library": self.library,
         }
 
@@ -324,6 +325,9 @@ class RevisionSources(Protocol):
         The shape is what :func:`tracker.core.findings.onnx_model.read_onnx_model` returns, or
         ``{"not_read": why}`` past the read cap, or ``{"malformed": why}``.
         """
+
+    def allows(self, what: str) -> bool:
+        """Whether the revision's CPU time allows ``what`` (an analysis, a parse) to run; False records it skipped."""
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,8 @@ class BlobCache(Protocol):
 
     def put_blob(self, content_id: str, data: bytes, *, now: datetime) -> None: ...
 
+    def evict(self, *, max_bytes: int, older_than: datetime) -> tuple[int, int]: ...
+
 
 class Repos(Protocol):
     """The watch list (``tracker.adapters.store.repos.RepoStore``)."""

@@ -57,7 +57,7 @@ from tracker.core.report import (
 from tracker.pipeline.lineage import ModelTree, TreeRead
 from tracker.pipeline.ports import Clock, HubReader, OsvLookup, Store
 from tracker.pipeline.reads import AdvisoryReads
-from tracker.pipeline.sources import HubSources
+from tracker.pipeline.sources import HubSources, RevisionBudget
 
 if TYPE_CHECKING:
     from tracker.pipeline.verification import RevisionVerifier
@@ -205,22 +205,44 @@ class Processor:
     # -- read -------------------------------------------------------------------------------
 
     def sources(self, repo_id: RepoId, *, old: Side | None, new: Side, strict: bool = False) -> HubSources:
+        """The reads of one revision's analysis, with a fresh budget (``[limits] revision_*``)."""
+        budget = RevisionBudget(requests=self.settings.revision_requests,
+                                header_bytes=self.settings.revision_header_bytes,
+                                cpu_seconds=self.settings.revision_cpu)
         return HubSources(self.hub, self.store.blobs, repo_id, {"old": old, "new": new},
                           max_file_bytes=self.settings.max_file_bytes,
-                          max_header_bytes=self.settings.max_header_bytes, now=self.clock, strict=strict)
+                          max_header_bytes=self.settings.max_header_bytes, now=self.clock, strict=strict,
+                          budget=budget)
 
     def analyse(self, repo_id: RepoId, old: Side | None, new: Side, *,
                 old_estimate: dict[str, Any] | None = None, strict: bool = False) -> Analysis:
         """Raw diff, findings and estimate between two snapshots (either from the store or the Hub).
 
         Polling, ``reanalyse`` and ``tracker diff`` all come through here, so they agree.
-        An analyser that fails becomes an ``analysis.failed`` finding, never an exception.
+        An analyser that fails becomes an ``analysis.failed`` finding, never an exception. What
+        the revision's budgets left out is one ``analysis.budget_exceeded`` finding per budget.
+        A ``MemoryError`` drops everything read so far (the caches go with it) and the revision
+        is completed with one ``analysis.failed`` finding; nothing else of it is analysed.
         """
+        try:
+            return self._analyse(repo_id, old, new, old_estimate=old_estimate, strict=strict)
+        except MemoryError:
+            log.warning("%s@%s: out of memory while analysing; the revision is completed unanalysed",
+                        repo_id, new[0][:12])
+        # outside the handler, so the traceback (and every frame holding what was parsed) is gone
+        failed = self.rules.finding(
+            "analysis.failed", "analysis", "analysis failed: MemoryError: the revision's content did not fit in "
+            "memory; nothing of it was analysed", evidence={"step": "analysis", "exception": "MemoryError"})
+        return Analysis(raw=RawDiff.from_json({"files": {}, "texts": {}}), findings=[failed],
+                        sources=self.sources(repo_id, old=old, new=new, strict=strict), estimate=None)
+
+    def _analyse(self, repo_id: RepoId, old: Side | None, new: Side, *,
+                 old_estimate: dict[str, Any] | None, strict: bool) -> Analysis:
         sources = self.sources(repo_id, old=old, new=new, strict=strict)
         failures: list[Finding] = []
         try:
             raw = RawDiff.from_json(diff_revisions(old[1] if old else None, new[1], sources.text))
-        except TRANSIENT:
+        except (*TRANSIENT, MemoryError):
             raise
         except Exception as exc:  # hostile content must not stop the revision
             raw = RawDiff.from_json({"files": {}, "texts": {}})
@@ -229,7 +251,7 @@ class Processor:
                                 old_sha=CommitSha(old[0]) if old else None, new_sha=CommitSha(new[0]))
         try:
             findings = analyse_revision(change, sources, self.rules)
-        except TRANSIENT:
+        except (*TRANSIENT, MemoryError):
             raise
         except Exception as exc:
             findings = []
@@ -240,21 +262,40 @@ class Processor:
                 path=problem["path"], evidence=problem,
             ))
         try:
-            estimate_json, estimate_findings = self._estimate(raw, sources, old is not None, old_estimate)
-        except TRANSIENT:
+            estimate_json, estimate_findings = (self._estimate(raw, sources, old is not None, old_estimate)
+                                                if sources.allows("the estimate") else (None, []))
+        except (*TRANSIENT, MemoryError):
             raise
         except Exception as exc:
             estimate_json, estimate_findings = None, [self._failed("estimate", exc)]
         try:
             libraries = libraries_of(change.new, sources, "new")
             old_libraries = libraries_of(change.old, sources, "old")
-        except TRANSIENT:
+        except (*TRANSIENT, MemoryError):
             raise
         except Exception as exc:
             libraries, old_libraries = (), ()
             failures.append(self._failed("libraries", exc))
-        return Analysis(raw=raw, findings=sort_findings([*findings, *estimate_findings, *failures]),
+        return Analysis(raw=raw, findings=sort_findings([*findings, *estimate_findings, *failures,
+                                                         *self._over_budget(sources)]),
                         sources=sources, estimate=estimate_json, libraries=libraries, old_libraries=old_libraries)
+
+    def _over_budget(self, sources: HubSources) -> list[Finding]:
+        """One ``analysis.budget_exceeded`` finding per budget the revision ran out of, naming what was skipped."""
+        budget = sources.budget
+        limits = {"requests": f"{budget.requests:,} range requests ([limits] revision_requests)",
+                  "header_bytes": f"{budget.header_bytes:,} bytes of parsed headers ([limits] revision_header_bytes)",
+                  "cpu": f"{budget.cpu_seconds:g} s of CPU time ([limits] revision_cpu)"}
+        out = []
+        for name, skipped in sorted(budget.skipped.items()):
+            count = budget.skipped_count[name]
+            shown = "; ".join(skipped[:3]) + (f"; and {count - 3:,} more" if count > 3 else "")
+            out.append(self.rules.finding(
+                "analysis.budget_exceeded", "analysis",
+                f"the revision's budget of {limits[name]} ran out: {count:,} skipped ({shown})",
+                evidence={"budget": name, "limit": limits[name], "skipped_count": count, "skipped": skipped,
+                          "requests_spent": budget.spent_requests}))
+        return out
 
     def _failed(self, step: str, exc: BaseException) -> Finding:
         log.warning("analysis step %s failed: %s", step, _one_line(exc))

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tracker.daemon")  # the name operators filter logs by, not the module path
 RECONCILE_SECONDS = 60
+BLOB_CACHE_SECONDS = 3600  # the blob cache is trimmed hourly (tracker/adapters/store/revisions.py, BlobStore.evict)
 TICK_SECONDS = 2.0  # how often the cycle looks for due repos (a webhook's repo waits at most this long)
 HEARTBEAT_MAX_SECONDS = 600.0  # a summary line at least this often, however long a cycle is
 
@@ -125,6 +126,16 @@ class Daemon:
             self._intervals = intervals
             self.cycle.check_budget()  # a WARNING when the schedule needs more Hub requests than the budget
 
+    def evict_blobs(self) -> None:
+        """The blob cache kept within its size and age ([limits] blob_cache_bytes, blob_cache_age)."""
+        try:
+            count, size = self.tracker.evict_blobs()
+        except TrackerError as exc:  # the database is away: the next run tries again
+            log.warning("blob cache: %s", first_line(exc))
+            return
+        if count:
+            log.info("blob cache: %d cached file versions dropped (%s bytes)", count, f"{size:,}")
+
     def poll_soon(self, repo_id: str) -> None:
         """Poll a repo soon (a webhook said it changed): due now for whichever replica ticks first."""
         self.queue.request_poll(repo_id, now=datetime.now(UTC))
@@ -136,6 +147,7 @@ class Daemon:
         self.scheduler.add_job(self.tick, IntervalTrigger(seconds=TICK_SECONDS), id="cycle",
                                next_run_time=datetime.now(UTC) + timedelta(seconds=1))
         self.scheduler.add_job(self.beat, IntervalTrigger(seconds=self.heartbeat_every), id="heartbeat")
+        self.scheduler.add_job(self.evict_blobs, IntervalTrigger(seconds=BLOB_CACHE_SECONDS), id="blob-cache")
         self.scheduler.start()
         log.info("%s", start_line(self.tracker, api=api, watched=len(self._intervals)))
 

@@ -25,7 +25,7 @@ from huggingface_hub.errors import HfHubHTTPError
 
 from tracker.adapters.hub.guards import header_int, origin, unsafe_path_reason
 from tracker.adapters.hub.transport import REDIRECT_STATUS, HubTransport
-from tracker.core.bounded import loads_json
+from tracker.core.bounded import read_safetensors_header
 from tracker.core.errors import (
     ConfigError,
     EntryGone,
@@ -557,22 +557,9 @@ class HubClient(HubTransport):
 
     def safetensors_header(self, repo: RepoId, sha: str, path: str, *, max_bytes: int) -> dict[str, Any]:
         """The JSON header of a safetensors file, in one range read (two if it is over 100 kB)."""
-        first = self.read_range(repo, sha, path, 0, 100_000 - 1)
-        if len(first) < 8:
-            raise UpstreamFileError(path, "not a safetensors file (shorter than 8 bytes)")
-        length = int.from_bytes(first[:8], "little")
-        if length > max_bytes:
-            raise UpstreamFileError(path, f"safetensors header of {length:,} bytes is over the {max_bytes:,}-byte cap")
-        raw = first[8 : 8 + length] if 8 + length <= len(first) else self.read_range(repo, sha, path, 8, 8 + length - 1)
-        if len(raw) != length:
-            raise UpstreamFileError(path, f"safetensors header truncated ({len(raw)} of {length} bytes)")
-        try:
-            header = loads_json(raw)
-        except ValueError as exc:  # UnicodeDecodeError, JSONDecodeError and UntrustedInput alike
-            raise UpstreamFileError(path, f"safetensors header is unreadable: {exc}") from exc
-        if not isinstance(header, dict):
-            raise UpstreamFileError(path, "safetensors header is not a JSON object")
-        return header
+        return read_safetensors_header(
+            lambda offset, length: self.read_range(repo, sha, path, offset, offset + length - 1), path,
+            max_bytes=max_bytes)
 
 
 __all__ = ["ChangeListing", "CommitListing", "Head", "ListedModel", "MatchListing", "HubClient", "HubError", "OwnerListing", "RejectedPath", "RepoInfo"]

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, insert, select, update
+from sqlalchemy import Connection, and_, delete, func, insert, select, update
 
 from tracker.adapters.store import index as reach_index
 from tracker.adapters.store.advisories import AdvisoryStore, SeenAdvisories
@@ -271,3 +271,38 @@ class BlobStore:
                 conn.execute(insert(blobs).values(content_id=content_id, size=len(data), data=data, fetched_at=now))
         except StoreConflict:
             pass  # content-addressed: someone stored the same bytes first
+
+    def evict(self, *, max_bytes: int, older_than: datetime) -> tuple[int, int]:
+        """Drop cached file versions fetched before ``older_than``, then the oldest fetched while the cache is
+        over ``max_bytes``; never one the latest done revision of a watched repo lists (what its next revision
+        is compared with). Returns (versions dropped, bytes dropped). A dropped version is fetched again
+        from the Hub if a later read needs it."""
+        with self.db.transaction() as conn:
+            keep = _needed(conn)
+            rows = conn.execute(select(blobs.c.content_id, blobs.c.size, blobs.c.fetched_at)
+                                .order_by(blobs.c.fetched_at, blobs.c.content_id)).all()
+            total = sum(int(r.size) for r in rows)
+            drop: list[str] = []
+            dropped_bytes = 0
+            for row in rows:
+                if row.content_id in keep or (row.fetched_at >= older_than and total <= max_bytes):
+                    continue
+                drop.append(row.content_id)
+                total -= int(row.size)
+                dropped_bytes += int(row.size)
+            for start in range(0, len(drop), EVICT_CHUNK):
+                conn.execute(delete(blobs).where(blobs.c.content_id.in_(drop[start:start + EVICT_CHUNK])))
+        return len(drop), dropped_bytes
+
+
+EVICT_CHUNK = 500  # content ids per DELETE (SQLite's bound parameters)
+
+
+def _needed(conn: Connection) -> set[str]:
+    """The content ids the latest done revision of each watched repo lists."""
+    latest = (select(revisions.c.repo_pk, func.max(revisions.c.seq).label("seq"))
+              .where(revisions.c.status == RevisionStatus.DONE).group_by(revisions.c.repo_pk).subquery())
+    snapshots = conn.execute(select(revisions.c.snapshot).join(
+        latest, and_(revisions.c.repo_pk == latest.c.repo_pk, revisions.c.seq == latest.c.seq))).scalars()
+    return {str(entry.get("lfs_sha256") or entry.get("blob_id")) for snapshot in snapshots for entry in snapshot or []
+            if isinstance(entry, dict)}

@@ -87,14 +87,16 @@ def analyse_revision(
         if library not in ALWAYS and library not in present:
             continue
         analyser = _load(name)
-        if analyser is None:
-            continue
+        if analyser is None or not sources.allows(f"the {name} analysis"):
+            continue  # not installed, or the revision's CPU time is spent (the sources record what was skipped)
         try:
             found = analyser(change, sources, rules)
             findings.extend(f if f.library or not library else dataclasses.replace(f, library=library)
                             for f in found)
         except TRANSIENT:
             raise  # the Hub failed, not the content: the revision stays pending and is read again
+        except MemoryError:
+            raise  # never swallowed: the processor drops the revision's reads and completes it
         except Exception as exc:
             findings.append(
                 rules.finding(

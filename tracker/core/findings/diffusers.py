@@ -219,6 +219,9 @@ class FolderSources:
     def onnx_model(self, side: str, path: str) -> Mapping[str, Any] | None:
         return self._sources.onnx_model(side, self._prefix + path)
 
+    def allows(self, what: str) -> bool:
+        return self._sources.allows(what)
+
 
 def folder_view(snapshot: Snapshot, folder: str) -> Snapshot:
     """The files directly inside ``folder``, renamed as if at the root."""
@@ -238,6 +241,8 @@ def _tokenizers(change: RevisionChange, sources: RevisionSources, folders: list[
         old = folder_view(change.old, folder) if change.old is not None else None
         new = folder_view(change.new, folder)
         if old is not None and old.by_path() == new.by_path():
+            continue
+        if not sources.allows(f"the tokenizer folder {folder}/"):
             continue
         view = dataclasses.replace(change, old=old, new=new)
         folder_sources = FolderSources(sources, folder)

@@ -79,6 +79,10 @@ class GGUFError(ValueError):
     """The bytes are not a GGUF header we can read within the limits."""
 
 
+class GGUFTooLarge(GGUFError):
+    """The header goes on past the byte cap it was read with (not past the end of the file)."""
+
+
 # ----------------------------------------------------------------------------- the bounded reader
 
 
@@ -113,7 +117,7 @@ class _Cursor:
         if end > self.size:
             raise GGUFError(f"header runs past the end of the file ({self.size:,} bytes)")
         if end > self.max_bytes:
-            raise GGUFError(f"header is larger than the {self.max_bytes:,}-byte cap")
+            raise GGUFTooLarge(f"header is larger than the {self.max_bytes:,}-byte cap")
         self._grow(max(end, 2 * len(self.buf)))
 
     def unpack(self, fmt: str) -> Any:
@@ -127,6 +131,10 @@ class _Cursor:
     def remaining_possible(self) -> int:
         return self.limit - self.pos
 
+    def past(self, what: str) -> GGUFError:
+        """The error for ``what`` running past the readable prefix: the end of the file, or the cap."""
+        return (GGUFError if self.limit == self.size else GGUFTooLarge)(f"{what} runs past {self.beyond()}")
+
     def beyond(self) -> str:
         """What a too-long item runs past: the end of the file, or the cap."""
         if self.limit == self.size:
@@ -136,7 +144,7 @@ class _Cursor:
     def string(self) -> str:
         n = self.unpack("Q")
         if n > self.remaining_possible():
-            raise GGUFError(f"string of {n:,} bytes at offset {self.pos:,} runs past {self.beyond()}")
+            raise self.past(f"string of {n:,} bytes at offset {self.pos:,}")
         self.need(n)
         raw = bytes(self.buf[self.pos : self.pos + n])
         self.pos += n
@@ -171,7 +179,7 @@ def _value(cur: _Cursor, vtype: GGUFValueType, key: str, depth: int = 0) -> Any:
     n = cur.unpack("Q")
     least = _SCALARS[etype][1] if etype in _SCALARS else 8
     if n * least > cur.remaining_possible():
-        raise GGUFError(f"{key}: array of {n:,} items runs past {cur.beyond()}")
+        raise cur.past(f"{key}: array of {n:,} items")
     keep = n <= KEEP_ARRAY or key in KEPT_ARRAYS
     if etype in _SCALARS:
         fmt, width = _SCALARS[etype]

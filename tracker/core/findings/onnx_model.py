@@ -7,8 +7,8 @@ hold the weights of a model without external data (hundreds of MB). Nothing is d
 full: the reader walks the fields' keys and length prefixes and *jumps* over every field it does
 not need (nodes, initializers, doc strings), fetching only small windows around the keys. After a
 jump it reads 4 KiB; while it keeps reading in sequence (many small nodes) the window doubles,
-up to 256 KiB. The walk is capped in bytes fetched, requests and fields: a graph whose inputs
-sit beyond the cap (say 100,000 nodes) is :class:`OnnxNotRead`, never a stall. Each length
+up to 256 KiB (a short jump, past fields smaller than four windows, counts as reading on). The
+walk is capped in bytes fetched, requests and fields: a graph whose inputs sit beyond the cap (say 100,000 nodes) is :class:`OnnxNotRead`, never a stall. Each length
 prefix is checked against its enclosing message; malformed bytes are a
 :class:`~tracker.core.findings.protobuf.ProtobufError`. Pure given ``read``.
 """
@@ -29,6 +29,7 @@ MAX_IOS = 1000  # inputs (or outputs) kept
 MAX_DIMS = 64
 FIRST_WINDOW = 4096
 MAX_WINDOW = 256 * 1024
+SHORT_JUMP_WINDOWS = 4
 
 ELEM_TYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 8: "string",
               9: "bool", 10: "float16", 11: "float64", 12: "uint32", 13: "uint64", 14: "complex64",
@@ -52,9 +53,10 @@ class _Window:
 
     def _fetch(self, pos: int, need: int) -> None:
         # reading on (small fields straddle the window's end, the next key lies just past it) grows the
-        # window; a jump over a large field starts small again
+        # window, and so does a short jump (within four windows: a flood of 17 KiB fields costs a request
+        # per 256 KiB, not one per field); a jump over a large field starts small again
         end = self.start + len(self.data)
-        sequential = end <= pos <= end + self.next_window
+        sequential = end <= pos <= end + SHORT_JUMP_WINDOWS * self.next_window
         self.next_window = min(self.next_window * 2, MAX_WINDOW) if sequential else FIRST_WINDOW
         length = min(max(need, self.next_window), self.size - pos)
         if self.requests + 1 > self.max_requests or self.fetched + length > self.max_bytes:

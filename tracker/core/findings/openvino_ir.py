@@ -21,6 +21,8 @@ MAX_DEPTH = 32  # the IR nests net/layers/layer/output/port/dim (rt_info a littl
 MAX_ELEMENTS = 2_000_000
 MAX_IOS = 1000
 MAX_DIMS = 64
+MAX_ATTRIBUTE_CHARS = 4096  # a Parameter's shape of 64 dimensions is a few hundred characters
+MAX_ATTRIBUTES = 64
 
 
 class OpenVinoError(ValueError):
@@ -85,7 +87,7 @@ class _IrReader:
         depth, layer = self.depth, self.layer
         if layer is not None:
             if depth == 3 and tag == "data":
-                layer["data"] = dict(elem.attrib)
+                layer["data"] = _attributes(elem.attrib)
             elif depth == 5 and tag == "dim" and self.port_dims is not None:
                 if len(self.port_dims) >= MAX_DIMS:
                     raise OpenVinoError(f"a port with more than {MAX_DIMS} dimensions")
@@ -102,6 +104,17 @@ class _IrReader:
             elem.clear()  # keep memory flat on a large IR
 
 
+def _attributes(attrib: dict[str, str]) -> dict[str, str]:
+    """A ``<data>`` element's attributes, each checked against the length cap before anything splits it."""
+    if len(attrib) > MAX_ATTRIBUTES:
+        raise OpenVinoError(f"a <data> element with {len(attrib):,} attributes, over the cap of {MAX_ATTRIBUTES}")
+    for name, value in attrib.items():
+        if len(value) > MAX_ATTRIBUTE_CHARS:
+            raise OpenVinoError(f"a {name[:40]!r} attribute of {len(value):,} characters, over the "
+                                f"{MAX_ATTRIBUTE_CHARS:,}-character cap")
+    return dict(attrib)
+
+
 def _finish(layer: dict[str, Any], inputs: list[dict[str, Any]], outputs: list[dict[str, Any]]) -> None:
     target = inputs if layer["type"] == "Parameter" else outputs
     if len(target) >= MAX_IOS:
@@ -110,7 +123,8 @@ def _finish(layer: dict[str, Any], inputs: list[dict[str, Any]], outputs: list[d
     if layer["type"] == "Parameter":
         port = next((p for p in layer["ports"] if p["side"] == "output"), None)
         shape = data.get("shape")
-        shape_list = [d.strip() for d in shape.split(",")] if shape else (port["dims"] if port else None)
+        shape_list = ([d.strip()[:40] for d in shape.split(",", MAX_DIMS)[:MAX_DIMS]] if shape
+                      else (port["dims"] if port else None))
         target.append({"name": layer["name"][:200], "type": data.get("element_type"),
                        "shape": shape_list[:MAX_DIMS] if shape_list is not None else None})
     else:

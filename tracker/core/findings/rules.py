@@ -15,6 +15,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, NamedTuple
 
+from tracker.core.bounded import cap_evidence
 from tracker.core.escaping import escape_controls
 from tracker.core.model import Finding, Severity
 
@@ -109,5 +110,5 @@ class SeverityRules:
             path=path,
             before=before,
             after=after,
-            evidence=dict(evidence or {}),
+            evidence=cap_evidence(evidence or {}),
         )

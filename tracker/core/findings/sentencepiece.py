@@ -10,6 +10,8 @@ are read with :mod:`tracker.core.findings.protobuf`; nothing is executed or load
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
 import posixpath
 from typing import Any
 
@@ -46,6 +48,40 @@ def read_model(data: bytes) -> dict[str, Any]:
     return {"pieces": pieces, "model_type": model_type, "vocab_size": vocab_size, "normalizer": normalizer}
 
 
+@functools.lru_cache(maxsize=2)
+def parsed_once(digest: str, data: bytes) -> tuple[dict[str, Any], dict[str, int]]:
+    model = read_model(data)
+    return model, {p: i for i, p in reversed(list(enumerate(model["pieces"])))}
+
+
+def parse_cached(data: bytes) -> tuple[dict[str, Any], dict[str, int]]:
+    """The model and its piece ids, parsed once per content: a diffusers pipeline's tokenizer folders often
+    share one ``spiece.model``, and the two most recent (a revision's old and new) are kept. Not to be mutated."""
+    return parsed_once(_digest(data), data)
+
+
+_COMPARED: dict[tuple[str, str], tuple[SeverityRules, list[Finding]]] = {}
+_COMPARED_KEPT = 2
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def vocab_findings(old_data: bytes, new_data: bytes, rules: SeverityRules) -> list[Finding]:
+    """The vocabulary findings of one pair of models, computed once per pair of contents (renumbering a
+    million pieces takes seconds, and six tokenizer folders may hold the same pair). Not to be mutated."""
+    key = (_digest(old_data), _digest(new_data))
+    hit = _COMPARED.get(key)
+    if hit is not None and hit[0] is rules:
+        return hit[1]
+    found = diff_vocab(parse_cached(old_data)[1], parse_cached(new_data)[1], rules)
+    if len(_COMPARED) >= _COMPARED_KEPT:
+        del _COMPARED[next(iter(_COMPARED))]
+    _COMPARED[key] = (rules, found)
+    return found
+
+
 def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
     if change.old is None or change.new.get("tokenizer.json") is not None:
         return []  # the fast tokenizer is what loads
@@ -66,17 +102,17 @@ def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRul
         if new_data is None:
             continue
         try:
-            new = read_model(new_data)
+            new, _ = parse_cached(new_data)
         except ProtobufError as exc:
             out.append(rules.finding("tokenizer.malformed", CATEGORY,
                                      f"{path} is not a sentencepiece model: {exc}; loading the tokenizer fails",
                                      path=path, evidence={"error": str(exc)}))
             continue
         try:
-            old = read_model(old_data) if old_data is not None else None
+            old = parse_cached(old_data)[0] if old_data is not None else None
         except ProtobufError:
             old = None
-        if old is None:
+        if old is None or old_data is None:
             continue
         if old["model_type"] != new["model_type"]:
             out.append(rules.finding("tokenizer.model_type_changed", CATEGORY,
@@ -86,8 +122,6 @@ def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRul
             out.append(rules.finding("tokenizer.normalizer_changed", CATEGORY,
                                      f"{path}: normalizer {old['normalizer']} → {new['normalizer']}", path=path,
                                      before=old["normalizer"], after=new["normalizer"]))
-        ids_old = {p: i for i, p in reversed(list(enumerate(old["pieces"])))}
-        ids_new = {p: i for i, p in reversed(list(enumerate(new["pieces"])))}
         out += [dataclasses.replace(f, path=path, summary=f"{path}: {f.summary}")
-                for f in diff_vocab(ids_old, ids_new, rules)]
+                for f in vocab_findings(old_data, new_data, rules)]
     return out

@@ -655,11 +655,13 @@ def _pickles(
     out: list[Finding] = []
     sniffed = 0
     unjudged: list[str] = []
-    for path in sorted(new):
+    kinds = {path: pickle_kind(path, entry, has_file=new.__contains__) for path, entry in new.items()}
+    # Files a loader unpickles by name first, those judged by content last: the revision's request
+    # budget is spent on the files a default loader would open before the speculative ones.
+    for path in sorted((p for p, k in kinds.items() if k is not None), key=lambda p: (kinds[p] == "content", p)):
         entry = new[path]
-        kind = pickle_kind(path, entry, has_file=new.__contains__)
-        if kind is None:
-            continue
+        kind = kinds[path]
+        assert kind is not None
         before = old.get(path)
         if before is not None and before.content_id == entry.content_id:
             continue
