@@ -314,6 +314,9 @@ class Settings:
     poll_shutdown_grace: DurationOrZero = key("poll.shutdown_grace", 30.0)  # on SIGTERM: finish, then exit anyway
     max_file_bytes: Count = key("limits.max_file_bytes", 64 * 1024 * 1024)  # cap on any tracked file read
     max_header_bytes: Count = key("limits.max_header_bytes", 32 * 1024 * 1024)  # cap on a safetensors header
+    # Range requests and bytes each side of a revision may spend comparing changed weights' tensors (0: off).
+    weight_compare_requests: Annotated[int, BeforeValidator(_whole(0))] = key("limits.weight_compare_requests", 64)
+    weight_compare_bytes: Annotated[int, BeforeValidator(_whole(0))] = key("limits.weight_compare_bytes", 16 * 1024 * 1024)
     min_advisory_severity: SeverityName = key("advisories.min_severity", Severity.LOW)
     max_versions: Count = key("advisories.max_versions", 1000)  # the newest affected commits a record lists
     tracker_url: PublicURL = key("advisories.tracker_url", None)  # the older name of [api] public_url

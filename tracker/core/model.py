@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NewType, Protocol
@@ -263,6 +263,16 @@ class RevisionSources(Protocol):
         The shape is what :func:`tracker.core.findings.onnx_model.read_onnx_model` returns, or
         ``{"not_read": why}`` past the read cap, or ``{"malformed": why}``.
         """
+
+    def read_ranges(self, side: str, path: str, ranges: Sequence[tuple[int, int]]) -> Sequence[bytes] | None:
+        """The bytes at each ``(start, length)`` of a weight file, one range request each, cached by content id.
+
+        Within the revision's weight-comparison budget (:meth:`weight_budget`); None when the file is
+        absent, a read fails, or the ranges would spend more than is left.
+        """
+
+    def weight_budget(self) -> tuple[int, int]:
+        """``(requests, bytes)`` that comparing weight deltas may spend on each side of this revision."""
 
 
 @dataclass(frozen=True)

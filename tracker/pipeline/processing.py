@@ -201,9 +201,11 @@ class Processor:
     # -- read -------------------------------------------------------------------------------
 
     def sources(self, repo_id: RepoId, *, old: Side | None, new: Side, strict: bool = False) -> HubSources:
-        return HubSources(self.hub, self.store.blobs, repo_id, {"old": old, "new": new},
-                          max_file_bytes=self.settings.max_file_bytes,
-                          max_header_bytes=self.settings.max_header_bytes, now=self.clock, strict=strict)
+        sources = HubSources(self.hub, self.store.blobs, repo_id, {"old": old, "new": new},
+                             max_file_bytes=self.settings.max_file_bytes,
+                             max_header_bytes=self.settings.max_header_bytes, now=self.clock, strict=strict)
+        sources.weight_compare = (self.settings.weight_compare_requests, self.settings.weight_compare_bytes)
+        return sources
 
     def analyse(self, repo_id: RepoId, old: Side | None, new: Side, *,
                 old_estimate: dict[str, Any] | None = None, strict: bool = False) -> Analysis:

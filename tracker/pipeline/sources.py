@@ -12,7 +12,7 @@ failed that way too often, so no file can keep a revision pending forever.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -44,6 +44,10 @@ class HubSources:
         self.now = now
         self.problems: list[dict[str, Any]] = []
         self._headers: dict[tuple[str, str], dict[str, Any] | None] = {}
+        # (requests, bytes) per side for weight deltas: [limits] weight_compare_*, set by the Processor
+        self.weight_compare = (64, 16 * 1024 * 1024)
+        self.weight_spent = {"old": [0, 0], "new": [0, 0]}  # side -> [requests, bytes] sent comparing weights
+        self._ranges: dict[tuple[str, str, int, int], bytes] = {}
 
     def _entry(self, side: str, path: str) -> tuple[str, FileEntry] | None:
         """The side's commit and the file's entry there, or None when the side or the file is absent."""
@@ -186,3 +190,37 @@ class HubSources:
                 return PickleGlobals([], None, holds_pickle=False)
             self._problem(side, path, f"pickle scan failed: {exc}")
             return None
+
+    def weight_budget(self) -> tuple[int, int]:
+        """``[limits] weight_compare_requests`` and ``weight_compare_bytes``: what each side may spend."""
+        return self.weight_compare
+
+    def read_ranges(self, side: str, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes] | None:
+        """Weight-file bytes at ``(start, length)`` ranges, one range request each, cached by content id.
+
+        A range read before (another analyser measuring the same checkpoint) costs nothing; the rest
+        must fit what is left of the side's budget, or nothing is read.
+        """
+        found = self._entry(side, path)
+        if found is None or side not in self.weight_spent:
+            return None
+        sha, entry = found
+        keys = [(entry.content_id, path, start, length) for start, length in ranges]
+        missing = [key for key in dict.fromkeys(keys) if key not in self._ranges]
+        spent, (max_requests, max_bytes) = self.weight_spent[side], self.weight_compare
+        if spent[0] + len(missing) > max_requests or spent[1] + sum(k[3] for k in missing) > max_bytes:
+            return None
+        for key in missing:
+            start, length = key[2], key[3]
+            if length <= 0 or start < 0 or start + length > entry.size:
+                return None
+            try:
+                data = self.hub.read_range(self.repo, sha, path, start, start + length - 1)
+            except (UpstreamFileError, HubError) as exc:
+                self._check_transient(exc)
+                self._problem(side, path, f"weight comparison read failed: {exc}")
+                return None
+            spent[0] += 1
+            spent[1] += len(data)
+            self._ranges[key] = data
+        return [self._ranges[key] for key in keys]

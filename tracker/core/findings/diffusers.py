@@ -26,7 +26,7 @@ Text encoder configs get the ``config.*`` codes, at their own path; tokenizer fo
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tracker.core.estimate.checkpoint import ImplausibleHeader
@@ -218,6 +218,12 @@ class FolderSources:
 
     def onnx_model(self, side: str, path: str) -> Mapping[str, Any] | None:
         return self._sources.onnx_model(side, self._prefix + path)
+
+    def read_ranges(self, side: str, path: str, ranges: Sequence[tuple[int, int]]) -> Sequence[bytes] | None:
+        return self._sources.read_ranges(side, self._prefix + path, ranges)
+
+    def weight_budget(self) -> tuple[int, int]:
+        return self._sources.weight_budget()
 
 
 def folder_view(snapshot: Snapshot, folder: str) -> Snapshot:
