@@ -17,11 +17,12 @@ Every file read is bounded (bytes, JSON depth and elements, modules). Pure: read
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tracker.core.findings.config import Unreadable, change_summary, fmt_value, read_side_json
 from tracker.core.findings.rules import SeverityRules
+from tracker.core.findings.weights import embedding_cause
 from tracker.core.model import Finding, RevisionChange, RevisionSources, Snapshot
 
 CATEGORY = "sentence_transformers"
@@ -103,6 +104,7 @@ class _Collect:
     rules: SeverityRules
     findings: list[Finding]
     reasons: list[str]
+    weights: dict[str, Any] = field(default_factory=dict)  # weight file -> its measured delta (evidence)
 
     def add(self, code: str, summary: str, path: str, before: Any = None, after: Any = None, *,
             reason: str | None = None, **evidence: Any) -> None:
@@ -121,6 +123,24 @@ def _weights_changed(change: RevisionChange, folder: str) -> list[str]:
         if a is not None and b is not None and a.content_id != b.content_id:
             out.append(path)
     return out
+
+
+def _weight_causes(change: RevisionChange, sources: RevisionSources, folder: str, out: _Collect, *, dense: bool) -> None:
+    """A module's re-uploaded weights, as causes of the verdict unless measured within numeric noise.
+
+    The weights finding itself comes from weights.py; the measurement goes into the verdict's evidence.
+    """
+    for weights in _weights_changed(change, folder):
+        cause = embedding_cause(change, sources, weights)
+        if cause is None:
+            continue
+        if cause[1]:
+            out.weights[weights] = cause[1]
+        if dense:
+            out.add("sentence_transformers.dense_changed", f"{weights} re-uploaded: the Dense layer's weights changed",
+                    weights, reason=cause[0])
+        else:
+            out.reasons.append(cause[0])
 
 
 def _compare_module_configs(change: RevisionChange, sources: RevisionSources, old: Module, new: Module,
@@ -145,9 +165,7 @@ def _compare_module_configs(change: RevisionChange, sources: RevisionSources, ol
                 text = change_summary(key, a.get(key), b.get(key))
                 out.add("sentence_transformers.dense_changed", f"{path}: {text}", path, a.get(key), b.get(key),
                         reason=f"Dense {text}", key=key)
-        for weights in _weights_changed(change, new.path):
-            out.add("sentence_transformers.dense_changed", f"{weights} re-uploaded: the Dense layer's weights changed",
-                    weights, reason=f"{weights} re-uploaded")
+        _weight_causes(change, sources, new.path, out, dense=True)
     elif new.kind == "Transformer":
         cfg_a = _json(sources, change.old, "old", _join(old.path, "sentence_bert_config.json")) or {}
         cfg_b = _json(sources, change.new, "new", _join(new.path, "sentence_bert_config.json")) or {}
@@ -161,8 +179,7 @@ def _compare_module_configs(change: RevisionChange, sources: RevisionSources, ol
             text = change_summary("do_lower_case", cfg_a.get("do_lower_case"), cfg_b.get("do_lower_case"))
             out.add("sentence_transformers.do_lower_case_changed", f"{cfg_path}: {text}", cfg_path,
                     cfg_a.get("do_lower_case"), cfg_b.get("do_lower_case"), reason=text, key="do_lower_case")
-        for weights in _weights_changed(change, new.path):
-            out.reasons.append(f"{weights} re-uploaded")  # the weights finding itself comes from weights.py
+        _weight_causes(change, sources, new.path, out, dense=False)
 
 
 def _compare_pipelines(old: list[Module], new: list[Module], path: str, out: _Collect) -> list[tuple[Module, Module]]:
@@ -265,6 +282,7 @@ def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRul
             + "; re-embed the index",
             path=MODULES, before=pipeline_text(old_modules), after=pipeline_text(new_modules),
             evidence={"reasons": reasons, "pipeline_before": [m.type for m in old_modules or []],
-                      "pipeline_after": [m.type for m in new_modules or []]},
+                      "pipeline_after": [m.type for m in new_modules or []],
+                      **({"weights": out.weights} if out.weights else {})},
         ))
     return out.findings

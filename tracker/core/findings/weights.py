@@ -736,8 +736,8 @@ def embedding_cause(change: RevisionChange, sources: RevisionSources, path: str)
         return f"{path} re-uploaded", {}
     if not weight_delta.moves_embeddings(measured):
         return None
-    return (f"{path}: the weights changed by a relative L2 of up to {_figure(measured.largest_relative_l2)} per "
-            f"tensor, beyond the {weight_delta.EMBEDDING_NOISE_L2:g} of numeric noise", measured.evidence())
+    return (f"{path} values changed: relative L2 change up to {_figure(measured.largest_relative_l2)} per tensor, "
+            f"beyond numeric noise ({weight_delta.EMBEDDING_NOISE_L2:g})", measured.evidence())
 
 
 def _pickles(
