@@ -169,11 +169,15 @@ class Measurement:
 
     @property
     def relative_l2(self) -> float:
-        """Relative L2 change over every compared element of every sampled tensor."""
-        diff = sum(t.sum_sq_diff for t in self.tensors)
+        """Relative L2 change over every compared element of the sampled float tensors (of all, when none is).
+
+        Integer buffers (``position_ids`` up to 511) would otherwise weigh more than the weights.
+        """
+        floats = [t for t in self.tensors if t.dtype_old in FLOATS and t.dtype_new in FLOATS] or self.tensors
+        diff = sum(t.sum_sq_diff for t in floats)
         if diff == 0:
             return 0.0
-        old = sum(t.sum_sq_old for t in self.tensors)
+        old = sum(t.sum_sq_old for t in floats)
         return math.sqrt(diff / old) if old > 0 else math.inf
 
     @property
