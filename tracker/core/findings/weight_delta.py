@@ -279,23 +279,63 @@ Pairs = Mapping[str, tuple[Placed, Placed]]  # tensor -> (old place, new place)
 
 
 def plan(pairs: Pairs, budget: Budget) -> list[Window]:
-    """The windows to read on both sides: every tensor's edges if they fit, then spread interior windows."""
+    """The windows to read on both sides: every tensor's edges if they fit, then spread interior windows;
+    else the most tensor boundaries, evenly spread, with their edges widened into the bytes left."""
     if budget.requests < 1 or budget.bytes < 1 or not pairs:
         return []
+    units = _boundaries(pairs)
+    every = _windows(pairs, units, EDGE_BYTES)
+    if _fits(pairs, every, budget):
+        return _add_interior(pairs, every, budget) if every else []
+    low, high = 0, len(units)  # fits(spread(low)) holds, fits(spread(high)) does not
+    while high - low > 1:
+        mid = (low + high) // 2
+        if _fits(pairs, _windows(pairs, _spread(units, mid), EDGE_BYTES), budget):
+            low = mid
+        else:
+            high = mid
+    chosen, edge = _spread(units, low), EDGE_BYTES
+    while edge * 2 <= budget.bytes // budget.requests // 2 and _fits(pairs, _windows(pairs, chosen, edge * 2), budget):
+        edge *= 2
+    return _windows(pairs, chosen, edge)
+
+
+Boundary = tuple[str | None, str | None]
+"""Two tensors that lie back to back in the new file (the tail of one, the head of the next); None at a file's end."""
+
+
+def _boundaries(pairs: Pairs) -> list[Boundary]:
+    """Every boundary between tensors in the new files, in file order, each file's first head and last tail included."""
     order = sorted(pairs, key=lambda n: (pairs[n][1].path, pairs[n][1].start))
-    chosen = _largest_fitting_subset(pairs, order, budget)
-    windows = [w for name in chosen for w in _edges(name, pairs[name])]
-    if not windows:
-        return []
-    return _add_interior(pairs, windows, budget)
+    out: list[Boundary] = []
+    previous: str | None = None
+    for name in order:
+        if previous is not None and pairs[previous][1].path != pairs[name][1].path:
+            out.append((previous, None))
+            previous = None
+        out.append((previous, name))
+        previous = name
+    return [*out, (previous, None)] if previous is not None else out
 
 
-def _edge_count(pair: tuple[Placed, Placed]) -> int:
-    return max(1, EDGE_BYTES // max(pair[0].itemsize, pair[1].itemsize))
+def _windows(pairs: Pairs, units: Sequence[Boundary], edge_bytes: int) -> list[Window]:
+    """The windows that read ``units`` with edges of ``edge_bytes``, each window once."""
+    out: dict[Window, None] = {}
+    for tail, head in units:
+        if tail is not None:
+            out.update(dict.fromkeys(_edges(tail, pairs[tail], edge_bytes)[-1:]))
+        if head is not None:
+            out.update(dict.fromkeys(_edges(head, pairs[head], edge_bytes)[:1]))
+    return list(out)
 
 
-def _edges(name: str, pair: tuple[Placed, Placed]) -> list[Window]:
-    count, edge = pair[0].count, _edge_count(pair)
+def _edge_count(pair: tuple[Placed, Placed], edge_bytes: int = EDGE_BYTES) -> int:
+    return max(1, edge_bytes // max(pair[0].itemsize, pair[1].itemsize))
+
+
+def _edges(name: str, pair: tuple[Placed, Placed], edge_bytes: int = EDGE_BYTES) -> list[Window]:
+    """The head and tail windows of a tensor, or the whole tensor (one window) when they would meet."""
+    count, edge = pair[0].count, _edge_count(pair, edge_bytes)
     if count == 0:
         return []
     if count <= 2 * edge:
@@ -303,31 +343,14 @@ def _edges(name: str, pair: tuple[Placed, Placed]) -> list[Window]:
     return [Window(name, 0, edge), Window(name, count - edge, edge)]
 
 
-def _largest_fitting_subset(pairs: Pairs, order: list[str], budget: Budget) -> list[str]:
-    """Every tensor when their edges fit the budget, else the most tensors, evenly spread, whose edges do."""
-    def fits(names: Sequence[str]) -> bool:
-        return _fits(pairs, [w for n in names for w in _edges(n, pairs[n])], budget)
-
-    if fits(order):
-        return order
-    low, high = 0, len(order)  # fits(spread(low)) holds, fits(spread(high)) does not
-    while high - low > 1:
-        mid = (low + high) // 2
-        if fits(_spread(order, mid)):
-            low = mid
-        else:
-            high = mid
-    return _spread(order, low)
-
-
-def _spread(order: Sequence[str], k: int) -> list[str]:
-    """``k`` items of ``order`` at even intervals, the first and last included."""
+def _spread(items: Sequence[Boundary], k: int) -> list[Boundary]:
+    """``k`` of ``items`` at even intervals, the first and last included."""
     if k <= 0:
         return []
     if k == 1:
-        return [order[len(order) // 2]]
-    step = (len(order) - 1) / (k - 1)
-    return list(dict.fromkeys(order[round(i * step)] for i in range(k)))
+        return [items[len(items) // 2]]
+    step = (len(items) - 1) / (k - 1)
+    return list(dict.fromkeys(items[round(i * step)] for i in range(k)))
 
 
 def _add_interior(pairs: Pairs, windows: list[Window], budget: Budget) -> list[Window]:
