@@ -220,3 +220,38 @@ def test_the_verdict_agrees_with_the_real_encodes(results, tmp_path, name):
     moved = float(np.max(1 - np.sum(vectors[0] * vectors[1], axis=1)))
     incompatible = any(f.code == "embeddings.incompatible" for f in results[name][0])
     assert incompatible == (moved > 1e-4), (name, moved)
+
+
+def test_hub_sources_refuse_ranges_past_the_budget_and_serve_repeats_from_their_cache(hub_standin, tmp_path):
+    from datetime import UTC, datetime
+
+    from tracker.adapters.hub import HubClient
+    from tracker.adapters.store import open_store
+    from tracker.core.model import RepoId
+    from tracker.pipeline.sources import HubSources
+
+    from .hub import fresh_store_url
+
+    data = bytes(range(256)) * 8
+    hub_standin.create_repo("org/budget")
+    sha = hub_standin.commit("org/budget", {"model.safetensors": data}, lfs={"model.safetensors"})
+    client = HubClient(hub_standin.url, timeout=60.0, max_retries=0, max_wait=0.0)
+    rid = RepoId("org/budget")
+    store = open_store(fresh_store_url(tmp_path))
+    sources = HubSources(client, store.blobs, rid, {"old": None, "new": (sha, client.snapshot(rid, sha))},
+                         max_file_bytes=1024, max_header_bytes=1024, now=lambda: datetime.now(UTC))
+    sources.weight_compare = (2, 1000)
+    hub_standin.clear_log()
+
+    def cdn_reads() -> list[str | None]:
+        return [r.range for r in hub_standin.requests if "/cdn-lfs/" in r.path]
+
+    assert sources.read_ranges("new", "model.safetensors", [(100, 10), (200, 10), (300, 10)]) is None
+    assert cdn_reads() == []  # three requests would pass the budget of two: none is sent
+    assert sources.read_ranges("new", "model.safetensors", [(100, 10), (200, 10)]) == [data[100:110], data[200:210]]
+    assert sources.read_ranges("new", "model.safetensors", [(200, 10)]) == [data[200:210]]  # from the cache
+    assert sources.read_ranges("new", "model.safetensors", [(400, 10)]) is None  # the budget is spent
+    assert sources.read_ranges("old", "model.safetensors", [(0, 8)]) is None  # no old side
+    assert cdn_reads() == ["bytes=100-109", "bytes=200-209"]
+    assert (sources.weight_spent, sources.problems) == ({"old": [0, 0], "new": [2, 20]}, [])
+    store.close()
