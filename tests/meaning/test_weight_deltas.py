@@ -89,16 +89,47 @@ def _rename_scenarios(folder: Path) -> dict[str, tuple[dict[str, bytes], dict[st
     }
 
 
+def gguf_bytes(path: Path, title: str, weight: np.ndarray, packed: np.ndarray) -> bytes:
+    """A small GGUF: a Q8_0 matrix quantized by the gguf package, an F32 norm, and Q4_K bytes as given."""
+    from gguf import GGMLQuantizationType, GGUFWriter
+    from gguf.quants import quantize
+
+    writer = GGUFWriter(path, arch="llama")
+    writer.add_name(title)
+    writer.add_tensor("blk.0.attn_q.weight", quantize(weight, GGMLQuantizationType.Q8_0),
+                      raw_dtype=GGMLQuantizationType.Q8_0)
+    writer.add_tensor("blk.0.attn_norm.weight", np.linspace(0.5, 1.5, 256, dtype=np.float32))
+    writer.add_tensor("blk.0.ffn_up.weight", packed, raw_dtype=GGMLQuantizationType.Q4_K)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path.read_bytes()
+
+
+def _gguf_scenarios(folder: Path) -> dict[str, tuple[dict[str, bytes], dict[str, bytes]]]:
+    rng = np.random.default_rng(3)
+    weight, packed = rng.standard_normal((64, 256)).astype(np.float32), rng.integers(0, 255, (64, 144), np.uint8)
+    base = {"model-Q8_0.gguf": gguf_bytes(folder / "a.gguf", "model", weight, packed)}
+    retitled = gguf_bytes(folder / "b.gguf", "model (re-saved)", weight, packed)
+    tuned_packed = packed.copy()
+    tuned_packed[5] ^= 1  # one block of the Q4_K tensor
+    tuned = gguf_bytes(folder / "c.gguf", "model", weight * np.float32(1.05), tuned_packed)
+    return {"gguf_resaved": (base, {"model-Q8_0.gguf": retitled}),
+            "gguf_values": (base, {"model-Q8_0.gguf": tuned})}
+
+
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     """Each scenario's findings, with the range requests each side's weights got at the stand-in's CDN."""
     root = tmp_path_factory.mktemp("weights")
     hub = HubStandin(root / "hub").start()
     lfs = {"flux1-dev.sft", "flux1-dev.safetensors", "model.safetensors", "onnx/model.onnx",
-           "onnx/encoder_model.onnx", "model-Q4_K_M.gguf", "gguf/model-Q4_K_M.gguf"}
+           "onnx/encoder_model.onnx", "model-Q4_K_M.gguf", "gguf/model-Q4_K_M.gguf", "model-Q8_0.gguf"}
     try:
         out = {}
-        for name, (before, after) in {**_weights_scenarios(), **_rename_scenarios(root)}.items():
+        scenarios = {**_weights_scenarios(), **_rename_scenarios(root), **_gguf_scenarios(root)}
+        for name, (before, after) in scenarios.items():
             repo = f"org/{name.replace('_', '-')}"
             hub.create_repo(repo)
             old = hub.commit(repo, before, message="upload", lfs=lfs & set(before))
@@ -196,6 +227,29 @@ def test_renames_by_identity_are_moderate_and_nothing_else(results):
         ("files.renamed", "onnx/model.onnx", "onnx/encoder_model.onnx")]
     assert [(f.code, f.before, f.after) for f in results["gguf"][0]] == [
         ("files.renamed", "model-Q4_K_M.gguf", "gguf/model-Q4_K_M.gguf")]
+
+
+def test_a_gguf_re_saved_with_the_same_tensors_is_resaved(results):
+    findings, _ = results["gguf_resaved"]
+    assert codes(findings) == [("gguf.metadata_changed", "low"), ("weights.resaved", "low"), ("files.changed", "info")]
+    found = by_code(findings, "weights.resaved")
+    assert found.summary == ("model-Q8_0.gguf: re-saved with identical tensor values (header metadata changed); "
+                             "compared 3 of 3 tensors, 100.00% of their elements, 1 requests and 27,648 bytes per side")
+
+
+def test_a_gguf_whose_values_changed_in_the_same_quantization_is_measured(results):
+    findings, _ = results["gguf_values"]
+    assert codes(findings) == [("weights.file_replaced", "critical"), ("weights.values_changed", "critical"),
+                               ("files.changed", "info")]
+    found = by_code(findings, "weights.values_changed")
+    assert found.summary == (
+        "model-Q8_0.gguf: the values changed: relative L2 change 0.0496 overall, 2 of 3 sampled tensors moved; "
+        "most: blk.0.attn_q.weight (0.05), blk.0.ffn_up.weight (1 of 64 blocks); compared 3 of 3 tensors, "
+        "100.00% of their elements, 1 requests and 27,648 bytes per side")
+    evidence = found.evidence
+    assert evidence["relative_l2_by_tensor"] == {"blk.0.attn_q.weight": 0.05}  # Q8_0 decoded: the 5% put in
+    assert evidence["blocks_changed_by_tensor"] == {"blk.0.ffn_up.weight": 0.0156}  # Q4_K by bytes: 1 of 64 blocks
+    assert (evidence["tensors_changed"], evidence["tensors_compared"]) == (2, 3)
 
 
 SENTENCES = ["A man is eating food.", "The new movie is awesome.", "How do I reset my password?",

@@ -27,6 +27,10 @@ compares element for element. The plan depends only on the two headers and the b
 analysers that measure the same checkpoint ask for the same ranges (the sources serve the second
 from their cache).
 
+**GGUF.** :func:`gguf_placements` places a GGUF file's tensors from its parsed header, counted in blocks
+of their quantization type; F32, F16, BF16 and Q8_0 are decoded, the other block formats compared block
+by block.
+
 Pure: reads only through ``sources``.
 """
 
@@ -40,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from tracker.core.estimate.checkpoint import MAX_TENSOR_DIM, MAX_TENSOR_DIMS
+from tracker.core.findings.gguf_types import BLOCK_SIZES
 
 EDGE_BYTES = 16 * 1024
 """Bytes read at each end of every tensor (a tensor of up to twice this is read whole)."""
@@ -58,6 +63,7 @@ NUMPY_DTYPES = {
 ITEMSIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U64": 8, "U32": 4,
             "U16": 2, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
 FLOATS = ("F64", "F32", "F16", "BF16")
+INTEGERS = ("I64", "I32", "I16", "I8", "U64", "U32", "U16", "U8", "BOOL")
 UNIT_ROUNDOFF = {"F64": 2.0 ** -53, "F32": 2.0 ** -24, "F16": 2.0 ** -11, "BF16": 2.0 ** -8}
 """Largest relative error of rounding to nearest into each float dtype (half a unit in the last place)."""
 SMALLEST_NORMAL = {"F64": 2.2250738585072014e-308, "F32": 1.1754943508222875e-38, "F16": 6.103515625e-05,
@@ -100,6 +106,9 @@ class Placed:
 
     @property
     def itemsize(self) -> int:
+        """Bytes of one element (of one block, for a quantized GGUF tensor)."""
+        if self.dtype.startswith("gguf:"):
+            return BLOCK_SIZES[self.dtype[5:]][1]
         return ITEMSIZE[self.dtype]
 
 
@@ -134,6 +143,7 @@ class TensorDelta:
     sum_sq_old: float
     sum_sq_diff: float
     max_relative_error: float | None  # over elements in the normal range of both dtypes
+    decoded: bool = True  # False: compared as bytes only (a quantized GGUF type other than Q8_0, FP8)
 
     @property
     def identical(self) -> bool:
@@ -161,7 +171,12 @@ class Measurement:
 
     @property
     def largest_relative_l2(self) -> float:
-        return max((t.relative_l2 for t in self.tensors), default=0.0)
+        return max((t.relative_l2 for t in self.tensors if t.decoded), default=0.0)
+
+    @property
+    def undecoded_changed(self) -> list[TensorDelta]:
+        """Tensors compared as bytes only whose bytes changed: how much, no figure says."""
+        return [t for t in self.tensors if not t.decoded and not t.identical]
 
     @property
     def identical(self) -> bool:
@@ -169,11 +184,12 @@ class Measurement:
 
     @property
     def relative_l2(self) -> float:
-        """Relative L2 change over every compared element of the sampled float tensors (of all, when none is).
+        """Relative L2 change over every compared element of the decoded non-integer tensors (of all, when none is).
 
         Integer buffers (``position_ids`` up to 511) would otherwise weigh more than the weights.
         """
-        floats = [t for t in self.tensors if t.dtype_old in FLOATS and t.dtype_new in FLOATS] or self.tensors
+        floats = [t for t in self.tensors if t.decoded and t.dtype_old not in INTEGERS and t.dtype_new not in INTEGERS] \
+            or [t for t in self.tensors if t.decoded]
         diff = sum(t.sum_sq_diff for t in floats)
         if diff == 0:
             return 0.0
@@ -222,7 +238,9 @@ class Measurement:
             "tensors_changed": len(moved),
             "relative_l2": _round(self.relative_l2),
             "max_relative_error": _round(self.max_relative_error),
-            "relative_l2_by_tensor": {t.name: _round(t.relative_l2) for t in moved[:MAX_LISTED]},
+            "relative_l2_by_tensor": {t.name: _round(t.relative_l2) for t in moved[:MAX_LISTED] if t.decoded},
+            **({"blocks_changed_by_tensor": {t.name: _round(t.changed / t.compared) for t in self.undecoded_changed[
+                :MAX_LISTED]}} if self.undecoded_changed else {}),
         }
 
 
@@ -270,6 +288,30 @@ def comparable(old: Placed, new: Placed) -> bool:
     if old.count != new.count:
         return False
     return old.dtype == new.dtype or (old.dtype in FLOATS and new.dtype in FLOATS)
+
+
+def gguf_placements(header: Mapping[str, Any], path: str, size: int) -> dict[str, Placed] | None:
+    """Each tensor's place in a GGUF file (counted in blocks of its quantization type), or None when they do
+    not fit the file. The data starts at the header's end, aligned to ``general.alignment`` (32 by default)."""
+    tensors, metadata = header.get("tensors"), header.get("metadata") or {}
+    alignment = metadata.get("general.alignment", 32) if isinstance(metadata, Mapping) else 32
+    end = header.get("header_bytes")
+    if not isinstance(tensors, Mapping) or not isinstance(end, int) or not isinstance(alignment, int) \
+            or not 0 < alignment <= 1 << 20:
+        return None
+    data_start = -(-end // alignment) * alignment
+    out = {}
+    for name, info in tensors.items():
+        kind, shape, offset = info.get("type"), info.get("shape"), info.get("offset")
+        if kind not in BLOCK_SIZES or not isinstance(offset, int) or not isinstance(shape, list):
+            return None
+        per_block, block_bytes = BLOCK_SIZES[kind]
+        elements = math.prod(shape)
+        if elements % per_block or data_start + offset + elements // per_block * block_bytes > size:
+            return None
+        dtype = kind if per_block == 1 and kind in ITEMSIZE else f"gguf:{kind}"  # F32 is F32; Q4_K counts blocks
+        out[str(name)] = Placed(path, dtype, data_start + offset, elements // per_block)
+    return out
 
 
 # ---------------------------------------------------------------------------- planning
@@ -465,7 +507,7 @@ def moves_embeddings(m: Measurement) -> bool:
     """Whether a measured change moves an embedding model's vectors beyond numeric noise."""
     if m.identical or (m.dtype_changes and m.within_rounding()):
         return False
-    return m.largest_relative_l2 > EMBEDDING_NOISE_L2
+    return bool(m.undecoded_changed) or m.largest_relative_l2 > EMBEDDING_NOISE_L2
 
 
 def _read_side(label: str, side: _Side, read: Reader) -> bool:
@@ -499,7 +541,14 @@ def _compare(pairs: Pairs, windows: list[Window], old: _Side, new: _Side) -> lis
 
 
 def decode(raw: bytes, dtype: str) -> np.ndarray[Any, np.dtype[np.float64]] | None:
-    """The elements as float64, or None for a dtype without a numeric decoding here (FP8)."""
+    """The elements as float64, or None for a dtype without a numeric decoding here (FP8, most GGUF quants).
+
+    GGUF ``Q8_0`` is decoded (each block a float16 scale and 32 int8 values): the other block formats pack
+    scales and bits in ways that are not worth a second implementation here, and are compared as bytes.
+    """
+    if dtype == "gguf:Q8_0":
+        blocks = np.frombuffer(raw, dtype=np.dtype([("d", "<f2"), ("q", "i1", (32,))]))
+        return (blocks["d"].astype(np.float64)[:, None] * blocks["q"].astype(np.float64)).ravel()
     code = NUMPY_DTYPES.get(dtype)
     if code is None:
         return None
@@ -512,9 +561,11 @@ def decode(raw: bytes, dtype: str) -> np.ndarray[Any, np.dtype[np.float64]] | No
 def _delta(name: str, old: Placed, new: Placed, a_raw: bytes, b_raw: bytes) -> TensorDelta:
     compared = len(a_raw) // old.itemsize
     a, b = decode(a_raw, old.dtype), decode(b_raw, new.dtype)
-    if a is None or b is None:  # no decoding: bytes only
-        changed = 0 if a_raw == b_raw and old.dtype == new.dtype else compared
-        return TensorDelta(name, old.dtype, new.dtype, compared, old.count, changed, 1.0, float(changed > 0), None)
+    if a is None or b is None:  # no decoding: bytes only, element by element (block by block)
+        size = old.itemsize
+        changed = sum(a_raw[i:i + size] != b_raw[i:i + size] for i in range(0, len(a_raw), size)) \
+            if old.dtype == new.dtype else compared
+        return TensorDelta(name, old.dtype, new.dtype, compared, old.count, changed, 0.0, 0.0, None, decoded=False)
     finite = np.isfinite(a) & np.isfinite(b)
     same = (a == b) | (np.isnan(a) & np.isnan(b))
     diff = np.where(finite, b - a, 0.0)

@@ -18,7 +18,8 @@ checkpoint, the globals its pickle would import (found statically by
   error is within the narrower dtype's rounding, with the largest relative error
   measured; ``weights.values_changed``: the numbers changed, with the relative L2 change
   per sampled tensor and overall. A re-save or a conversion replaces
-  ``weights.file_replaced`` for its files; a values change keeps it.
+  ``weights.file_replaced`` for its files; a values change keeps it. A replaced GGUF file
+  whose tensors kept their quantization types is measured the same way.
 * ``weights.values_changed`` unmeasured: the safetensors headers of the checkpoint are
   identical (same tensor names, shapes and dtypes) but its content hash
   changed and the samples could not be read (no budget left, a failed read), so the
@@ -312,7 +313,7 @@ def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRul
     new = change.new.by_path()
     baseline = change.old is None
     findings: list[Finding] = []
-    checkpoints = [] if baseline else _safetensors(old, new, sources, rules)
+    checkpoints = [] if baseline else _safetensors(old, new, sources, rules) + _ggufs(old, new, sources, rules)
     findings += _without_explained(_file_set(old, new, baseline, rules), checkpoints, renames(old, new))
     if not baseline:
         findings += _indexes(old, new, sources, rules)
@@ -519,15 +520,60 @@ def _safetensors(
     old: Mapping[str, FileEntry], new: Mapping[str, FileEntry], sources: RevisionSources, rules: SeverityRules
 ) -> list[Finding]:
     out: list[Finding] = []
-    changed = changed_checkpoints(old, new)
+    changed, parts = changed_checkpoints(old, new), measured_parts(old, new)
     for key, (a, b) in changed.items():
         ra = _merged_tensors(sources, "old", a, rules, out)
         rb = _merged_tensors(sources, "new", b, rules, out)
         if ra is None or rb is None:
             continue
         ck = _Checkpoint(key, a, b, *ra, *rb)
-        out.extend(_checkpoint_changes(rules, ck, partial(measure_checkpoint, sources, a, b, len(changed))))
+        out.extend(_checkpoint_changes(rules, ck, partial(measure_checkpoint, sources, a, b, parts)))
     return out
+
+
+def changed_ggufs(old: Mapping[str, FileEntry], new: Mapping[str, FileEntry]) -> list[str]:
+    """GGUF files on both sides, same path, whose content changed: measured like a checkpoint."""
+    return sorted(p for p in set(old) & set(new) if p.lower().endswith(".gguf") and old[p].content_id != new[p].content_id)
+
+
+def measured_parts(old: Mapping[str, FileEntry], new: Mapping[str, FileEntry]) -> int:
+    """How many checkpoints of the revision share the comparison budget: changed safetensors and GGUF files."""
+    return len(changed_checkpoints(old, new)) + len(changed_ggufs(old, new))
+
+
+def _ggufs(
+    old: Mapping[str, FileEntry], new: Mapping[str, FileEntry], sources: RevisionSources, rules: SeverityRules
+) -> list[Finding]:
+    """A replaced GGUF file whose tensors kept their names, shapes and quantization types, measured."""
+    out: list[Finding] = []
+    parts = measured_parts(old, new)
+    for path in changed_ggufs(old, new):
+        before, after = sources.gguf_header("old", path), sources.gguf_header("new", path)
+        if before is None or after is None:
+            continue
+        measured = _measure_gguf(sources, path, (before, old[path]), (after, new[path]), parts)
+        if measured is None:
+            continue
+        ta, tb = ({n: (t["type"], tuple(t["shape"])) for n, t in h["tensors"].items()} for h in (before, after))
+        ck = _Checkpoint(path, {path: old[path]}, {path: new[path]}, ta, {path: before.get("metadata")},
+                         tb, {path: after.get("metadata")})
+        out.extend(_measured(rules, ck, measured, sorted(n for n in ta if ta[n][0] != tb[n][0])))
+    return out
+
+
+def _measure_gguf(sources: RevisionSources, path: str, old: tuple[Mapping[str, Any], FileEntry],
+                  new: tuple[Mapping[str, Any], FileEntry], parts: int) -> weight_delta.Measurement | None:
+    """None when the tensor sets differ (gguf.py says how) or a quantization type changed
+    (``weights.quantization_changed``): only the same tensors in the same types are compared."""
+    placed_old = weight_delta.gguf_placements(old[0], path, old[1].size)
+    placed_new = weight_delta.gguf_placements(new[0], path, new[1].size)
+    if placed_old is None or placed_new is None or set(placed_old) != set(placed_new):
+        return None
+    pairs = {name: (placed_old[name], placed_new[name]) for name in placed_old}
+    if not all(weight_delta.comparable(a, b) for a, b in pairs.values()):
+        return None
+    requests, nbytes = sources.weight_budget()
+    return weight_delta.measure(pairs, weight_delta.Budget(requests, nbytes).share(parts), sources.read_ranges)
 
 
 def _checkpoint_changes(rules: SeverityRules, ck: _Checkpoint,
@@ -699,11 +745,16 @@ def _measured(rules: SeverityRules, ck: _Checkpoint, m: weight_delta.Measurement
         "weights.values_changed", CATEGORY,
         f"{ck.label}: the values changed: relative L2 change {_figure(m.relative_l2)} overall, "
         f"{len([t for t in m.tensors if not t.identical]):,} of {len(m.tensors):,} sampled tensors moved; most: "
-        + ", ".join(f"{t.name} ({_figure(t.relative_l2)})" for t in moved) + f"; compared {m.coverage()}",
+        + ", ".join(f"{t.name} ({_moved(t)})" for t in moved) + f"; compared {m.coverage()}",
         path=ck.path, **ids,
         evidence={**evidence, "measured": True, "tensors": len(tb), "parameters": _params(tb),
                   "dtypes": sorted({d for d, _ in tb.values()})})]
     return found + (_tensor_kind_changes(rules, ck, [], retyped) if retyped else [])
+
+
+def _moved(t: weight_delta.TensorDelta) -> str:
+    """``0.0123`` (relative L2), or ``1 of 64 blocks`` for a tensor compared as bytes only."""
+    return _figure(t.relative_l2) if t.decoded else f"{t.changed:,} of {t.compared:,} blocks"
 
 
 def _figure(value: float) -> str:
@@ -728,10 +779,11 @@ def embedding_cause(change: RevisionChange, sources: RevisionSources, path: str)
     The one link from weights to ``embeddings.incompatible``: a file that is not measured (a pickle, another
     structure, no budget left) is a cause by its new hash alone.
     """
-    old = change.old.by_path() if change.old is not None else {}
-    changed = changed_checkpoints(old, change.new.by_path())
+    old, new = (change.old.by_path() if change.old is not None else {}), change.new.by_path()
+    changed = changed_checkpoints(old, new)
     key = checkpoint_key(path) if path.lower().endswith(".safetensors") else None
-    measured = measure_checkpoint(sources, *changed[key], len(changed)) if key is not None and key in changed else None
+    measured = measure_checkpoint(sources, *changed[key], measured_parts(old, new)) \
+        if key is not None and key in changed else None
     if measured is None:
         return f"{path} re-uploaded", {}
     if not weight_delta.moves_embeddings(measured):
