@@ -772,6 +772,27 @@ def _what_differs(ck: _Checkpoint, m: weight_delta.Measurement) -> list[str]:
     return differs or ["header bytes"]
 
 
+def measure_path(change: RevisionChange, sources: RevisionSources, path: str) -> weight_delta.Measurement | None:
+    """The measured delta of the checkpoint a changed ``.safetensors`` or ``.gguf`` file belongs to, as the weights
+    analyser measured it (the same plan, so the reads come from the sources' cache); None when not measured."""
+    old, new = (change.old.by_path() if change.old is not None else {}), change.new.by_path()
+    parts = measured_parts(old, new)
+    if path.lower().endswith(".gguf") and path in changed_ggufs(old, new):
+        before, after = sources.gguf_header("old", path), sources.gguf_header("new", path)
+        if before is None or after is None:
+            return None
+        return _measure_gguf(sources, path, (before, old[path]), (after, new[path]), parts)
+    changed = changed_checkpoints(old, new)
+    key = checkpoint_key(path) if path.lower().endswith(".safetensors") else None
+    return measure_checkpoint(sources, *changed[key], parts) if key is not None and key in changed else None
+
+
+def measured_resave(change: RevisionChange, sources: RevisionSources, path: str) -> bool:
+    """Whether a re-uploaded weight file was measured to hold the very same tensor values (``weights.resaved``)."""
+    measured = measure_path(change, sources, path)
+    return measured is not None and measured.identical and not measured.dtype_changes
+
+
 def embedding_cause(change: RevisionChange, sources: RevisionSources, path: str) -> tuple[str, dict[str, Any]] | None:
     """Why a changed weight file of an embedding model makes stored vectors stale, with the measurement as
     evidence; None when the measured change is within numeric noise (:data:`weight_delta.EMBEDDING_NOISE_L2`).
@@ -779,11 +800,7 @@ def embedding_cause(change: RevisionChange, sources: RevisionSources, path: str)
     The one link from weights to ``embeddings.incompatible``: a file that is not measured (a pickle, another
     structure, no budget left) is a cause by its new hash alone.
     """
-    old, new = (change.old.by_path() if change.old is not None else {}), change.new.by_path()
-    changed = changed_checkpoints(old, new)
-    key = checkpoint_key(path) if path.lower().endswith(".safetensors") else None
-    measured = measure_checkpoint(sources, *changed[key], measured_parts(old, new)) \
-        if key is not None and key in changed else None
+    measured = measure_path(change, sources, path)
     if measured is None:
         return f"{path} re-uploaded", {}
     if not weight_delta.moves_embeddings(measured):
