@@ -69,7 +69,11 @@ def _weights_scenarios() -> dict[str, tuple[dict[str, bytes], dict[str, bytes]]]
         "noise": write_safetensors(_scaled_noise(tensors, 1e-6, 1), sorted(tensors), {"format": "pt"}),
         "retrained": write_safetensors(_scaled_noise(tensors, 3e-2, 2), sorted(tensors), {"format": "pt"}),
     }
-    return {name: (base, {**base, "model.safetensors": data}) for name, data in variants.items()}
+    out = {name: (base, {**base, "model.safetensors": data}) for name, data in variants.items()}
+    with_onnx = {**base, "onnx/model.onnx": bert_onnx()}
+    out["resaved_beside_onnx"] = (with_onnx, {**with_onnx, "model.safetensors": variants["resaved"]})
+    out["retrained_beside_onnx"] = (with_onnx, {**with_onnx, "model.safetensors": variants["retrained"]})
+    return out
 
 
 def _rename_scenarios(folder: Path) -> dict[str, tuple[dict[str, bytes], dict[str, bytes]]]:
@@ -217,6 +221,11 @@ def test_a_real_values_change_makes_the_embeddings_incompatible_with_evidence(re
     assert 0.025 < measured["relative_l2"] < 0.035
     assert measured == {k: v for k, v in by_code(findings, "weights.values_changed").evidence.items()
                         if k in measured}  # one measurement, two findings
+
+
+def test_an_export_is_stale_when_the_source_values_changed_not_when_it_was_re_saved(results):
+    assert [f.code for f in results["resaved_beside_onnx"][0]] == ["weights.resaved", "files.changed"]
+    assert ("exports.stale", "moderate") in codes(results["retrained_beside_onnx"][0])
 
 
 def test_renames_by_identity_are_moderate_and_nothing_else(results):
