@@ -176,3 +176,21 @@ def test_a_renamed_weight_file_is_no_weights_finding():
     moved = weights.analyse(change([lfs("model.safetensors", 9, "a")], [lfs("weights/model.safetensors", 9, "a")]),
                             DictSources(), RULES)
     assert moved == []
+
+
+def test_a_checkpoint_resharded_with_the_same_values_is_resaved_naming_the_sharding():
+    names = list(MODEL)
+    single = st_bytes(MODEL)
+    shards = {f"model-0000{i}-of-00002.safetensors": st_bytes({n: MODEL[n] for n in part})
+              for i, part in ((1, names[:3]), (2, names[3:]))}
+    sources = DictSources({"model.safetensors": single}, shards)
+    sources.headers = {"old": {"model.safetensors": header_of(single)},
+                       "new": {path: header_of(raw) for path, raw in shards.items()}}
+    ch = change([lfs("model.safetensors", len(single), "v1")],
+                [lfs(path, len(raw), path) for path, raw in shards.items()])
+    found = weights.analyse(ch, sources, RULES)
+    assert [f.code for f in found] == ["weights.shard_added", "weights.shard_added", "weights.file_removed",
+                                       "weights.resaved"]
+    assert found[-1].evidence["differs"] == ["sharding (1 → 2 files)"]
+    assert found[-1].summary.startswith("model (2 shards): re-saved with identical tensor values (sharding (1 → 2 files) "
+                                        "changed); compared 6 of 6 tensors")

@@ -56,6 +56,7 @@ Severities come from ``severity/weights.toml``. Pure: reads only through ``sourc
 
 from __future__ import annotations
 
+import json
 import posixpath
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -761,9 +762,13 @@ def _figure(value: float) -> str:
     return "inf" if value == float("inf") else f"{value:.3g}"
 
 
+def _distinct(metadata: Mapping[str, Any]) -> list[str]:
+    return sorted({json.dumps(value, sort_keys=True, default=str) for value in metadata.values()})
+
+
 def _what_differs(ck: _Checkpoint, m: weight_delta.Measurement) -> list[str]:
     differs = []
-    if ck.metadata_old != ck.metadata_new:
+    if _distinct(ck.metadata_old) != _distinct(ck.metadata_new):  # per file: shards repeat the same metadata
         differs.append("header metadata")
     if m.order_changed:
         differs.append("tensor order")
