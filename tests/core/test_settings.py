@@ -146,6 +146,18 @@ def test_the_environment_overrides_the_file_and_a_bad_value_names_the_variable(t
     assert str(caught.value) == "TRACKER_POLL_WORKERS ([poll] workers): must be a whole number, at least 1, not 'eight'"
 
 
+def test_the_weight_comparison_budget_has_defaults_an_off_switch_and_names_its_variable() -> None:
+    assert (load_settings(None, env={}).weight_compare_requests, load_settings(None, env={}).weight_compare_bytes) == (
+        64, 16 * 1024 * 1024)
+    env = {"TRACKER_LIMITS_WEIGHT_COMPARE_REQUESTS": "0", "TRACKER_LIMITS_WEIGHT_COMPARE_BYTES": "1048576"}
+    settings = load_settings(None, env=env)
+    assert (settings.weight_compare_requests, settings.weight_compare_bytes) == (0, 1048576)
+    with pytest.raises(ConfigError) as caught:
+        load_settings(None, env={"TRACKER_LIMITS_WEIGHT_COMPARE_REQUESTS": "-1"})
+    assert str(caught.value) == ("TRACKER_LIMITS_WEIGHT_COMPARE_REQUESTS ([limits] weight_compare_requests): "
+                                 "must be a whole number, at least 0, not -1")
+
+
 def test_a_misspelt_environment_variable_is_refused_like_a_misspelt_key() -> None:
     with pytest.raises(ConfigError) as caught:
         load_settings(None, env={"TRACKER_HUB_TIMOUT": "10s"})

@@ -8,7 +8,7 @@ implementation without any network or disk I/O inside the analyser.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tracker.core.model import CommitSha, FileEntry, RepoId, RevisionChange, Snapshot
@@ -68,6 +68,16 @@ class DictSources:
 
     def allows(self, what: str) -> bool:
         return True  # no CPU budget in memory
+    def read_ranges(self, side: str, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes] | None:
+        """Slices of the side's bytes for ``path`` (None when it has none, or a range runs past its end)."""
+        self._check(side)
+        data = self.files[side].get(path)
+        if data is None or any(start + length > len(data) for start, length in ranges):
+            return None
+        return [data[start:start + length] for start, length in ranges]
+
+    def weight_budget(self) -> tuple[int, int]:
+        return 64, 16 * 1024 * 1024
 
 
 def snapshot(files: Mapping[str, bytes]) -> Snapshot:

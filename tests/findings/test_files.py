@@ -6,7 +6,7 @@ from tests.findings.sources import make_change
 from tests.findings.weights_sources import WeightsSources, change, lfs, small
 from tracker.core.findings import files
 from tracker.core.findings.rules import SeverityRules
-from tracker.core.model import Severity
+from tracker.core.model import FileEntry, Severity
 
 RULES = SeverityRules.default()
 
@@ -17,7 +17,8 @@ def test_added_removed_changed_renamed_exactly():
     ch, src = make_change(old, new)
     found = files.analyse(ch, src, RULES)
     assert [(f.code, f.severity, f.summary) for f in found] == [
-        ("files.renamed", Severity.INFO, "renamed old_name.txt → new_name.txt (10 bytes)"),
+        ("files.renamed", Severity.MODERATE,
+         "renamed old_name.txt → new_name.txt (10 bytes): hard-coded paths to the old name now 404"),
         ("files.added", Severity.INFO, "added tokenizer.model (499,723 bytes)"),
         ("files.removed", Severity.LOW, "removed gone.py (4 bytes)"),
         ("files.changed", Severity.INFO, "changed config.json (8 bytes → 8 bytes)"),
@@ -35,7 +36,7 @@ def test_lfs_content_id_and_storage_moves():
     new = [lfs("model.safetensors", 100, "v2"), lfs("tokenizer.json", 2, "{}"), lfs("b.bin", 5, "same")]
     found = files.analyse(change(old, new), WeightsSources(), RULES)
     assert [(f.code, f.summary) for f in found] == [
-        ("files.renamed", "renamed a.bin → b.bin (5 bytes)"),
+        ("files.renamed", "renamed a.bin → b.bin (5 bytes): hard-coded paths to the old name now 404"),
         ("files.changed", "changed model.safetensors (100 bytes → 100 bytes)"),
         ("files.changed", "changed tokenizer.json (2 bytes → 2 bytes; now stored in LFS)"),
     ]
@@ -59,8 +60,8 @@ def test_empty_files_are_not_paired_as_renames():
 def test_two_copies_renamed_pair_in_path_order():
     ch, src = make_change({"a1": b"dup", "a2": b"dup"}, {"b1": b"dup", "b2": b"dup", "b3": b"dup"})
     assert [f.summary for f in files.analyse(ch, src, RULES)] == [
-        "renamed a1 → b1 (3 bytes)",
-        "renamed a2 → b2 (3 bytes)",
+        "renamed a1 → b1 (3 bytes): hard-coded paths to the old name now 404",
+        "renamed a2 → b2 (3 bytes): hard-coded paths to the old name now 404",
         "added b3 (3 bytes)",
     ]
 
@@ -76,3 +77,18 @@ def test_baseline_lists_every_file_once():
         "total_size": 90_868_378,
         "lfs_files": 1,
     }
+
+
+def test_rename_by_xet_hash_and_renames_helper():
+    """The same Xet hash is the same content, whatever the blob ids; renames() is what every analyser asks."""
+    old = {"flux1-dev.sft": FileEntry("flux1-dev.sft", 100, "1" * 40, None, "f" * 64),
+           "ae.sft": FileEntry("ae.sft", 7, "2" * 40, None, "e" * 64)}
+    new = {"flux1-dev.safetensors": FileEntry("flux1-dev.safetensors", 100, "3" * 40, None, "f" * 64),
+           "ae.safetensors": FileEntry("ae.safetensors", 7, "4" * 40, None, "d" * 64)}
+    assert files.renames(old, new) == {"flux1-dev.sft": "flux1-dev.safetensors"}
+    found = files.analyse(change(list(old.values()), list(new.values())), WeightsSources(), RULES)
+    assert [(f.code, f.severity, f.path, f.before, f.after) for f in found] == [
+        ("files.renamed", Severity.MODERATE, "flux1-dev.safetensors", "flux1-dev.sft", "flux1-dev.safetensors"),
+        ("files.added", Severity.INFO, "ae.safetensors", None, "4" * 40),
+        ("files.removed", Severity.LOW, "ae.sft", "2" * 40, None),
+    ]

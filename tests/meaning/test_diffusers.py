@@ -9,6 +9,7 @@ the weights are small safetensors files written by the test.
 from __future__ import annotations
 
 import json
+import struct
 
 import pytest
 
@@ -67,6 +68,16 @@ def pipeline(index=None, scheduler=None, unet=None, vae=None, text_encoder=None,
 
 
 BASE = pipeline()
+
+
+def resaved(raw: bytes) -> bytes:
+    """The same safetensors file re-saved: the same tensor bytes under a header with ``__metadata__``."""
+    n = struct.unpack("<Q", raw[:8])[0]
+    text = json.dumps({"__metadata__": {"format": "pt"}, **json.loads(raw[8:8 + n])}).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + raw[8 + n:]
+
+
 no_checker = {k: v for k, v in pipeline(index={**INDEX, "safety_checker": [None, None],
                                               "requires_safety_checker": False}).items()
               if not k.startswith("safety_checker/")}
@@ -79,6 +90,8 @@ SCENARIOS = {
     "unet_resized": (BASE, pipeline(unet={**UNET, "sample_size": 96, "cross_attention_dim": 1024})),
     "vae_rescaled": (BASE, pipeline(vae={**VAE, "scaling_factor": 0.13025})),
     "unet_weights": (BASE, pipeline(unet_fill=3)),
+    "unet_resaved": (BASE, {**BASE, "unet/diffusion_pytorch_model.safetensors": resaved(
+        BASE["unet/diffusion_pytorch_model.safetensors"])}),
     "text_encoder_act": (BASE, pipeline(text_encoder={**TEXT_ENCODER, "hidden_act": "gelu"})),
     # 128 + 16,384 bytes of F32 unet weights; the fp16 variant beside it is not what a default load serves
     "unet_grown": (BASE, pipeline(unet_tensors={"conv_in.weight": [8, 4], "conv_out.weight": [64, 64]}, extra={
@@ -152,6 +165,12 @@ def test_the_weights_finding_says_which_file_and_the_component_finding_which_com
     assert [(f.code, f.path) for f in results["unet_weights"] if f.code.startswith("weights.")] == [
         ("weights.file_replaced", "unet/diffusion_pytorch_model.safetensors"),
         ("weights.values_changed", "unet/diffusion_pytorch_model.safetensors")]
+
+
+def test_weights_re_saved_with_the_same_values_are_no_component_change(results):
+    assert [(f.code, f.severity.value, f.path) for f in results["unet_resaved"]] == [
+        ("weights.resaved", "low", "unet/diffusion_pytorch_model.safetensors"),
+        ("files.changed", "info", "unet/diffusion_pytorch_model.safetensors")]
 
 
 def test_prose_only_raises_nothing_above_low(results):

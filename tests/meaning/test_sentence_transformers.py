@@ -124,12 +124,16 @@ def test_a_change_that_moves_the_vectors_is_an_incompatibility_verdict_first(res
 
 
 def test_re_uploaded_weights_of_any_module_make_the_embeddings_incompatible(results):
+    # The old weights are all zeros, so any change is infinitely large relative to them: measured, beyond noise.
     assert [(f.code, f.severity.value, f.summary) for f in results["weights_reuploaded"]][:1] == [
-        ("embeddings.incompatible", "critical", VERDICT + "model.safetensors re-uploaded; re-embed the index")]
+        ("embeddings.incompatible", "critical", VERDICT + "model.safetensors values changed: relative L2 change "
+         "up to inf per tensor, beyond numeric noise (0.002); re-embed the index")]
+    assert results["weights_reuploaded"][0].evidence["weights"]["model.safetensors"]["relative_l2"] == "inf"
     assert [f.code for f in results["dense_reuploaded"]] == [
         "embeddings.incompatible", "weights.file_replaced", "weights.values_changed",
         "sentence_transformers.dense_changed", "files.changed"]
-    assert results["dense_reuploaded"][0].evidence["reasons"] == ["2_Dense/model.safetensors re-uploaded"]
+    assert results["dense_reuploaded"][0].evidence["reasons"] == [
+        "2_Dense/model.safetensors values changed: relative L2 change up to inf per tensor, beyond numeric noise (0.002)"]
 
 
 def test_a_new_similarity_function_changes_scores_not_the_vectors(results):

@@ -329,6 +329,9 @@ class Settings:
     # except those the latest revision of a watched repo reads. Entries older than blob_cache_age go too.
     blob_cache_bytes: Count = key("limits.blob_cache_bytes", 1024 * 1024 * 1024)
     blob_cache_age: Duration = key("limits.blob_cache_age", 90 * 86400.0)
+    # Range requests and bytes each side of a revision may spend comparing changed weights' tensors (0: off).
+    weight_compare_requests: Annotated[int, BeforeValidator(_whole(0))] = key("limits.weight_compare_requests", 64)
+    weight_compare_bytes: Annotated[int, BeforeValidator(_whole(0))] = key("limits.weight_compare_bytes", 16 * 1024 * 1024)
     min_advisory_severity: SeverityName = key("advisories.min_severity", Severity.LOW)
     max_versions: Count = key("advisories.max_versions", 1000)  # the newest affected commits a record lists
     tracker_url: PublicURL = key("advisories.tracker_url", None)  # the older name of [api] public_url

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NewType, Protocol
@@ -328,6 +328,15 @@ class RevisionSources(Protocol):
 
     def allows(self, what: str) -> bool:
         """Whether the revision's CPU time allows ``what`` (an analysis, a parse) to run; False records it skipped."""
+    def read_ranges(self, side: str, path: str, ranges: Sequence[tuple[int, int]]) -> Sequence[bytes] | None:
+        """The bytes at each ``(start, length)`` of a weight file, one range request each, cached by content id.
+
+        Within the revision's weight-comparison budget (:meth:`weight_budget`); None when the file is
+        absent, a read fails, or the ranges would spend more than is left.
+        """
+
+    def weight_budget(self) -> tuple[int, int]:
+        """``(requests, bytes)`` that comparing weight deltas may spend on each side of this revision."""
 
 
 @dataclass(frozen=True)

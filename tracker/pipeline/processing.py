@@ -209,10 +209,12 @@ class Processor:
         budget = RevisionBudget(requests=self.settings.revision_requests,
                                 header_bytes=self.settings.revision_header_bytes,
                                 cpu_seconds=self.settings.revision_cpu)
-        return HubSources(self.hub, self.store.blobs, repo_id, {"old": old, "new": new},
-                          max_file_bytes=self.settings.max_file_bytes,
-                          max_header_bytes=self.settings.max_header_bytes, now=self.clock, strict=strict,
-                          budget=budget)
+        sources = HubSources(self.hub, self.store.blobs, repo_id, {"old": old, "new": new},
+                             max_file_bytes=self.settings.max_file_bytes,
+                             max_header_bytes=self.settings.max_header_bytes, now=self.clock, strict=strict,
+                             budget=budget)
+        sources.weight_compare = (self.settings.weight_compare_requests, self.settings.weight_compare_bytes)
+        return sources
 
     def analyse(self, repo_id: RepoId, old: Side | None, new: Side, *,
                 old_estimate: dict[str, Any] | None = None, strict: bool = False) -> Analysis:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime
 from typing import Any
@@ -150,9 +150,13 @@ class HubSources:
     strict: bool = True
     budget: RevisionBudget = field(default_factory=RevisionBudget)
     problems: list[dict[str, Any]] = field(default_factory=list, init=False)
+    # (requests, bytes) per side for weight deltas: [limits] weight_compare_*, set by the Processor
+    weight_compare: tuple[int, int] = (64, 16 * 1024 * 1024)
 
     def __post_init__(self) -> None:
         self.headers = HeaderCache(self.budget.header_bytes)
+        self.weight_spent = {"old": [0, 0], "new": [0, 0]}  # side -> [requests, bytes] sent comparing weights
+        self._ranges: dict[tuple[str, str, int, int], bytes] = {}
 
     def allows(self, what: str) -> bool:
         """Whether the revision's CPU time allows ``what`` to run (see :class:`RevisionBudget`)."""
@@ -354,3 +358,44 @@ class HubSources:
                 return PickleGlobals([], None, holds_pickle=False)
             self._problem(side, path, f"pickle scan failed: {exc}")
             return None
+
+    def weight_budget(self) -> tuple[int, int]:
+        """``[limits] weight_compare_requests`` and ``weight_compare_bytes``: what each side may spend."""
+        return self.weight_compare
+
+    def read_ranges(self, side: str, path: str, ranges: Sequence[tuple[int, int]]) -> list[bytes] | None:
+        """Weight-file bytes at ``(start, length)`` ranges, one range request each, cached by content id.
+
+        A range read before (another analyser measuring the same checkpoint) costs nothing; the rest
+        must fit what is left of the side's comparison budget and of the revision's request budget,
+        or nothing more is read.
+        """
+        found = self._entry(side, path)
+        if found is None or side not in self.weight_spent:
+            return None
+        sha, entry = found
+        keys = [(entry.content_id, path, start, length) for start, length in ranges]
+        missing = [key for key in dict.fromkeys(keys) if key not in self._ranges]
+        spent, (max_requests, max_bytes) = self.weight_spent[side], self.weight_compare
+        if spent[0] + len(missing) > max_requests or spent[1] + sum(k[3] for k in missing) > max_bytes:
+            return None
+        if len(missing) > self.budget.requests_left:
+            self.budget.skip("requests", f"the weight comparison of {path}")
+            return None
+        for key in missing:
+            start, length = key[2], key[3]
+            if length <= 0 or start < 0 or start + length > entry.size:
+                return None
+            try:
+                self.budget.spend_request(f"the weight comparison of {path}")
+                data = self.hub.read_range(self.repo, sha, path, start, start + length - 1)
+            except BudgetExceeded:
+                return None
+            except (UpstreamFileError, HubError) as exc:
+                self._check_transient(exc)
+                self._problem(side, path, f"weight comparison read failed: {exc}")
+                return None
+            spent[0] += 1
+            spent[1] += len(data)
+            self._ranges[key] = data
+        return [self._ranges[key] for key in keys]

@@ -26,7 +26,7 @@ Text encoder configs get the ``config.*`` codes, at their own path; tokenizer fo
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tracker.core.estimate.checkpoint import ImplausibleHeader
@@ -42,6 +42,7 @@ from tracker.core.findings.config import (
     read_side_json,
 )
 from tracker.core.findings.rules import SeverityRules
+from tracker.core.findings.weights import measured_resave
 from tracker.core.model import Finding, RevisionChange, RevisionSources, Snapshot
 
 CATEGORY = "diffusers"
@@ -139,13 +140,15 @@ def _config_path(snapshot: Snapshot, name: str) -> str | None:
     return None
 
 
-def _weights(change: RevisionChange, name: str, rules: SeverityRules) -> list[Finding]:
+def _weights(change: RevisionChange, sources: RevisionSources, name: str, rules: SeverityRules) -> list[Finding]:
+    """The component's weight files replaced in place, but for those measured as re-saved with the same values."""
     assert change.old is not None
     replaced = []
     for entry in change.new.files:
         if entry.path.startswith(f"{name}/") and entry.path.endswith(WEIGHT_SUFFIXES):
             before = change.old.get(entry.path)
-            if before is not None and before.content_id != entry.content_id:
+            if before is not None and before.content_id != entry.content_id \
+                    and not measured_resave(change, sources, entry.path):
                 replaced.append(entry.path)
     if not replaced:
         return []
@@ -221,6 +224,11 @@ class FolderSources:
 
     def allows(self, what: str) -> bool:
         return self._sources.allows(what)
+    def read_ranges(self, side: str, path: str, ranges: Sequence[tuple[int, int]]) -> Sequence[bytes] | None:
+        return self._sources.read_ranges(side, self._prefix + path, ranges)
+
+    def weight_budget(self) -> tuple[int, int]:
+        return self._sources.weight_budget()
 
 
 def folder_view(snapshot: Snapshot, folder: str) -> Snapshot:
@@ -287,7 +295,7 @@ def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRul
                 continue
             if old_cfg is not None and new_cfg is not None:
                 out += _compare_component(name, new_path, old_cfg, new_cfg, rules)
-        out += _weights(change, name, rules)
+        out += _weights(change, sources, name, rules)
     names = list(old_components) + [n for n in new_components if n not in old_components]
     out += _memory(change, sources, names[:MAX_COMPONENTS], rules)
     return out

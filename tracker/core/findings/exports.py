@@ -2,7 +2,8 @@
 
 Many repos ship an export next to the PyTorch/safetensors weights, and users of ONNX Runtime or
 OpenVINO load only the export. A revision that replaces the source weights but leaves an export
-alone leaves those users on the old model (``exports.stale``); one that replaces an export but not
+alone leaves those users on the old model (``exports.stale``; not for source weights renamed, or measured as
+re-saved with the same values); one that replaces an export but not
 the source weights makes the two disagree (``exports.diverged``). Decided from the file lists.
 
 A replaced ``.onnx`` file is also read, within a window (:mod:`tracker.core.findings.onnx_model`):
@@ -21,6 +22,7 @@ from tracker.core.findings import openvino_ir
 from tracker.core.findings.libraries import ONNX, OPENVINO
 from tracker.core.findings.onnx_model import describe
 from tracker.core.findings.rules import SeverityRules
+from tracker.core.findings.weights import measured_resave
 from tracker.core.model import Finding, RevisionChange, RevisionSources, Snapshot
 
 CATEGORY = "exports"
@@ -55,7 +57,9 @@ def _replaced(old: Snapshot, new: Snapshot, keep: Callable[[str], bool]) -> list
 def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
     if change.old is None:
         return []
-    sources_replaced = _replaced(change.old, change.new, _is_source)
+    # a source measured as re-saved with the same values leaves every export as current as it was
+    sources_replaced = [p for p in _replaced(change.old, change.new, _is_source)
+                        if not measured_resave(change, sources, p)]
     out: list[Finding] = []
     for fmt, label in ((ONNX, "ONNX"), (OPENVINO, "OpenVINO")):
         old_exports = sorted(f.path for f in change.old.files if export_format(f.path) == fmt)

@@ -5,7 +5,12 @@ understand; this one guarantees that no change goes unmentioned, including
 files nobody wrote an analyser for. Content is compared by content id (the LFS
 sha256 where there is one, else the git blob id), so a file that is only
 touched (same bytes) is not "changed", and a file that moves with the same
-bytes is one ``files.renamed`` rather than a removal plus an addition.
+bytes is one ``files.renamed`` rather than a removal plus an addition. A rename is
+judged by identity (:func:`renames`: the LFS sha256, the Xet hash, or the git blob id
+of a small file), so a weight, ONNX or GGUF file renamed with identical bytes is never a
+content change for the other analysers; it is moderate, because every hard-coded
+download link to the old name now answers 404 (black-forest-labs/FLUX.1-dev's
+``.sft`` weights renamed ``.safetensors`` in August 2024; Xenova's renamed ONNX files).
 
 On the first revision read (no old snapshot) a single ``files.baseline``
 finding lists the whole tree, instead of one "added" per file.
@@ -67,26 +72,44 @@ def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRul
     return out
 
 
-def _renames(removed: dict[str, FileEntry], added: dict[str, FileEntry], rules: SeverityRules) -> list[Finding]:
-    """Pair removed and added paths with the same content id (in path order), removing them from both.
+def _identities(entry: FileEntry) -> tuple[str, ...]:
+    """What names this content: its content id, and its Xet hash where the Hub lists one."""
+    return (entry.content_id, f"xet:{entry.xet_hash}") if entry.xet_hash else (entry.content_id,)
 
-    Empty files all share one blob id, so they are never paired: "renaming" one
-    empty file to another says nothing true.
+
+def renames(old: Mapping[str, FileEntry], new: Mapping[str, FileEntry]) -> dict[str, str]:
+    """``{old path: new path}`` for each file removed and another added with the same content, in path order.
+
+    Same content means the same LFS sha256 (or the same Xet hash, or the same git blob id for a
+    small file). Empty files all share one blob id, so they are never paired: "renaming" one
+    empty file to another says nothing true. Every analyser that must not read a rename as a
+    removal plus an addition asks this one function.
     """
     by_content: dict[str, list[str]] = {}
-    for path, entry in removed.items():
-        if entry.size > 0:
-            by_content.setdefault(entry.content_id, []).append(path)
-    out: list[Finding] = []
-    for path, entry in list(added.items()):
-        candidates = by_content.get(entry.content_id)
-        if not candidates or entry.size == 0:
+    for path in sorted(set(old) - set(new)):
+        if old[path].size > 0:
+            for identity in _identities(old[path]):
+                by_content.setdefault(identity, []).append(path)
+    out: dict[str, str] = {}
+    for path in sorted(set(new) - set(old)):
+        entry = new[path]
+        if entry.size == 0:
             continue
-        source = candidates.pop(0)
+        source = next((p for identity in _identities(entry) for p in by_content.get(identity, []) if p not in out), None)
+        if source is not None:
+            out[source] = path
+    return out
+
+
+def _renames(removed: dict[str, FileEntry], added: dict[str, FileEntry], rules: SeverityRules) -> list[Finding]:
+    """One ``files.renamed`` per pair of :func:`renames`, removing the pair from both dicts."""
+    out: list[Finding] = []
+    for source, path in sorted(renames(removed, added).items(), key=lambda pair: pair[1]):
+        entry = added.pop(path)
         del removed[source]
-        del added[path]
         out.append(rules.finding(
-            "files.renamed", CATEGORY, f"renamed {source} → {path} ({_bytes(entry.size)})",
+            "files.renamed", CATEGORY,
+            f"renamed {source} → {path} ({_bytes(entry.size)}): hard-coded paths to the old name now 404",
             path=path, before=source, after=path, evidence={"content_id": entry.content_id, "size": entry.size},
         ))
     return out

@@ -41,6 +41,7 @@ from dataclasses import replace
 from typing import Any
 
 from tracker.core.findings import chat_template, tokenizer
+from tracker.core.findings.files import renames
 from tracker.core.findings.gguf_types import GGMLQuantizationType, GGUFValueType, LlamaFileType
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.model import FileEntry, Finding, RevisionChange, RevisionSources
@@ -330,10 +331,12 @@ def _pairs(old: Mapping[str, FileEntry], new: Mapping[str, FileEntry]) -> list[t
     """(old path, new path) per GGUF file to look at: same path with new content, or added.
 
     One GGUF removed and one added in the same folder is a replacement (a new
-    quantization under a new name), compared as such.
+    quantization under a new name), compared as such. A GGUF renamed with identical
+    bytes is no change of content (``files.renamed`` says it): neither side is read.
     """
-    ggufs_old = {p for p in old if p.lower().endswith(".gguf")}
-    ggufs_new = {p for p in new if p.lower().endswith(".gguf")}
+    moved = renames(old, new)
+    ggufs_old = {p for p in old if p.lower().endswith(".gguf") and p not in moved}
+    ggufs_new = {p for p in new if p.lower().endswith(".gguf") and p not in moved.values()}
     out: list[tuple[str | None, str]] = []
     for path in sorted(ggufs_old & ggufs_new):
         if old[path].content_id != new[path].content_id:

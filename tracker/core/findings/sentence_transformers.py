@@ -37,6 +37,7 @@ from tracker.core.findings.config import Unreadable, change_summary, fmt_value, 
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.findings.tokenizer import TokenizerLoadError, drift_sample, encode_sample
 from tracker.core.findings.tokenizer_precedence import effective_tokenizer, lowercases
+from tracker.core.findings.weights import embedding_cause
 from tracker.core.model import Finding, RevisionChange, RevisionSources, Snapshot
 
 CATEGORY = "sentence_transformers"
@@ -176,6 +177,7 @@ class _Collect:
     findings: list[Finding]
     reasons: list[str]
     migrated: list[str] = field(default_factory=list)
+    weights: dict[str, Any] = field(default_factory=dict)  # weight file -> its measured delta (evidence)
     pooling: str = ""  # the new side's pooling mode, once read
     transformer: str | None = None  # the new side's Transformer folder
     _tokenizer: list[st_tokenization.Side | None] = field(default_factory=list)
@@ -195,17 +197,28 @@ class _Collect:
             self.reasons.append(reason)
 
 
-def weight_causes(change: RevisionChange, sources: RevisionSources, old_folder: str, new_folder: str) -> list[str]:
-    """Why a module's weights make stored vectors incomparable: each a cause of ``embeddings.incompatible``.
+def weight_causes(change: RevisionChange, sources: RevisionSources, old_folder: str, new_folder: str,
+                  measured: dict[str, Any] | None = None) -> list[tuple[str, str]]:
+    """Why a module's weights make stored vectors incomparable: (weight file, cause) for each cause of
+    ``embeddings.incompatible``.
 
-    The one place the verdict learns about weights: today a weight file with new content is a cause.
+    The one place the verdict learns about weights. A weight file with new content is measured
+    (:func:`tracker.core.findings.weights.embedding_cause`): a change within numeric noise is no
+    cause, and the measurement of one that is goes into ``measured`` (the verdict's evidence).
     """
     assert change.old is not None
     out = []
     for name in WEIGHT_NAMES:
-        a, b = change.old.get(_join(old_folder, name)), change.new.get(_join(new_folder, name))
-        if a is not None and b is not None and a.content_id != b.content_id:
-            out.append(f"{_join(new_folder, name)} re-uploaded")
+        path = _join(new_folder, name)
+        a, b = change.old.get(_join(old_folder, name)), change.new.get(path)
+        if a is None or b is None or a.content_id == b.content_id:
+            continue
+        cause = embedding_cause(change, sources, path)
+        if cause is None:
+            continue
+        if cause[1] and measured is not None:
+            measured[path] = cause[1]
+        out.append((path, cause[0]))
     return out
 
 
@@ -231,8 +244,7 @@ def _compare_dense(old: Module, new: Module, a: dict[str, Any], b: dict[str, Any
             text = change_summary(key, a.get(key), b.get(key))
             out.add("sentence_transformers.dense_changed", f"{path}: {text}", path, a.get(key), b.get(key),
                     reason=f"Dense {text}", key=key)
-    for cause in weight_causes(out.change, out.sources, old.path, new.path):
-        weights = cause.removesuffix(" re-uploaded")
+    for weights, cause in weight_causes(out.change, out.sources, old.path, new.path, out.weights):
         out.add("sentence_transformers.dense_changed", f"{weights} re-uploaded: the Dense layer's weights changed",
                 weights, reason=cause)
 
@@ -337,7 +349,7 @@ def compare_transformer(old: Module, new: Module, out: _Collect) -> None:
         out.add("sentence_transformers.max_seq_length_changed",
                 f"{cfg_path}: {text}" + ("" if reason else f" (no sample text is longer than {shorter} tokens)"),
                 cfg_path, limits[0], limits[1], reason=reason, key="max_seq_length", longer_sample_texts=longer)
-    out.reasons.extend(weight_causes(change, sources, old.path, new.path))  # weight findings: weights.py
+    out.reasons.extend(cause for _path, cause in weight_causes(change, sources, old.path, new.path, out.weights))
 
 
 def _compare_pipelines(old: list[Module], new: list[Module], out: _Collect) -> list[tuple[Module, Module]]:
@@ -483,7 +495,8 @@ def _verdict(old_modules: list[Module] | None, new_modules: list[Module] | None,
         "stored embeddings are no longer comparable with new ones: " + "; ".join(reasons) + "; re-embed the index",
         path=MODULES, before=pipeline_text(old_modules), after=pipeline_text(new_modules),
         evidence={"reasons": reasons, "pipeline_before": [m.type for m in old_modules or []],
-                  "pipeline_after": [m.type for m in new_modules or []]},
+                  "pipeline_after": [m.type for m in new_modules or []],
+                  **({"weights": out.weights} if out.weights else {})},
     )
 
 

@@ -9,17 +9,29 @@ checkpoint, the globals its pickle would import (found statically by
 * ``weights.file_replaced``: same path, new content hash. The weights a user
   downloads changed even though no file name did, which is invisible in a
   file-name diff and is the commonest silent upstream change.
-* ``weights.values_changed``: the safetensors headers of the checkpoint are
+* Measured deltas (:mod:`tracker.core.findings.weight_delta`): when a safetensors
+  checkpoint's content changed and its tensors are the same (names and shapes; dtypes
+  equal, or float converted to float), sampled element ranges of every tensor are read
+  from both revisions by range requests, within the revision's budget, and compared.
+  ``weights.resaved``: every sample identical (header metadata, tensor order or sharding
+  changed, the numbers did not); ``weights.dtype_changed``: a float conversion whose
+  error is within the narrower dtype's rounding, with the largest relative error
+  measured; ``weights.values_changed``: the numbers changed, with the relative L2 change
+  per sampled tensor and overall. A re-save or a conversion replaces
+  ``weights.file_replaced`` for its files; a values change keeps it. A replaced GGUF file
+  whose tensors kept their quantization types is measured the same way.
+* ``weights.values_changed`` unmeasured: the safetensors headers of the checkpoint are
   identical (same tensor names, shapes and dtypes) but its content hash
-  changed, so the numbers themselves changed: a retrain or a fix, not a
-  re-export. A distinct code because it is the case people most need to see.
+  changed and the samples could not be read (no budget left, a failed read), so the
+  numbers are taken to have changed: a retrain or a fix, not a re-export.
 * ``weights.tensors_added/removed/reshaped/retyped`` and
   ``weights.parameter_count_changed``: the checkpoint's structure changed.
   Headers are compared per checkpoint *across all its shards*, so a tensor
   that merely moves from shard 1 to shard 2 is not reported as removed+added.
 * ``weights.resharded``: same tensors split over a different set of files.
 * ``weights.shard_added/removed``, ``weights.file_added/removed``: the set of
-  weight files changed; ``weights.index_changed``: the sharded index's
+  weight files changed (a file renamed with identical bytes is neither: ``files.renamed``
+  says it, :func:`tracker.core.findings.files.renames`); ``weights.index_changed``: the sharded index's
   ``weight_map`` lists other tensors; ``weights.index_resharded``: the same
   tensors mapped to other shards.
 * Pickle-based files, added or replaced. A file is scanned when its name, in any
@@ -46,14 +58,18 @@ Severities come from ``severity/weights.toml``. Pure: reads only through ``sourc
 
 from __future__ import annotations
 
+import json
 import posixpath
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 from tracker.core.bounded import loads_json
 from tracker.core.estimate.checkpoint import MAX_TENSOR_DIM, MAX_TENSOR_DIMS
+from tracker.core.findings import weight_delta
+from tracker.core.findings.files import renames
 from tracker.core.findings.picklescan_zip import MAX_LEGACY_BYTES, UNKNOWN
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.model import FileEntry, Finding, RevisionChange, RevisionSources, Severity
@@ -345,12 +361,23 @@ def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRul
     new = change.new.by_path()
     baseline = change.old is None
     findings: list[Finding] = []
-    findings += _file_set(old, new, baseline, rules)
+    checkpoints = [] if baseline else _safetensors(old, new, sources, rules) + _ggufs(old, new, sources, rules)
+    findings += _without_explained(_file_set(old, new, baseline, rules), checkpoints, renames(old, new))
     if not baseline:
         findings += _indexes(old, new, sources, rules)
-        findings += _safetensors(old, new, sources, rules)
+        findings += checkpoints
     findings += _pickles(old, new, sources, rules, max_content_sniffs)
     return findings
+
+
+def _without_explained(found: list[Finding], checkpoints: list[Finding], moved: Mapping[str, str]) -> list[Finding]:
+    """Drop what a measurement or a rename explains: ``file_replaced`` for a file measured as re-saved or
+    converted, and ``file_added``/``file_removed`` (or shards) for a file renamed with identical bytes."""
+    explained = {p for f in checkpoints if f.code in MEASURED_HARMLESS for p in f.evidence.get("files", ())}
+    renamed = set(moved) | set(moved.values())
+    return [f for f in found
+            if not (f.code == "weights.file_replaced" and f.path in explained)
+            and not (f.code in RENAME_CODES and f.path in renamed)]
 
 
 def _shard_paths(files: Mapping[str, FileEntry]) -> set[str]:
@@ -499,6 +526,9 @@ def _merged_tensors(
 
 
 Tensors = dict[str, tuple[str, tuple[int, ...]]]  # name -> (dtype, shape)
+MEASURED_HARMLESS = ("weights.resaved", "weights.dtype_changed")
+"""Measured outcomes that replace ``weights.file_replaced``: the numbers a user computes with did not change."""
+RENAME_CODES = ("weights.file_added", "weights.file_removed", "weights.shard_added", "weights.shard_removed")
 
 
 @dataclass(frozen=True)
@@ -522,30 +552,91 @@ class _Checkpoint:
         return sorted(self.new)[0] if len(self.new) == 1 else self.key
 
 
+def changed_checkpoints(
+    old: Mapping[str, FileEntry], new: Mapping[str, FileEntry]
+) -> dict[str, tuple[dict[str, FileEntry], dict[str, FileEntry]]]:
+    """The safetensors checkpoints on both sides whose files changed: ``{key: (old files, new files)}``.
+
+    These are the checkpoints whose deltas are measured; the revision's budget is shared among them.
+    """
+    og, ng = _group(old), _group(new)
+    return {key: (og[key], ng[key]) for key in sorted(set(og) & set(ng))
+            if {p: e.content_id for p, e in og[key].items()} != {p: e.content_id for p, e in ng[key].items()}}
+
+
 def _safetensors(
     old: Mapping[str, FileEntry], new: Mapping[str, FileEntry], sources: RevisionSources, rules: SeverityRules
 ) -> list[Finding]:
     out: list[Finding] = []
-    og, ng = _group(old), _group(new)
-    for key in sorted(set(og) & set(ng)):
-        a, b = og[key], ng[key]
-        if {p: e.content_id for p, e in a.items()} == {p: e.content_id for p, e in b.items()}:
-            continue
+    changed, parts = changed_checkpoints(old, new), measured_parts(old, new)
+    for key, (a, b) in changed.items():
         ra = _merged_tensors(sources, "old", a, rules, out)
         rb = _merged_tensors(sources, "new", b, rules, out)
         if ra is None or rb is None:
             continue
-        out.extend(_checkpoint_changes(rules, _Checkpoint(key, a, b, *ra, *rb)))
+        ck = _Checkpoint(key, a, b, *ra, *rb)
+        out.extend(_checkpoint_changes(rules, ck, partial(measure_checkpoint, sources, a, b, parts)))
     return out
 
 
-def _checkpoint_changes(rules: SeverityRules, ck: _Checkpoint) -> list[Finding]:
+def changed_ggufs(old: Mapping[str, FileEntry], new: Mapping[str, FileEntry]) -> list[str]:
+    """GGUF files on both sides, same path, whose content changed: measured like a checkpoint."""
+    return sorted(p for p in set(old) & set(new) if p.lower().endswith(".gguf") and old[p].content_id != new[p].content_id)
+
+
+def measured_parts(old: Mapping[str, FileEntry], new: Mapping[str, FileEntry]) -> int:
+    """How many checkpoints of the revision share the comparison budget: changed safetensors and GGUF files."""
+    return len(changed_checkpoints(old, new)) + len(changed_ggufs(old, new))
+
+
+def _ggufs(
+    old: Mapping[str, FileEntry], new: Mapping[str, FileEntry], sources: RevisionSources, rules: SeverityRules
+) -> list[Finding]:
+    """A replaced GGUF file whose tensors kept their names, shapes and quantization types, measured."""
+    out: list[Finding] = []
+    parts = measured_parts(old, new)
+    for path in changed_ggufs(old, new):
+        before, after = sources.gguf_header("old", path), sources.gguf_header("new", path)
+        if before is None or after is None:
+            continue
+        measured = _measure_gguf(sources, path, (before, old[path]), (after, new[path]), parts)
+        if measured is None:
+            continue
+        ta, tb = ({n: (t["type"], tuple(t["shape"])) for n, t in h["tensors"].items()} for h in (before, after))
+        ck = _Checkpoint(path, {path: old[path]}, {path: new[path]}, ta, {path: before.get("metadata")},
+                         tb, {path: after.get("metadata")})
+        out.extend(_measured(rules, ck, measured, sorted(n for n in ta if ta[n][0] != tb[n][0])))
+    return out
+
+
+def _measure_gguf(sources: RevisionSources, path: str, old: tuple[Mapping[str, Any], FileEntry],
+                  new: tuple[Mapping[str, Any], FileEntry], parts: int) -> weight_delta.Measurement | None:
+    """None when the tensor sets differ (gguf.py says how) or a quantization type changed
+    (``weights.quantization_changed``): only the same tensors in the same types are compared."""
+    placed_old = weight_delta.gguf_placements(old[0], path, old[1].size)
+    placed_new = weight_delta.gguf_placements(new[0], path, new[1].size)
+    if placed_old is None or placed_new is None or set(placed_old) != set(placed_new):
+        return None
+    pairs = {name: (placed_old[name], placed_new[name]) for name in placed_old}
+    if not all(weight_delta.comparable(a, b) for a, b in pairs.values()):
+        return None
+    requests, nbytes = sources.weight_budget()
+    return weight_delta.measure(pairs, weight_delta.Budget(requests, nbytes).share(parts), sources.read_ranges)
+
+
+def _checkpoint_changes(rules: SeverityRules, ck: _Checkpoint,
+                        measure: Callable[[], weight_delta.Measurement | None] = lambda: None) -> list[Finding]:
     ta, tb = ck.tensors_old, ck.tensors_new
     added = sorted(set(tb) - set(ta))
     removed = sorted(set(ta) - set(tb))
     common = set(ta) & set(tb)
     reshaped = sorted(n for n in common if ta[n][1] != tb[n][1])
     retyped = sorted(n for n in common if ta[n][0] != tb[n][0])
+    converted = all(ta[n][0] in weight_delta.FLOATS and tb[n][0] in weight_delta.FLOATS for n in retyped)
+    if not (added or removed or reshaped) and converted:
+        measured = measure()
+        if measured is not None:
+            return _measured(rules, ck, measured, retyped)
     if not (added or removed or reshaped or retyped):
         return [_resharded(rules, ck) if sorted(ck.old) != sorted(ck.new) else _values_changed(rules, ck)]
     return [*_tensor_set_changes(rules, ck, added, removed), *_tensor_kind_changes(rules, ck, reshaped, retyped),
@@ -646,6 +737,128 @@ def _parameter_count_change(rules: SeverityRules, ck: _Checkpoint) -> list[Findi
         path=ck.path, before=pa, after=pb,
         evidence={"tensors_before": len(ck.tensors_old), "tensors_after": len(ck.tensors_new)},
     )]
+
+
+# ---------------------------------------------------------------------------- measured deltas
+
+
+def measure_checkpoint(sources: RevisionSources, old: Mapping[str, FileEntry], new: Mapping[str, FileEntry],
+                       parts: int) -> weight_delta.Measurement | None:
+    """Sampled tensors of one checkpoint compared between the revisions, within its share of the budget.
+
+    None when the checkpoints do not hold the same tensors (names and element counts; dtypes equal or
+    both floating point), when a header does not place its data exactly, or when a read fails.
+    ``parts`` is how many checkpoints of the revision share the budget (:func:`changed_checkpoints`).
+    """
+    requests, nbytes = sources.weight_budget()
+    placed_old, placed_new = _placed(sources, "old", old), _placed(sources, "new", new)
+    if placed_old is None or placed_new is None or set(placed_old) != set(placed_new):
+        return None
+    pairs = {name: (placed_old[name], placed_new[name]) for name in placed_old}
+    if not all(weight_delta.comparable(a, b) for a, b in pairs.values()):
+        return None
+    return weight_delta.measure(pairs, weight_delta.Budget(requests, nbytes).share(parts), sources.read_ranges)
+
+
+def _placed(sources: RevisionSources, side: str, members: Mapping[str, FileEntry]) -> dict[str, weight_delta.Placed] | None:
+    out: dict[str, weight_delta.Placed] = {}
+    for path, entry in sorted(members.items()):
+        header = sources.safetensors_header(side, path)
+        placed = weight_delta.placements(header, path, entry.size) if header is not None else None
+        if placed is None:
+            return None
+        out.update(placed)
+    return out
+
+
+def _measured(rules: SeverityRules, ck: _Checkpoint, m: weight_delta.Measurement, retyped: list[str]) -> list[Finding]:
+    evidence = {"files": sorted(set(ck.old) | set(ck.new)), **m.evidence()}
+    ids = {"before": sorted(e.content_id for e in ck.old.values()), "after": sorted(e.content_id for e in ck.new.values())}
+    if m.identical and not retyped:
+        differs = _what_differs(ck, m)
+        return [rules.finding(
+            "weights.resaved", CATEGORY,
+            f"{ck.label}: re-saved with identical tensor values ({', '.join(differs)} changed); compared {m.coverage()}",
+            path=ck.path, **ids, evidence={**evidence, "differs": differs})]
+    if retyped and m.within_rounding():
+        error = m.max_relative_error
+        return [rules.finding(
+            "weights.dtype_changed", CATEGORY,
+            f"{ck.label}: converted {', '.join(m.dtype_changes)} with the same shapes; largest relative error "
+            f"{error or 0:.3g}, within rounding; compared {m.coverage()}",
+            path=ck.path, **ids, evidence={**evidence, "dtype_changes": list(m.dtype_changes), "tensors_retyped": len(retyped)})]
+    moved = [t for t in m.most_moved() if not t.identical][:3]
+    tb = ck.tensors_new
+    found = [rules.finding(
+        "weights.values_changed", CATEGORY,
+        f"{ck.label}: the values changed: relative L2 change {_figure(m.relative_l2)} overall, "
+        f"{len([t for t in m.tensors if not t.identical]):,} of {len(m.tensors):,} sampled tensors moved; most: "
+        + ", ".join(f"{t.name} ({_moved(t)})" for t in moved) + f"; compared {m.coverage()}",
+        path=ck.path, **ids,
+        evidence={**evidence, "measured": True, "tensors": len(tb), "parameters": _params(tb),
+                  "dtypes": sorted({d for d, _ in tb.values()})})]
+    return found + (_tensor_kind_changes(rules, ck, [], retyped) if retyped else [])
+
+
+def _moved(t: weight_delta.TensorDelta) -> str:
+    """``0.0123`` (relative L2), or ``1 of 64 blocks`` for a tensor compared as bytes only."""
+    return _figure(t.relative_l2) if t.decoded else f"{t.changed:,} of {t.compared:,} blocks"
+
+
+def _figure(value: float) -> str:
+    return "inf" if value == float("inf") else f"{value:.3g}"
+
+
+def _distinct(metadata: Mapping[str, Any]) -> list[str]:
+    return sorted({json.dumps(value, sort_keys=True, default=str) for value in metadata.values()})
+
+
+def _what_differs(ck: _Checkpoint, m: weight_delta.Measurement) -> list[str]:
+    differs = []
+    if _distinct(ck.metadata_old) != _distinct(ck.metadata_new):  # per file: shards repeat the same metadata
+        differs.append("header metadata")
+    if m.order_changed:
+        differs.append("tensor order")
+    if sorted(ck.old) != sorted(ck.new):
+        differs.append(f"sharding ({len(ck.old)} → {len(ck.new)} files)")
+    return differs or ["header bytes"]
+
+
+def measure_path(change: RevisionChange, sources: RevisionSources, path: str) -> weight_delta.Measurement | None:
+    """The measured delta of the checkpoint a changed ``.safetensors`` or ``.gguf`` file belongs to, as the weights
+    analyser measured it (the same plan, so the reads come from the sources' cache); None when not measured."""
+    old, new = (change.old.by_path() if change.old is not None else {}), change.new.by_path()
+    parts = measured_parts(old, new)
+    if path.lower().endswith(".gguf") and path in changed_ggufs(old, new):
+        before, after = sources.gguf_header("old", path), sources.gguf_header("new", path)
+        if before is None or after is None:
+            return None
+        return _measure_gguf(sources, path, (before, old[path]), (after, new[path]), parts)
+    changed = changed_checkpoints(old, new)
+    key = checkpoint_key(path) if path.lower().endswith(".safetensors") else None
+    return measure_checkpoint(sources, *changed[key], parts) if key is not None and key in changed else None
+
+
+def measured_resave(change: RevisionChange, sources: RevisionSources, path: str) -> bool:
+    """Whether a re-uploaded weight file was measured to hold the very same tensor values (``weights.resaved``)."""
+    measured = measure_path(change, sources, path)
+    return measured is not None and measured.identical and not measured.dtype_changes
+
+
+def embedding_cause(change: RevisionChange, sources: RevisionSources, path: str) -> tuple[str, dict[str, Any]] | None:
+    """Why a changed weight file of an embedding model makes stored vectors stale, with the measurement as
+    evidence; None when the measured change is within numeric noise (:data:`weight_delta.EMBEDDING_NOISE_L2`).
+
+    The one link from weights to ``embeddings.incompatible``: a file that is not measured (a pickle, another
+    structure, no budget left) is a cause by its new hash alone.
+    """
+    measured = measure_path(change, sources, path)
+    if measured is None:
+        return f"{path} re-uploaded", {}
+    if not weight_delta.moves_embeddings(measured):
+        return None
+    return (f"{path} values changed: relative L2 change up to {_figure(measured.largest_relative_l2)} per tensor, "
+            f"beyond numeric noise ({weight_delta.EMBEDDING_NOISE_L2:g})", measured.evidence())
 
 
 def _pickles(
