@@ -9,7 +9,9 @@ from tests.web.synthetic import E5_CONFIG
 from tracker.core.estimate import estimate
 from tracker.surfaces.web.charts import (
     MARKERS_SHOWN,
+    NARROW,
     ChartPoint,
+    axis_note,
     axis_range,
     estimate_chart,
     human_params,
@@ -71,8 +73,14 @@ def test_a_small_parameter_change_fills_the_panel_and_every_point_has_a_tooltip(
     e = {"supported": True, "params": 559_890_432, "full_finetune_gb": 9.0, "lora_gb": 2.2}
     svg = estimate_chart(points([("old1", e), ("mid2", None), ("new3", {**e, "params": 567_800_000})]))
     assert svg is not None
-    ticks = re.findall(r'text-anchor="end" fill="#555">([^<]*)</text>', svg)
+    ticks = re.findall(r'<text x="58" [^>]*text-anchor="end" fill="#555">([^<]*)</text>', svg)
     assert ticks[:6] == ["557.5M", "560M", "562.5M", "565M", "567.5M", "570M"]
+    # the axis says it does not start at zero, and is drawn broken at its foot
+    assert ('<text x="624" y="16" font-size="11" text-anchor="end" fill="#555">axis starts at 557.5M, not zero'
+            '</text>') in svg
+    assert '<path d="M59,143 l10,-4 M59,138 l10,-4" stroke="#555" stroke-width="1.5"/>' in svg
+    assert axis_note(points([("old1", e), ("new3", {**e, "params": 567_800_000})])) == (
+        "The parameter axis starts at 557.5M, not at zero: the count moves by 1.4% at most (559.9M to 567.8M).")
     # 559.9M sits at y 123.1 and 567.8M at y 47.1 of a plot 26-146 high: the step spans most of the panel
     assert 'points="64.0,123.1 344.0,123.1 624.0,123.1 624.0,47.1"' in svg
     titles = re.findall(r"<circle [^>]*><title>([^<]*)</title></circle>", svg)
@@ -137,3 +145,22 @@ def test_the_card_table_is_the_reference_pages():
     rows = {c.card: (c.full, c.lora, c.serve) for c in view.cards}
     assert rows["T4 16 GB"] == ("batch 7, borderline", "batch 29", "batch 253")
     assert rows["H200 141 GB"] == ("batch 259", "batch 281", "batch 2404")
+
+
+def test_the_narrow_chart_keeps_12_unit_labels_on_a_360_unit_drawing_and_names_cards_inside_the_plot():
+    e = {"supported": True, "params": 559_890_432, "full_finetune_gb": 30.0, "lora_gb": 9.0}
+    pts = points([("old1", e), ("new3", {**e, "params": 567_800_000, "full_finetune_gb": 44.0})])
+    svg = estimate_chart(pts, NARROW)
+    assert svg is not None
+    assert svg.startswith('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 360 436" role="img" '
+                          'class="chart chart-narrow" aria-labelledby="chart-title-narrow">')
+    assert set(re.findall(r'font-size="(\d+)"', svg)) == {"12", "14"}
+    # the note has a line of its own under the title; the legend its own line in the memory panel
+    assert '<text x="50" y="34" font-size="12" fill="#555">axis starts at 557.5M, not zero</text>' in svg
+    assert '<text x="74" y="260" font-size="12" fill="#333">full fine-tune</text>' in svg
+    # cards up to the first that holds 44 GB, named right-aligned inside the plot, never within a line of each other
+    names = re.findall(r'<text x="348" y="([\d.]+)" font-size="12" text-anchor="end" fill="#555">([^<]*)</text>', svg)
+    assert [n for _, n in names] == ["L40S 48 GB", "A100 40 GB", "L4 / A10G 24 GB", "T4 16 GB"]
+    ys = [float(y) for y, _ in names]
+    assert all(b - a >= 13 for a, b in zip(ys, ys[1:], strict=False))
+    assert estimate_chart(pts) is not None and 'class="chart chart-wide"' in (estimate_chart(pts) or "")

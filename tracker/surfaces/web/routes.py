@@ -195,9 +195,11 @@ def _repo_page(reads: PageReads, owner: str, name: str, page: str) -> HTMLRespon
     entries = [{"rev": r, "groups": group_findings(r.findings), "advisories": by_revision.get(r.sha, [])}
                for r in timeline]
     reruns, older = reads.chart_figures(repo.pk, limit=charts.RERUNS_CHARTED)
-    chart = charts.estimate_chart(charts.points([(sha[:12], est) for sha, est in reruns]))
+    pts = charts.points([(sha[:12], est) for sha, est in reruns])
+    chart = charts.estimate_chart(pts)
     status, status_class = _repo_status(repo)
     return _page("repo.html.jinja", title=repo_id, repo=repo, entries=entries, chart=chart,
+                 chart_narrow=charts.estimate_chart(pts, charts.NARROW), axis_note=charts.axis_note(pts),
                  chart_window=charts.RERUNS_CHARTED if older else None,
                  status=status, status_class=status_class, total=total, pages=pages,
                  repo_advisories=by_revision.get(None, []), advisory_count=advisory_count)
