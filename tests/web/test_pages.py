@@ -181,7 +181,12 @@ def test_the_repo_chart_draws_the_newest_estimator_reruns_only(app_on, monkeypat
 
     def charted(name: str) -> tuple[list[str], int, str]:
         page = client.get(f"/repos/{name}").text
-        return shown.findall(page), page.count("<circle "), page
+        # two drawings of one chart (wide, narrow for phones): the same points in each
+        wide, narrow = (re.search(rf'<svg [^>]*class="chart chart-{d}".*?</svg>', page, re.S) for d in ("wide", "narrow"))
+        assert wide and narrow
+        assert shown.findall(wide[0]) == shown.findall(narrow[0])
+        assert wide[0].count("<circle ") == narrow[0].count("<circle ")
+        return shown.findall(wide[0]), wide[0].count("<circle "), page
 
     # every rerun is a point (three series each), the revisions in between none
     labels, circles, page = charted("acme/short")

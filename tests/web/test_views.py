@@ -18,7 +18,14 @@ from tracker.surfaces.web.charts import (
     points,
 )
 from tracker.surfaces.web.diffs import DiffRow, side_by_side
-from tracker.surfaces.web.views import estimate_view, group_findings, revision_sections
+from tracker.surfaces.web.routes import advisory_details
+from tracker.surfaces.web.views import (
+    advisory_findings,
+    estimate_changes,
+    estimate_view,
+    group_findings,
+    revision_sections,
+)
 
 
 def test_side_by_side_pairs_removed_runs_with_the_added_runs_after_them():
@@ -164,3 +171,46 @@ def test_the_narrow_chart_keeps_12_unit_labels_on_a_360_unit_drawing_and_names_c
     ys = [float(y) for y, _ in names]
     assert all(b - a >= 13 for a, b in zip(ys, ys[1:], strict=False))
     assert estimate_chart(pts) is not None and 'class="chart chart-wide"' in (estimate_chart(pts) or "")
+
+
+def test_estimate_changes_are_a_card_by_mode_table_with_before_after_and_bars():
+    delta = {"A100-40.full_batch": {"before": 55, "after": 13}, "A100-40.serve_batch": {"before": 666, "after": 167},
+             "T4.full_batch": {"before": 7, "after": 0}, "T4.lora_batch": {"before": None, "after": 29},
+             "params": {"before": 559_890_432, "after": 567_754_752},
+             "full_finetune_gb": {"before": 11.2, "after": 12.6}}
+    view = estimate_changes(delta)
+    assert view is not None and view.modes == ("Full fine-tune", "LoRA", "Serving")
+    assert [(f.name, f.before, f.after, f.change) for f in view.figures] == [
+        ("Parameters", "559,890,432", "567,754,752", "+1.4%"),
+        ("Full fine-tune memory, batch 1", "11.2 GB", "12.6 GB", "+12.5%")]
+    # cards in the cards' order (T4 first), a cell per mode; the larger side of a cell is the full 96 px
+    assert [(r.card, [(c.changed, c.before, c.after, round(c.before_len, 1), round(c.after_len, 1), c.direction)
+                      for c in r.cells]) for r in view.cards] == [
+        ("T4 16 GB", [(True, "7", "does not fit", 96.0, 0.0, "down"), (True, "not estimated", "29", 0.0, 96.0, ""),
+                      (False, "", "", 0.0, 0.0, "")]),
+        ("A100 40 GB", [(True, "55", "13", 96.0, 22.7, "down"), (False, "", "", 0.0, 0.0, ""),
+                        (True, "666", "167", 96.0, 24.1, "down")])]
+    assert estimate_changes({}) is None and estimate_changes(None) is None
+
+
+def test_an_advisory_lists_a_per_card_finding_once_when_the_table_shows_every_card():
+    findings = [{"code": "estimate.params_changed", "severity": "high", "summary": "parameters 1 → 2"},
+                {"code": "estimate.serve_batch_changed", "severity": "moderate", "summary": "serving on A100-40: x"},
+                {"code": "estimate.serve_batch_changed", "severity": "high", "summary": "serving on T4: y"},
+                {"code": "estimate.fit_lost", "severity": "high", "summary": "T4 no longer holds a full fine-tune"}]
+    assert [(f["summary"], f["severity"]) for f in advisory_findings(findings, table=True)] == [
+        ("parameters 1 → 2", "high"),
+        ("serving on A100-40: x, and 1 more card like it (see the estimate changes)", "high"),
+        ("T4 no longer holds a full fine-tune", "high")]
+    assert advisory_findings(findings, table=False) == findings
+
+
+def test_the_advisory_details_leave_out_what_the_page_shows_apart_but_keep_the_diff_excerpts():
+    text = ("**Upstream change** in x.\n\n## Findings\n\n### High\n- eos 2 → 7 (`config.x`)\n\n"
+            "Rendered prompt diff: `tokenizer_config.json`:\n\n```diff\n-a\n+a</s>\n## not a heading\n```\n\n"
+            "## Estimate changes\n- `T4.full_batch`: `7` → `1`\n\n## Related OSV.dev advisories\n- GHSA-1")
+    details, excerpts = advisory_details(text)
+    assert details == ("<p><strong>Upstream change</strong> in x.</p>\n<h2>Related OSV.dev advisories</h2>\n"
+                       "<ul>\n<li>GHSA-1</li>\n</ul>\n")
+    assert excerpts == ('<p>Rendered prompt diff: <code>tokenizer_config.json</code>:</p>\n'
+                        '<pre><code class="language-diff">-a\n+a&lt;/s&gt;\n## not a heading\n</code></pre>\n')

@@ -25,6 +25,7 @@ from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import HTMLResponse, Response
 from jinja2 import ChainableUndefined, Environment, FileSystemLoader
 from markdown_it import MarkdownIt
+from markdown_it.token import Token
 from markupsafe import Markup
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -48,7 +49,9 @@ from tracker.surfaces.web.views import (
     TIMELINE_PAGE,
     AdvisoryFilters,
     advisory_filters,
+    advisory_findings,
     category_label,
+    estimate_changes,
     estimate_view,
     explain_code,
     filter_query,
@@ -101,6 +104,44 @@ def environment() -> Environment:
 def markdown() -> MarkdownIt:
     """CommonMark with raw HTML off: an advisory's details are upstream-derived text."""
     return MarkdownIt("commonmark", {"html": False, "linkify": False}).disable("image")
+
+
+# The sections of an advisory's details that the page shows as its own sections (the findings with their
+# links, the estimate as a table): the details show the rest, so nothing is said twice.
+SHOWN_APART = ("Findings", "Estimate changes")
+
+
+def _blocks(tokens: list[Token]) -> list[list[Token]]:
+    """Markdown tokens grouped into top-level blocks (a heading, a list, a paragraph, a fence)."""
+    blocks: list[list[Token]] = []
+    depth = 0
+    for token in tokens:
+        if depth == 0:
+            blocks.append([])
+        blocks[-1].append(token)
+        depth += token.nesting
+    return blocks
+
+
+def advisory_details(text: str) -> tuple[str, str]:
+    """(the details as HTML less the sections shown apart, the diff excerpts of its findings section as HTML).
+
+    The findings section's lines are the page's findings list already; its diff excerpts (a paragraph
+    naming the file, then a fenced diff) are kept, to be shown under that list.
+    """
+    md = markdown()
+    kept: list[Token] = []
+    excerpts: list[Token] = []
+    section = ""
+    for block in _blocks(md.parse(text)):
+        head = block[0]
+        if head.type == "heading_open" and head.tag == "h2":
+            section = block[1].content.strip() if len(block) > 1 else ""
+        if section not in SHOWN_APART:
+            kept += block
+        elif section == "Findings" and head.type in ("paragraph_open", "fence"):
+            excerpts += block
+    return md.renderer.render(kept, md.options, {}), md.renderer.render(excerpts, md.options, {})
 
 
 class _NotFound(Exception):
@@ -322,8 +363,11 @@ def finding_page(rules: RulesDep, code: str) -> HTMLResponse:
 def _advisory_page(store: Store, vuln_id: str) -> HTMLResponse:
     row = _advisory_row(store, vuln_id)
     record = row.record
-    details = markdown().render(record.details or "")
+    details, excerpts = advisory_details(record.details or "")
+    estimate = estimate_changes(record.specific.estimate_delta)
+    findings = advisory_findings(record.specific.findings, table=bool(estimate and estimate.cards))
     return _page("advisory.html.jinja", title=row.id, row=row, record=record, ds=record.specific, details=details,
+                 excerpts=excerpts, estimate=estimate, findings=findings,
                  revision=record.specific.revision,
                  references=[r for r in record.references if r.url.startswith(("https://", "http://"))])
 
