@@ -246,7 +246,24 @@ def test_the_api_docs_page_lists_every_operation_and_loads_nothing_from_elsewher
     spec = client.get("/openapi.json").json()
     for path, item in spec["paths"].items():
         for method in item:
-            assert f"<td><code>{method.upper()}</code></td><td><code class=\"path\">{path}</code>" in page.text, path
+            assert f'<h2><code class="method">{method.upper()}</code> <code class="path">{path}</code></h2>' \
+                in page.text, path
+    # each operation's parameters, request body and responses, the schemas they name linked to their entry
+    watch = page.text[page.text.index('<section class="operation" id="op-post-v1-watch">'):]
+    watch = watch[:watch.index("</section>")]
+    assert '<p><code>application/json</code>: <a href="#schema-WatchIn"><code>WatchIn</code></a></p>' in watch
+    assert ('<tr><td data-label="Status"><code>201</code></td><td data-label="Meaning">Successful Response</td>'
+            '<td data-label="Body"><code>application/json</code>: <a href="#schema-WatchOut"><code>WatchOut</code></a>'
+            '</td></tr>') in watch
+    revisions = page.text[page.text.index('id="op-get-v1-repos-owner-name-revisions"'):]
+    assert ('<tr><td data-label="Name"><code class="name">branch</code></td><td data-label="In">query</td>'
+            '<td data-label="Type">string (1 to 200 characters, default main)</td><td data-label="Description">'
+            '<p>for a repo not watched: the branch to list</p>\n</td></tr>') in revisions
+    assert ('<tr><td data-label="Name"><code class="name">check</code></td><td data-label="Type">boolean '
+            '(default true)</td>') in page.text
+    assert '<section class="schema" id="schema-WatchIn">' in page.text
+    # Markdown in the document is rendered, never shown raw
+    assert "`" not in page.text
     assert "cdn" not in page.text.lower() and "<script" not in page.text
     for url in ("https://", "http://", "//"):
         assert f'src="{url}' not in page.text and f'href="{url}' not in page.text

@@ -40,7 +40,7 @@ from tracker.core.model import AdvisoryRow, RepoId, validate_repo_id
 from tracker.pipeline.ports import Store
 from tracker.surfaces.api_deps import PagesDep, RulesDep, StoreDep
 from tracker.surfaces.api_errors import http_error
-from tracker.surfaces.web import charts
+from tracker.surfaces.web import apidoc, charts
 from tracker.surfaces.web.views import (
     ADVISORY_PAGE,
     CATEGORY_LABELS,
@@ -98,6 +98,7 @@ def environment() -> Environment:
     env.filters["value"] = show_value
     env.filters["text"] = shown_text
     env.filters["thousands"] = lambda n: f"{n:,}"
+    env.filters["markdown"] = lambda text: Markup(markdown().render(str(text or "")))
     return env
 
 
@@ -420,21 +421,6 @@ def wants_html(request: Request) -> bool:
     return "text/html" in request.headers.get("accept", "")
 
 
-def api_reference(app: FastAPI) -> list[dict[str, Any]]:
-    """The OpenAPI document's operations as the /docs page lists them: method, path, summary, details."""
-    out = []
-    for path, item in (app.openapi().get("paths") or {}).items():
-        for method, op in item.items():
-            if not isinstance(op, dict):
-                continue
-            text = str(op.get("description") or "").strip()
-            out.append({"method": method.upper(), "path": path, "summary": str(op.get("summary") or ""),
-                        "details": text.split("\n\n", 1)[0].replace("\n", " "),
-                        "parameters": [(str(p.get("name")), str(p.get("in"))) for p in op.get("parameters") or []
-                                       if isinstance(p, dict)]})
-    return out
-
-
 site_router = APIRouter(include_in_schema=False)
 
 
@@ -452,7 +438,9 @@ def favicon() -> Response:
 
 @site_router.get("/docs", response_class=HTMLResponse)
 def docs(request: Request) -> HTMLResponse:
-    return _page("docs.html.jinja", title="HTTP API", operations=api_reference(request.app))
+    document = request.app.openapi()
+    return _page("docs.html.jinja", title="HTTP API", operations=apidoc.operations(document),
+                 schemas=apidoc.schemas(document))
 
 
 async def _not_here(request: Request, exc: Exception) -> Response:
