@@ -246,7 +246,9 @@ def test_the_api_docs_page_lists_every_operation_and_loads_nothing_from_elsewher
     spec = client.get("/openapi.json").json()
     for path, item in spec["paths"].items():
         for method in item:
-            assert f'<h2><code class="method">{method.upper()}</code> <code class="path">{path}</code></h2>' \
+            # a path may break after a slash only
+            shown = path.replace("/", "/<wbr>")
+            assert f'<h2><code class="method">{method.upper()}</code> <code class="path">{shown}</code></h2>' \
                 in page.text, path
     # each operation's parameters, request body and responses, the schemas they name linked to their entry
     watch = page.text[page.text.index('<section class="operation" id="op-post-v1-watch">'):]

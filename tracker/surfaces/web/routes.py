@@ -99,6 +99,8 @@ def environment() -> Environment:
     env.filters["text"] = shown_text
     env.filters["thousands"] = lambda n: f"{n:,}"
     env.filters["markdown"] = lambda text: Markup(markdown().render(str(text or "")))
+    # a URL path may break after a slash, never inside a word ("revision s")
+    env.filters["path_breaks"] = lambda path: Markup("/<wbr>").join(str(path).split("/"))
     return env
 
 
