@@ -72,7 +72,10 @@ def test_index_lists_the_repo_with_its_last_change_worst_open_severity_and_last_
     assert page.title() == "Watched repos · upstream-tracker"
     rows = page.locator("table.repos tbody tr")
     assert rows.count() == 1
-    repo, change, open_, poll = cells(rows.first)
+    repo, change, recent, open_, poll = cells(rows.first)
+    assert recent == ""  # a picture: its cells' colours, and its label for a screen reader
+    assert rows.first.get_by_role("img").get_attribute("aria-label") == (
+        "Worst severity of the last 4 revisions, oldest first: 1 critical, 1 high, 2 info")
     assert repo == f"{REPO}\n4 revisions read"
     assert change.splitlines()[0] == (f"{history.context[:12]} CRITICAL Longer context: 8194 positions, "
                                       "weights re-uploaded, PyTorch checkpoint added")

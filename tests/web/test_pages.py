@@ -161,8 +161,11 @@ def test_each_page_runs_the_same_number_of_statements_for_5_and_60_revisions(app
         # The record, then its spans: its versions are computed on read (the commits themselves
         # come from the versions cache, warmed by advisories_for above), whatever the history.
         assert count(f"/advisories/{advisory[name]}") == 2
-    assert count("/") == 4
-    assert count("/repos/acme") == 4
+    assert count("/") == 5  # the repos, their counts, newest revisions, open advisories, severity strips
+    assert count("/repos/acme") == 5
+    # the strip shows the newest 30 revisions of the long history, 5 of the short one
+    index = client.get("/").text
+    assert re.findall(r'aria-label="Worst severity of the last (\d+) revisions, oldest first', index) == ["30", "5"]
     assert count("/advisories") == 1
     # and the long timeline is all there, newest first, 50 revisions a page
     first, second = client.get("/repos/acme/long").text, client.get("/repos/acme/long?page=2").text
@@ -387,3 +390,16 @@ def test_revision_pages_link_the_previous_and_next_revision(client, history):
 def test_pages_write_one_arrow(client, history):
     for path in (f"/repos/{REPO}", f"/repos/{REPO}/revisions/{history.context}", "/advisories", "/"):
         assert " -&gt; " not in client.get(path).text, path
+
+
+def test_the_index_shows_a_severity_strip_per_repo(client):
+    page = client.get("/").text
+    strip = re.search(r'<td data-label="Recent revisions">(.*?)</td>', page)
+    assert strip is not None
+    assert strip[1] == (
+        '<svg xmlns="http://www.w3.org/2000/svg" class="strip" width="30" height="14" viewBox="0 0 30 14" role="img" '
+        'aria-label="Worst severity of the last 4 revisions, oldest first: 1 critical, 1 high, 2 info">'
+        '<rect x="0" y="0" width="6" height="14" rx="1" fill="#d0d7de"><title>info</title></rect>'
+        '<rect x="8" y="0" width="6" height="14" rx="1" fill="#d0d7de"><title>info</title></rect>'
+        '<rect x="16" y="0" width="6" height="14" rx="1" fill="#c0392b"><title>high</title></rect>'
+        '<rect x="24" y="0" width="6" height="14" rx="1" fill="#6e0b14"><title>critical</title></rect></svg>')

@@ -16,6 +16,7 @@ from tracker.surfaces.web.charts import (
     estimate_chart,
     human_params,
     points,
+    severity_strip,
 )
 from tracker.surfaces.web.diffs import DiffRow, side_by_side
 from tracker.surfaces.web.routes import advisory_details
@@ -214,3 +215,13 @@ def test_the_advisory_details_leave_out_what_the_page_shows_apart_but_keep_the_d
                        "<ul>\n<li>GHSA-1</li>\n</ul>\n")
     assert excerpts == ('<p>Rendered prompt diff: <code>tokenizer_config.json</code>:</p>\n'
                         '<pre><code class="language-diff">-a\n+a&lt;/s&gt;\n## not a heading\n</code></pre>\n')
+
+
+def test_a_severity_strip_is_a_cell_per_revision_labelled_with_its_counts():
+    assert severity_strip([]) is None
+    svg = severity_strip(["info", None, "high", "weird"])
+    assert svg is not None and svg.startswith(
+        '<svg xmlns="http://www.w3.org/2000/svg" class="strip" width="30" height="14" viewBox="0 0 30 14" role="img" '
+        'aria-label="Worst severity of the last 4 revisions, oldest first: 1 high, 1 info, 2 none">')
+    assert re.findall(r'fill="(#\w+)"><title>([^<]*)</title>', svg) == [
+        ("#d0d7de", "info"), ("#eef1f4", "none"), ("#c0392b", "high"), ("#eef1f4", "none")]

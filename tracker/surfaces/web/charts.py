@@ -336,3 +336,29 @@ def axis_note(pts: Sequence[ChartPoint]) -> str | None:
     moved = f"{(high - low) / low:.1%}" if low else "?"
     return (f"The parameter axis starts at {human_params(bottom)}, not at zero: the count moves by {moved} "
             f"at most ({human_params(low)} to {human_params(high)}).")
+
+
+# The severity badges' colours (pages.css), for a strip's cells; "none" is a revision with no finding.
+SEVERITY_FILL = {"critical": "#6e0b14", "high": "#c0392b", "moderate": "#e67e22", "low": "#f1c40f",
+                 "info": "#d0d7de", None: "#eef1f4"}
+STRIP_REVISIONS = 30  # the index's strip shows a repo's newest revisions read, this many at most
+
+
+def severity_strip(severities: Sequence[str | None], *, what: str = "revision") -> str | None:
+    """A row of small cells, oldest left, each coloured by one revision's worst severity; None when empty.
+
+    Its label counts them ("Worst severity of the last 4 revisions: 1 critical, 1 high, 2 info"), so a
+    screen reader hears what the colours say; each cell's tooltip names its severity.
+    """
+    if not severities:
+        return None
+    severities = [v if v in SEVERITY_FILL else None for v in severities]  # a severity not known reads as none
+    counts = {s: sum(1 for v in severities if v == s) for s in SEVERITY_FILL}
+    said = ", ".join(f"{n} {s or 'none'}" for s, n in counts.items() if n)
+    n = len(severities)
+    label = f"Worst severity of the last {n} {what}{'' if n == 1 else 's'}, oldest first: {said}"
+    cells = "".join(f'<rect x="{i * 8}" y="0" width="6" height="14" rx="1" '
+                    f'fill="{SEVERITY_FILL[v]}"><title>{_esc(v or "none")}</title></rect>'
+                    for i, v in enumerate(severities))
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="strip" width="{n * 8 - 2}" height="14" '
+            f'viewBox="0 0 {n * 8 - 2} 14" role="img" aria-label="{_esc(label)}">{cells}</svg>')

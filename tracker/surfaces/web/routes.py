@@ -198,9 +198,10 @@ def stylesheet() -> Response:
 
 def _index_rows(reads: PageReads) -> list[dict[str, Any]]:
     rows = []
-    for s in reads.repo_summaries():
+    for s in reads.repo_summaries(recent=charts.STRIP_REVISIONS):
         status, status_class = _repo_status(s.repo)
         rows.append({"summary": s, "status": status, "status_class": status_class,
+                     "strip": charts.severity_strip(s.recent),
                      "open_worst": worst(s.open_by_severity), "open_count": sum(s.open_by_severity.values())})
     return rows
 
