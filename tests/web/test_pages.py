@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import timedelta
 
 import httpx
 import pytest
@@ -403,3 +404,21 @@ def test_the_index_shows_a_severity_strip_per_repo(client):
         '<rect x="8" y="0" width="6" height="14" rx="1" fill="#d0d7de"><title>info</title></rect>'
         '<rect x="16" y="0" width="6" height="14" rx="1" fill="#c0392b"><title>high</title></rect>'
         '<rect x="24" y="0" width="6" height="14" rx="1" fill="#6e0b14"><title>critical</title></rect></svg>')
+
+
+def test_the_advisories_page_draws_them_over_time_by_severity(client, history):
+    store = history.tracker.store
+    listed = store.advisories.find(repo_pk=store.repos.get(REPO).pk)
+    day = max(a.published for a in listed).date()
+    page = client.get("/advisories").text
+    figure = re.search(r'<figure class="timeline-strip">(.*?)</figure>', page, re.S)
+    assert figure is not None
+    counts = {s: sum(1 for a in listed if a.severity == s) for s in ("critical", "high", "moderate")}
+    assert (f'aria-label="Advisories published from {day - timedelta(days=39)} to {day} by severity: '
+            f'{counts["critical"]} critical, {counts["high"]} high, {counts["moderate"]} moderate">') in figure[1]
+    assert (f"<figcaption>Published per day, {day - timedelta(days=39)} (left) to {day} (right), by severity."
+            "</figcaption>") in figure[1]
+    filtered = client.get("/advisories?severity=critical").text
+    assert f"by severity: {counts['critical']} critical\">" in filtered
+    assert ", of the advisories these filters match.</figcaption>" in filtered
+    assert '<figure class="timeline-strip">' not in client.get("/advisories?since=2999-01-01").text

@@ -17,6 +17,7 @@ from tracker.surfaces.web.charts import (
     human_params,
     points,
     severity_strip,
+    severity_timeline,
 )
 from tracker.surfaces.web.diffs import DiffRow, side_by_side
 from tracker.surfaces.web.routes import advisory_details
@@ -225,3 +226,24 @@ def test_a_severity_strip_is_a_cell_per_revision_labelled_with_its_counts():
         'aria-label="Worst severity of the last 4 revisions, oldest first: 1 high, 1 info, 2 none">')
     assert re.findall(r'fill="(#\w+)"><title>([^<]*)</title>', svg) == [
         ("#d0d7de", "info"), ("#eef1f4", "none"), ("#c0392b", "high"), ("#eef1f4", "none")]
+
+
+def test_the_advisories_timeline_has_40_columns_ending_at_the_newest_day_worst_severity_lowest():
+    from datetime import UTC, date, datetime
+
+    assert severity_timeline([]) is None
+    day = [(datetime(2026, 1, 1, 9, tzinfo=UTC), "high"), (datetime(2026, 1, 1, 18, tzinfo=UTC), "critical"),
+           (datetime(2026, 1, 3, tzinfo=UTC), "info")]
+    short = severity_timeline(day)
+    assert short is not None and (short.first, short.last, short.bucket_days) == (date(2025, 11, 25), date(2026, 1, 3), 1)
+    assert short.svg == (
+        '<svg xmlns="http://www.w3.org/2000/svg" class="timeline-strip" viewBox="0 0 398 40" preserveAspectRatio="none" '
+        'role="img" aria-label="Advisories published from 2025-11-25 to 2026-01-03 by severity: 1 critical, 1 high, '
+        '1 info"><rect x="370" y="20.0" width="8" height="20.0" fill="#6e0b14"><title>2026-01-01: 1 critical</title>'
+        '</rect><rect x="370" y="0.0" width="8" height="20.0" fill="#c0392b"><title>2026-01-01: 1 high</title></rect>'
+        '<rect x="390" y="20.0" width="8" height="20.0" fill="#d0d7de"><title>2026-01-03: 1 info</title></rect></svg>')
+    # a year: 10 days a column, so 40 columns reach the oldest
+    long = severity_timeline([(datetime(2025, 1, 1, tzinfo=UTC), "high"), (datetime(2026, 1, 1, tzinfo=UTC), "low")])
+    assert long is not None and (long.first, long.bucket_days) == (date(2024, 11, 28), 10)
+    assert re.findall(r'<rect x="(\d+)"[^>]*><title>([^<]*)</title>', long.svg) == [
+        ("30", "2024-12-28 to 2025-01-06: 1 high"), ("390", "2025-12-23 to 2026-01-01: 1 low")]

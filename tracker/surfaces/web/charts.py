@@ -14,6 +14,7 @@ import html
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from tracker.core.estimate.cards import CARDS
@@ -362,3 +363,59 @@ def severity_strip(severities: Sequence[str | None], *, what: str = "revision") 
                     for i, v in enumerate(severities))
     return (f'<svg xmlns="http://www.w3.org/2000/svg" class="strip" width="{n * 8 - 2}" height="14" '
             f'viewBox="0 0 {n * 8 - 2} 14" role="img" aria-label="{_esc(label)}">{cells}</svg>')
+
+
+TIMELINE_BUCKETS = 40  # the advisories' strip has at most this many columns of time
+
+
+@dataclass(frozen=True)
+class SeverityTimeline:
+    """Advisories over time: the SVG, and the words the page writes under it."""
+
+    svg: str
+    first: date
+    last: date
+    bucket_days: int
+
+
+def _day_label(day: date, bucket_days: int) -> str:
+    end = day + timedelta(days=bucket_days - 1)
+    return day.isoformat() if bucket_days == 1 else f"{day.isoformat()} to {end.isoformat()}"
+
+
+def severity_timeline(items: Sequence[tuple[datetime, str]]) -> SeverityTimeline | None:
+    """Advisories by the day (or run of days) they were published, a column per run stacked by severity.
+
+    ``TIMELINE_BUCKETS`` columns end at the newest day: a day each when the history is short, as many
+    days each as it takes to reach the oldest advisory when it is long; the tallest column fills the
+    drawing, the worst severity at its foot.
+    """
+    if not items:
+        return None
+    earliest, last = min(d for d, _ in items).date(), max(d for d, _ in items).date()
+    bucket_days = max(1, math.ceil(((last - earliest).days + 1) / TIMELINE_BUCKETS))
+    n = TIMELINE_BUCKETS  # always the full width, ending at the newest day: a short history is a few bars at the right
+    first = last - timedelta(days=n * bucket_days - 1)
+    counts: list[dict[str, int]] = [{} for _ in range(n)]
+    for when, severity in items:
+        column = counts[(when.date() - first).days // bucket_days]
+        column[severity] = column.get(severity, 0) + 1
+    tallest = max(sum(c.values()) for c in counts)
+    order = [s for s in SEVERITY_FILL if s]
+    parts = []
+    for i, column in enumerate(counts):
+        y = 40.0
+        day = first + timedelta(days=i * bucket_days)
+        for severity in sorted(column, key=lambda s: order.index(s) if s in order else len(order)):  # worst lowest
+            h = 40 * column[severity] / tallest
+            y -= h
+            parts.append(f'<rect x="{i * 10}" y="{y:.1f}" width="8" height="{h:.1f}" '
+                         f'fill="{SEVERITY_FILL.get(severity, SEVERITY_FILL[None])}"><title>'
+                         f"{_esc(_day_label(day, bucket_days))}: {column[severity]} {_esc(severity)}</title></rect>")
+    totals = {s: sum(c.get(s, 0) for c in counts) for s in {s for c in counts for s in c}}
+    said = ", ".join(f"{totals[s]} {s}" for s in sorted(totals, key=lambda s: order.index(s) if s in order else 99))
+    label = f"Advisories published from {first.isoformat()} to {last.isoformat()} by severity: {said}"
+    width = n * 10 - 2
+    svg = (f'<svg xmlns="http://www.w3.org/2000/svg" class="timeline-strip" viewBox="0 0 {width} 40" '
+           f'preserveAspectRatio="none" role="img" aria-label="{_esc(label)}">{"".join(parts)}</svg>')
+    return SeverityTimeline(svg=svg, first=first, last=last, bucket_days=bucket_days)

@@ -299,7 +299,10 @@ def _advisories_page(reads: PageReads, request: Request, wanted: AdvisoryFilters
               if wanted.matches(a.categories, a.libraries)]
     pages = paging(page, len(listed), ADVISORY_PAGE)
     start = (pages.number - 1) * ADVISORY_PAGE
+    dated = [(a.line.published or a.modified, a.line.severity) for a in listed]
+    timeline = charts.severity_timeline([(when, severity) for when, severity in dated if when is not None])
     return _page("advisories.html.jinja", title="Advisories", listed=listed[start:start + ADVISORY_PAGE],
+                 timeline=timeline,
                  total=len(listed), pages=pages, filters=wanted, categories=sorted(CATEGORY_LABELS),
                  severities=SEVERITIES, query=filter_query(request.query_params))
 
