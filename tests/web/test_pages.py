@@ -422,3 +422,24 @@ def test_the_advisories_page_draws_them_over_time_by_severity(client, history):
     assert f"by severity: {counts['critical']} critical\">" in filtered
     assert ", of the advisories these filters match.</figcaption>" in filtered
     assert '<figure class="timeline-strip">' not in client.get("/advisories?since=2999-01-01").text
+
+
+def test_the_estimate_changes_are_a_card_table_on_the_advisory_and_the_revision_page(client, history):
+    t4 = ('<tr><th scope="row">T4 16 GB</th><td data-label="Full fine-tune"><span class="move">7 → 1</span>\n'
+          '    <svg class="bar" width="96" height="12" viewBox="0 0 96 12" aria-hidden="true" focusable="false">'
+          '<rect x="0" y="0" width="96.0" height="5" fill="#8c959f"/><rect x="0" y="7" width="13.7" height="5" '
+          'fill="#c0392b"/></svg></td>')
+    params = ('<tr><td data-label="Figure">Parameters</td><td data-label="Before">559,890,432</td>'
+              '<td data-label="After">567,754,752</td><td data-label="Change">+1.4%</td></tr>')
+    advisory = client.get(f"/advisories/{history.advisory(history.context, 'update')}").text
+    assert t4 in advisory and params in advisory
+    # each finding once: the 8 per-card serving findings are one line, the details no longer list them
+    assert advisory.count("serving on ") == 1
+    assert ("serving on A100-40: batch 666 → 167 (-75%), and 7 more cards like it (see the estimate changes) "
+            '<a class="code" href="/findings/estimate.serve_batch_changed">') in advisory
+    assert advisory.count("weights.file_replaced") == 2  # its link's text and address, in one line
+    details = advisory.split('<section class="details">')[1].split("</section>")[0]
+    assert "A100-40.full_batch" not in advisory and "Findings" not in details and "Estimate changes" not in details
+    revision = client.get(f"/repos/{REPO}/revisions/{history.context}").text
+    assert "<h3>What moved</h3>" in revision and t4 in revision and params in revision
+    assert "full fine-tune on T4" not in revision

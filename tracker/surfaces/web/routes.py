@@ -273,7 +273,8 @@ def _revision_page(reads: PageReads, store: Store, owner: str, name: str, sha: s
     in_force = reads.estimate_in_force(repo.pk, row.seq)
     estimate = None
     if in_force is not None:
-        estimate = {"view": estimate_view(in_force[1]), "sha": in_force[0], "here": in_force[0] == row.sha}
+        estimate = {"view": estimate_view(in_force[1]), "sha": in_force[0], "here": in_force[0] == row.sha,
+                    "changes": estimate_changes(in_force[1].get("delta"))}
     return _page("revision.html.jinja", title=f"{repo_id} @ {row.sha[:12]}", repo=repo, row=row,
                  sections=revision_sections(findings, row.diff), estimate=estimate,
                  advisories=reads.advisory_lines(repo.pk, revision_sha=row.sha),

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from tracker.adapters.delivery.text import estimate_lines
 from tracker.core.estimate.cards import CARDS_BY_NAME
 from tracker.core.model import Category, Severity, clip_words
 from tracker.surfaces.web.diffs import SideBySide, side_by_side
@@ -465,7 +464,6 @@ class EstimateView:
     seq_len: str
     lora_rank: str
     cards: tuple[CardRow, ...]
-    delta: tuple[str, ...]
 
 
 def _batch(value: Any, borderline: Any = False) -> str:
@@ -503,7 +501,7 @@ def estimate_view(est: Mapping[str, Any]) -> EstimateView:
         params=_count(est.get("params")), checkpoint=_count(est.get("checkpoint_params")),
         full_gb=_gb(est.get("full_finetune_gb")), lora_gb=_gb(est.get("lora_gb")),
         seq_len=str(est.get("seq_len") or "?"), lora_rank=str(est.get("lora_rank") or "?"),
-        cards=tuple(cards), delta=tuple(estimate_lines(est.get("delta"))))
+        cards=tuple(cards))
 
 
 # -- the advisory page's estimate changes: cards × (full fine-tune, LoRA, serving), before → after ------
