@@ -84,7 +84,7 @@ def test_index_lists_the_repo_with_its_last_change_worst_open_severity_and_last_
     assert open_ == "MODERATE 1 open"  # the pickle: a risk nothing has fixed
     assert poll.splitlines()[-1] == "ok"
     page.get_by_role("link", name=REPO).click()
-    assert page.url == f"{history.url}/repos/{REPO}"
+    page.wait_for_url(f"{history.url}/repos/{REPO}")  # the click starts the navigation; wait for it to land
 
 
 def test_repo_page_shows_the_timeline_the_chart_and_the_feeds(page, history, artifacts):
@@ -131,7 +131,7 @@ def test_repo_page_shows_the_timeline_the_chart_and_the_feeds(page, history, art
 def test_revision_page_shows_the_rendered_prompt_diff_side_by_side(page, history):
     page.goto(f"{history.url}/repos/{REPO}")
     page.get_by_role("link", name=history.template[:12]).click()
-    assert page.url == f"{history.url}/repos/{REPO}/revisions/{history.template}"
+    page.wait_for_url(f"{history.url}/repos/{REPO}/revisions/{history.template}")  # the click starts the navigation; wait for it to land
     first = page.locator("table.sbs").first
     assert first.locator("thead th").all_inner_texts() == ["old: one_turn", "new: one_turn"]
     assert first.locator("td.removed").all_inner_texts() == ["−query: Hello, who are you?\\n"]
@@ -161,7 +161,7 @@ def test_advisory_page_is_readable_and_downloadable(page, history):
     advisory = history.advisory(history.context, "risk")
     page.goto(f"{history.url}/repos/{REPO}/revisions/{history.context}")
     page.get_by_role("link", name=advisory).click()
-    assert page.url == f"{history.url}/advisories/{advisory}"
+    page.wait_for_url(f"{history.url}/advisories/{advisory}")  # the click starts the navigation; wait for it to land
     assert page.locator("h1").inner_text() == advisory
     assert page.locator("p.meta .sev").inner_text() == "MODERATE"
     assert page.locator("p.summary").inner_text() == (
