@@ -72,7 +72,10 @@ def test_index_lists_the_repo_with_its_last_change_worst_open_severity_and_last_
     assert page.title() == "Watched repos · upstream-tracker"
     rows = page.locator("table.repos tbody tr")
     assert rows.count() == 1
-    repo, change, open_, poll = cells(rows.first)
+    repo, change, recent, open_, poll = cells(rows.first)
+    assert recent == ""  # a picture: its cells' colours, and its label for a screen reader
+    assert rows.first.get_by_role("img").get_attribute("aria-label") == (
+        "Worst severity of the last 4 revisions, oldest first: 1 critical, 1 high, 2 info")
     assert repo == f"{REPO}\n4 revisions read"
     assert change.splitlines()[0] == (f"{history.context[:12]} CRITICAL Longer context: 8194 positions, "
                                       "weights re-uploaded, PyTorch checkpoint added")
@@ -81,7 +84,7 @@ def test_index_lists_the_repo_with_its_last_change_worst_open_severity_and_last_
     assert open_ == "MODERATE 1 open"  # the pickle: a risk nothing has fixed
     assert poll.splitlines()[-1] == "ok"
     page.get_by_role("link", name=REPO).click()
-    assert page.url == f"{history.url}/repos/{REPO}"
+    page.wait_for_url(f"{history.url}/repos/{REPO}")  # the click starts the navigation; wait for it to land
 
 
 def test_repo_page_shows_the_timeline_the_chart_and_the_feeds(page, history, artifacts):
@@ -110,8 +113,9 @@ def test_repo_page_shows_the_timeline_the_chart_and_the_feeds(page, history, art
         ["CRITICAL", history.advisory(history.context, "update"), "update"],
         ["MODERATE", history.advisory(history.context, "risk"), "risk"]]
     # The chart: server-side SVG, four revisions, the parameter count moving at the last one.
-    chart = page.locator("figure.chart svg")
+    chart = page.locator("figure.chart svg.chart-wide")
     assert chart.get_attribute("aria-labelledby") == "chart-title"
+    assert page.locator("figure.chart svg.chart-narrow").is_hidden()  # the phone's drawing, not shown at 1200 px
     dots = chart.locator("circle title").all_text_contents()
     assert dots[:3] == [f"{history.baseline[:12]}: parameters 559.9M", f"{history.template[:12]}: parameters 559.9M",
                         f"{history.context[:12]}: parameters 567.8M"]
@@ -127,7 +131,7 @@ def test_repo_page_shows_the_timeline_the_chart_and_the_feeds(page, history, art
 def test_revision_page_shows_the_rendered_prompt_diff_side_by_side(page, history):
     page.goto(f"{history.url}/repos/{REPO}")
     page.get_by_role("link", name=history.template[:12]).click()
-    assert page.url == f"{history.url}/repos/{REPO}/revisions/{history.template}"
+    page.wait_for_url(f"{history.url}/repos/{REPO}/revisions/{history.template}")  # the click starts the navigation; wait for it to land
     first = page.locator("table.sbs").first
     assert first.locator("thead th").all_inner_texts() == ["old: one_turn", "new: one_turn"]
     assert first.locator("td.removed").all_inner_texts() == ["−query: Hello, who are you?\\n"]
@@ -157,13 +161,22 @@ def test_advisory_page_is_readable_and_downloadable(page, history):
     advisory = history.advisory(history.context, "risk")
     page.goto(f"{history.url}/repos/{REPO}/revisions/{history.context}")
     page.get_by_role("link", name=advisory).click()
-    assert page.url == f"{history.url}/advisories/{advisory}"
+    page.wait_for_url(f"{history.url}/advisories/{advisory}")  # the click starts the navigation; wait for it to land
     assert page.locator("h1").inner_text() == advisory
     assert page.locator("p.meta .sev").inner_text() == "MODERATE"
     assert page.locator("p.summary").inner_text() == (
         f"Risk introduced in {REPO}@{history.context[:12]}: pickle-based file added: pytorch_model.bin (652 bytes);…")
-    # the summary is clipped at 120 characters; the details say it all
-    assert "imports only tensor-rebuild globals" in page.locator("section.details").inner_text()
+    # the summary is clipped at 120 characters; the findings say it all, once
+    findings = page.locator("section", has=page.locator("h2", has_text="Findings")).locator("li")
+    assert findings.all_inner_texts() == [
+        "MODERATE pickle-based file added: pytorch_model.bin (652 bytes); imports only tensor-rebuild globals "
+        "weights.pickle_added"]
+    assert "Findings" not in page.locator("section.details").inner_text()
+    # the estimate changes: a row per card, a cell per mode, before → after
+    rows = page.locator("table.batches tbody tr")
+    assert [r.locator("th").inner_text() for r in rows.all()][:2] == ["T4 16 GB", "L4 24 GB"]
+    assert cells(rows.first) == ["7 → 1", "29 → 7", "253 → 63"]
+    assert rows.first.locator("svg.bar").count() == 3
     events = page.locator("article.affected tbody tr")
     assert [cells(r) for r in events.all()] == [["introduced", history.context]]
     # details are Markdown rendered to HTML (bold, links), never raw HTML from the record
@@ -248,3 +261,52 @@ def test_every_page_fits_its_width_and_has_no_accessibility_violation(audit_tab,
     # the measurement sees a page that is too wide (so a pass above means something)
     tab.evaluate("document.querySelector('main').insertAdjacentHTML('beforeend', '<pre>' + 'x'.repeat(400) + '</pre>')")
     assert tab.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth") > 0
+
+
+# -- the repo, advisory and /docs pages at 390 px and 1280 px: screenshots, and what a phone needs ---------
+
+# Each visible chart label's size in CSS px: its font size in SVG units times the drawing's scale on screen.
+CHART_FONTS = """() => [...document.querySelectorAll('figure.chart svg text')]
+    .filter(t => t.getClientRects().length > 0)
+    .map(t => [t.textContent, parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a])"""
+# A method name broken over lines has text fragments on more than one line.
+METHOD_LINES = """() => [...document.querySelectorAll('code.method')].map(m => {
+    const r = document.createRange(); r.selectNodeContents(m);
+    return [m.textContent, new Set([...r.getClientRects()].map(x => Math.round(x.top))).size]; })"""
+
+
+def figure_pages(history: History) -> dict[str, str]:
+    return {"repo": f"/repos/{REPO}", "advisory": f"/advisories/{history.advisory(history.context, 'update')}",
+            "docs": "/docs"}
+
+
+def test_the_repo_advisory_and_docs_pages_read_at_phone_and_desktop_width(audit_tab, history, axe_source, artifacts):
+    width, tab = audit_tab
+    for name, path in figure_pages(history).items():
+        assert tab.goto(history.url + path).status == 200, path
+        tab.screenshot(path=str(artifacts / f"{name}-{WIDTHS[width]['width']}px.png"), full_page=True)
+        assert tab.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth") == 0, path
+        tab.evaluate(axe_source)
+        result = tab.evaluate("axe.run(document, {resultTypes: ['violations']})")
+        assert [v["id"] for v in result["violations"]] == [], path
+    # /docs: no method name is broken, at either width
+    tab.goto(history.url + "/docs")
+    methods = tab.evaluate(METHOD_LINES)
+    assert {m for m, _ in methods} == {"GET", "POST", "DELETE"} and all(lines == 1 for _, lines in methods)
+    # the measurement sees a broken name (so a pass above means something)
+    tab.evaluate("document.querySelector('code.method').setAttribute('class', 'x')")
+    tab.evaluate("""document.querySelector('code.x').parentElement.insertAdjacentHTML('beforeend',
+        '<p style="width:2ch;overflow-wrap:anywhere"><code class="method" style="white-space:normal;'
+        + 'overflow-wrap:anywhere;word-break:break-all">DELETE</code></p>')""")
+    assert max(lines for _, lines in tab.evaluate(METHOD_LINES)) > 1
+    # the repo chart: one drawing shown, every label at least 11 CSS px
+    tab.goto(f"{history.url}/repos/{REPO}")
+    shown = "narrow" if width == "phone" else "wide"
+    assert tab.locator(f"figure.chart svg.chart-{shown}").is_visible()
+    fonts = tab.evaluate(CHART_FONTS)
+    assert len(fonts) > 10 and min(size for _, size in fonts) >= 11, sorted(fonts, key=lambda f: f[1])[:3]
+    assert "axis starts at 557.5M, not zero" in [text for text, _ in fonts]
+    if width == "phone":  # the wide drawing squeezed to a phone would be unreadable: what the narrow one avoids
+        tab.evaluate("""document.querySelector('svg.chart-narrow').remove();
+                        document.querySelector('svg.chart-wide').setAttribute('class', 'chart')""")
+        assert max(size for _, size in tab.evaluate(CHART_FONTS)) < 8

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import timedelta
 
 import httpx
 import pytest
@@ -161,8 +162,11 @@ def test_each_page_runs_the_same_number_of_statements_for_5_and_60_revisions(app
         # The record, then its spans: its versions are computed on read (the commits themselves
         # come from the versions cache, warmed by advisories_for above), whatever the history.
         assert count(f"/advisories/{advisory[name]}") == 2
-    assert count("/") == 4
-    assert count("/repos/acme") == 4
+    assert count("/") == 5  # the repos, their counts, newest revisions, open advisories, severity strips
+    assert count("/repos/acme") == 5
+    # the strip shows the newest 30 revisions of the long history, 5 of the short one
+    index = client.get("/").text
+    assert re.findall(r'aria-label="Worst severity of the last (\d+) revisions, oldest first', index) == ["30", "5"]
     assert count("/advisories") == 1
     # and the long timeline is all there, newest first, 50 revisions a page
     first, second = client.get("/repos/acme/long").text, client.get("/repos/acme/long?page=2").text
@@ -181,7 +185,12 @@ def test_the_repo_chart_draws_the_newest_estimator_reruns_only(app_on, monkeypat
 
     def charted(name: str) -> tuple[list[str], int, str]:
         page = client.get(f"/repos/{name}").text
-        return shown.findall(page), page.count("<circle "), page
+        # two drawings of one chart (wide, narrow for phones): the same points in each
+        wide, narrow = (re.search(rf'<svg [^>]*class="chart chart-{d}".*?</svg>', page, re.S) for d in ("wide", "narrow"))
+        assert wide and narrow
+        assert shown.findall(wide[0]) == shown.findall(narrow[0])
+        assert wide[0].count("<circle ") == narrow[0].count("<circle ")
+        return shown.findall(wide[0]), wide[0].count("<circle "), page
 
     # every rerun is a point (three series each), the revisions in between none
     labels, circles, page = charted("acme/short")
@@ -241,7 +250,26 @@ def test_the_api_docs_page_lists_every_operation_and_loads_nothing_from_elsewher
     spec = client.get("/openapi.json").json()
     for path, item in spec["paths"].items():
         for method in item:
-            assert f"<td><code>{method.upper()}</code></td><td><code class=\"path\">{path}</code>" in page.text, path
+            # a path may break after a slash only
+            shown = path.replace("/", "/<wbr>")
+            assert f'<h2><code class="method">{method.upper()}</code> <code class="path">{shown}</code></h2>' \
+                in page.text, path
+    # each operation's parameters, request body and responses, the schemas they name linked to their entry
+    watch = page.text[page.text.index('<section class="operation" id="op-post-v1-watch">'):]
+    watch = watch[:watch.index("</section>")]
+    assert '<p><code>application/json</code>: <a href="#schema-WatchIn"><code>WatchIn</code></a></p>' in watch
+    assert ('<tr><td data-label="Status"><code>201</code></td><td data-label="Meaning">Successful Response</td>'
+            '<td data-label="Body"><code>application/json</code>: <a href="#schema-WatchOut"><code>WatchOut</code></a>'
+            '</td></tr>') in watch
+    revisions = page.text[page.text.index('id="op-get-v1-repos-owner-name-revisions"'):]
+    assert ('<tr><td data-label="Name"><code class="name">branch</code></td><td data-label="In">query</td>'
+            '<td data-label="Type">string (1 to 200 characters, default main)</td><td data-label="Description">'
+            '<p>for a repo not watched: the branch to list</p>\n</td></tr>') in revisions
+    assert ('<tr><td data-label="Name"><code class="name">check</code></td><td data-label="Type">boolean '
+            '(default true)</td>') in page.text
+    assert '<section class="schema" id="schema-WatchIn">' in page.text
+    # Markdown in the document is rendered, never shown raw
+    assert "`" not in page.text
     assert "cdn" not in page.text.lower() and "<script" not in page.text
     for url in ("https://", "http://", "//"):
         assert f'src="{url}' not in page.text and f'href="{url}' not in page.text
@@ -363,3 +391,55 @@ def test_revision_pages_link_the_previous_and_next_revision(client, history):
 def test_pages_write_one_arrow(client, history):
     for path in (f"/repos/{REPO}", f"/repos/{REPO}/revisions/{history.context}", "/advisories", "/"):
         assert " -&gt; " not in client.get(path).text, path
+
+
+def test_the_index_shows_a_severity_strip_per_repo(client):
+    page = client.get("/").text
+    strip = re.search(r'<td data-label="Recent revisions">(.*?)</td>', page)
+    assert strip is not None
+    assert strip[1] == (
+        '<svg xmlns="http://www.w3.org/2000/svg" class="strip" width="30" height="14" viewBox="0 0 30 14" role="img" '
+        'aria-label="Worst severity of the last 4 revisions, oldest first: 1 critical, 1 high, 2 info">'
+        '<rect x="0" y="0" width="6" height="14" rx="1" fill="#d0d7de"><title>info</title></rect>'
+        '<rect x="8" y="0" width="6" height="14" rx="1" fill="#d0d7de"><title>info</title></rect>'
+        '<rect x="16" y="0" width="6" height="14" rx="1" fill="#c0392b"><title>high</title></rect>'
+        '<rect x="24" y="0" width="6" height="14" rx="1" fill="#6e0b14"><title>critical</title></rect></svg>')
+
+
+def test_the_advisories_page_draws_them_over_time_by_severity(client, history):
+    store = history.tracker.store
+    listed = store.advisories.find(repo_pk=store.repos.get(REPO).pk)
+    day = max(a.published for a in listed).date()
+    page = client.get("/advisories").text
+    figure = re.search(r'<figure class="timeline-strip">(.*?)</figure>', page, re.S)
+    assert figure is not None
+    counts = {s: sum(1 for a in listed if a.severity == s) for s in ("critical", "high", "moderate")}
+    assert (f'aria-label="Advisories published from {day - timedelta(days=39)} to {day} by severity: '
+            f'{counts["critical"]} critical, {counts["high"]} high, {counts["moderate"]} moderate">') in figure[1]
+    assert (f"<figcaption>Published per day, {day - timedelta(days=39)} (left) to {day} (right), by severity."
+            "</figcaption>") in figure[1]
+    filtered = client.get("/advisories?severity=critical").text
+    assert f"by severity: {counts['critical']} critical\">" in filtered
+    assert ", of the advisories these filters match.</figcaption>" in filtered
+    assert '<figure class="timeline-strip">' not in client.get("/advisories?since=2999-01-01").text
+
+
+def test_the_estimate_changes_are_a_card_table_on_the_advisory_and_the_revision_page(client, history):
+    t4 = ('<tr><th scope="row">T4 16 GB</th><td data-label="Full fine-tune"><span class="move">7 → 1</span>\n'
+          '    <svg class="bar" width="96" height="12" viewBox="0 0 96 12" aria-hidden="true" focusable="false">'
+          '<rect x="0" y="0" width="96.0" height="5" fill="#8c959f"/><rect x="0" y="7" width="13.7" height="5" '
+          'fill="#c0392b"/></svg></td>')
+    params = ('<tr><td data-label="Figure">Parameters</td><td data-label="Before">559,890,432</td>'
+              '<td data-label="After">567,754,752</td><td data-label="Change">+1.4%</td></tr>')
+    advisory = client.get(f"/advisories/{history.advisory(history.context, 'update')}").text
+    assert t4 in advisory and params in advisory
+    # each finding once: the 8 per-card serving findings are one line, the details no longer list them
+    assert advisory.count("serving on ") == 1
+    assert ("serving on A100-40: batch 666 → 167 (-75%), and 7 more cards like it (see the estimate changes) "
+            '<a class="code" href="/findings/estimate.serve_batch_changed">') in advisory
+    assert advisory.count("weights.file_replaced") == 2  # its link's text and address, in one line
+    details = advisory.split('<section class="details">')[1].split("</section>")[0]
+    assert "A100-40.full_batch" not in advisory and "Findings" not in details and "Estimate changes" not in details
+    revision = client.get(f"/repos/{REPO}/revisions/{history.context}").text
+    assert "<h3>What moved</h3>" in revision and t4 in revision and params in revision
+    assert "full fine-tune on T4" not in revision

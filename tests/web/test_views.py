@@ -9,14 +9,25 @@ from tests.web.synthetic import E5_CONFIG
 from tracker.core.estimate import estimate
 from tracker.surfaces.web.charts import (
     MARKERS_SHOWN,
+    NARROW,
     ChartPoint,
+    axis_note,
     axis_range,
     estimate_chart,
     human_params,
     points,
+    severity_strip,
+    severity_timeline,
 )
 from tracker.surfaces.web.diffs import DiffRow, side_by_side
-from tracker.surfaces.web.views import estimate_view, group_findings, revision_sections
+from tracker.surfaces.web.routes import advisory_details
+from tracker.surfaces.web.views import (
+    advisory_findings,
+    estimate_changes,
+    estimate_view,
+    group_findings,
+    revision_sections,
+)
 
 
 def test_side_by_side_pairs_removed_runs_with_the_added_runs_after_them():
@@ -71,8 +82,14 @@ def test_a_small_parameter_change_fills_the_panel_and_every_point_has_a_tooltip(
     e = {"supported": True, "params": 559_890_432, "full_finetune_gb": 9.0, "lora_gb": 2.2}
     svg = estimate_chart(points([("old1", e), ("mid2", None), ("new3", {**e, "params": 567_800_000})]))
     assert svg is not None
-    ticks = re.findall(r'text-anchor="end" fill="#555">([^<]*)</text>', svg)
+    ticks = re.findall(r'<text x="58" [^>]*text-anchor="end" fill="#555">([^<]*)</text>', svg)
     assert ticks[:6] == ["557.5M", "560M", "562.5M", "565M", "567.5M", "570M"]
+    # the axis says it does not start at zero, and is drawn broken at its foot
+    assert ('<text x="624" y="16" font-size="11" text-anchor="end" fill="#555">axis starts at 557.5M, not zero'
+            '</text>') in svg
+    assert '<path d="M59,143 l10,-4 M59,138 l10,-4" stroke="#555" stroke-width="1.5"/>' in svg
+    assert axis_note(points([("old1", e), ("new3", {**e, "params": 567_800_000})])) == (
+        "The parameter axis starts at 557.5M, not at zero: the count moves by 1.4% at most (559.9M to 567.8M).")
     # 559.9M sits at y 123.1 and 567.8M at y 47.1 of a plot 26-146 high: the step spans most of the panel
     assert 'points="64.0,123.1 344.0,123.1 624.0,123.1 624.0,47.1"' in svg
     titles = re.findall(r"<circle [^>]*><title>([^<]*)</title></circle>", svg)
@@ -137,3 +154,96 @@ def test_the_card_table_is_the_reference_pages():
     rows = {c.card: (c.full, c.lora, c.serve) for c in view.cards}
     assert rows["T4 16 GB"] == ("batch 7, borderline", "batch 29", "batch 253")
     assert rows["H200 141 GB"] == ("batch 259", "batch 281", "batch 2404")
+
+
+def test_the_narrow_chart_keeps_12_unit_labels_on_a_360_unit_drawing_and_names_cards_inside_the_plot():
+    e = {"supported": True, "params": 559_890_432, "full_finetune_gb": 30.0, "lora_gb": 9.0}
+    pts = points([("old1", e), ("new3", {**e, "params": 567_800_000, "full_finetune_gb": 44.0})])
+    svg = estimate_chart(pts, NARROW)
+    assert svg is not None
+    assert svg.startswith('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 360 436" role="img" '
+                          'class="chart chart-narrow" aria-labelledby="chart-title-narrow">')
+    assert set(re.findall(r'font-size="(\d+)"', svg)) == {"12", "14"}
+    # the note has a line of its own under the title; the legend its own line in the memory panel
+    assert '<text x="50" y="34" font-size="12" fill="#555">axis starts at 557.5M, not zero</text>' in svg
+    assert '<text x="74" y="260" font-size="12" fill="#333">full fine-tune</text>' in svg
+    # cards up to the first that holds 44 GB, named right-aligned inside the plot, never within a line of each other
+    names = re.findall(r'<text x="348" y="([\d.]+)" font-size="12" text-anchor="end" fill="#555">([^<]*)</text>', svg)
+    assert [n for _, n in names] == ["L40S 48 GB", "A100 40 GB", "L4 / A10G 24 GB", "T4 16 GB"]
+    ys = [float(y) for y, _ in names]
+    assert all(b - a >= 13 for a, b in zip(ys, ys[1:], strict=False))
+    assert estimate_chart(pts) is not None and 'class="chart chart-wide"' in (estimate_chart(pts) or "")
+
+
+def test_estimate_changes_are_a_card_by_mode_table_with_before_after_and_bars():
+    delta = {"A100-40.full_batch": {"before": 55, "after": 13}, "A100-40.serve_batch": {"before": 666, "after": 167},
+             "T4.full_batch": {"before": 7, "after": 0}, "T4.lora_batch": {"before": None, "after": 29},
+             "params": {"before": 559_890_432, "after": 567_754_752},
+             "full_finetune_gb": {"before": 11.2, "after": 12.6}}
+    view = estimate_changes(delta)
+    assert view is not None and view.modes == ("Full fine-tune", "LoRA", "Serving")
+    assert [(f.name, f.before, f.after, f.change) for f in view.figures] == [
+        ("Parameters", "559,890,432", "567,754,752", "+1.4%"),
+        ("Full fine-tune memory, batch 1", "11.2 GB", "12.6 GB", "+12.5%")]
+    # cards in the cards' order (T4 first), a cell per mode; the larger side of a cell is the full 96 px
+    assert [(r.card, [(c.changed, c.before, c.after, round(c.before_len, 1), round(c.after_len, 1), c.direction)
+                      for c in r.cells]) for r in view.cards] == [
+        ("T4 16 GB", [(True, "7", "does not fit", 96.0, 0.0, "down"), (True, "not estimated", "29", 0.0, 96.0, ""),
+                      (False, "", "", 0.0, 0.0, "")]),
+        ("A100 40 GB", [(True, "55", "13", 96.0, 22.7, "down"), (False, "", "", 0.0, 0.0, ""),
+                        (True, "666", "167", 96.0, 24.1, "down")])]
+    assert estimate_changes({}) is None and estimate_changes(None) is None
+
+
+def test_an_advisory_lists_a_per_card_finding_once_when_the_table_shows_every_card():
+    findings = [{"code": "estimate.params_changed", "severity": "high", "summary": "parameters 1 → 2"},
+                {"code": "estimate.serve_batch_changed", "severity": "moderate", "summary": "serving on A100-40: x"},
+                {"code": "estimate.serve_batch_changed", "severity": "high", "summary": "serving on T4: y"},
+                {"code": "estimate.fit_lost", "severity": "high", "summary": "T4 no longer holds a full fine-tune"}]
+    assert [(f["summary"], f["severity"]) for f in advisory_findings(findings, table=True)] == [
+        ("parameters 1 → 2", "high"),
+        ("serving on A100-40: x, and 1 more card like it (see the estimate changes)", "high"),
+        ("T4 no longer holds a full fine-tune", "high")]
+    assert advisory_findings(findings, table=False) == findings
+
+
+def test_the_advisory_details_leave_out_what_the_page_shows_apart_but_keep_the_diff_excerpts():
+    text = ("**Upstream change** in x.\n\n## Findings\n\n### High\n- eos 2 → 7 (`config.x`)\n\n"
+            "Rendered prompt diff: `tokenizer_config.json`:\n\n```diff\n-a\n+a</s>\n## not a heading\n```\n\n"
+            "## Estimate changes\n- `T4.full_batch`: `7` → `1`\n\n## Related OSV.dev advisories\n- GHSA-1")
+    details, excerpts = advisory_details(text)
+    assert details == ("<p><strong>Upstream change</strong> in x.</p>\n<h2>Related OSV.dev advisories</h2>\n"
+                       "<ul>\n<li>GHSA-1</li>\n</ul>\n")
+    assert excerpts == ('<p>Rendered prompt diff: <code>tokenizer_config.json</code>:</p>\n'
+                        '<pre><code class="language-diff">-a\n+a&lt;/s&gt;\n## not a heading\n</code></pre>\n')
+
+
+def test_a_severity_strip_is_a_cell_per_revision_labelled_with_its_counts():
+    assert severity_strip([]) is None
+    svg = severity_strip(["info", None, "high", "weird"])
+    assert svg is not None and svg.startswith(
+        '<svg xmlns="http://www.w3.org/2000/svg" class="strip" width="30" height="14" viewBox="0 0 30 14" role="img" '
+        'aria-label="Worst severity of the last 4 revisions, oldest first: 1 high, 1 info, 2 none">')
+    assert re.findall(r'fill="(#\w+)"><title>([^<]*)</title>', svg) == [
+        ("#d0d7de", "info"), ("#eef1f4", "none"), ("#c0392b", "high"), ("#eef1f4", "none")]
+
+
+def test_the_advisories_timeline_has_40_columns_ending_at_the_newest_day_worst_severity_lowest():
+    from datetime import UTC, date, datetime
+
+    assert severity_timeline([]) is None
+    day = [(datetime(2026, 1, 1, 9, tzinfo=UTC), "high"), (datetime(2026, 1, 1, 18, tzinfo=UTC), "critical"),
+           (datetime(2026, 1, 3, tzinfo=UTC), "info")]
+    short = severity_timeline(day)
+    assert short is not None and (short.first, short.last, short.bucket_days) == (date(2025, 11, 25), date(2026, 1, 3), 1)
+    assert short.svg == (
+        '<svg xmlns="http://www.w3.org/2000/svg" class="timeline-strip" viewBox="0 0 398 40" preserveAspectRatio="none" '
+        'role="img" aria-label="Advisories published from 2025-11-25 to 2026-01-03 by severity: 1 critical, 1 high, '
+        '1 info"><rect x="370" y="20.0" width="8" height="20.0" fill="#6e0b14"><title>2026-01-01: 1 critical</title>'
+        '</rect><rect x="370" y="0.0" width="8" height="20.0" fill="#c0392b"><title>2026-01-01: 1 high</title></rect>'
+        '<rect x="390" y="20.0" width="8" height="20.0" fill="#d0d7de"><title>2026-01-03: 1 info</title></rect></svg>')
+    # a year: 10 days a column, so 40 columns reach the oldest
+    long = severity_timeline([(datetime(2025, 1, 1, tzinfo=UTC), "high"), (datetime(2026, 1, 1, tzinfo=UTC), "low")])
+    assert long is not None and (long.first, long.bucket_days) == (date(2024, 11, 28), 10)
+    assert re.findall(r'<rect x="(\d+)"[^>]*><title>([^<]*)</title>', long.svg) == [
+        ("30", "2024-12-28 to 2025-01-06: 1 high"), ("390", "2025-12-23 to 2026-01-01: 1 low")]

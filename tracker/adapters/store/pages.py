@@ -48,6 +48,7 @@ class RepoSummary:
     revisions_read: int
     latest: LatestRevision | None
     open_by_severity: dict[str, int]  # severity -> live, unfixed advisories
+    recent: tuple[str | None, ...] = ()  # worst severity of the newest revisions read, oldest first
 
 
 @dataclass(frozen=True)
@@ -122,8 +123,9 @@ class PageReads:
 
     # -- the index ------------------------------------------------------------------------
 
-    def repo_summaries(self) -> list[RepoSummary]:
-        """Every watched repo with its newest revision read and open advisories: four statements."""
+    def repo_summaries(self, *, recent: int = 0) -> list[RepoSummary]:
+        """Every watched repo with its newest revision read, open advisories and the worst severity of its
+        ``recent`` newest revisions read: four statements, five with ``recent``."""
         with self.db.connect() as conn:
             rows = conn.execute(select(repos).order_by(repos.c.repo_id)).all()
             done = revisions.c.status == "done"
@@ -146,8 +148,22 @@ class PageReads:
                     select(advisories.c.repo_pk, advisories.c.severity, func.count()).where(_open_advisory())
                     .group_by(advisories.c.repo_pk, advisories.c.severity)):
                 open_counts.setdefault(pk, {})[severity] = n
+            strips = self._recent_severities(conn, recent) if recent else {}
         return [RepoSummary(repo=repo_row(r), revisions_read=counts.get(r.id, 0), latest=latest.get(r.id),
-                            open_by_severity=open_counts.get(r.id, {})) for r in rows]
+                            open_by_severity=open_counts.get(r.id, {}), recent=tuple(strips.get(r.id, ())))
+                for r in rows]
+
+    @staticmethod
+    def _recent_severities(conn: Any, per_repo: int) -> dict[int, list[str | None]]:
+        """Each repo's newest ``per_repo`` revisions read, their worst severity oldest first: one statement."""
+        newest = func.row_number().over(partition_by=revisions.c.repo_pk, order_by=revisions.c.seq.desc())
+        ranked = (select(revisions.c.repo_pk, revisions.c.seq, revisions.c.worst_severity, newest.label("n"))
+                  .where(revisions.c.status == "done").subquery())
+        out: dict[int, list[str | None]] = {}
+        for pk, severity in conn.execute(select(ranked.c.repo_pk, ranked.c.worst_severity)
+                                         .where(ranked.c.n <= per_repo).order_by(ranked.c.repo_pk, ranked.c.seq)):
+            out.setdefault(pk, []).append(severity)
+        return out
 
     # -- a repo ---------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import HTMLResponse, Response
 from jinja2 import ChainableUndefined, Environment, FileSystemLoader
 from markdown_it import MarkdownIt
+from markdown_it.token import Token
 from markupsafe import Markup
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -40,7 +41,7 @@ from tracker.core.model import AdvisoryRow, RepoId, validate_repo_id
 from tracker.pipeline.ports import Store
 from tracker.surfaces.api_deps import PagesDep, RulesDep, StoreDep
 from tracker.surfaces.api_errors import http_error
-from tracker.surfaces.web import charts
+from tracker.surfaces.web import apidoc, charts
 from tracker.surfaces.web.measured import measured_view, revision_measured
 from tracker.surfaces.web.views import (
     ADVISORY_PAGE,
@@ -50,7 +51,9 @@ from tracker.surfaces.web.views import (
     TIMELINE_PAGE,
     AdvisoryFilters,
     advisory_filters,
+    advisory_findings,
     category_label,
+    estimate_changes,
     estimate_view,
     explain_code,
     filter_query,
@@ -98,12 +101,53 @@ def environment() -> Environment:
     env.filters["value"] = show_value
     env.filters["text"] = shown_text
     env.filters["thousands"] = lambda n: f"{n:,}"
+    env.filters["markdown"] = lambda text: Markup(markdown().render(str(text or "")))
+    # a URL path may break after a slash, never inside a word ("revision s")
+    env.filters["path_breaks"] = lambda path: Markup("/<wbr>").join(str(path).split("/"))
     return env
 
 
 def markdown() -> MarkdownIt:
     """CommonMark with raw HTML off: an advisory's details are upstream-derived text."""
     return MarkdownIt("commonmark", {"html": False, "linkify": False}).disable("image")
+
+
+# The sections of an advisory's details that the page shows as its own sections (the findings with their
+# links, the estimate as a table): the details show the rest, so nothing is said twice.
+SHOWN_APART = ("Findings", "Estimate changes")
+
+
+def _blocks(tokens: list[Token]) -> list[list[Token]]:
+    """Markdown tokens grouped into top-level blocks (a heading, a list, a paragraph, a fence)."""
+    blocks: list[list[Token]] = []
+    depth = 0
+    for token in tokens:
+        if depth == 0:
+            blocks.append([])
+        blocks[-1].append(token)
+        depth += token.nesting
+    return blocks
+
+
+def advisory_details(text: str) -> tuple[str, str]:
+    """(the details as HTML less the sections shown apart, the diff excerpts of its findings section as HTML).
+
+    The findings section's lines are the page's findings list already; its diff excerpts (a paragraph
+    naming the file, then a fenced diff) are kept, to be shown under that list.
+    """
+    md = markdown()
+    kept: list[Token] = []
+    excerpts: list[Token] = []
+    section = ""
+    for block in _blocks(md.parse(text)):
+        head = block[0]
+        if head.type == "heading_open" and head.tag == "h2":
+            section = block[1].content.strip() if len(block) > 1 else ""
+        if section not in SHOWN_APART:
+            kept += block
+        elif section == "Findings" and head.type in ("paragraph_open", "fence"):
+            excerpts += block
+    return md.renderer.render(kept, md.options, {}), md.renderer.render(excerpts, md.options, {})
 
 
 class _NotFound(Exception):
@@ -163,9 +207,10 @@ def stylesheet() -> Response:
 
 def _index_rows(reads: PageReads) -> list[dict[str, Any]]:
     rows = []
-    for s in reads.repo_summaries():
+    for s in reads.repo_summaries(recent=charts.STRIP_REVISIONS):
         status, status_class = _repo_status(s.repo)
         rows.append({"summary": s, "status": status, "status_class": status_class,
+                     "strip": charts.severity_strip(s.recent),
                      "open_worst": worst(s.open_by_severity), "open_count": sum(s.open_by_severity.values())})
     return rows
 
@@ -204,9 +249,11 @@ def _repo_page(reads: PageReads, owner: str, name: str, page: str) -> HTMLRespon
     entries = [{"rev": r, "groups": group_findings(r.findings), "advisories": by_revision.get(r.sha, [])}
                for r in timeline]
     reruns, older = reads.chart_figures(repo.pk, limit=charts.RERUNS_CHARTED)
-    chart = charts.estimate_chart(charts.points([(sha[:12], est) for sha, est in reruns]))
+    pts = charts.points([(sha[:12], est) for sha, est in reruns])
+    chart = charts.estimate_chart(pts)
     status, status_class = _repo_status(repo)
     return _page("repo.html.jinja", title=repo_id, repo=repo, entries=entries, chart=chart,
+                 chart_narrow=charts.estimate_chart(pts, charts.NARROW), axis_note=charts.axis_note(pts),
                  chart_window=charts.RERUNS_CHARTED if older else None,
                  status=status, status_class=status_class, total=total, pages=pages,
                  repo_advisories=by_revision.get(None, []), advisory_count=advisory_count)
@@ -235,7 +282,8 @@ def _revision_page(reads: PageReads, store: Store, owner: str, name: str, sha: s
     in_force = reads.estimate_in_force(repo.pk, row.seq)
     estimate = None
     if in_force is not None:
-        estimate = {"view": estimate_view(in_force[1]), "sha": in_force[0], "here": in_force[0] == row.sha}
+        estimate = {"view": estimate_view(in_force[1]), "sha": in_force[0], "here": in_force[0] == row.sha,
+                    "changes": estimate_changes(in_force[1].get("delta"))}
     lines = reads.advisory_lines(repo.pk, revision_sha=row.sha)
     return _page("revision.html.jinja", title=f"{repo_id} @ {row.sha[:12]}", repo=repo, row=row,
                  sections=revision_sections(findings, row.diff), estimate=estimate, advisories=lines,
@@ -262,7 +310,10 @@ def _advisories_page(reads: PageReads, request: Request, wanted: AdvisoryFilters
               if wanted.matches(a.categories, a.libraries)]
     pages = paging(page, len(listed), ADVISORY_PAGE)
     start = (pages.number - 1) * ADVISORY_PAGE
+    dated = [(a.line.published or a.modified, a.line.severity) for a in listed]
+    timeline = charts.severity_timeline([(when, severity) for when, severity in dated if when is not None])
     return _page("advisories.html.jinja", title="Advisories", listed=listed[start:start + ADVISORY_PAGE],
+                 timeline=timeline,
                  total=len(listed), pages=pages, filters=wanted, categories=sorted(CATEGORY_LABELS),
                  severities=SEVERITIES, query=filter_query(request.query_params))
 
@@ -330,9 +381,13 @@ def finding_page(rules: RulesDep, code: str) -> HTMLResponse:
 def _advisory_page(store: Store, vuln_id: str) -> HTMLResponse:
     row = _advisory_row(store, vuln_id)
     record = row.record
-    details = markdown().render(record.details or "")
+    details, excerpts = advisory_details(record.details or "")
+    estimate = estimate_changes(record.specific.estimate_delta)
+    findings = advisory_findings(record.specific.findings, table=bool(estimate and estimate.cards))
     return _page("advisory.html.jinja", title=row.id, row=row, record=record, ds=record.specific, details=details,
-                 revision=record.specific.revision, measured=measured_view(row.osv.get("database_specific", {}).get("measured")),
+                 excerpts=excerpts, estimate=estimate, findings=findings,
+                 revision=record.specific.revision,
+                 measured=measured_view(row.osv.get("database_specific", {}).get("measured")),
                  references=[r for r in record.references if r.url.startswith(("https://", "http://"))])
 
 
@@ -384,21 +439,6 @@ def wants_html(request: Request) -> bool:
     return "text/html" in request.headers.get("accept", "")
 
 
-def api_reference(app: FastAPI) -> list[dict[str, Any]]:
-    """The OpenAPI document's operations as the /docs page lists them: method, path, summary, details."""
-    out = []
-    for path, item in (app.openapi().get("paths") or {}).items():
-        for method, op in item.items():
-            if not isinstance(op, dict):
-                continue
-            text = str(op.get("description") or "").strip()
-            out.append({"method": method.upper(), "path": path, "summary": str(op.get("summary") or ""),
-                        "details": text.split("\n\n", 1)[0].replace("\n", " "),
-                        "parameters": [(str(p.get("name")), str(p.get("in"))) for p in op.get("parameters") or []
-                                       if isinstance(p, dict)]})
-    return out
-
-
 site_router = APIRouter(include_in_schema=False)
 
 
@@ -416,7 +456,9 @@ def favicon() -> Response:
 
 @site_router.get("/docs", response_class=HTMLResponse)
 def docs(request: Request) -> HTMLResponse:
-    return _page("docs.html.jinja", title="HTTP API", operations=api_reference(request.app))
+    document = request.app.openapi()
+    return _page("docs.html.jinja", title="HTTP API", operations=apidoc.operations(document),
+                 schemas=apidoc.schemas(document))
 
 
 async def _not_here(request: Request, exc: Exception) -> Response:

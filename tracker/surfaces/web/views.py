@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from tracker.adapters.delivery.text import estimate_lines
 from tracker.core.estimate.cards import CARDS_BY_NAME
 from tracker.core.model import Category, Severity, clip_words
 from tracker.surfaces.web.diffs import SideBySide, side_by_side
@@ -465,7 +464,6 @@ class EstimateView:
     seq_len: str
     lora_rank: str
     cards: tuple[CardRow, ...]
-    delta: tuple[str, ...]
 
 
 def _batch(value: Any, borderline: Any = False) -> str:
@@ -503,4 +501,131 @@ def estimate_view(est: Mapping[str, Any]) -> EstimateView:
         params=_count(est.get("params")), checkpoint=_count(est.get("checkpoint_params")),
         full_gb=_gb(est.get("full_finetune_gb")), lora_gb=_gb(est.get("lora_gb")),
         seq_len=str(est.get("seq_len") or "?"), lora_rank=str(est.get("lora_rank") or "?"),
-        cards=tuple(cards), delta=tuple(estimate_lines(est.get("delta"))))
+        cards=tuple(cards))
+
+
+# -- the advisory page's estimate changes: cards × (full fine-tune, LoRA, serving), before → after ------
+
+BATCH_MODES = (("full_batch", "Full fine-tune"), ("lora_batch", "LoRA"), ("serve_batch", "Serving"))
+FIGURE_NAMES = {"params": "Parameters", "active_params": "Active parameters", "checkpoint_params": "Checkpoint parameters",
+                "seq_len": "Sequence length", "full_finetune_gb": "Full fine-tune memory, batch 1",
+                "lora_gb": "LoRA memory, batch 1"}
+BAR_WIDTH = 96  # the inline bar's width in CSS px: the larger of a cell's two batches
+# Findings said once per card that the estimate table shows as a whole: the advisory page lists each once.
+PER_CARD_CODES = frozenset({"estimate.serve_batch_changed", "estimate.fit_lost", "estimate.fit_gained"})
+
+
+@dataclass(frozen=True)
+class BatchCell:
+    """One card and mode: the largest batch before and after, and the bar's lengths (0..BAR_WIDTH)."""
+
+    changed: bool
+    before: str = ""
+    after: str = ""
+    before_len: float = 0.0
+    after_len: float = 0.0
+    direction: str = ""  # up | down | "" (a batch that was or became unknown)
+
+
+@dataclass(frozen=True)
+class CardChange:
+    card: str
+    cells: tuple[BatchCell, ...]  # in BATCH_MODES order
+
+
+@dataclass(frozen=True)
+class FigureChange:
+    name: str
+    before: str
+    after: str
+    change: str  # "+1.4%", or "" when either side is unknown
+
+
+@dataclass(frozen=True)
+class EstimateChanges:
+    figures: tuple[FigureChange, ...]
+    cards: tuple[CardChange, ...]
+    modes: tuple[str, ...] = tuple(label for _, label in BATCH_MODES)
+
+
+def _batch_size(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _batch_word(value: Any) -> str:
+    size = _batch_size(value)
+    if size is None:
+        return "not estimated"
+    return "does not fit" if size == 0 else str(size)
+
+
+def _figure(key: str, before: Any, after: Any) -> FigureChange:
+    def shown(value: Any) -> str:
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            return "unknown"
+        return f"{value:.3g} GB" if key.endswith("_gb") else f"{value:,}"
+
+    change = ""
+    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in (before, after)) and before:
+        change = f"{(after - before) / before:+.1%}"
+    return FigureChange(FIGURE_NAMES.get(key, key), shown(before), shown(after), change)
+
+
+def _cell(value: Any) -> BatchCell:
+    """A cell's bars: the larger of the two batches is the full width, so the bars draw the change itself."""
+    if not isinstance(value, Mapping):
+        return BatchCell(changed=False)
+    before, after = _batch_size(value.get("before")), _batch_size(value.get("after"))
+    top = max(before or 0, after or 0)
+    direction = "" if before is None or after is None else ("up" if after > before else "down")
+    return BatchCell(changed=True, before=_batch_word(value.get("before")), after=_batch_word(value.get("after")),
+                     before_len=BAR_WIDTH * (before or 0) / top if top else 0.0,
+                     after_len=BAR_WIDTH * (after or 0) / top if top else 0.0, direction=direction)
+
+
+def estimate_changes(delta: Mapping[str, Any] | None) -> EstimateChanges | None:
+    """An advisory's ``estimate_delta`` as a table: a row per card whose batch moved, a column per mode.
+
+    A cell holds the largest batch before and after and a pair of bars, the larger full width, so a
+    card that fell from 55 to 13 reads at a glance; a mode that did not move says so. The figures that are not per card (parameters, memory) are listed apart.
+    """
+    if not delta:
+        return None
+    figures: list[FigureChange] = []
+    by_card: dict[str, dict[str, Any]] = {}
+    for key, value in delta.items():
+        card, _, mode = key.rpartition(".")
+        if card and mode in dict(BATCH_MODES):
+            by_card.setdefault(card, {})[mode] = value
+        elif isinstance(value, Mapping):
+            figures.append(_figure(key, value.get("before"), value.get("after")))
+    order = {name: i for i, name in enumerate(CARDS_BY_NAME)}
+    cards = tuple(CardChange(card=CARDS_BY_NAME[c].label if c in CARDS_BY_NAME else c,
+                             cells=tuple(_cell(by_card[c].get(mode)) for mode, _ in BATCH_MODES))
+                  for c in sorted(by_card, key=lambda c: (order.get(c, len(order)), c)))
+    figure_order = list(FIGURE_NAMES.values())
+    figures.sort(key=lambda f: (figure_order.index(f.name) if f.name in figure_order else len(figure_order), f.name))
+    return EstimateChanges(figures=tuple(figures), cards=cards)
+
+
+def advisory_findings(findings: Sequence[Any], *, table: bool) -> list[Mapping[str, Any]]:
+    """An advisory's findings as its page lists them: once each, a per-card estimator finding once per code
+    when the estimate table is on the page ("… and 7 more cards like it, in the estimate table")."""
+    listed = [f for f in findings if isinstance(f, Mapping)]
+    if not table:
+        return listed
+    out: list[Mapping[str, Any]] = []
+    seen: set[str] = set()
+    for f in listed:
+        code = str(f.get("code") or "")
+        if code not in PER_CARD_CODES:
+            out.append(f)
+        elif code not in seen:
+            seen.add(code)
+            same = [g for g in listed if g.get("code") == code]
+            more = len(same) - 1
+            summary = str(f.get("summary") or "")
+            if more:
+                summary += f", and {more} more card{'s' if more > 1 else ''} like it (see the estimate changes)"
+            out.append({**f, "summary": summary, "severity": worst(str(g.get("severity")) for g in same)})
+    return out
