@@ -21,7 +21,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tracker.adapters import metrics
-from tracker.adapters.hub import CommitListing
 from tracker.adapters.settings import Settings
 from tracker.core.diff import same_content
 from tracker.core.errors import (
@@ -37,6 +36,7 @@ from tracker.core.errors import (
     TrackerError,
     first_line,
 )
+from tracker.core.hub_types import CommitListing
 from tracker.core.model import (
     Commit,
     CommitSha,

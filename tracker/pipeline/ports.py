@@ -11,12 +11,19 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Protocol
 
-from tracker.adapters.hub import ChangeListing, CommitListing, Head, MatchListing, OwnerListing, RepoInfo
-from tracker.adapters.hub.client import RejectedPath
 from tracker.adapters.store.advisories import SeenAdvisories
 from tracker.adapters.store.listing import ListingRow, Moved
 from tracker.adapters.store.rules import Applied
 from tracker.core.advisory.reach import ReachIndex
+from tracker.core.hub_types import (
+    ChangeListing,
+    CommitListing,
+    Head,
+    MatchListing,
+    OwnerListing,
+    RejectedPath,
+    RepoInfo,
+)
 from tracker.core.model import AdvisoryRow, Commit, CommitSha, Finding, RepoId, RepoRow, RevisionRow, Snapshot
 from tracker.core.report import AdvisoryWrite, EventReport, RevisionReport
 from tracker.core.watchrules import RuleRow, WatchRule
