@@ -11,9 +11,6 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Protocol
 
-from tracker.adapters.store.advisories import SeenAdvisories
-from tracker.adapters.store.listing import ListingRow, Moved
-from tracker.adapters.store.rules import Applied
 from tracker.core.advisory.reach import ReachIndex
 from tracker.core.hub_types import (
     ChangeListing,
@@ -26,6 +23,7 @@ from tracker.core.hub_types import (
 )
 from tracker.core.model import AdvisoryRow, Commit, CommitSha, Finding, RepoId, RepoRow, RevisionRow, Snapshot
 from tracker.core.report import AdvisoryWrite, EventReport, RevisionReport
+from tracker.core.store_types import Applied, ListingRow, Moved, SeenAdvisories
 from tracker.core.watchrules import RuleRow, WatchRule
 
 Clock = Callable[[], datetime]

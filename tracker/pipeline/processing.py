@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 
 from tracker.adapters import metrics
 from tracker.adapters.settings import Settings
-from tracker.adapters.store.advisories import AdvisoriesRead
 from tracker.core.bounded import json_object
 from tracker.core.diff import diff_revisions
 from tracker.core.errors import (
@@ -54,6 +53,7 @@ from tracker.core.report import (
     revision_advisories,
     revision_report,
 )
+from tracker.core.store_types import AdvisoriesRead
 from tracker.pipeline.lineage import ModelTree, TreeRead
 from tracker.pipeline.ports import Clock, HubReader, OsvLookup, Store
 from tracker.pipeline.reads import AdvisoryReads
