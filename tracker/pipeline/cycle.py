@@ -36,9 +36,10 @@ from datetime import datetime, timedelta
 
 from tracker.adapters import metrics
 from tracker.adapters.hub.budget import WINDOW_SECONDS, HubBudget
-from tracker.adapters.settings import Settings, clamp_interval
+from tracker.adapters.settings import Settings
 from tracker.adapters.store.schedule import ScheduleStore
 from tracker.core.errors import HubRateLimited, NotWatched, TrackerError, first_line
+from tracker.core.intervals import clamp_interval
 from tracker.core.model import PollOutcome, RepoRow
 from tracker.core.store_types import DueRepo
 from tracker.pipeline.changes import ChangeFeed, ListingState

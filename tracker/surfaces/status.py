@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from tracker.adapters.settings import clamp_interval
 from tracker.adapters.store.health import DeliveryBacklog, RepoHealthRow
 from tracker.core.escaping import escape_lines
+from tracker.core.intervals import clamp_interval
 from tracker.core.model import PollOutcome, RepoState
 
 if TYPE_CHECKING:
