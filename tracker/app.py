@@ -27,6 +27,7 @@ from typing import Any
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from tracker.adapters import metrics
 from tracker.adapters.delivery.worker import DeliveryWorker
 from tracker.adapters.hub import HubClient
 from tracker.adapters.hub.budget import HubBudget
@@ -187,8 +188,8 @@ def make_tracker(
         hub = hub or make_hub(settings, budget)
         osv = _osv_client(settings, opened)
         rules = SeverityRules.default().with_overrides(settings.severity)
-        processor = Processor(settings, store, hub, clock=clock, rules=rules, osv=osv)
-        poller = Poller(settings, store, hub, processor, clock=clock)
+        processor = Processor(settings, store, hub, clock=clock, rules=rules, metrics=metrics, osv=osv)
+        poller = Poller(settings, store, hub, processor, clock=clock, metrics=metrics)
         querier = Querier(store, hub, requests_per_call=settings.query_hub_requests)
         delivery = DeliveryWorker(store.outbox, settings.delivery, tracker_url=settings.public_url)
         opened.callback(delivery.stop)

@@ -11,6 +11,8 @@ from datetime import datetime
 
 from tracker.core.model import Commit, CommitSha, RepoId
 
+WINDOW_SECONDS = 300.0  # the Hub counts requests per rate-limit bucket in fixed windows of 5 minutes
+
 
 @dataclass(frozen=True)
 class Head:

@@ -17,8 +17,6 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, TypeVar
 
-from tracker.adapters import metrics
-from tracker.adapters.settings import Settings
 from tracker.core.bounded import json_object
 from tracker.core.diff import diff_revisions
 from tracker.core.errors import (
@@ -55,7 +53,7 @@ from tracker.core.report import (
 )
 from tracker.core.store_types import AdvisoriesRead
 from tracker.pipeline.lineage import ModelTree, TreeRead
-from tracker.pipeline.ports import Clock, HubReader, OsvLookup, Store
+from tracker.pipeline.ports import Clock, HubReader, Metrics, OsvLookup, PipelineSettings, Store
 from tracker.pipeline.reads import AdvisoryReads
 from tracker.pipeline.sources import HubSources
 
@@ -188,9 +186,10 @@ def _one_line(exc: BaseException) -> str:
 class Processor:
     """Reads, reports and saves revisions; also ``tracker diff``, ``reanalyse`` and retried lookups."""
 
-    def __init__(self, settings: Settings, store: Store, hub: HubReader, *, clock: Clock,
-                 rules: SeverityRules, osv: OsvLookup | None = None) -> None:
+    def __init__(self, settings: PipelineSettings, store: Store, hub: HubReader, *, clock: Clock,
+                 rules: SeverityRules, metrics: Metrics, osv: OsvLookup | None = None) -> None:
         self.settings = settings
+        self.metrics = metrics
         self.store = store
         self.hub = hub
         self.clock = clock
@@ -423,7 +422,7 @@ class Processor:
 
         saved = save_checked(f"{repo.repo_id}@{revision.sha[:12]}", save)
         if saved:
-            metrics.revision_saved(finding_severities=[f.severity.value for f in findings], committed_at=revision.date,
+            self.metrics.revision_saved(finding_severities=[f.severity.value for f in findings], committed_at=revision.date,
                                    read_at=now, baseline=revision.baseline or old is None)
         return saved
 
