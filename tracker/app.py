@@ -33,8 +33,6 @@ from tracker.adapters.hub import HubClient
 from tracker.adapters.hub.budget import HubBudget
 from tracker.adapters.settings import Settings
 from tracker.adapters.store import SqlStore, open_store
-from tracker.adapters.store.schedule import ScheduleStore
-from tracker.adapters.store.tokens import TokenStore
 from tracker.core.bounded import json_object
 from tracker.core.errors import HubUnavailable, NotWatched
 from tracker.core.findings.rules import SeverityRules
@@ -42,7 +40,7 @@ from tracker.core.model import RepoId, RepoRow
 from tracker.pipeline.coalescing import PollCoalescer
 from tracker.pipeline.cycle import Cycle
 from tracker.pipeline.polling import Poller, PollResult
-from tracker.pipeline.ports import Clock, HubReader, OsvLookup
+from tracker.pipeline.ports import Clock, HubReader, OsvLookup, Schedule, Store, Tokens
 from tracker.pipeline.processing import Analysis, Processor, Side, safetensors_headers
 from tracker.pipeline.querying import Querier, QueryResult, pin
 
@@ -65,15 +63,15 @@ class Tracker:
     """The tracker as its entry points use it: the collaborators and a few convenient verbs."""
 
     settings: Settings
-    store: SqlStore
+    store: Store
     hub: HubReader
     clock: Clock
     processor: Processor
     poller: Poller
     querier: Querier
     budget: HubBudget  # one per process: what the Hub client built here spends, what every cycle claims within
-    queue: ScheduleStore  # which repos are due, leased to one process at a time
-    tokens: TokenStore
+    queue: Schedule  # which repos are due, leased to one process at a time
+    tokens: Tokens
     delivery: DeliveryWorker  # the outbox sender (started by `tracker run`)
     poll_soon: Callable[[str], None]  # a poll asked for outside the schedule (a Hub webhook), coalesced per repo
     osv: OsvLookup | None = None
