@@ -111,6 +111,16 @@ def _pipeline_adapter_imports(path: Path, root: Path = ROOT) -> list[str]:
             if module == "tracker.adapters" or module.startswith("tracker.adapters.")]
 
 
+def _core_outward_imports(path: Path, root: Path = ROOT) -> list[str]:
+    """Core's imports of any other layer of the tracker, type-only ones included: core is pure."""
+    relative = path.relative_to(root.parent)
+    if relative.parts[:2] != ("tracker", "core"):
+        return []
+    return sorted({f"{relative}:{line} imports {module}" for line, module in _imported_modules(path, root)
+                   if module.startswith("tracker.") and not module.startswith("tracker.core")
+                   and module.split(".")[1] in RANK})
+
+
 def _huggingface_hub_imports(path: Path, root: Path = ROOT) -> list[str]:
     """Imports of huggingface_hub outside the Hub adapter (tracker/adapters/hub/), lazy ones included."""
     relative = path.relative_to(root.parent)
@@ -123,6 +133,25 @@ def _huggingface_hub_imports(path: Path, root: Path = ROOT) -> list[str]:
 def test_the_pipeline_reaches_adapters_only_through_its_ports():
     found = [line for path in sorted(ROOT.rglob("*.py")) for line in _pipeline_adapter_imports(path)]
     assert found == []
+
+
+def test_core_imports_no_other_layer_not_even_for_a_type():
+    found = [line for path in sorted(ROOT.rglob("*.py")) for line in _core_outward_imports(path)]
+    assert found == []
+
+
+def test_the_check_sees_core_naming_an_adapter_for_a_type(tmp_path):
+    core = tmp_path / "tracker" / "core"
+    core.mkdir(parents=True)
+    (core / "bad.py").write_text("from typing import TYPE_CHECKING\nfrom tracker.core.model import RepoId\n"
+                                 "if TYPE_CHECKING:\n    from tracker.adapters.store import pages\n"
+                                 "    from ..pipeline import ports\n")
+    assert _core_outward_imports(core / "bad.py", tmp_path / "tracker") == [
+        "tracker/core/bad.py:4 imports tracker.adapters.store",
+        "tracker/core/bad.py:4 imports tracker.adapters.store.pages",
+        "tracker/core/bad.py:5 imports tracker.pipeline",
+        "tracker/core/bad.py:5 imports tracker.pipeline.ports",
+    ]
 
 
 def test_only_the_hub_adapter_imports_huggingface_hub():
