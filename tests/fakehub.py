@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tracker.adapters.hub.client import (
+from tracker.core.errors import EntryGone, HubRateLimited, RepoGone, RevisionGone, UpstreamFileError
+from tracker.core.hub_types import (
     ChangeListing,
     CommitListing,
     Head,
@@ -26,7 +27,6 @@ from tracker.adapters.hub.client import (
     RejectedPath,
     RepoInfo,
 )
-from tracker.core.errors import EntryGone, HubRateLimited, RepoGone, RevisionGone, UpstreamFileError
 from tracker.core.model import Commit, CommitSha, FileEntry, RepoId, Snapshot
 
 # The Hub's rate-limit bucket of each operation (tracker/adapters/hub/budget.py): resolve URLs or the API.

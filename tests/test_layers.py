@@ -83,3 +83,113 @@ def test_the_check_sees_a_private_import(tmp_path):
         "tracker/core/bad.py:2 imports _sibling",
         "tracker/core/bad.py:3 imports _internal",
     ]
+
+
+def _imported_modules(path: Path, root: Path) -> list[tuple[int, str]]:
+    """Every module ``path`` imports, by line: ``import x.y`` and ``from x.y import z`` (as ``x.y`` and
+    ``x.y.z``), lazy and type-only imports included; relative imports resolved against ``path``'s package."""
+    package = list(path.relative_to(root.parent).parts[:-1])
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join([*package[:len(package) - node.level + 1], *([base] if base else [])])
+            found += [(node.lineno, base), *((node.lineno, f"{base}.{alias.name}") for alias in node.names)]
+    return found
+
+
+def _pipeline_adapter_imports(path: Path, root: Path = ROOT) -> list[str]:
+    """The pipeline's imports of an adapter: it reaches them only through the ports (tracker/pipeline/ports.py),
+    which the composition root (tracker/app.py) fills in; type-only imports count too."""
+    relative = path.relative_to(root.parent)
+    if relative.parts[:2] != ("tracker", "pipeline"):
+        return []
+    return [f"{relative}:{line} imports {module}" for line, module in _imported_modules(path, root)
+            if module == "tracker.adapters" or module.startswith("tracker.adapters.")]
+
+
+def _core_outward_imports(path: Path, root: Path = ROOT) -> list[str]:
+    """Core's imports of any other layer of the tracker, type-only ones included: core is pure."""
+    relative = path.relative_to(root.parent)
+    if relative.parts[:2] != ("tracker", "core"):
+        return []
+    return sorted({f"{relative}:{line} imports {module}" for line, module in _imported_modules(path, root)
+                   if module.startswith("tracker.") and not module.startswith("tracker.core")
+                   and module.split(".")[1] in RANK})
+
+
+def _huggingface_hub_imports(path: Path, root: Path = ROOT) -> list[str]:
+    """Imports of huggingface_hub outside the Hub adapter (tracker/adapters/hub/), lazy ones included."""
+    relative = path.relative_to(root.parent)
+    if relative.parts[:3] == ("tracker", "adapters", "hub"):
+        return []
+    return sorted({f"{relative}:{line} imports huggingface_hub" for line, module in _imported_modules(path, root)
+                   if module.split(".")[0] == "huggingface_hub"})
+
+
+def test_the_pipeline_reaches_adapters_only_through_its_ports():
+    found = [line for path in sorted(ROOT.rglob("*.py")) for line in _pipeline_adapter_imports(path)]
+    assert found == []
+
+
+def test_core_imports_no_other_layer_not_even_for_a_type():
+    found = [line for path in sorted(ROOT.rglob("*.py")) for line in _core_outward_imports(path)]
+    assert found == []
+
+
+def test_the_check_sees_core_naming_an_adapter_for_a_type(tmp_path):
+    core = tmp_path / "tracker" / "core"
+    core.mkdir(parents=True)
+    (core / "bad.py").write_text("from typing import TYPE_CHECKING\nfrom tracker.core.model import RepoId\n"
+                                 "if TYPE_CHECKING:\n    from tracker.adapters.store import pages\n"
+                                 "    from ..pipeline import ports\n")
+    assert _core_outward_imports(core / "bad.py", tmp_path / "tracker") == [
+        "tracker/core/bad.py:4 imports tracker.adapters.store",
+        "tracker/core/bad.py:4 imports tracker.adapters.store.pages",
+        "tracker/core/bad.py:5 imports tracker.pipeline",
+        "tracker/core/bad.py:5 imports tracker.pipeline.ports",
+    ]
+
+
+def test_only_the_hub_adapter_imports_huggingface_hub():
+    found = [line for path in sorted(ROOT.rglob("*.py")) for line in _huggingface_hub_imports(path)]
+    assert found == []
+
+
+def test_the_checks_see_an_adapter_in_the_pipeline_and_huggingface_hub_elsewhere(tmp_path):
+    pipeline = tmp_path / "tracker" / "pipeline"
+    (pipeline / "scan").mkdir(parents=True)
+    hub = tmp_path / "tracker" / "adapters" / "hub"
+    hub.mkdir(parents=True)
+    (pipeline / "bad.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "from tracker.adapters import metrics\n"
+        "from tracker.core.model import RepoId\n"
+        "if TYPE_CHECKING:\n"
+        "    from tracker.adapters.settings import Settings\n"
+        "def f():\n"
+        "    import tracker.adapters.store\n"
+        "    from huggingface_hub import HfApi\n")
+    (pipeline / "scan" / "rel.py").write_text("from ...adapters.hub import HubClient\nfrom .. import ports\n")
+    (hub / "client.py").write_text("import huggingface_hub.errors\n")
+    (pipeline / "ok.py").write_text('"""huggingface_hub\'s layout, tracker.adapters.metrics: named, not imported."""\n'
+                                    "from tracker.pipeline.ports import Store\n")
+    root = tmp_path / "tracker"
+    assert _pipeline_adapter_imports(pipeline / "bad.py", root) == [
+        "tracker/pipeline/bad.py:2 imports tracker.adapters",
+        "tracker/pipeline/bad.py:2 imports tracker.adapters.metrics",
+        "tracker/pipeline/bad.py:5 imports tracker.adapters.settings",
+        "tracker/pipeline/bad.py:5 imports tracker.adapters.settings.Settings",
+        "tracker/pipeline/bad.py:7 imports tracker.adapters.store",
+    ]
+    assert _pipeline_adapter_imports(pipeline / "scan" / "rel.py", root) == [
+        "tracker/pipeline/scan/rel.py:1 imports tracker.adapters.hub",
+        "tracker/pipeline/scan/rel.py:1 imports tracker.adapters.hub.HubClient",
+    ]
+    assert _huggingface_hub_imports(pipeline / "bad.py", root) == ["tracker/pipeline/bad.py:8 imports huggingface_hub"]
+    assert _huggingface_hub_imports(hub / "client.py", root) == []
+    assert _pipeline_adapter_imports(pipeline / "ok.py", root) == []
+    assert _huggingface_hub_imports(pipeline / "ok.py", root) == []

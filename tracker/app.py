@@ -27,13 +27,12 @@ from typing import Any
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from tracker.adapters import metrics
 from tracker.adapters.delivery.worker import DeliveryWorker
 from tracker.adapters.hub import HubClient
 from tracker.adapters.hub.budget import HubBudget
 from tracker.adapters.settings import Settings
 from tracker.adapters.store import SqlStore, open_store
-from tracker.adapters.store.schedule import ScheduleStore
-from tracker.adapters.store.tokens import TokenStore
 from tracker.core.bounded import json_object
 from tracker.core.errors import HubUnavailable, NotWatched
 from tracker.core.findings.rules import SeverityRules
@@ -41,7 +40,7 @@ from tracker.core.model import RepoId, RepoRow
 from tracker.pipeline.coalescing import PollCoalescer
 from tracker.pipeline.cycle import Cycle
 from tracker.pipeline.polling import Poller, PollResult
-from tracker.pipeline.ports import Clock, HubReader, OsvLookup
+from tracker.pipeline.ports import Clock, HubReader, OsvLookup, Schedule, Store, Tokens
 from tracker.pipeline.processing import Analysis, Processor, Side, safetensors_headers
 from tracker.pipeline.querying import Querier, QueryResult, pin
 from tracker.pipeline.verification import RevisionVerifier
@@ -65,15 +64,15 @@ class Tracker:
     """The tracker as its entry points use it: the collaborators and a few convenient verbs."""
 
     settings: Settings
-    store: SqlStore
+    store: Store
     hub: HubReader
     clock: Clock
     processor: Processor
     poller: Poller
     querier: Querier
     budget: HubBudget  # one per process: what the Hub client built here spends, what every cycle claims within
-    queue: ScheduleStore  # which repos are due, leased to one process at a time
-    tokens: TokenStore
+    queue: Schedule  # which repos are due, leased to one process at a time
+    tokens: Tokens
     delivery: DeliveryWorker  # the outbox sender (started by `tracker run`)
     poll_soon: Callable[[str], None]  # a poll asked for outside the schedule (a Hub webhook), coalesced per repo
     osv: OsvLookup | None = None
@@ -194,8 +193,9 @@ def make_tracker(
         osv = _osv_client(settings, opened)
         rules = SeverityRules.default().with_overrides(settings.severity)
         verifier = RevisionVerifier(settings, store, rules=rules, clock=clock) if settings.verify_enabled else None
-        processor = Processor(settings, store, hub, clock=clock, rules=rules, osv=osv, verifier=verifier)
-        poller = Poller(settings, store, hub, processor, clock=clock)
+        processor = Processor(settings, store, hub, clock=clock, rules=rules, metrics=metrics, osv=osv,
+                              verifier=verifier)
+        poller = Poller(settings, store, hub, processor, clock=clock, metrics=metrics)
         querier = Querier(store, hub, requests_per_call=settings.query_hub_requests)
         delivery = DeliveryWorker(store.outbox, settings.delivery, tracker_url=settings.public_url)
         opened.callback(delivery.stop)

@@ -22,7 +22,7 @@ from rapidfuzz import fuzz, process
 
 from tracker.adapters.delivery import TargetGuard, parse_categories, parse_target
 from tracker.adapters.delivery.channels import channel
-from tracker.adapters.store.tokens import TokenRow, validate_name
+from tracker.adapters.store.tokens import validate_name
 from tracker.core.errors import (
     ConfigError,
     HubError,
@@ -33,12 +33,13 @@ from tracker.core.errors import (
     first_line,
 )
 from tracker.core.model import ChannelKind, RepoId, RepoRow
+from tracker.core.store_types import TokenRow
 from tracker.core.watchrules import DEFAULT_MAX, RuleRow, parse_rule
 from tracker.pipeline.ports import HubReader
 
 if TYPE_CHECKING:
-    from tracker.adapters.store.delivery import SubscriptionRow
     from tracker.app import Tracker
+    from tracker.core.store_types import SubscriptionRow
 
 __all__ = [
     "Existence", "NewSubscription", "Subscribed", "Watched", "add_rule", "close_matches", "existence",

@@ -112,8 +112,9 @@ def test_hub_bounds_have_their_documented_defaults(tmp_path: Path) -> None:
 
 
 def test_intervals_stored_by_an_older_tracker_are_clamped_when_scheduled(hub_standin: HubStandin, tmp_path: Path) -> None:
-    from tracker.adapters.settings import Settings, clamp_interval
+    from tracker.adapters.settings import Settings
     from tracker.app import make_scheduler, make_tracker
+    from tracker.core.intervals import clamp_interval
     from tracker.core.model import RepoId
     from tracker.surfaces.daemon import Daemon
 

@@ -10,9 +10,9 @@ from hubstandin import HubStandin
 
 from tests.hostile.hub_support import make_repo
 from tracker.adapters.hub import HubClient
-from tracker.adapters.hub.client import RejectedPath
 from tracker.adapters.hub.guards import unsafe_path_reason
 from tracker.core.errors import UpstreamFileError
+from tracker.core.hub_types import RejectedPath
 from tracker.core.model import RepoId
 
 REPO = RepoId("acme/tiny")

@@ -10,7 +10,7 @@ import pytest
 
 from tests.core.conftest import config_json
 from tests.ops.conftest import migrated
-from tracker.adapters.store.health import DeliveryBacklog, RepoHealthRow
+from tracker.core.store_types import DeliveryBacklog, RepoHealthRow
 from tracker.surfaces.status import assess, assess_repo, render
 
 NOT_FOUND = "not found on the Hub (check the id; private and gated repos need HF_TOKEN)"

@@ -36,6 +36,7 @@ from pydantic.dataclasses import dataclass
 from pydantic.fields import FieldInfo
 
 from tracker.core.errors import ConfigError, SettingsError
+from tracker.core.intervals import POLL_EVERY_MAX, POLL_EVERY_MIN
 from tracker.core.model import RepoId, Severity, validate_repo_id
 
 DEFAULT_CONFIG_PATH = Path("config/tracker.toml")
@@ -46,10 +47,8 @@ _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 60480
 
 
 # Bounds on durations. Any duration: at most ten years (longer is a typo, and overflows date arithmetic).
-# A poll interval (`--every`, [poll] every, [[watch]] every): between a minute and 31 days.
+# A poll interval (`--every`, [poll] every, [[watch]] every): POLL_EVERY_MIN..POLL_EVERY_MAX (tracker/core/intervals.py).
 MAX_DURATION = 10 * 365 * 86400.0
-POLL_EVERY_MIN = 60.0
-POLL_EVERY_MAX = 31 * 86400.0
 
 
 def parse_duration(
@@ -93,13 +92,6 @@ def parse_interval(text: str | int | float) -> float:
         return parse_duration(text, minimum=POLL_EVERY_MIN, maximum=POLL_EVERY_MAX)
     except ConfigError as exc:
         raise ConfigError(f"{exc} (a poll interval is between 1m and 31d)") from None
-
-
-def clamp_interval(seconds: float) -> float:
-    """A stored poll interval brought within 1m..31d (a database written by an older tracker may hold 1ms)."""
-    if math.isnan(seconds):
-        return POLL_EVERY_MAX
-    return min(max(seconds, POLL_EVERY_MIN), POLL_EVERY_MAX)
 
 
 def format_duration(seconds: float) -> str:

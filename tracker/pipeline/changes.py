@@ -36,8 +36,8 @@ import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from tracker.adapters.hub import ChangeListing
 from tracker.core.errors import HubRateLimited, TrackerError, first_line
+from tracker.core.hub_types import ChangeListing
 from tracker.pipeline.ports import HubReader, Store
 
 log = logging.getLogger("tracker.changes")  # the name operators filter logs by, not the module path

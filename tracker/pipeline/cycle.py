@@ -1,7 +1,7 @@
 """The daemon's poll cycle: which due repos this process checks now, and how cheaply.
 
 Every ``tick`` (a couple of seconds, from the daemon's APScheduler) claims due repos from the
-database (:class:`tracker.adapters.store.schedule.ScheduleStore`): the database decides who works, so any
+database (the ``Schedule`` port, :class:`tracker.adapters.store.schedule.ScheduleStore`): the database decides who works, so any
 number of replicas on one PostgreSQL share the watch list and a repo is polled by one of them at
 a time. What a claimed repo costs on the Hub:
 
@@ -17,7 +17,7 @@ a time. What a claimed repo costs on the Hub:
 
 Work runs on a small thread pool (``[poll] workers``), so a slow or hanging repo holds one
 worker until its per-poll deadline (``hub.poll_deadline``) and never the others. Claims stop
-while the Hub budget (:class:`tracker.adapters.hub.budget.HubBudget`) has no room, which spreads a large
+while the Hub budget (the ``Budget`` port, :class:`tracker.adapters.hub.budget.HubBudget`) has no room, which spreads a large
 watch list over the window instead of bursting, and :meth:`Cycle.check_budget` says (a WARNING)
 when the schedule needs more than the budget allows.
 """
@@ -34,15 +34,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from tracker.adapters import metrics
-from tracker.adapters.hub.budget import WINDOW_SECONDS, HubBudget
-from tracker.adapters.settings import Settings, clamp_interval
-from tracker.adapters.store.schedule import DueRepo, ScheduleStore
 from tracker.core.errors import HubRateLimited, NotWatched, TrackerError, first_line
+from tracker.core.hub_types import WINDOW_SECONDS
+from tracker.core.intervals import clamp_interval
 from tracker.core.model import PollOutcome, RepoRow
+from tracker.core.store_types import DueRepo
 from tracker.pipeline.changes import ChangeFeed, ListingState
 from tracker.pipeline.polling import LEASE_MARGIN_SECONDS, Poller, PollResult, dead_here
-from tracker.pipeline.ports import Clock, HubReader, Store
+from tracker.pipeline.ports import Budget, Clock, HubReader, PipelineSettings, Schedule, Store
 from tracker.pipeline.watchrules import RuleKeeper
 
 log = logging.getLogger("tracker.cycle")  # the name operators filter logs by, not the module path
@@ -73,8 +72,8 @@ class Cycle:
     """Claims due repos and checks them: by owner listings where cheaper, else by polling each."""
 
     # Keyword-only past the four collaborators: the composition root hands each part by name, tests their seams.
-    def __init__(self, settings: Settings, store: Store, hub: HubReader, poller: Poller, *,  # noqa: PLR0913
-                 clock: Clock, budget: HubBudget, queue: ScheduleStore, workers: int | None = None,
+    def __init__(self, settings: PipelineSettings, store: Store, hub: HubReader, poller: Poller, *,  # noqa: PLR0913
+                 clock: Clock, budget: Budget, queue: Schedule, workers: int | None = None,
                  on_result: Callable[[PollResult], None] | None = None,
                  rng: Callable[[], float] = random.random, batch: int = 1000,
                  sleep: Callable[[float], object] | None = None) -> None:
@@ -85,6 +84,7 @@ class Cycle:
         self.store = store
         self.hub = hub
         self.poller = poller
+        self.metrics = poller.metrics
         self.clock = clock
         self.queue = queue
         self.budget = budget
@@ -284,7 +284,7 @@ class Cycle:
             self.queue.release([d.pk for d in unchanged], self.owner)
         for due in unchanged:
             self._done(due)
-            metrics.poll_done(PollOutcome.UNCHANGED.value)
+            self.metrics.poll_done(PollOutcome.UNCHANGED.value)
             self.on_result(PollResult(repo=due.repo_id, status=PollOutcome.UNCHANGED))
         for due in moved:
             self._run_poll(due, reserved=False, epoch=epoch)
@@ -345,7 +345,7 @@ class Cycle:
             self.queue.release([d.pk for d in vouched], self.owner)
             return
         for due in vouched:
-            metrics.poll_done(PollOutcome.UNCHANGED.value)
+            self.metrics.poll_done(PollOutcome.UNCHANGED.value)
             self.on_result(PollResult(repo=due.repo_id, status=PollOutcome.UNCHANGED))
 
     def evaluate_rules(self, now: datetime, *, limit: int | None = None, every: bool = False) -> int:

@@ -20,9 +20,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from tracker.adapters import metrics
-from tracker.adapters.hub import CommitListing
-from tracker.adapters.settings import Settings
 from tracker.core.diff import same_content
 from tracker.core.errors import (
     HubError,
@@ -37,6 +34,7 @@ from tracker.core.errors import (
     TrackerError,
     first_line,
 )
+from tracker.core.hub_types import CommitListing
 from tracker.core.model import (
     Commit,
     CommitSha,
@@ -48,7 +46,7 @@ from tracker.core.model import (
     Severity,
 )
 from tracker.core.report import EventReport, event_advisory
-from tracker.pipeline.ports import Clock, HubReader, Store
+from tracker.pipeline.ports import Clock, HubReader, Metrics, PipelineSettings, Store
 from tracker.pipeline.processing import Processor, save_checked, seen_of
 
 log = logging.getLogger("tracker.polling")  # the name operators filter logs by, not the module path
@@ -97,9 +95,10 @@ def dead_here(owner: str) -> bool:
 
 
 class Poller:
-    def __init__(self, settings: Settings, store: Store, hub: HubReader, processor: Processor, *,
-                 clock: Clock) -> None:
+    def __init__(self, settings: PipelineSettings, store: Store, hub: HubReader, processor: Processor, *,
+                 clock: Clock, metrics: Metrics) -> None:
         self.settings = settings
+        self.metrics = metrics
         self.store = store
         self.hub = hub
         self.processor = processor
@@ -153,7 +152,7 @@ class Poller:
 
     def _account(self, repo: RepoRow, result: PollResult, started: datetime) -> None:
         """The advisories this poll raised (for its line), its outcome (for `tracker status`), metrics."""
-        metrics.poll_done(result.status.value)
+        self.metrics.poll_done(result.status.value)
         if result.status == PollOutcome.BUSY:
             return  # the process that holds the lease accounts for its own poll
         try:
@@ -164,7 +163,7 @@ class Poller:
                 result.advisories = len(raised)
                 worst = Severity.worst(Severity(a.severity) for a in raised if a.severity in _SEVERITIES)
                 result.worst_advisory = worst.value if worst else None
-                metrics.advisories_raised(a.severity for a in raised)
+                self.metrics.advisories_raised(a.severity for a in raised)
             self.store.repos.update(repo.pk, last_outcome=result.status.value)
         except StoreError as exc:  # the poll itself is done and stored; only its accounting is lost
             log.warning("%s: could not record the poll's outcome: %s", repo.repo_id, first_line(exc))

@@ -17,9 +17,6 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from tracker.adapters import metrics
-from tracker.adapters.settings import Settings
-from tracker.adapters.store.advisories import AdvisoriesRead
 from tracker.core.bounded import json_object
 from tracker.core.diff import diff_revisions
 from tracker.core.errors import (
@@ -54,8 +51,9 @@ from tracker.core.report import (
     revision_advisories,
     revision_report,
 )
+from tracker.core.store_types import AdvisoriesRead
 from tracker.pipeline.lineage import ModelTree, TreeRead
-from tracker.pipeline.ports import Clock, HubReader, OsvLookup, Store
+from tracker.pipeline.ports import Clock, HubReader, Metrics, OsvLookup, PipelineSettings, Store
 from tracker.pipeline.reads import AdvisoryReads
 from tracker.pipeline.sources import HubSources, RevisionBudget
 
@@ -191,9 +189,11 @@ def _one_line(exc: BaseException) -> str:
 class Processor:
     """Reads, reports and saves revisions; also ``tracker diff``, ``reanalyse`` and retried lookups."""
 
-    def __init__(self, settings: Settings, store: Store, hub: HubReader, *, clock: Clock,
-                 rules: SeverityRules, osv: OsvLookup | None = None, verifier: RevisionVerifier | None = None) -> None:
+    def __init__(self, settings: PipelineSettings, store: Store, hub: HubReader, *, clock: Clock,
+                 rules: SeverityRules, metrics: Metrics, osv: OsvLookup | None = None,
+                 verifier: RevisionVerifier | None = None) -> None:
         self.settings = settings
+        self.metrics = metrics
         self.verifier = verifier  # [verify] enabled: run both revisions once the report is saved
         self.store = store
         self.hub = hub
@@ -470,7 +470,7 @@ class Processor:
 
         saved = save_checked(f"{repo.repo_id}@{revision.sha[:12]}", save)
         if saved:
-            metrics.revision_saved(finding_severities=[f.severity.value for f in findings], committed_at=revision.date,
+            self.metrics.revision_saved(finding_severities=[f.severity.value for f in findings], committed_at=revision.date,
                                    read_at=now, baseline=revision.baseline or old is None)
             if self.verifier is not None and self.verifier.wanted(findings, old[0] if old else None):
                 self.verifier.after_save(repo, revision, old[0] if old else "")  # outside the transaction

@@ -2,7 +2,7 @@
 
 A revision's report is computed from advisories read at different moments (the repo's own, its
 inherited ones, its base's updates, its derivatives' inherited ones). The save checks, in its
-transaction, that all of it still holds (:class:`tracker.adapters.store.advisories.AdvisoriesRead`);
+transaction, that all of it still holds (:class:`tracker.core.store_types.AdvisoriesRead`);
 when another process changed any of it, the report is computed again, whether or not it writes them.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 
-from tracker.adapters.store.advisories import AdvisoriesRead
 from tracker.core.model import AdvisoryRow
+from tracker.core.store_types import AdvisoriesRead
 
 
 class AdvisoryReads:

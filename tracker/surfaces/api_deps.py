@@ -19,11 +19,9 @@ from fastapi import Depends, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.datastructures import State
 
-from tracker.adapters.store.pages import PageReads
-from tracker.adapters.store.tokens import TokenStore
 from tracker.app import Tracker
 from tracker.core.findings.rules import SeverityRules
-from tracker.pipeline.ports import Store
+from tracker.pipeline.ports import Pages, Store, Tokens
 from tracker.surfaces.api_errors import Busy, Unauthorized
 
 HubSlot = Callable[[], AbstractContextManager[None]]
@@ -74,8 +72,8 @@ class ApiState:
     poll_soon: Callable[[str], None]  # how a Hub webhook asks for a poll
     scheduler_running: Callable[[], bool] | None  # None: no scheduler in this process (tracker serve)
     gate: OnDemandGate
-    tokens: TokenStore
-    pages: PageReads
+    tokens: Tokens
+    pages: Pages
 
     @classmethod
     def of(cls, app_state: State) -> ApiState:
@@ -107,7 +105,7 @@ async def _store(state: StateDep) -> Store:
     return state.tracker.store
 
 
-async def _pages(state: StateDep) -> PageReads:
+async def _pages(state: StateDep) -> Pages:
     return state.pages
 
 
@@ -128,7 +126,7 @@ async def _hub_slot(request: Request, state: StateDep) -> HubSlot:
 
 TrackerDep = Annotated[Tracker, Depends(_tracker)]
 StoreDep = Annotated[Store, Depends(_store)]
-PagesDep = Annotated[PageReads, Depends(_pages)]
+PagesDep = Annotated[Pages, Depends(_pages)]
 RulesDep = Annotated[SeverityRules, Depends(_finding_rules)]
 HubSlotDep = Annotated[HubSlot, Depends(_hub_slot)]
 

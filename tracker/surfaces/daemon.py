@@ -25,9 +25,10 @@ from typing import TYPE_CHECKING
 from apscheduler.triggers.interval import IntervalTrigger
 from sqlalchemy.engine import make_url
 
-from tracker.adapters.settings import clamp_interval, format_duration
+from tracker.adapters.settings import format_duration
 from tracker.app import Tracker
 from tracker.core.errors import StoreBusy, TrackerError, first_line
+from tracker.core.intervals import clamp_interval
 from tracker.core.model import PollOutcome
 from tracker.pipeline.polling import PollResult
 from tracker.surfaces.logs import Heartbeat, log_poll, start_line

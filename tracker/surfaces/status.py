@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from tracker.adapters.settings import clamp_interval
-from tracker.adapters.store.health import DeliveryBacklog, RepoHealthRow
 from tracker.core.escaping import escape_lines
+from tracker.core.intervals import clamp_interval
 from tracker.core.model import PollOutcome, RepoState
+from tracker.core.store_types import DeliveryBacklog, RepoHealthRow
 
 if TYPE_CHECKING:
     from tracker.app import Tracker

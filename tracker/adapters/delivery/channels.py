@@ -17,9 +17,9 @@ import httpx2
 
 from tracker.adapters.delivery.slack import slack_message
 from tracker.adapters.delivery.webhook import new_secret, signed_headers, webhook_body
-from tracker.adapters.store.delivery import DeliveryRow, SubscriptionRow
 from tracker.core.advisory.record import parse_advisory
 from tracker.core.model import ChannelKind
+from tracker.core.store_types import DeliveryRow, SubscriptionRow
 
 
 @dataclass(frozen=True)

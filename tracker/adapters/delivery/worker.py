@@ -46,7 +46,7 @@ from tracker.adapters.delivery.guard import (
 from tracker.adapters.hub import deadline
 from tracker.adapters.hub.guards import clamp_wait
 from tracker.adapters.settings import DeliverySettings
-from tracker.adapters.store.delivery import DeliveryRow, SubscriptionRow
+from tracker.core.store_types import DeliveryRow, SubscriptionRow
 
 log = logging.getLogger("tracker.delivery.worker")  # the name operators filter logs by, not the module path
 

@@ -1,16 +1,6 @@
-"""The Hub adapter: the only package that imports huggingface_hub."""
+"""The Hub adapter: the only package that imports huggingface_hub. What it answers are values of
+``tracker.core.hub_types``."""
 
-from tracker.adapters.hub.client import (
-    ChangeListing,
-    CommitListing,
-    Head,
-    HubClient,
-    ListedModel,
-    MatchListing,
-    OwnerListing,
-    RejectedPath,
-    RepoInfo,
-)
+from tracker.adapters.hub.client import HubClient
 
-__all__ = ["ChangeListing", "CommitListing", "Head", "HubClient", "ListedModel", "MatchListing", "OwnerListing", "RejectedPath",
-           "RepoInfo"]
+__all__ = ["HubClient"]

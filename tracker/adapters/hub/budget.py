@@ -19,7 +19,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-WINDOW_SECONDS = 300.0
+from tracker.core.hub_types import WINDOW_SECONDS
+
 BURST_FRACTION = 0.1
 BUCKETS = ("api", "resolvers")
 

@@ -15,7 +15,6 @@ saw): the check of what it read catches that too.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,21 +29,7 @@ from tracker.core.advisory.record import OsvJson, parse_advisory
 from tracker.core.errors import AdvisoryConflict
 from tracker.core.model import AdvisoryEvent, AdvisoryEventType, AdvisoryKind, AdvisoryRow, RepoId, Severity
 from tracker.core.report import AdvisoryWrite
-
-
-@dataclass(frozen=True)
-class AdvisoriesRead:
-    """What a computation read of the advisories, for its save to check that it still holds."""
-
-    each: Mapping[str, datetime | None] = field(default_factory=dict)  # id -> modified as read (None: absent)
-    # (repo pk, kind) -> every advisory of that kind of that repo, withdrawn ones too, as read: one
-    # created, modified or deleted since is a conflict though the save writes none of them.
-    kinds: Mapping[tuple[int, str], Mapping[str, datetime]] = field(default_factory=dict)
-
-
-SeenAdvisories = AdvisoriesRead | Mapping[str, datetime | None]
-"""What a computation read: an :class:`AdvisoriesRead`, or only the ``modified`` of each advisory
-(None: read as absent). An advisory it writes without having read it must not exist yet."""
+from tracker.core.store_types import AdvisoriesRead, SeenAdvisories
 
 FeedItem = AdvisoryRow  # a feed shows advisories as stored (withdrawn ones too)
 BUDGET_STEP = 32  # advisories whose spans are read at once while a page's versions are counted

@@ -13,7 +13,6 @@ again, and hidden from ``repr``. The database is therefore a credential store; s
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -24,40 +23,8 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from tracker.adapters.delivery.plan import wants, webhook_id
 from tracker.adapters.store.db import Database
 from tracker.adapters.store.tables import deliveries, subscriptions
-from tracker.core.advisory.record import OsvJson
 from tracker.core.model import AdvisoryEvent
-
-
-@dataclass(frozen=True)
-class SubscriptionRow:
-    id: int
-    target: str
-    kind: str  # slack|webhook
-    url: str = field(repr=False)  # a Slack webhook URL is a credential
-    secret: str | None = field(repr=False)
-    min_severity: str
-    categories: tuple[str, ...]
-    created_at: datetime
-
-
-@dataclass(frozen=True)
-class DeliveryRow:
-    id: int
-    subscription_id: int
-    webhook_id: str
-    event_type: str
-    advisory_id: str
-    repo_id: str
-    severity: str
-    record: OsvJson = field(repr=False)  # the record as announced, posted as it is
-    state: str  # pending|delivered|dead
-    attempts: int
-    next_attempt_at: datetime
-    leased_until: datetime | None
-    last_status: int | None
-    last_error: str | None
-    created_at: datetime
-    delivered_at: datetime | None
+from tracker.core.store_types import DeliveryRow, SubscriptionRow
 
 
 def _subscription(row: Any) -> SubscriptionRow:

@@ -6,7 +6,6 @@ judgement of what is healthy lives in ``tracker/surfaces/status.py``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import and_, case, func, select
@@ -14,60 +13,7 @@ from sqlalchemy import and_, case, func, select
 from tracker.adapters.store.db import Database
 from tracker.adapters.store.tables import advisories, commits, deliveries, repos, revisions
 from tracker.core.model import RevisionStatus
-
-
-@dataclass(frozen=True)
-class RepoHealthRow:
-    """One watched repo as `tracker status` sees it."""
-
-    repo_id: str
-    branch: str
-    every_seconds: float | None
-    state: str
-    last_outcome: str | None
-    last_polled_at: datetime | None
-    last_error: str | None
-    defer_until: datetime | None
-    lease_owner: str | None
-    lease_until: datetime | None
-    created_at: datetime
-    pending: int  # revisions listed, not read yet
-    oldest_pending_listed_at: datetime | None
-    newest_sha: str | None  # the newest revision listed
-    newest_date: datetime | None  # its commit date upstream
-    newest_status: str | None
-    newest_baseline: bool
-    newest_analysed_at: datetime | None
-    newest_advisory: str | None  # the first advisory raised for it, if any
-    newest_advisory_at: datetime | None
-    next_poll_at: datetime | None = None  # the daemon's own schedule, where the schema has one (migration 0006)
-    unreachable_since: datetime | None = None  # every poll since failed with the Hub unreachable (migration 0012)
-
-
-@dataclass(frozen=True)
-class DeliveryBacklog:
-    pending: int  # queued or being retried
-    retrying: int  # pending with at least one failed attempt
-    dead: int
-    oldest_pending_at: datetime | None
-
-
-@dataclass(frozen=True)
-class FleetFigures:
-    revisions_read: int
-    revisions_pending: int
-    oldest_pending_listed_at: datetime | None
-    advisories_by_severity: dict[str, int]  # live (not withdrawn) advisories
-
-
-@dataclass(frozen=True)
-class HubOutage:
-    """The polled repos, how many of them the Hub was unreachable for at their last polls, and since when
-    the last of those outages began (the Hub unreachable for all of them since then, when all are)."""
-
-    polled: int
-    unreachable: int
-    since: datetime | None
+from tracker.core.store_types import DeliveryBacklog, FleetFigures, HubOutage, RepoHealthRow
 
 
 class HealthReads:

@@ -7,34 +7,14 @@ reads and writes the row and makes the watched repos a walk saw move due.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import and_, insert, select, update
 
 from tracker.adapters.store.db import Database
 from tracker.adapters.store.tables import hub_listing, repos
 from tracker.core.model import RepoState
-
-
-@dataclass(frozen=True)
-class ListingRow:
-    """The ``hub_listing`` row as stored (``marks`` as JSON: the caller checks each item)."""
-
-    epoch: int
-    marks: list[Any]
-    rate: float
-    page_size: int
-
-
-@dataclass(frozen=True)
-class Moved:
-    """A watched repo a walk saw move: made due now."""
-
-    pk: int
-    key: str  # its id in lower case
-    sha: str | None  # the head the listing named
+from tracker.core.store_types import ListingRow, Moved
 
 
 class ListingStore:

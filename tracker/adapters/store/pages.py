@@ -10,7 +10,6 @@ what a page shows, with JSON fields picked out by the database, in one statement
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -20,78 +19,18 @@ from tracker.adapters.store.db import Database
 from tracker.adapters.store.repos import repo_row
 from tracker.adapters.store.tables import advisories, repos, revisions
 from tracker.core.model import RepoId, RepoRow, Severity
+from tracker.core.store_types import (
+    AdvisoryLine,
+    LatestRevision,
+    ListedAdvisory,
+    RepoSummary,
+    TimelineRevision,
+)
 
 _SEVERITY_RANK = {s.value: s.rank for s in Severity}
 # The estimator figures the repo page charts (the stored estimate holds far more: structure, verifier).
 CHART_KEYS = ("supported", "params", "full_finetune_gb", "lora_gb", "cards")
 _CHARTED = ("params", "full_finetune_gb", "lora_gb")  # the numbers the chart draws
-
-
-@dataclass(frozen=True)
-class LatestRevision:
-    """The newest revision read of a repo, for the index."""
-
-    sha: str
-    date: datetime | None
-    title: str
-    summary: str | None
-    worst_severity: str | None
-    baseline: bool
-    analysed_at: datetime | None
-
-
-@dataclass(frozen=True)
-class RepoSummary:
-    """One line of the index: the repo, its newest revision read, its open advisories."""
-
-    repo: RepoRow
-    revisions_read: int
-    latest: LatestRevision | None
-    open_by_severity: dict[str, int]  # severity -> live, unfixed advisories
-    recent: tuple[str | None, ...] = ()  # worst severity of the newest revisions read, oldest first
-
-
-@dataclass(frozen=True)
-class TimelineRevision:
-    """A revision as the timeline shows it: findings, and the charted estimator figures."""
-
-    sha: str
-    seq: int
-    date: datetime | None
-    title: str
-    status: str
-    baseline: bool
-    findings: list[dict[str, Any]]
-    worst_severity: str | None
-    summary: str | None
-    estimate: dict[str, Any] | None  # only CHART_KEYS; None when the estimator did not rerun
-
-
-@dataclass(frozen=True)
-class AdvisoryLine:
-    """An advisory as lists show it (the record itself stays in the store)."""
-
-    id: str
-    revision_sha: str | None
-    kind: str
-    severity: str
-    summary: str
-    withdrawn: bool
-    fixed_sha: str | None
-    published: datetime | None
-    measured: Any = None  # database_specific.measured (tracker verify), read for one revision's page only
-
-
-@dataclass(frozen=True)
-class ListedAdvisory:
-    """An advisory on the list of all: its line, its repo, when it last changed, what it is about."""
-
-    line: AdvisoryLine
-    repo_id: str
-    modified: datetime | None
-    categories: tuple[str, ...]
-    codes: tuple[str, ...]  # the finding codes it carries
-    libraries: tuple[str, ...]  # the Python packages its findings name (dependencies), lower case
 
 
 def _libraries(findings: Any) -> tuple[str, ...]:

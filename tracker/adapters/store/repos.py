@@ -9,12 +9,13 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from tracker.adapters.store.advisories import AdvisoryStore, SeenAdvisories
+from tracker.adapters.store.advisories import AdvisoryStore
 from tracker.adapters.store.db import Database
 from tracker.adapters.store.tables import events, repos
 from tracker.core.errors import StoreConflict
 from tracker.core.model import EventRow, RepoId, RepoRow, RepoState
 from tracker.core.report import EventReport
+from tracker.core.store_types import SeenAdvisories
 
 
 def repo_row(row: Any) -> RepoRow:

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Connection, and_, delete, func, insert, select, update
 
 from tracker.adapters.store import index as reach_index
-from tracker.adapters.store.advisories import AdvisoryStore, SeenAdvisories
+from tracker.adapters.store.advisories import AdvisoryStore
 from tracker.adapters.store.db import Database
 from tracker.adapters.store.tables import blobs, commits, repos, revisions
 from tracker.core.errors import RevisionUnresolved, StoreConflict
@@ -25,6 +25,7 @@ from tracker.core.model import (
     Snapshot,
 )
 from tracker.core.report import AdvisoryWrite, RevisionReport
+from tracker.core.store_types import SeenAdvisories
 
 
 def snapshot_to_json(snapshot: Snapshot) -> list[dict[str, Any]]:

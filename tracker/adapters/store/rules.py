@@ -7,7 +7,6 @@ What a rule means is :mod:`tracker.core.watchrules`; evaluating it against the H
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -17,15 +16,8 @@ from tracker.adapters.store.db import Database
 from tracker.adapters.store.tables import repos, watch_rules
 from tracker.core.errors import ConfigError
 from tracker.core.model import RepoId
+from tracker.core.store_types import Applied
 from tracker.core.watchrules import DEFAULT_GRACE, MAX_CAP, RuleRow, WatchRule
-
-
-@dataclass(frozen=True)
-class Applied:
-    """What :meth:`RuleStore.apply` did to the watch list."""
-
-    added: tuple[RepoId, ...]
-    dropped: tuple[RepoId, ...]  # gone past the rule's grace
 
 
 class RuleStore:

@@ -19,7 +19,6 @@ the poll (the count moved): then the repo stays due, so a change pushed mid-poll
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -28,6 +27,7 @@ from sqlalchemy import ColumnElement, Integer, and_, bindparam, case, func, not_
 from tracker.adapters.store.db import Database
 from tracker.adapters.store.tables import repos, revisions
 from tracker.core.model import RepoId, RepoState, RevisionStatus
+from tracker.core.store_types import DueRepo
 
 _NO_LEASE: dict[str, Any] = {"lease_owner": None, "lease_until": None}
 
@@ -51,40 +51,6 @@ def checkable_sql() -> ColumnElement[bool]:
     return and_(repos.c.state == RepoState.ACTIVE.value, repos.c.hub_uid.is_not(None),
                 repos.c.last_seen_sha.is_not(None), repos.c.branch == "main", repos.c.renamed_to.is_(None),
                 repos.c.poll_requests <= repos.c.poll_served, repos.c.repo_id.contains("/"))
-
-
-@dataclass(frozen=True)
-class DueRepo:
-    """A claimed repo, with what the cycle needs to decide how to check it."""
-
-    pk: int
-    repo_id: RepoId
-    branch: str
-    every_seconds: float | None
-    state: RepoState
-    hub_uid: str | None
-    renamed_to: str | None
-    last_seen_sha: str | None
-    poll_requests: int  # the webhook requests counted when it was claimed
-    poll_served: int
-    listing_epoch: int | None = None  # the change-listing chain it was last known current in
-    last_polled_at: datetime | None = None  # when it was last checked
-
-    @property
-    def requested(self) -> bool:
-        """A Hub webhook asked for a poll since the last one: check it fully, not through a listing."""
-        return self.poll_requests > self.poll_served
-
-    @property
-    def owner(self) -> str:
-        return self.repo_id.split("/", 1)[0] if "/" in self.repo_id else ""
-
-    @property
-    def checkable(self) -> bool:
-        """Whether an owner listing can tell that this repo did not change: read before, active, on
-        ``main``, not renamed, not asked for by a webhook. :func:`checkable_sql` is the same rule."""
-        return (self.state == RepoState.ACTIVE and self.hub_uid is not None and self.last_seen_sha is not None
-                and self.branch == "main" and self.renamed_to is None and not self.requested and bool(self.owner))
 
 
 _COLUMNS = (repos.c.id, repos.c.repo_id, repos.c.branch, repos.c.every_seconds, repos.c.state, repos.c.hub_uid,

@@ -14,7 +14,6 @@ import hashlib
 import hmac
 import re
 import secrets
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import delete, insert, select, update
@@ -22,6 +21,7 @@ from sqlalchemy import delete, insert, select, update
 from tracker.adapters.store.db import Database
 from tracker.adapters.store.tables import api_tokens
 from tracker.core.errors import TrackerError
+from tracker.core.store_types import TokenRow
 
 PREFIX = "trk_"
 _TOKEN_RE = re.compile(r"trk_([0-9a-f]{12})_([A-Za-z0-9_-]{43})")
@@ -31,14 +31,6 @@ TOUCH_EVERY = timedelta(minutes=10)  # last_used_at is written at most this ofte
 
 class TokenExists(TrackerError):
     """A token with that name exists already."""
-
-
-@dataclass(frozen=True)
-class TokenRow:
-    name: str
-    key_id: str
-    created_at: datetime
-    last_used_at: datetime | None
 
 
 def digest(salt: str, secret: str) -> str:

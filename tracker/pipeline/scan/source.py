@@ -2,7 +2,7 @@
 
 Every call the scan makes to the tracker is in this module, so that it can be
 re-pointed in one place when the orchestration changes. It uses only
-``make_tracker``, ``open_store``, the store's ``repos.get``/``add``, ``revisions.commit_graph``/``get``,
+``make_tracker`` (a scratch one given settings naming its own SQLite file), the store's ``repos.get``/``add``, ``revisions.commit_graph``/``get``,
 ``advisories.list``/``ids_for_commits``, ``blobs.get_blob`` and ``pages.estimate_in_force``,
 ``Tracker.poll`` and ``Tracker.query``.
 
@@ -19,6 +19,7 @@ their store. A repo nobody watches is read without touching their watch list:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import shutil
@@ -29,9 +30,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
-from tracker.adapters.settings import Settings
 from tracker.core.advisory.record import Advisory
 from tracker.core.errors import TrackerError, first_line
 from tracker.core.model import AdvisoryRow, RepoId, Severity, Snapshot
@@ -112,6 +112,7 @@ class TrackerLike(Protocol):
 
     def poll(self, repo_ids: Iterable[str] | None = None, *, backfill: int = 0) -> Sequence[_Poll]: ...
     def query(self, repo_id: str, revision: str) -> _Query: ...
+    def close(self) -> None: ...
 
 
 def _severity(value: object) -> Severity:
@@ -172,6 +173,18 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+class ScanSettings(Protocol):
+    """What the scan reads of the settings (``tracker.adapters.settings.Settings``): the Hub budget of a run, and
+    a dataclass's fields, so that a scratch tracker's settings are the same but for their own database."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    @property
+    def hub_budget_api(self) -> int: ...
+    @property
+    def hub_budget_resolvers(self) -> int: ...
+
+
 # The composition root's make_tracker, handed in by the command (the pipeline does not import the root).
 NewTracker = Callable[..., TrackerLike]
 
@@ -183,7 +196,7 @@ class AdvisorySource:
     when they have no store yet; ``watch`` adds the repos found to it.
     """
 
-    def __init__(self, settings: Settings, *, tracker: TrackerLike | None, new_tracker: NewTracker,
+    def __init__(self, settings: ScanSettings, *, tracker: TrackerLike | None, new_tracker: NewTracker,
                  watch: bool = False, history: int = HISTORY, cards: bool = False) -> None:
         if watch and tracker is None:
             raise ValueError("--watch needs the tracker's store")
@@ -211,20 +224,19 @@ class AdvisorySource:
 
     def close(self) -> None:
         for scratch in self._scratch:
-            scratch.store.close()
+            scratch.close()
         self._scratch.clear()
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
 
     def _new_scratch(self) -> TrackerLike:
-        from tracker.adapters.store import open_store
-
         with self._lock:
             if self._dir is None:
                 self._dir = Path(tempfile.mkdtemp(prefix="tracker-scan-"))
-            store = open_store(f"sqlite:///{self._dir}/scratch-{len(self._scratch)}.sqlite3")
-            scratch = self.new_tracker(self.settings, store=store, hub=self._hub)
+            url = f"sqlite:///{self._dir}/scratch-{len(self._scratch)}.sqlite3"
+            # the scratch tracker opens its store, and closes it with itself
+            scratch = self.new_tracker(dataclasses.replace(self.settings, database_url=url), hub=self._hub)
             self._hub = scratch.hub
             self._scratch.append(scratch)
             return scratch

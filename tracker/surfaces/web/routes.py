@@ -31,14 +31,13 @@ from markupsafe import Markup
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tracker.adapters.store.pages import PageReads
 from tracker.core.advisory.ids import ID_RE
 from tracker.core.bounded import json_safe
 from tracker.core.errors import RevisionUnresolved, StoreError
 from tracker.core.escaping import escape_controls
 from tracker.core.findings.rules import SeverityRules, severity_policy
 from tracker.core.model import AdvisoryRow, RepoId, validate_repo_id
-from tracker.pipeline.ports import Store
+from tracker.pipeline.ports import Pages, Store
 from tracker.surfaces.api_deps import PagesDep, RulesDep, StoreDep
 from tracker.surfaces.api_errors import http_error
 from tracker.surfaces.web import apidoc, charts
@@ -205,7 +204,7 @@ def stylesheet() -> Response:
                     headers={"Cache-Control": "public, max-age=3600", "X-Content-Type-Options": "nosniff"})
 
 
-def _index_rows(reads: PageReads) -> list[dict[str, Any]]:
+def _index_rows(reads: Pages) -> list[dict[str, Any]]:
     rows = []
     for s in reads.repo_summaries(recent=charts.STRIP_REVISIONS):
         status, status_class = _repo_status(s.repo)
@@ -220,7 +219,7 @@ def index(reads: PagesDep) -> HTMLResponse:
     return _guard(lambda: _page("index.html.jinja", title="Watched repos", rows=_index_rows(reads)))
 
 
-def _owner_page(reads: PageReads, owner: str) -> HTMLResponse:
+def _owner_page(reads: Pages, owner: str) -> HTMLResponse:
     _repo_id(owner, "x")  # the owner part must be a valid id part
     prefix = owner.lower() + "/"
     rows = [r for r in _index_rows(reads) if r["summary"].repo.repo_id.lower().startswith(prefix)]
@@ -234,7 +233,7 @@ def owner_page(reads: PagesDep, owner: str) -> HTMLResponse:
     return _guard(lambda: _owner_page(reads, owner))
 
 
-def _repo_page(reads: PageReads, owner: str, name: str, page: str) -> HTMLResponse:
+def _repo_page(reads: Pages, owner: str, name: str, page: str) -> HTMLResponse:
     repo_id = _repo_id(owner, name)
     repo = reads.repo(repo_id)
     if repo is None:
@@ -264,7 +263,7 @@ def repo_page(reads: PagesDep, owner: str, name: str, page: str = "1") -> HTMLRe
     return _guard(lambda: _repo_page(reads, owner, name, page))
 
 
-def _revision_page(reads: PageReads, store: Store, owner: str, name: str, sha: str) -> HTMLResponse:
+def _revision_page(reads: Pages, store: Store, owner: str, name: str, sha: str) -> HTMLResponse:
     repo_id = _repo_id(owner, name)
     if not SHA_PREFIX_RE.match(sha):
         raise _NotFound(f"{sha[:80]!r} is not a revision: give 7 to 40 hex digits of a commit sha.")
@@ -305,7 +304,7 @@ def _advisory_row(store: Store, vuln_id: str) -> AdvisoryRow:
     return row
 
 
-def _advisories_page(reads: PageReads, request: Request, wanted: AdvisoryFilters, page: str) -> HTMLResponse:
+def _advisories_page(reads: Pages, request: Request, wanted: AdvisoryFilters, page: str) -> HTMLResponse:
     listed = [a for a in reads.advisory_list(severities=wanted.severities, since=wanted.since)
               if wanted.matches(a.categories, a.libraries)]
     pages = paging(page, len(listed), ADVISORY_PAGE)
@@ -333,7 +332,7 @@ def advisories_page(request: Request, reads: PagesDep, args: Annotated[dict[str,
     return _guard(lambda: _advisories_page(reads, request, wanted, page))
 
 
-def _search_page(reads: PageReads, rules: SeverityRules, q: str) -> HTMLResponse:
+def _search_page(reads: Pages, rules: SeverityRules, q: str) -> HTMLResponse:
     text = " ".join(q.split())[:200]
     if not text:
         return _page("search.html.jinja", title="Search", q="", repos=[], advisories=[], codes=[])
