@@ -168,6 +168,15 @@ class Tracker:
         return json_object(sources.text("new", "config.json")), safetensors_headers(sources, "new")
 
 
+def _verifier(settings: Settings, store: Store, *, rules: SeverityRules, clock: Clock) -> RevisionVerifier:
+    """``[verify] enabled``: the daemon's verifier, running the limited subprocess of tracker/adapters/verify."""
+    from tracker.adapters.verify.verifying import VerifyOptions, verify_revisions
+
+    options = VerifyOptions.from_settings(settings)
+    return RevisionVerifier(store, min_severity=settings.verify_min_severity, rules=rules, clock=clock,
+                            run=lambda repo, old, new: verify_revisions(repo, old, new, options))
+
+
 def make_tracker(
     settings: Settings,
     *,
@@ -192,7 +201,7 @@ def make_tracker(
         hub = hub or make_hub(settings, budget)
         osv = _osv_client(settings, opened)
         rules = SeverityRules.default().with_overrides(settings.severity)
-        verifier = RevisionVerifier(settings, store, rules=rules, clock=clock) if settings.verify_enabled else None
+        verifier = _verifier(settings, store, rules=rules, clock=clock) if settings.verify_enabled else None
         processor = Processor(settings, store, hub, clock=clock, rules=rules, metrics=metrics, osv=osv,
                               verifier=verifier)
         poller = Poller(settings, store, hub, processor, clock=clock, metrics=metrics)

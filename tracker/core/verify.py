@@ -370,3 +370,19 @@ def annotate(advisory: Advisory, measured: Mapping[str, Any], *, now: datetime, 
         record = record.replace(summary=one_line(f"Measured \"{verdict}\", against the inferred verdict: "
                                                  f"{advisory.summary or ''}"))
     return record
+
+
+@dataclass(frozen=True)
+class Verification:
+    """One verification: the revisions compared, the measurement, and what the run cost."""
+
+    repo_id: str
+    old_sha: str
+    new_sha: str
+    measurement: Measurement
+    seconds: float | None = None
+    peak_rss_bytes: int | None = None
+    downloaded_bytes: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"repo": self.repo_id, "old": self.old_sha, "new": self.new_sha, **self.measurement.to_json()}

@@ -17,12 +17,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 
-from tracker.adapters.settings import Settings
-from tracker.adapters.verify.verifying import Verification, VerifyOptions, verify_revisions
 from tracker.core import verify
 from tracker.core.errors import TrackerError, first_line
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.model import Finding, RepoRow, RevisionRow, Severity, sort_findings
+from tracker.core.verify import Verification
 from tracker.core.writes import AdvisoryWrite, advisory_write
 from tracker.pipeline.ports import Clock, Store
 
@@ -34,19 +33,17 @@ Run = Callable[[str, str, str], Verification]  # (repo, old sha, new sha) -> the
 class RevisionVerifier:
     """Verifies saved revisions and attaches the measurement; never raises for a failed verification."""
 
-    def __init__(self, settings: Settings, store: Store, *, rules: SeverityRules, clock: Clock,
-                 run: Run | None = None) -> None:
-        self.settings = settings
+    def __init__(self, store: Store, *, min_severity: Severity, rules: SeverityRules, clock: Clock, run: Run) -> None:
         self.store = store
+        self.min_severity = min_severity  # [verify] min_severity
         self.rules = rules
         self.clock = clock
-        options = VerifyOptions.from_settings(settings)
-        self.run: Run = run or (lambda repo, old, new: verify_revisions(repo, old, new, options))
+        self.run = run  # the limited subprocess (tracker/adapters/verify), handed in by the composition root
 
     def wanted(self, findings: Sequence[Finding], base_sha: str | None) -> bool:
         """A revision compared with an earlier one, whose worst finding reaches ``[verify] min_severity``."""
         worst = Severity.worst(f.severity for f in findings)
-        return base_sha is not None and worst is not None and worst.at_least(self.settings.verify_min_severity)
+        return base_sha is not None and worst is not None and worst.at_least(self.min_severity)
 
     def after_save(self, repo: RepoRow, revision: RevisionRow, base_sha: str) -> Verification | None:
         """Verify the saved revision against ``base_sha`` and attach the result; None when it could not run."""

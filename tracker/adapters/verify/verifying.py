@@ -22,6 +22,7 @@ from tracker.adapters.verify.runner import Limits, run_worker
 from tracker.core import verify
 from tracker.core.findings.template_sandbox import TemplateSandbox
 from tracker.core.findings.tokenizer import drift_sample
+from tracker.core.verify import Verification
 
 INSTALL_HINT = ("tracker verify needs the verify extra: pip install 'upstream-tracker[verify]' "
                 "(with a CPU build of torch installed first)")
@@ -53,22 +54,6 @@ class VerifyOptions:
             limits=Limits(settings.verify_max_memory, settings.verify_max_cpu, settings.verify_timeout),
         )
         return replace(options, **{k: v for k, v in overrides.items() if v is not None})
-
-
-@dataclass(frozen=True)
-class Verification:
-    """One verification: the revisions compared, the measurement, and what the run cost."""
-
-    repo_id: str
-    old_sha: str
-    new_sha: str
-    measurement: verify.Measurement
-    seconds: float | None = None
-    peak_rss_bytes: int | None = None
-    downloaded_bytes: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        return {"repo": self.repo_id, "old": self.old_sha, "new": self.new_sha, **self.measurement.to_json()}
 
 
 def cache_dir(settings: Settings) -> Path:
