@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from hubstandin.hub import HubStandin
 
 from tests.verify import repos
-from tracker.adapters.verify.fetching import Fetcher, NotVerifiable, VerifyError
+from tracker.adapters.hub.verify_fetching import Fetcher, NotVerifiable, VerifyError
 from tracker.adapters.verify.runner import Limits
 from tracker.adapters.verify.verifying import VerifyOptions, verify_revisions
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracker.adapters.verify.fetching import VerifyError
+from tracker.adapters.hub.verify_fetching import VerifyError
 
 WORKER = Path(__file__).with_name("worker.py")
 _MAX_ANSWER_BYTES = 64 * 1024 * 1024

@@ -15,8 +15,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from tracker.adapters.hub.verify_fetching import Fetched, Fetcher, NotVerifiable, VerifyError
 from tracker.adapters.settings import Settings
-from tracker.adapters.verify.fetching import Fetched, Fetcher, NotVerifiable, VerifyError
 from tracker.adapters.verify.prompts import conversations, render_prompts
 from tracker.adapters.verify.runner import Limits, run_worker
 from tracker.core import verify
