@@ -165,6 +165,8 @@ def scan(obj: Context, path: str, output_format: str, fail_on: tuple[str, ...], 
     from tracker import __version__
     from tracker.surfaces.cli.scan_command import run_scan
 
+    if not Path(path).is_dir() and not Path(path).is_file():  # a FIFO or a device: nothing a codebase holds
+        raise click.BadParameter(f"{path} is not a regular file or a folder", param_hint="'PATH'")
     output, code = run_scan(Path(path), settings=obj.settings, user_tracker=obj.tracker,
                             output_format=output_format, fail_on=fail_on, watch=watch, version=__version__)
     click.echo(output, nl=False)

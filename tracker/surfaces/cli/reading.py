@@ -190,7 +190,8 @@ def events(tracker: Tracker, repo_id: str | None, as_json: bool) -> None:
 @click.option("--revision", default=None, help="For a repo: the revision (default: the branch head).")
 @click.option("--seq-len", type=click.IntRange(min=1, max=1 << 30), default=None,
               help="Training/serving sequence length.")  # max: tracker.core.estimate.plausible.MAX_CONTEXT
-@click.option("--lora-rank", type=click.IntRange(min=1, max=65_536), default=16, show_default=True)  # MAX_RANK
+@click.option("--lora-rank", type=click.IntRange(min=1, max=65_536), default=16, show_default=True,  # MAX_RANK
+              help="LoRA adapter rank for the LoRA column (adapter memory and cost grow with it).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
 @fail_cleanly
@@ -202,17 +203,10 @@ def estimate(obj: Context, target: str, *, revision: str | None, seq_len: int | 
     from tracker.core.estimate import estimate as run_estimate
     from tracker.core.estimate import render_card
 
-    path = Path(target)
+    path = Path(target).expanduser()
     headers = None
-    if path.exists():
-        config_path = path / "config.json" if path.is_dir() else path
-        from tracker.core.findings.config import DEFAULT_MAX_BYTES, load_json_object
-
-        try:  # bounded like polling: size, depth and element count; one line on failure
-            with config_path.open("rb") as f:
-                config = load_json_object(f.read(DEFAULT_MAX_BYTES + 1))
-        except (OSError, ValueError) as exc:
-            raise click.BadParameter(f"{config_path}: {exc}") from exc
+    if path.exists() or _looks_like_path(target):
+        config = _local_config(path, target)
         if path.is_dir():
             headers = _local_headers(path)
     else:
@@ -228,6 +222,29 @@ def estimate(obj: Context, target: str, *, revision: str | None, seq_len: int | 
         emit_json(result.to_json())
     else:
         click.echo(render_card(result))
+
+
+def _looks_like_path(target: str) -> bool:
+    """TARGET is meant as a file, not a repo id: it starts like a path or names a JSON file."""
+    return target.startswith(("/", "./", "../", "~")) or target.endswith(".json") or target.count("/") > 1
+
+
+def _local_config(path: Any, given: str) -> Any:
+    """The config.json of a local file or folder, bounded like polling; one line when it cannot be read."""
+    from tracker.core.findings.config import DEFAULT_MAX_BYTES, load_json_object
+
+    config_path = path / "config.json" if path.is_dir() else path
+    if not config_path.exists():
+        raise click.BadParameter(f"no such file: {given if config_path == path else config_path}")
+    if not config_path.is_file():  # a FIFO or a device would block or never end
+        raise click.BadParameter(f"{config_path} is not a regular file: give a config.json or a model folder")
+    try:  # bounded like polling: size, depth and element count; one line on failure
+        with config_path.open("rb") as f:
+            return load_json_object(f.read(DEFAULT_MAX_BYTES + 1))
+    except OSError as exc:
+        raise click.BadParameter(f"{config_path}: {exc.strerror or exc}") from exc
+    except ValueError as exc:
+        raise click.BadParameter(f"{config_path}: {exc}") from exc
 
 
 def _local_headers(folder: Any) -> dict[str, Any]:

@@ -271,12 +271,13 @@ def run_demo(*, host: str = "127.0.0.1", port: int = 8080, keep: Path | None = N
     except ImportError:
         raise DemoUnavailable("the demo needs the local Hub stand-in: pip install -e ./standin "
                               "(from a checkout of upstream-tracker)") from None
+    if keep is not None:  # a folder that cannot be made: one line (the CLI's), before anything starts
+        keep.mkdir(parents=True, exist_ok=True)
     # Bound before anything starts: a port in use is one clear line, and the URL printed is live.
     listening = _listen(host, port)
     port = listening.getsockname()[1]
     url = f"http://{host}:{port}"
     work = keep or Path(tempfile.mkdtemp(prefix="tracker-demo-"))
-    work.mkdir(parents=True, exist_ok=True)
     _hermetic_environment(work)
     from tracker.adapters.delivery.worker import DeliveryWorker
     from tracker.adapters.settings import DeliverySettings, Settings
