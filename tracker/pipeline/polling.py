@@ -28,6 +28,7 @@ from tracker.core.errors import (
     HubError,
     HubRateLimited,
     HubUnavailable,
+    HubUnreachable,
     NotWatched,
     RepoDisabled,
     RepoGated,
@@ -68,6 +69,7 @@ class PollResult:
     error: str | None = None
     advisories: int = 0  # advisories this poll raised (revisions and repo events)
     worst_advisory: str | None = None  # the worst severity among them
+    hub_unreachable: bool = False  # the Hub could not be reached at all: said once per cycle, not per repo
 
     def line(self) -> str:
         text = f"{self.repo}: {self.status}"
@@ -208,6 +210,7 @@ class Poller:
             else:
                 self.store.repos.update(repo.pk, last_error=first_line(exc), last_polled_at=now, unreachable_since=None)
             result.status, result.error = PollOutcome.ERROR, first_line(exc)
+            result.hub_unreachable = isinstance(exc, HubUnreachable)
         else:
             done = self.clock()
             self.store.repos.update(repo.pk, last_error=None, defer_until=None, last_polled_at=done,

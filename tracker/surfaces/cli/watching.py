@@ -253,8 +253,11 @@ def poll(obj: Context, repo_ids: tuple[str, ...], backfill: int) -> None:
         results = tracker.poll(ids, backfill=backfill, progress=bar.update)
     finally:
         bar.close()
+    outage = next((r.error for r in results if r.hub_unreachable), None)
+    if outage:  # said once, not once per repo
+        click.echo(f"error: {outage}", err=True)
     for result in results:
-        click.echo(result.line())
+        click.echo(f"{result.repo}: error: the Hub is unreachable" if result.hub_unreachable else result.line())
     failed = [r for r in results if r.status in (PollOutcome.ERROR, PollOutcome.NOT_FOUND)]
     if len(results) > 1:
         changed = sum(1 for r in results if r.new_revisions)
