@@ -503,8 +503,12 @@ SUITE = ("python3 -m venv .venv && . .venv/bin/activate && pip install -q -e '.[
 POSTGRES = ["pip install -e '.[postgres]'", "export TRACKER_DATABASE_URL=postgresql+psycopg://tracker@db.internal/tracker",
             "tracker init", "tracker run"]
 STANDIN = ["python -m hubstandin --root /tmp/hub --port 8765 --seed-demo",
-           "HF_ENDPOINT=http://127.0.0.1:8765 tracker watch add acme/tiny-model && HF_ENDPOINT=http://127.0.0.1:8765 "
-           "tracker poll"]
+           "export TRACKER_CONFIG=/tmp/hub/tracker.toml",
+           "tracker watch add acme/tiny-model intfloat/multilingual-e5-large && tracker poll",
+           """echo '{"model_type": "llama", "hidden_size": 32}' > /tmp/hub/config.json""",
+           'python -m hubstandin commit acme/tiny-model config.json=/tmp/hub/config.json -m "Bump hidden size" '
+           "--endpoint http://127.0.0.1:8765",
+           "tracker poll acme/tiny-model"]
 CURLS = [line for line in readme_commands() if line.startswith("curl ")]  # tests/web/test_readme_examples.py
 
 
@@ -551,24 +555,50 @@ def test_the_postgresql_steps(world, postgres_server_url):
         world.env = saved
 
 
-def test_a_local_hub_by_hand(world, tmp_path):
+def test_the_stand_in_recipe_as_written_from_the_checkout(tmp_path):
+    """The README's stand-in block, run by a shell from inside the checkout (whose config/tracker.toml watches
+    real repos): the stand-in's own config keeps them out, every poll succeeds, the commit is found. Only its
+    folder and port are this test's."""
     port = free_port()
-    argv = shlex.split(STANDIN[0].replace("/tmp/hub", str(tmp_path / "hub")).replace("8765", str(port)))
+
+    def here(line: str) -> str:
+        return line.replace("/tmp/hub", str(tmp_path / "hub")).replace("8765", str(port))
+
+    argv = shlex.split(here(STANDIN[0]))
     assert argv[:3] == ["python", "-m", "hubstandin"]
-    proc = subprocess.Popen([sys.executable, *argv[1:]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKER_") and k != "HF_ENDPOINT"}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # `python`, `tracker`
+    with (tmp_path / "standin.log").open("w") as log:
+        proc = subprocess.Popen([sys.executable, *argv[1:]], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        assert wait_for(lambda: answers(f"http://127.0.0.1:{port}/api/models/acme/tiny-model")), "the stand-in"
-        env = {**world.env, "TRACKER_DATABASE_URL": f"sqlite:///{tmp_path}/t.sqlite3"}
-        said = []
-        for step in STANDIN[1].replace("8765", str(port)).split(" && "):
-            words = shlex.split(step)
-            assignments = dict(w.split("=", 1) for w in words if re.fullmatch(r"[A-Z_]+=\S+", w))
-            args = [w for w in words if w.split("=", 1)[0] not in assignments][1:]
-            result = CliRunner().invoke(main, args, env={**env, **assignments}, catch_exceptions=False)
-            assert result.exit_code == 0, result.output
-            said.append(result.output)
-        assert said == ["watching acme/tiny-model (main, every 1h)\n",
-                        "acme/tiny-model: baseline, 1 new revision(s), 1 analysed\n"]
+        assert wait_for(lambda: (tmp_path / "hub" / "tracker.toml").exists()
+                        and answers(f"http://127.0.0.1:{port}/api/models/acme/tiny-model")), "the stand-in"
+        ran = subprocess.run(["bash", "-ec", "\n".join(here(line) for line in STANDIN[1:])], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=600)
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+    assert (ran.returncode, ran.stderr) == (0, ""), ran.stderr
+    lines = ran.stdout.splitlines()
+    assert re.fullmatch(r"committed [0-9a-f]{12} to acme/tiny-model \(main\): Bump hidden size", lines[5]), lines
+    assert lines[:5] + lines[6:] == [
+        "watching acme/tiny-model (main, every 1h)",
+        f"watching {E5} (main, every 1h)",
+        "acme/tiny-model: baseline, 1 new revision(s), 1 analysed",
+        f"{E5}: baseline, 1 new revision(s), 1 analysed",
+        "polled 2 repos: 2 with new revisions, 0 failed",
+        "acme/tiny-model: new, 1 new revision(s), 1 analysed",
+    ]
+    said = (tmp_path / "standin.log").read_text()
+    assert f"export TRACKER_CONFIG={tmp_path / 'hub' / 'tracker.toml'}" in said, said
+
+
+def test_the_stand_in_says_a_busy_port_in_one_line(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        ran = subprocess.run([sys.executable, "-m", "hubstandin", "--root", str(tmp_path / "hub"), "--port", str(port)],
+                             capture_output=True, text=True, timeout=120)
+    assert (ran.returncode, ran.stdout, ran.stderr) == (
+        1, "", f"error: cannot serve on 127.0.0.1:{port} (Address already in use): pass another --port\n")
