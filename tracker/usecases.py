@@ -117,7 +117,9 @@ def subscribe(tracker: Tracker, wanted: NewSubscription) -> Subscribed:
         categories = parse_categories(wanted.categories)
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
-    TargetGuard(tracker.settings.delivery.allow_hosts).check(wanted.url)
+    # A Slack webhook is Slack's own host: one that does not resolve now (a subscription made offline) is
+    # kept, and resolved and checked at every send like any target.
+    TargetGuard(tracker.settings.delivery.allow_hosts).check(wanted.url, unresolved_ok=wanted.kind == "slack")
     secret = new_secret() if wanted.kind == "webhook" else None
     row = tracker.store.outbox.add_subscription(target=target, kind=wanted.kind, url=wanted.url, secret=secret,
                                          min_severity=wanted.min_severity, categories=categories,
