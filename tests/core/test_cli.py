@@ -87,3 +87,37 @@ def test_reading_back_an_unwatched_repo_that_does_not_exist(cli):
     assert (result.exit_code, result.output) == (
         1, "error: acme/nope is not watched, and not found on the Hub (check the id; private and gated repos need "
            "HF_TOKEN)\n")
+
+
+def test_revisions_print_each_finding_once_with_its_code_and_one_kind_of_arrow(cli, hub_standin, monkeypatch):
+    hub_standin.create_repo(REPO)
+    first = hub_standin.commit(REPO, {"config.json": config_json(eos_token_id=2),
+                                      "generation_config.json": b'{"eos_token_id": 2}'}, message="initial")
+    second = hub_standin.commit(REPO, {"config.json": config_json(eos_token_id=250001, max_position_embeddings=8194),
+                                       "generation_config.json": b'{"eos_token_id": 250001}'}, message="eos and context")
+    assert cli("watch", "add", REPO).exit_code == 0
+    assert cli("poll", REPO, "--backfill", "2").exit_code == 0
+    expected = (
+        f"2026-01-01 00:00  {first[:12]}  [info] initial\n"
+        "    - [info] first tracked revision: 2 files, 271 bytes  (files.baseline)\n"
+        "    - [info] licence: (none) (restricted)  (licence.detected)\n"
+        f"2026-01-01 00:01  {second[:12]}  [high] eos and context\n"
+        "    - [high] eos_token_id: 2 → 250001  (config.token_id_changed, generation.eos_token_id_changed)\n"
+        "    - [high] parameters 22,713,216 → 25,663,104  (estimate.params_changed)\n"
+        "    - [moderate] max_position_embeddings: 512 → 8194  (config.context_length_changed)\n"
+        "    - [moderate] context 512 → 8194 (sized at 512 → 2048 tokens)  (estimate.context_changed)\n"
+        "    - [moderate] serving on A100-40: batch 7361 → 1840 (-75%) (+7 more like it)  "
+        "(estimate.serve_batch_changed)\n"
+        "    - [info] changed config.json (252 bytes → 258 bytes) (+1 more like it)  (files.changed)\n")
+    assert cli("revisions", REPO).output == expected
+    monkeypatch.setenv("NO_COLOR", "1")  # the estimate says "->", the findings "→": one of them, never both
+    assert cli("revisions", REPO).output == expected.replace("→", "->")
+
+
+def test_past_six_findings_one_line_says_where_to_read_the_rest():
+    from tracker.surfaces.cli.reading import finding_lines
+
+    findings = [{"code": f"x.c{i}", "severity": "low", "summary": f"change number {i} of the config"} for i in range(9)]
+    assert finding_lines(findings, more="`tracker diff acme/x a b`") == [
+        *(f"    - [low] change number {i} of the config  (x.c{i})" for i in range(6)),
+        "    (+3 more: `tracker diff acme/x a b`)"]

@@ -11,6 +11,7 @@ CLI and the API both do is in :mod:`tracker.usecases`; the commands parse and fo
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from datetime import datetime
@@ -102,6 +103,23 @@ def parse_repo_id(value: str) -> RepoId:
 
 def iso(value: datetime | None) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value else None
+
+
+def plain_text() -> bool:
+    """ASCII arrows: NO_COLOR is set (no-color.org), or stdout cannot encode "→" (LANG=C, an ASCII pipe)."""
+    if os.environ.get("NO_COLOR"):
+        return True
+    encoding: str = getattr(sys.stdout, "encoding", None) or "utf-8"
+    try:
+        "→".encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        return True
+    return False
+
+
+def arrows(text: str) -> str:
+    """One arrow everywhere: "→", or "->" where plain_text() says so (the findings hold both)."""
+    return text.replace("→", "->") if plain_text() else text.replace(" -> ", " → ")
 
 
 def emit_json(data: Any) -> None:

@@ -12,6 +12,7 @@ from tracker.core.escaping import escape_controls
 from tracker.core.model import Finding, RepoId, sort_findings
 from tracker.surfaces.cli import (  # the group and the helpers every command shares
     Context,
+    arrows,
     emit_json,
     fail_cleanly,
     iso,
@@ -76,10 +77,37 @@ def revisions(tracker: Tracker, repo_id: str, as_json: bool, branch: str, limit:
         worst = f"[{r.worst_severity}] " if r.worst_severity else ""
         status = "" if r.status == "done" else f" ({r.status})"
         click.echo(f"{date}  {r.sha[:12]}  {worst}{escape_controls(r.title or '')}{status}")
-        if r.summary:
-            click.echo(f"    {escape_controls(r.summary)}")
-        for f in (r.findings or [])[1:3]:
-            click.echo(f"    - [{f['severity']}] {escape_controls(f['summary'])}")
+        more = f"`tracker diff {repo.repo_id} {r.parent_sha[:12]} {r.sha[:12]}`" if r.parent_sha else "`--json`"
+        for line in finding_lines(r.findings or [], more=more):
+            click.echo(arrows(line))
+
+
+FINDING_LINES = 6  # per revision in `tracker revisions`; the rest is one line saying where to read it
+
+
+def finding_lines(findings: list[dict[str, Any]], *, more: str) -> list[str]:
+    """Each finding once, with its code: findings that say the same thing (eos_token_id in config.json and in
+    generation_config.json) share a line and list their codes; several of one code (serving on each of 8
+    cards) are its first and a count."""
+    entries: dict[str, list[Any]] = {}  # summary -> [severity, summary, codes, others of the same code]
+    by_code: dict[str, str] = {}
+    for f in findings:
+        code, summary = str(f["code"]), escape_controls(str(f["summary"])).replace(" -> ", " → ")
+        if code in by_code and by_code[code] != summary:
+            entries[by_code[code]][3] += 1
+            continue
+        # The same change said twice (parameters, by the estimate and by the checkpoint's header): one line.
+        summary = next((k for k in entries if len(min(k, summary, key=len)) >= 20 and (summary in k or k in summary)),
+                       summary)
+        entry = entries.setdefault(summary, [f["severity"], summary, [], 0])
+        if code not in entry[2]:
+            entry[2].append(code)
+        by_code.setdefault(code, summary)
+    lines = [f"    - [{severity}] {summary}" + (f" (+{others} more like it)" if others else "") + f"  ({', '.join(codes)})"
+             for severity, summary, codes, others in entries.values()]
+    if len(lines) > FINDING_LINES:
+        lines = [*lines[:FINDING_LINES], f"    (+{len(lines) - FINDING_LINES} more: {more})"]
+    return lines
 
 
 def _upstream_revisions(tracker: Tracker, repo_id: RepoId, *, branch: str, limit: int, as_json: bool) -> None:
@@ -149,14 +177,15 @@ def diff(tracker: Tracker, repo_id: str, old: str, new: str, as_json: bool) -> N
         emit_json(analysis.diff_json(old_side[0], new_side[0]))
         return
     for line in verdict_lines(findings):  # what a team with a vector index needs to read first
-        click.echo(line)
-    click.echo(f"{repo_id}: {old_side[0][:12]} -> {new_side[0][:12]}")
+        click.echo(arrows(line))
+    click.echo(arrows(f"{repo_id}: {old_side[0][:12]} -> {new_side[0][:12]}"))
     if analysis.libraries or analysis.old_libraries:
         libs = analysis.libraries if analysis.libraries == analysis.old_libraries else None
-        click.echo(f"libraries: {', '.join(libs)}" if libs else
-                   f"libraries: {', '.join(analysis.old_libraries) or '(none)'} -> {', '.join(analysis.libraries) or '(none)'}")
+        click.echo(arrows(f"libraries: {', '.join(libs)}" if libs else
+                          f"libraries: {', '.join(analysis.old_libraries) or '(none)'} -> "
+                          f"{', '.join(analysis.libraries) or '(none)'}"))
     for line in format_findings(findings):
-        click.echo(line)
+        click.echo(arrows(line))
     files = raw.files
     for label in ("added", "removed", "changed"):
         for item in files[label]:
