@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -121,3 +122,60 @@ def test_past_six_findings_one_line_says_where_to_read_the_rest():
     assert finding_lines(findings, more="`tracker diff acme/x a b`") == [
         *(f"    - [low] change number {i} of the config  (x.c{i})" for i in range(6)),
         "    (+3 more: `tracker diff acme/x a b`)"]
+
+
+def test_re_adding_a_watch_changes_only_what_is_given(cli, hub_standin):
+    hub_standin.create_repo("acme/base")
+    hub_standin.commit("acme/base", {"config.json": config_json()})
+    hub_standin.create_repo("acme/ft")
+    hub_standin.commit("acme/ft", {"README.md": "---\nbase_model: acme/base\n---\n# A fine-tune\n"})
+    assert cli("watch", "add", "acme/ft", "--every", "2h", "--branch", "dev", "--no-check").output == (
+        "watching acme/ft (dev, every 2h)\n")
+    assert cli("watch", "add", "acme/ft", "--no-check").output == "already watching acme/ft (dev, every 2h)\n"
+    assert cli("watch", "add", "acme/ft", "--branch", "main").output == "updated acme/ft (main, every 2h)\n"
+    assert cli("watch", "add", "acme/ft", "--with-base").output == (
+        "already watching acme/ft (main, every 2h)\nwatching acme/base as the base of acme/ft\n")
+    listed = {r["repo"]: (r["branch"], r["every"]) for r in json.loads(cli("watch", "list", "--json").output)}
+    assert listed == {"acme/base": ("main", "2h"), "acme/ft": ("main", "2h")}
+
+
+def test_watch_list_shows_minutes_and_its_json_the_rules(cli, hub_standin):
+    hub_standin.create_repo(REPO)
+    hub_standin.commit(REPO, {"config.json": config_json()})
+    assert cli("watch", "add", "--rule", "author=acme").exit_code == 0
+    assert cli("poll").exit_code == 0
+    rows = cli("watch", "list").output.splitlines()
+    assert re.fullmatch(rf"{REPO} +main +2h +active +[0-9a-f]{{12}} +\d{{4}}-\d\d-\d\d \d\d:\d\d  \(rule 1\)", rows[1])
+    (entry,) = json.loads(cli("watch", "list", "--json").output)
+    assert (entry["repo"], entry["rule"], entry["rule_terms"]) == (REPO, 1, "author=acme")
+
+
+def test_removing_a_repo_the_config_lists_says_how_to_remove_it_for_good(cli, tmp_path):
+    (tmp_path / "tracker.toml").write_text('[poll]\nevery = "2h"\n\n[[watch]]\nrepo = "acme/listed"\n')
+    assert [r["repo"] for r in json.loads(cli("watch", "list", "--json").output)] == ["acme/listed"]
+    result = cli("watch", "remove", "acme/listed")
+    assert (result.exit_code, result.stdout, result.stderr) == (
+        1, "", f"error: acme/listed is listed in {tmp_path / 'tracker.toml'} ([[watch]] repo = \"acme/listed\"), "
+               "which every command watches again: delete that entry, then run `tracker watch remove acme/listed`\n")
+    (tmp_path / "tracker.toml").write_text('[poll]\nevery = "2h"\n')
+    assert cli("watch", "remove", "acme/listed").output == "removed acme/listed\n"
+    assert json.loads(cli("watch", "list", "--json").output) == []
+
+
+def test_backfill_on_a_repo_read_before_says_what_to_do(cli, hub_standin):
+    hub_standin.create_repo(REPO)
+    hub_standin.commit(REPO, {"config.json": config_json()})
+    assert cli("watch", "add", REPO).exit_code == 0
+    assert cli("poll").exit_code == 0
+    again = cli("poll", REPO, "--backfill", "5")
+    assert (again.exit_code, again.stdout) == (0, f"{REPO}: unchanged\n")
+    assert again.stderr == (
+        f"note: {REPO} was read before: --backfill reads older revisions on a first poll only; to read its last 5 "
+        f"again, `tracker watch remove {REPO}`, `tracker watch add {REPO}` and poll it with --backfill (its "
+        "revisions and advisories are read anew)\n")
+
+
+def test_events_with_nothing_to_report_say_so(cli, hub_standin):
+    assert cli("watch", "add", "acme/quiet", "--no-check").exit_code == 0
+    assert cli("events", "acme/quiet").output == "no events for acme/quiet\n"
+    assert cli("events").output == "no events: no upstream surprises in any watched repo\n"

@@ -292,7 +292,10 @@ def diff(w: World, line: str) -> None:
 
 def events(w: World, line: str) -> None:
     everything, one = w.tracker(line)
-    assert (everything.code, everything.out, one.code, json.loads(one.out)) == (0, "", 0, [])
+    assert (everything.code, everything.out, one.code, json.loads(one.out)) == (
+        0, "no events: no upstream surprises in any watched repo\n", 0, [])
+    named = CliRunner().invoke(main, ["events", E5], env=w.env, catch_exceptions=False)
+    assert (named.exit_code, named.output) == (0, f"no events for {E5}\n")
 
 
 def status(w: World, line: str) -> None:
@@ -351,9 +354,12 @@ def reanalyse(w: World, line: str) -> None:
     every, some = w.tracker(line)
     assert (every.code, some.code) == (0, 0)
     # Nothing changed since they were analysed (the same tracker, the same [severity]): nothing to redo.
-    assert every.out == "".join(f"{repo}: 0 revision(s) re-analysed\n" for repo in (
-        "acme/llama-ft-gguf", "acme/not-published-yet", E5, LLAMA))
-    assert some.out == f"{E5}: 0 revision(s) re-analysed\n{LLAMA}: 0 revision(s) re-analysed\n"
+    def said(repo: str, read: int) -> str:
+        return (f"{repo}: {read} revision(s) re-analysed, 0 changed; advisories: 0 new, 0 updated, 0 withdrawn; "
+                "0 alert(s) queued\n")
+
+    assert every.out == said("acme/llama-ft-gguf", 1) + said("acme/not-published-yet", 0) + said(E5, 4) + said(LLAMA, 1)
+    assert some.out == said(E5, 4) + said(LLAMA, 1)
 
 
 def scan(w: World, line: str) -> None:

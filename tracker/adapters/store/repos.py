@@ -41,17 +41,20 @@ class RepoStore:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def add(self, repo_id: RepoId, *, branch: str = "main", every: float | None = None,
+    def add(self, repo_id: RepoId, *, branch: str | None = None, every: float | None = None,
             now: datetime) -> tuple[RepoRow, bool]:
-        """Watch a repo; returns (row, created). Re-adding updates branch and interval."""
+        """Watch a repo (on ``main`` unless ``branch``); returns (row, created). Re-adding updates the branch and
+        interval given, and leaves a setting not given (None) as it was."""
         with self.db.transaction() as conn:
             row = conn.execute(select(repos).where(repos.c.repo_id == repo_id)).first()
             if row is None:
-                conn.execute(insert(repos).values(repo_id=repo_id, branch=branch, every_seconds=every,
+                conn.execute(insert(repos).values(repo_id=repo_id, branch=branch or "main", every_seconds=every,
                                                   state="active", created_at=now))
                 created = True
             else:
-                conn.execute(update(repos).where(repos.c.id == row.id).values(branch=branch, every_seconds=every))
+                changes = {k: v for k, v in (("branch", branch), ("every_seconds", every)) if v is not None}
+                if changes:
+                    conn.execute(update(repos).where(repos.c.id == row.id).values(**changes))
                 created = False
             row = conn.execute(select(repos).where(repos.c.repo_id == repo_id)).one()
             return repo_row(row), created

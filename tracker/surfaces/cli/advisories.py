@@ -139,8 +139,8 @@ def serve(obj: Context, host: str | None, port: int | None) -> None:
 def reanalyse(obj: Context, repo_ids: tuple[str, ...]) -> None:
     """Re-run the analysis of every stored revision with the current rules; advisories follow."""
     ids = [parse_repo_id(r) for r in repo_ids]  # bad ids are bad usage, before anything opens
-    for repo_id, changed in usecases.reanalyse(obj.tracker(), ids):
-        click.echo(f"{repo_id}: {changed} revision(s) re-analysed")
+    for done in usecases.reanalyse(obj.tracker(), ids):
+        click.echo(done.line())
 
 
 # -- scanning a codebase ------------------------------------------------------------------------

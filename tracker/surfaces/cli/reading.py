@@ -206,6 +206,9 @@ def events(tracker: Tracker, repo_id: str | None, as_json: bool) -> None:
         emit_json([{"repo": e.repo_id, "kind": e.kind, "revision": e.revision_sha, "detail": e.detail,
                      "created_at": iso(e.created_at)} for e in rows])
         return
+    if not rows:
+        click.echo(f"no events for {repo_id}" if repo_id else "no events: no upstream surprises in any watched repo")
+        return
     for e in rows:
         detail = escape_controls(json.dumps(e.detail, default=str, ensure_ascii=False))
         click.echo(f"{iso(e.created_at)}  {e.repo_id}  {e.kind}  {detail}")

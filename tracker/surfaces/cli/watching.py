@@ -53,7 +53,7 @@ def watch() -> None:
 
 @watch.command("add")
 @click.argument("repo_ids", nargs=-1)
-@click.option("--branch", default="main", show_default=True, help="Branch to follow.")
+@click.option("--branch", default=None, help="Branch to follow (default: main; a repo watched already keeps its own).")
 @click.option("--every", default=None, help="Poll interval, e.g. 15m, 1h, 1d (default: from config).")
 @click.option("--from", "from_file", type=click.File("r"), help="Read repo ids from a file, one per line ('-': stdin).")
 @click.option("--rule", "rule_text", default=None,
@@ -68,7 +68,7 @@ def watch() -> None:
 @fail_cleanly
 # click passes each option by name: one keyword-only parameter per option.
 def watch_add(  # noqa: PLR0913
-    obj: Context, repo_ids: tuple[str, ...], *, branch: str, every: str | None, from_file: Any,
+    obj: Context, repo_ids: tuple[str, ...], *, branch: str | None, every: str | None, from_file: Any,
     with_base: bool = False, no_check: bool = False, rule_text: str | None = None, max_repos: int | None = None,
 ) -> None:
     """Watch one or more repos (owner/name), or every model a rule matches (--rule)."""
@@ -86,10 +86,12 @@ def watch_add(  # noqa: PLR0913
         click.echo("nothing added: fix the ids above (or pass --no-check to add them anyway)", err=True)
         sys.exit(1)
     for repo_id in dict.fromkeys(valid):
-        created = usecases.watch(tracker, repo_id, branch=branch, every=seconds).created
-        click.echo(f"{'watching' if created else 'updated'} {repo_id} ({branch}, every "
-                   f"{format_duration(seconds or obj.settings.poll_every)})")
-    if with_base and not _watch_bases(tracker, list(dict.fromkeys(valid)), branch=branch, every=seconds):
+        watched = usecases.watch(tracker, repo_id, branch=branch, every=seconds)
+        verb = "watching" if watched.created else "updated" if branch or seconds else "already watching"
+        row = watched.repo
+        click.echo(f"{verb} {repo_id} ({row.branch}, every "
+                   f"{format_duration(row.every_seconds or obj.settings.poll_every)})")
+    if with_base and not _watch_bases(tracker, list(dict.fromkeys(valid)), branch=branch or "main", every=seconds):
         sys.exit(1)
 
 
@@ -172,6 +174,7 @@ def watch_list(tracker: Tracker, as_json: bool) -> None:
     rows = tracker.store.repos.all()
     rules = tracker.store.rules.all()
     if as_json:
+        terms = {rule.id: rule.text for rule in rules}
         emit_json([
             {
                 "repo": r.repo_id, "branch": r.branch,
@@ -179,6 +182,7 @@ def watch_list(tracker: Tracker, as_json: bool) -> None:
                 "every_seconds": r.every_seconds or tracker.settings.poll_every,
                 "state": r.state, "last_seen_sha": r.last_seen_sha, "renamed_to": r.renamed_to,
                 "last_polled_at": iso(r.last_polled_at), "last_error": r.last_error, "rule": r.rule_id,
+                "rule_terms": terms.get(r.rule_id) if r.rule_id is not None else None,
             }
             for r in rows
         ])
@@ -190,7 +194,7 @@ def watch_list(tracker: Tracker, as_json: bool) -> None:
     for r in rows:
         click.echo(
             f"{r.repo_id:45} {r.branch:10} {format_duration(r.every_seconds or tracker.settings.poll_every):6} "
-            f"{r.state:9} {(r.last_seen_sha or '-')[:12]:13} {iso(r.last_polled_at) or 'never'}"
+            f"{r.state:9} {(r.last_seen_sha or '-')[:12]:13} {_minute(r.last_polled_at) or 'never'}"
             + (f"  (rule {r.rule_id})" if r.rule_id is not None else "")
         )
     if rules:
@@ -203,10 +207,15 @@ def watch_list(tracker: Tracker, as_json: bool) -> None:
         for rule in rules:
             held = by_rule.get(rule.id, [])
             note = " (cap reached)" if rule.capped else ""
-            click.echo(f"{rule.id:<5} {f'{len(held)}/{rule.max_repos}':>11} {iso(rule.evaluated_at) or 'not yet':21} "
+            click.echo(f"{rule.id:<5} {f'{len(held)}/{rule.max_repos}':>11} {_minute(rule.evaluated_at) or 'not yet':21} "
                        f"{rule.text}{note}")
             for repo_id in held:
                 click.echo(f"      {repo_id}")
+
+
+def _minute(value: Any) -> str | None:
+    """A time in a table, to the minute (UTC)."""
+    return value.strftime("%Y-%m-%d %H:%M") if value else None
 
 
 @watch.command("remove")
@@ -225,11 +234,14 @@ def watch_remove(obj: Context, repo_id: str | None, rule_id: int | None = None) 
     if repo_id is None:
         raise click.UsageError("give a repo id, or --rule ID")
     repo = parse_repo_id(repo_id)
+    if any(spec.repo == repo for spec in obj.settings.watch):
+        # Every command adds the config's repos to the database: removed here, it would be back at the next one.
+        click.echo(f"error: {repo} is listed in {obj.settings.config_path} ([[watch]] repo = \"{repo}\"), which "
+                   f"every command watches again: delete that entry, then run `tracker watch remove {repo}`",
+                   err=True)
+        sys.exit(1)
     usecases.unwatch(obj.tracker(), repo)  # NotFound: one line, exit 1
     click.echo(f"removed {repo}")
-    if any(spec.repo == repo for spec in obj.settings.watch):
-        click.echo(f"note: {repo} is listed in {obj.settings.config_path}; remove it there too, "
-                   "or the next start watches it again", err=True)
 
 
 # -- polling ------------------------------------------------------------------------------------
@@ -258,6 +270,13 @@ def poll(obj: Context, repo_ids: tuple[str, ...], backfill: int) -> None:
         click.echo(f"error: {outage}", err=True)
     for result in results:
         click.echo(f"{result.repo}: error: the Hub is unreachable" if result.hub_unreachable else result.line())
+    if backfill:
+        for result in results:
+            if result.status in (PollOutcome.NEW, PollOutcome.UNCHANGED):
+                click.echo(f"note: {result.repo} was read before: --backfill reads older revisions on a first poll "
+                           f"only; to read its last {backfill} again, `tracker watch remove {result.repo}`, "
+                           f"`tracker watch add {result.repo}` and poll it with --backfill (its revisions and "
+                           "advisories are read anew)", err=True)
     failed = [r for r in results if r.status in (PollOutcome.ERROR, PollOutcome.NOT_FOUND)]
     if len(results) > 1:
         changed = sum(1 for r in results if r.new_revisions)
