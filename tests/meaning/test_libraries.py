@@ -76,7 +76,7 @@ def test_tracker_diff_says_first_that_stored_embeddings_are_no_longer_comparable
     assert lines[0] == ("critical: stored embeddings are no longer comparable with new ones: pooling mean → cls; "
                         "re-embed the index  (embeddings.incompatible)")
     assert lines[1:] == [
-        f"{REPO}: {old[:12]} -> {new[:12]}",
+        f"{REPO}: {old[:12]} → {new[:12]}",  # one arrow everywhere
         "libraries: sentence-transformers, transformers",
         "sentence-transformers:",
         "  embeddings:",
