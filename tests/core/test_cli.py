@@ -162,17 +162,20 @@ def test_removing_a_repo_the_config_lists_says_how_to_remove_it_for_good(cli, tm
     assert json.loads(cli("watch", "list", "--json").output) == []
 
 
-def test_backfill_on_a_repo_read_before_says_what_to_do(cli, hub_standin):
+def test_backfill_on_a_repo_read_before_reads_older_revisions(cli, hub_standin):
     hub_standin.create_repo(REPO)
-    hub_standin.commit(REPO, {"config.json": config_json()})
+    shas = [hub_standin.commit(REPO, {"config.json": config_json(max_position_embeddings=512 * (i + 1))},
+                               message=f"step {i}") for i in range(4)]
     assert cli("watch", "add", REPO).exit_code == 0
-    assert cli("poll").exit_code == 0
-    again = cli("poll", REPO, "--backfill", "5")
-    assert (again.exit_code, again.stdout) == (0, f"{REPO}: unchanged\n")
-    assert again.stderr == (
-        f"note: {REPO} was read before: --backfill reads older revisions on a first poll only; to read its last 5 "
-        f"again, `tracker watch remove {REPO}`, `tracker watch add {REPO}` and poll it with --backfill (its "
-        "revisions and advisories are read anew)\n")
+    assert cli("poll").output == f"{REPO}: baseline, 1 new revision(s), 1 analysed\n"
+    again = cli("poll", REPO, "--backfill", "2")
+    assert (again.exit_code, again.output) == (0, f"{REPO}: new, 2 new revision(s), 3 analysed\n")
+    revisions = json.loads(cli("revisions", REPO, "--json").output)
+    assert [(r["sha"], r["baseline"], r["parent"]) for r in revisions] == [
+        (shas[1], True, None), (shas[2], False, shas[1]), (shas[3], False, shas[2])]
+    assert "config.context_length_changed" in {f["code"] for f in revisions[2]["top_findings"]}  # diffed now
+    assert cli("poll", REPO, "--backfill", "5").output == f"{REPO}: new, 1 new revision(s), 2 analysed\n"
+    assert cli("poll", REPO, "--backfill", "5").output == f"{REPO}: unchanged\n"  # nothing older left
 
 
 def test_events_with_nothing_to_report_say_so(cli, hub_standin):

@@ -250,7 +250,7 @@ def watch_remove(obj: Context, repo_id: str | None, rule_id: int | None = None) 
 @main.command()
 @click.argument("repo_ids", nargs=-1)
 @click.option("--backfill", default=0, type=click.IntRange(min=0),
-              help="On a repo's first poll, also read its last N revisions.")
+              help="Also read N revisions older than the first one read (on a first poll, or any later one).")
 @click.pass_obj
 @fail_cleanly
 def poll(obj: Context, repo_ids: tuple[str, ...], backfill: int) -> None:
@@ -270,13 +270,6 @@ def poll(obj: Context, repo_ids: tuple[str, ...], backfill: int) -> None:
         click.echo(f"error: {outage}", err=True)
     for result in results:
         click.echo(f"{result.repo}: error: the Hub is unreachable" if result.hub_unreachable else result.line())
-    if backfill:
-        for result in results:
-            if result.status in (PollOutcome.NEW, PollOutcome.UNCHANGED):
-                click.echo(f"note: {result.repo} was read before: --backfill reads older revisions on a first poll "
-                           f"only; to read its last {backfill} again, `tracker watch remove {result.repo}`, "
-                           f"`tracker watch add {result.repo}` and poll it with --backfill (its revisions and "
-                           "advisories are read anew)", err=True)
     failed = [r for r in results if r.status in (PollOutcome.ERROR, PollOutcome.NOT_FOUND)]
     if len(results) > 1:
         changed = sum(1 for r in results if r.new_revisions)
