@@ -105,6 +105,11 @@ def iso(value: datetime | None) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value else None
 
 
+def minute(value: datetime | None) -> str | None:
+    """A time in a table or a listing, to the minute (UTC): 2026-12-01 10:00."""
+    return value.strftime("%Y-%m-%d %H:%M") if value else None
+
+
 def plain_text() -> bool:
     """ASCII arrows: NO_COLOR is set (no-color.org), or stdout cannot encode "→" (LANG=C, an ASCII pipe)."""
     if os.environ.get("NO_COLOR"):

@@ -17,6 +17,7 @@ from tracker.surfaces.cli import (  # the group and the helpers every command sh
     fail_cleanly,
     iso,
     main,
+    minute,
     parse_repo_id,
     pass_tracker,
     require_repo,
@@ -211,7 +212,7 @@ def events(tracker: Tracker, repo_id: str | None, as_json: bool) -> None:
         return
     for e in rows:
         detail = escape_controls(json.dumps(e.detail, default=str, ensure_ascii=False))
-        click.echo(f"{iso(e.created_at)}  {e.repo_id}  {e.kind}  {detail}")
+        click.echo(f"{minute(e.created_at)}  {e.repo_id}  {e.kind}  {detail}")
 
 
 # -- estimator ----------------------------------------------------------------------------------

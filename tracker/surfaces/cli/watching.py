@@ -16,6 +16,7 @@ from tracker.surfaces.cli import (  # the group and the helpers every command sh
     fail_cleanly,
     iso,
     main,
+    minute,
     parse_repo_id,
     pass_tracker,
 )
@@ -194,7 +195,7 @@ def watch_list(tracker: Tracker, as_json: bool) -> None:
     for r in rows:
         click.echo(
             f"{r.repo_id:45} {r.branch:10} {format_duration(r.every_seconds or tracker.settings.poll_every):6} "
-            f"{r.state:9} {(r.last_seen_sha or '-')[:12]:13} {_minute(r.last_polled_at) or 'never'}"
+            f"{r.state:9} {(r.last_seen_sha or '-')[:12]:13} {minute(r.last_polled_at) or 'never'}"
             + (f"  (rule {r.rule_id})" if r.rule_id is not None else "")
         )
     if rules:
@@ -207,15 +208,10 @@ def watch_list(tracker: Tracker, as_json: bool) -> None:
         for rule in rules:
             held = by_rule.get(rule.id, [])
             note = " (cap reached)" if rule.capped else ""
-            click.echo(f"{rule.id:<5} {f'{len(held)}/{rule.max_repos}':>11} {_minute(rule.evaluated_at) or 'not yet':21} "
+            click.echo(f"{rule.id:<5} {f'{len(held)}/{rule.max_repos}':>11} {minute(rule.evaluated_at) or 'not yet':21} "
                        f"{rule.text}{note}")
             for repo_id in held:
                 click.echo(f"      {repo_id}")
-
-
-def _minute(value: Any) -> str | None:
-    """A time in a table, to the minute (UTC)."""
-    return value.strftime("%Y-%m-%d %H:%M") if value else None
 
 
 @watch.command("remove")
