@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from tracker.core.store_types import SubscriptionRow
 
 __all__ = [
-    "Existence", "NewSubscription", "Subscribed", "Watched", "add_rule", "close_matches", "existence",
+    "Existence", "NewSubscription", "Reanalysed", "Subscribed", "Watched", "add_rule", "close_matches", "existence",
     "missing_message", "redacted_url", "require_on_hub", "create_token", "list_tokens", "reanalyse",
     "remove_rule", "revoke_token", "subscribe", "unsubscribe", "unwatch", "watch",
 ]
@@ -125,8 +125,9 @@ class Watched:
     created: bool
 
 
-def watch(tracker: Tracker, repo_id: RepoId, *, branch: str = "main", every: float | None = None) -> Watched:
-    """Watch ``repo_id`` (a validated id); watching it again updates its branch and interval."""
+def watch(tracker: Tracker, repo_id: RepoId, *, branch: str | None = None, every: float | None = None) -> Watched:
+    """Watch ``repo_id`` (a validated id; on ``main`` unless ``branch``); watching it again updates the branch
+    and interval given, and never one not given."""
     row, created = tracker.store.repos.add(repo_id, branch=branch, every=every, now=tracker.clock())
     return Watched(repo=row, created=created)
 
@@ -154,15 +155,50 @@ def remove_rule(tracker: Tracker, rule_id: int) -> list[RepoId]:
     return removed
 
 
-def reanalyse(tracker: Tracker, repo_ids: Sequence[RepoId] = ()) -> Iterator[tuple[RepoId, int]]:
+@dataclass(frozen=True)
+class Reanalysed:
+    """What re-analysing one repo changed: its revisions whose findings differ now, and what followed."""
+
+    repo: RepoId
+    revisions: int  # revisions read again
+    changed: int  # of them, those whose findings changed
+    advisories_new: int = 0
+    advisories_updated: int = 0
+    advisories_withdrawn: int = 0
+    alerts: int = 0  # deliveries queued for the advisories it changed
+
+    def line(self) -> str:
+        return (f"{self.repo}: {self.revisions} revision(s) re-analysed, {self.changed} changed; advisories: "
+                f"{self.advisories_new} new, {self.advisories_updated} updated, {self.advisories_withdrawn} withdrawn; "
+                f"{self.alerts} alert(s) queued")
+
+
+def reanalyse(tracker: Tracker, repo_ids: Sequence[RepoId] = ()) -> Iterator[Reanalysed]:
     """Re-run the analysis of each repo's stored revisions (every watched repo when none is named).
 
-    Yields (repo, revisions re-analysed) as each repo is done, so a long run reports as it goes;
+    Yields what each repo's re-analysis changed as it is done, so a long run reports as it goes;
     a repo that is not watched raises NotWatched when its turn comes.
     """
     ids = list(repo_ids) or [r.repo_id for r in tracker.store.repos.all()]
     for repo_id in ids:
-        yield repo_id, tracker.reanalyse(repo_id)
+        repo = tracker.repo(repo_id)
+        before = _advisory_states(tracker, repo.pk)
+        queued = sum(1 for d in tracker.store.outbox.list_deliveries() if d.repo_id == repo_id)
+        read = len([r for r in tracker.store.revisions.of_repo(repo.pk, status="done") if r.snapshot is not None])
+        changed = tracker.reanalyse(repo_id)
+        after = _advisory_states(tracker, repo.pk)
+        yield Reanalysed(
+            repo=repo_id, revisions=read, changed=changed,
+            advisories_new=sum(1 for i in after if i not in before),
+            advisories_updated=sum(1 for i, state in after.items() if i in before and state != before[i]
+                                   and not state[1]),
+            advisories_withdrawn=sum(1 for i, state in after.items() if state[1] and not before.get(i, state)[1]),
+            alerts=sum(1 for d in tracker.store.outbox.list_deliveries() if d.repo_id == repo_id) - queued)
+
+
+def _advisory_states(tracker: Tracker, repo_pk: int) -> dict[str, tuple[object, bool]]:
+    """Each advisory of a repo: (when last modified, withdrawn)."""
+    return {a.id: (a.modified, a.withdrawn) for a in tracker.store.advisories.find(repo_pk=repo_pk, versions=False)}
 
 
 # -- subscriptions ----------------------------------------------------------------------------
@@ -216,7 +252,9 @@ def subscribe(tracker: Tracker, wanted: NewSubscription) -> Subscribed:
         categories = parse_categories(wanted.categories)
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
-    TargetGuard(tracker.settings.delivery.allow_hosts).check(wanted.url)
+    # A Slack webhook is Slack's own host: one that does not resolve now (a subscription made offline) is
+    # kept, and resolved and checked at every send like any target.
+    TargetGuard(tracker.settings.delivery.allow_hosts).check(wanted.url, unresolved_ok=wanted.kind == ChannelKind.SLACK)
     secret = channel(wanted.kind).new_secret()
     row = tracker.store.outbox.add_subscription(target=target, kind=wanted.kind, url=wanted.url, secret=secret,
                                          min_severity=wanted.min_severity, categories=categories,

@@ -20,6 +20,9 @@ the project's Hub protocol notes (``shared/hub-protocol.md``) sections 2-4, 6, 7
   GatedRepo, DisabledRepo).
 * Renamed repos answer 307 with a *relative* ``Location``, as the Hub does.
 * Routing uses the raw path, because revisions arrive as ``refs%2Fpr%2F1``.
+* ``POST /api/_standin/commit/{repo}`` is the stand-in's own (the Hub has no such endpoint): it commits
+  to a running stand-in from another process (``python -m hubstandin commit``), with a JSON body
+  ``{"files": {path: base64}, "delete": [path], "message": str, "branch": str, "create": bool}``.
 
 Gating follows the Hub: metadata (model_info, tree, commits) stays public; file
 content (``/resolve``) needs an allowed bearer token. Private repos answer
@@ -630,6 +633,8 @@ class _Handlers:
             return _json({"standardEnvVars": [], "harnesses": {}})
         if segs[:1] == ["cdn-lfs"] and len(segs) >= 2 and method in ("GET", "HEAD"):
             return self.cdn(request, unquote(segs[1]))
+        if segs[:3] == ["api", "_standin", "commit"] and method == "POST" and len(segs) in (4, 5):
+            return self.standin_commit(unquote("/".join(segs[3:])), body)
         if segs[:2] == ["api", "models"]:
             if len(segs) == 2:
                 return self.list_models(request, query)
@@ -642,6 +647,27 @@ class _Handlers:
                 if len(segs) > n + 2 and segs[n] == "resolve":
                     return self.resolve(request, unquote("/".join(segs[:n])), segs, n, query)
         raise _HubError(404, "Sorry, we can't find the page you are looking for.")
+
+    def standin_commit(self, repo_id: str, body: bytes) -> Response:
+        """The stand-in's own commit endpoint (module docstring): the new commit's sha, or a 400 saying why."""
+        try:
+            spec = json.loads(body)
+            files = {str(path): base64.b64decode(data, validate=True) for path, data in spec.get("files", {}).items()}
+            delete = [str(path) for path in spec.get("delete", [])]
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise _HubError(400, f"bad commit body: {exc}", "BadRequest") from None
+        if not files and not delete:
+            raise _HubError(400, "nothing to commit: give files or paths to delete", "BadRequest")
+        if repo_id not in self.store.repo_ids():
+            if not spec.get("create"):
+                raise _HubError(404, f"no repo {repo_id} here (--create makes it)", "RepoNotFound")
+            self.store.create_repo(repo_id)
+        try:
+            sha = self.store.commit(repo_id, files, delete=delete, message=str(spec.get("message") or "update"),
+                                    branch=str(spec.get("branch") or "main"))
+        except (FileNotFoundError, ValueError) as exc:
+            raise _HubError(400, f"cannot commit: {exc}", "BadRequest") from None
+        return _json({"sha": sha, "repo": repo_id})
 
     def _known(self, repo_id: str) -> bool:
         meta, moved = self.store.lookup(repo_id)
@@ -1301,7 +1327,11 @@ class HubStandin:
             return self
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, self.port))
+        try:
+            sock.bind((self.host, self.port))
+        except OSError:
+            sock.close()
+            raise
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(
             self.app,

@@ -67,13 +67,14 @@ def test_text_report(machine):
     chat = sorted([
         [f"{CHAT}@{r[0][:12]}  {kb[r[0]]}, last used {used[r[0]]}, 2 behind the head",
          f"    [high] {fix}  Upstream change in {CHAT}@{r[1][:12]}: eos_token_id: 128001 → [128001, 128009]",
-         f"    move to {r[2]}"],
+         f"    move to {r[2]}: fixes 1 high"],
         [f"{CHAT}@{r[2][:12]} (main)  {kb[r[2]]}, last used {used[r[2]]}, at the head"],
     ], key=lambda lines: lines[0])
     risky = [f"{RISKY}@{k[1][:12]} (main)  {kb[k[1]]}, last used {used[k[1]]}, at the head",
              f"    [critical] {evil}  Risk introduced in {RISKY}@{k[1][:12]}: pickle-based file replaced: "
              "pytorch_model.bin would import os.system when…",
-             f"    move to {k[0]}"]
+             f"    move to {k[0]}: fixes 1 critical; lacks 1 critical update (a missing update weighs less than a "
+             "risk); an older commit than the pin: every newer revision carries worse"]
     total = sum(machine.sizes.values())
     assert out.output.splitlines() == [
         *chat[0], *chat[1], *risky,

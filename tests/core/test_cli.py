@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -87,3 +88,97 @@ def test_reading_back_an_unwatched_repo_that_does_not_exist(cli):
     assert (result.exit_code, result.output) == (
         1, "error: acme/nope is not watched, and not found on the Hub (check the id; private and gated repos need "
            "HF_TOKEN)\n")
+
+
+def test_revisions_print_each_finding_once_with_its_code_and_one_kind_of_arrow(cli, hub_standin, monkeypatch):
+    hub_standin.create_repo(REPO)
+    first = hub_standin.commit(REPO, {"config.json": config_json(eos_token_id=2),
+                                      "generation_config.json": b'{"eos_token_id": 2}'}, message="initial")
+    second = hub_standin.commit(REPO, {"config.json": config_json(eos_token_id=250001, max_position_embeddings=8194),
+                                       "generation_config.json": b'{"eos_token_id": 250001}'}, message="eos and context")
+    assert cli("watch", "add", REPO).exit_code == 0
+    assert cli("poll", REPO, "--backfill", "2").exit_code == 0
+    expected = (
+        f"2026-01-01 00:00  {first[:12]}  [info] initial\n"
+        "    - [info] first tracked revision: 2 files, 271 bytes  (files.baseline)\n"
+        "    - [info] licence: (none) (restricted)  (licence.detected)\n"
+        f"2026-01-01 00:01  {second[:12]}  [high] eos and context\n"
+        "    - [high] eos_token_id: 2 → 250001  (config.token_id_changed, generation.eos_token_id_changed)\n"
+        "    - [high] parameters 22,713,216 → 25,663,104  (estimate.params_changed)\n"
+        "    - [moderate] max_position_embeddings: 512 → 8194  (config.context_length_changed)\n"
+        "    - [moderate] context 512 → 8194 (sized at 512 → 2048 tokens)  (estimate.context_changed)\n"
+        "    - [moderate] serving on A100-40: batch 7361 → 1840 (-75%) (+7 more like it)  "
+        "(estimate.serve_batch_changed)\n"
+        "    - [info] changed config.json (252 bytes → 258 bytes) (+1 more like it)  (files.changed)\n")
+    assert cli("revisions", REPO).output == expected
+    monkeypatch.setenv("NO_COLOR", "1")  # the estimate says "->", the findings "→": one of them, never both
+    assert cli("revisions", REPO).output == expected.replace("→", "->")
+
+
+def test_past_six_findings_one_line_says_where_to_read_the_rest():
+    from tracker.surfaces.cli.reading import finding_lines
+
+    findings = [{"code": f"x.c{i}", "severity": "low", "summary": f"change number {i} of the config"} for i in range(9)]
+    assert finding_lines(findings, more="`tracker diff acme/x a b`") == [
+        *(f"    - [low] change number {i} of the config  (x.c{i})" for i in range(6)),
+        "    (+3 more: `tracker diff acme/x a b`)"]
+
+
+def test_re_adding_a_watch_changes_only_what_is_given(cli, hub_standin):
+    hub_standin.create_repo("acme/base")
+    hub_standin.commit("acme/base", {"config.json": config_json()})
+    hub_standin.create_repo("acme/ft")
+    hub_standin.commit("acme/ft", {"README.md": "---\nbase_model: acme/base\n---\n# A fine-tune\n"})
+    assert cli("watch", "add", "acme/ft", "--every", "2h", "--branch", "dev", "--no-check").output == (
+        "watching acme/ft (dev, every 2h)\n")
+    assert cli("watch", "add", "acme/ft", "--no-check").output == "already watching acme/ft (dev, every 2h)\n"
+    assert cli("watch", "add", "acme/ft", "--branch", "main").output == "updated acme/ft (main, every 2h)\n"
+    assert cli("watch", "add", "acme/ft", "--with-base").output == (
+        "already watching acme/ft (main, every 2h)\nwatching acme/base as the base of acme/ft\n")
+    listed = {r["repo"]: (r["branch"], r["every"]) for r in json.loads(cli("watch", "list", "--json").output)}
+    assert listed == {"acme/base": ("main", "2h"), "acme/ft": ("main", "2h")}
+
+
+def test_watch_list_shows_minutes_and_its_json_the_rules(cli, hub_standin):
+    hub_standin.create_repo(REPO)
+    hub_standin.commit(REPO, {"config.json": config_json()})
+    assert cli("watch", "add", "--rule", "author=acme").exit_code == 0
+    assert cli("poll").exit_code == 0
+    rows = cli("watch", "list").output.splitlines()
+    assert re.fullmatch(rf"{REPO} +main +2h +active +[0-9a-f]{{12}} +\d{{4}}-\d\d-\d\d \d\d:\d\d  \(rule 1\)", rows[1])
+    (entry,) = json.loads(cli("watch", "list", "--json").output)
+    assert (entry["repo"], entry["rule"], entry["rule_terms"]) == (REPO, 1, "author=acme")
+
+
+def test_removing_a_repo_the_config_lists_says_how_to_remove_it_for_good(cli, tmp_path):
+    (tmp_path / "tracker.toml").write_text('[poll]\nevery = "2h"\n\n[[watch]]\nrepo = "acme/listed"\n')
+    assert [r["repo"] for r in json.loads(cli("watch", "list", "--json").output)] == ["acme/listed"]
+    result = cli("watch", "remove", "acme/listed")
+    assert (result.exit_code, result.stdout, result.stderr) == (
+        1, "", f"error: acme/listed is listed in {tmp_path / 'tracker.toml'} ([[watch]] repo = \"acme/listed\"), "
+               "which every command watches again: delete that entry, then run `tracker watch remove acme/listed`\n")
+    (tmp_path / "tracker.toml").write_text('[poll]\nevery = "2h"\n')
+    assert cli("watch", "remove", "acme/listed").output == "removed acme/listed\n"
+    assert json.loads(cli("watch", "list", "--json").output) == []
+
+
+def test_backfill_on_a_repo_read_before_reads_older_revisions(cli, hub_standin):
+    hub_standin.create_repo(REPO)
+    shas = [hub_standin.commit(REPO, {"config.json": config_json(max_position_embeddings=512 * (i + 1))},
+                               message=f"step {i}") for i in range(4)]
+    assert cli("watch", "add", REPO).exit_code == 0
+    assert cli("poll").output == f"{REPO}: baseline, 1 new revision(s), 1 analysed\n"
+    again = cli("poll", REPO, "--backfill", "2")
+    assert (again.exit_code, again.output) == (0, f"{REPO}: new, 2 new revision(s), 3 analysed\n")
+    revisions = json.loads(cli("revisions", REPO, "--json").output)
+    assert [(r["sha"], r["baseline"], r["parent"]) for r in revisions] == [
+        (shas[1], True, None), (shas[2], False, shas[1]), (shas[3], False, shas[2])]
+    assert "config.context_length_changed" in {f["code"] for f in revisions[2]["top_findings"]}  # diffed now
+    assert cli("poll", REPO, "--backfill", "5").output == f"{REPO}: new, 1 new revision(s), 2 analysed\n"
+    assert cli("poll", REPO, "--backfill", "5").output == f"{REPO}: unchanged\n"  # nothing older left
+
+
+def test_events_with_nothing_to_report_say_so(cli, hub_standin):
+    assert cli("watch", "add", "acme/quiet", "--no-check").exit_code == 0
+    assert cli("events", "acme/quiet").output == "no events for acme/quiet\n"
+    assert cli("events").output == "no events: no upstream surprises in any watched repo\n"

@@ -63,3 +63,20 @@ def test_an_unknown_family_is_unsupported_not_guessed(tmp_path):
     data = json.loads(run("estimate", str(tmp_path), "--json"))
     assert data["supported"] is False and data["params"] is None
     assert data["reason"].startswith("unsupported: mystery-net")
+
+
+def test_a_config_without_architectures_and_the_cost_column_explained(tmp_path):
+    config = {"model_type": "llama", "hidden_size": 2048, "num_hidden_layers": 16, "num_attention_heads": 32,
+              "num_key_value_heads": 8, "intermediate_size": 8192, "vocab_size": 128256,
+              "max_position_embeddings": 8192}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    lines = run("estimate", str(tmp_path / "config.json")).splitlines()
+    assert lines[0] == "Models / llama"  # not "Models / llama  ()"
+    assert ("  Cost: 10 epochs of 50,000 samples at batch 32 on one card, full fine-tune where it fits, else LoRA; a "
+            "floor from peak bf16 and memory bandwidth at the card's list price per hour.") in lines
+    assert run("estimate", str(E5)).splitlines()[0] == "Models / xlm-roberta  (XLMRobertaModel)"
+
+
+def test_the_lora_rank_option_says_what_it_is():
+    assert ("--lora-rank INTEGER RANGE LoRA adapter rank for the LoRA column (adapter memory and cost grow with "
+            "it).") in " ".join(run("estimate", "--help").split())

@@ -22,11 +22,12 @@ HOOK = "http://127.0.0.1:9/hook"  # allowed by TRACKER_DELIVERY_ALLOW_HOSTS; not
 def run(hub_standin, tmp_path, monkeypatch):
     """The real `tracker` command in-process: run(*args, hub=URL) (the stand-in unless told otherwise)."""
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "tracker.toml").write_text('[hub]\nmax_retries = 0\ntimeout = "5s"\n')
+    (tmp_path / "tracker.toml").write_text('[hub]\nmax_retries = 0\ntimeout = "5s"\n\n'
+                                          '[delivery]\nallow_hosts = ["127.0.0.1"]\n')  # set once, in the file
 
     def invoke(*args: str, hub: str | None = None):
         env = {"HF_ENDPOINT": hub or hub_standin.url, "TRACKER_DATABASE_URL": f"sqlite:///{tmp_path}/t.sqlite3",
-               "TRACKER_CONFIG": str(tmp_path / "tracker.toml"), "TRACKER_DELIVERY_ALLOW_HOSTS": "127.0.0.1"}
+               "TRACKER_CONFIG": str(tmp_path / "tracker.toml")}
         return CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
 
     return invoke

@@ -70,6 +70,23 @@ def test_listing_is_idempotent_and_ordered(db_url):
     assert store.repos.get("acme/model").last_seen_sha == sha(3)
 
 
+def test_older_commits_are_put_ahead_of_the_baseline(db_url):
+    store = open_store(db_url, auto_upgrade=True)
+    repo, _ = store.repos.add(RepoId("acme/model"), now=NOW)
+    store.revisions.record_listing(repo, [commit(3)], parent=None, baseline=True, now=NOW)
+    store.revisions.record_listing(repo, [commit(4)], parent=sha(3), baseline=False, now=NOW)
+    assert store.revisions.prepend_listing(repo, [commit(1), commit(2)], before=sha(3), now=NOW) == 2
+    assert store.revisions.prepend_listing(repo, [commit(1), commit(2)], before=sha(3), now=NOW) == 0  # not the baseline
+    rows = store.revisions.of_repo(repo.pk)
+    assert [(r.sha, r.seq, r.parent_sha, r.baseline, r.status) for r in rows] == [
+        (sha(1), 0, None, True, "pending"),
+        (sha(2), 1, sha(1), False, "pending"),
+        (sha(3), 2, sha(2), False, "pending"),
+        (sha(4), 3, sha(3), False, "pending"),
+    ]
+    assert store.repos.get("acme/model").last_seen_sha == sha(4)
+
+
 def _report(row, *, advisories=(), analysed_at=NOW) -> RevisionReport:
     return RevisionReport(repo_pk=row.repo_pk, revision_pk=row.pk, sha=row.sha,
                           snapshot=Snapshot((FileEntry("config.json", 10, "b" * 40),)), diff=None,

@@ -53,7 +53,8 @@ def test_subscribe_list_and_unsubscribe(cli):
     assert all("secret" not in s for s in listed)
     text = cli("subscriptions").output
     assert "whsec_" not in text and "XXXX" not in text and "token" not in text
-    assert text.splitlines()[0].split() == ["1", "webhook", "acme/chat-model", "high+", "[code,", "weights]",
+    assert text.splitlines()[0] == f"  ID  KIND     {'TARGET':40}  SEVERITY [CATEGORIES]  URL"
+    assert text.splitlines()[1].split() == ["1", "webhook", "acme/chat-model", "high+", "[code,", "weights]",
                                             "http://127.0.0.1:8000/hook"]
 
     assert cli("unsubscribe", "2").output == "removed subscription 2\n"
@@ -107,3 +108,36 @@ def test_delivery_settings_from_the_file_and_the_environment(tmp_path):
     config.write_text('[delivery]\nallow_hosts = "localhost"\n')
     with pytest.raises(ConfigError, match=r": \[delivery\] allow_hosts: must be a list of host names or addresses, not 'localhost'$"):
         load_settings(config, env={})
+
+
+def test_a_slack_subscription_needs_no_dns_and_a_webhook_still_does(cli):
+    # .invalid never resolves (RFC 2606): a Slack URL is checked without DNS, and at every send
+    made = cli("subscribe", "acme", "--slack", "https://hooks.slack.invalid/services/T0/B0/XX")
+    assert (made.exit_code, made.stdout, made.stderr) == (
+        0, "subscription 1: slack alerts for acme (info and above)\n",
+        "warning: no repo of acme is watched, so no alert comes until you `tracker watch add acme/NAME`\n")
+    refused = cli("subscribe", "acme", "--webhook", "https://alerts.slack.invalid/in")
+    assert refused.exit_code == 1 and refused.stderr.startswith("error: cannot resolve alerts.slack.invalid: ")
+    plain = cli("subscribe", "acme", "--slack", "http://hooks.slack.invalid/services/T0/B0/XX")
+    assert (plain.exit_code, plain.stderr) == (
+        1, "error: refused: hooks.slack.invalid must be reached over https (plain http only for allow_hosts)\n")
+
+
+def test_subscribe_warns_when_only_this_shell_allows_the_target(tmp_path, hub_standin, db_url):
+    config = tmp_path / "plain.toml"
+    config.write_text("")
+    env = {"HF_ENDPOINT": hub_standin.url, "TRACKER_DATABASE_URL": db_url, "TRACKER_CONFIG": str(config),
+           "TRACKER_DELIVERY_ALLOW_HOSTS": "localhost"}
+    if db_url.startswith("postgresql"):
+        assert CliRunner().invoke(main, ["init"], env=env).exit_code == 0
+    made = CliRunner().invoke(main, ["subscribe", "*", "--webhook", "http://localhost:9/in"], env=env)
+    assert made.exit_code == 0
+    assert made.stdout.splitlines()[0] == "subscription 1: webhook alerts for * (info and above)"
+    assert made.stderr == (
+        "warning: TRACKER_DELIVERY_ALLOW_HOSTS of this shell allows this target, the config file does not (refused: "
+        "localhost resolves to 127.0.0.1, a loopback address (allow it with [delivery] allow_hosts or "
+        "TRACKER_DELIVERY_ALLOW_HOSTS)); a `tracker run` without TRACKER_DELIVERY_ALLOW_HOSTS will not send to it: "
+        f"set [delivery] allow_hosts once in {config}\n")
+    config.write_text('[delivery]\nallow_hosts = ["localhost"]\n')  # set once, where the daemon reads it too
+    again = CliRunner().invoke(main, ["subscribe", "*", "--webhook", "http://localhost:9/in"], env=env)
+    assert (again.exit_code, again.stderr) == (0, "")

@@ -41,7 +41,7 @@ def run_env(tmp_path: Path, hub_standin, db_url: str) -> dict[str, str]:
 def subscribe(env: dict[str, str], target: str, url: str) -> dict:
     result = CliRunner().invoke(main, ["subscribe", target, "--webhook", url, "--json"], env=env)
     assert result.exit_code == 0, result.output
-    return json.loads(result.output)
+    return json.loads(result.stdout)
 
 
 def start(env: dict[str, str], tmp_path: Path, *args: str) -> subprocess.Popen:

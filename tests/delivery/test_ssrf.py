@@ -130,7 +130,9 @@ def test_subscribe_accepts_a_private_target_on_the_allow_list(cli):
     result = cli("subscribe", "*", "--webhook", "http://localhost:9/hook", "--json",
                  TRACKER_DELIVERY_ALLOW_HOSTS="example.org, localhost")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["url"] == "http://localhost:9/hook"
+    assert json.loads(result.stdout)["url"] == "http://localhost:9/hook"
+    assert result.stderr.startswith("warning: TRACKER_DELIVERY_ALLOW_HOSTS of this shell allows this target, the "
+                                    "config file does not (refused: localhost resolves to 127.0.0.1, a loopback ")
 
 
 # -- at send time ------------------------------------------------------------------------------------

@@ -122,7 +122,7 @@ def test_a_row_a_dead_sender_leased_waits_for_its_lease_then_goes_out_with_the_s
 
 def test_a_dead_letter_is_listed_and_retried_from_the_cli(queued, hub_standin, tmp_path):
     tracker, subscribe = queued
-    sub, got = subscribe(script=[500, 500])
+    sub, got = subscribe(script=[500, 500, 500, 500])
     hub_standin.commit(REPO, {"generation_config.json": b'{"eos_token_id": [1, 2]}'}, message="fix eos")
     tracker.poll()
     (row,) = tracker.store.outbox.list_deliveries()
@@ -142,7 +142,8 @@ def test_a_dead_letter_is_listed_and_retried_from_the_cli(queued, hub_standin, t
         (row.id, "dead", 2, 500, "advisory.created", row.webhook_id)]
     assert listed[0]["last_error"].startswith("HTTP 500 from http://127.0.0.1:")
     text = runner.invoke(main, ["deliveries"], env=env).output
-    assert f"{row.id:>6}  dead" in text
+    assert text.splitlines()[0] == "    ID  STATE      SUB      TYPE                ADVISORY  ATTEMPTS  LAST ERROR"
+    assert text.splitlines()[1].startswith(f"{row.id:>6}  dead       sub {sub.id:<4} advisory.created    x_HFUT-")
 
     result = runner.invoke(main, ["deliveries", "retry", str(row.id)], env=env)
     assert (result.exit_code, result.output) == (0, f"delivery {row.id} queued again; `tracker run` sends it\n")
@@ -152,10 +153,17 @@ def test_a_dead_letter_is_listed_and_retried_from_the_cli(queued, hub_standin, t
     missing = runner.invoke(main, ["deliveries", "retry", "999"], env=env)
     assert (missing.exit_code, missing.output) == (1, "error: no delivery 999\n")
 
+    assert runner.invoke(main, ["deliveries", "retry", "--all"], env=env).output == "no dead deliveries to retry\n"
+    drain(worker)  # dead again: every dead letter is sent again at once
+    assert tracker.store.outbox.get_delivery(row.id).state == "dead"
+    every = runner.invoke(main, ["deliveries", "retry", "--all"], env=env)
+    assert (every.exit_code, every.output) == (0, "1 dead delivery queued again; `tracker run` sends them\n")
+    both = runner.invoke(main, ["deliveries", "retry", str(row.id), "--failed"], env=env)
+    assert (both.exit_code, both.output.splitlines()[-1]) == (2, "Error: give a delivery ID, or --all")
     drain(worker)
     sent = tracker.store.outbox.get_delivery(row.id)
     assert (sent.state, sent.attempts, sent.last_status) == ("delivered", 1, 200)
-    assert [r.answered for r in got.got] == [500, 500, 200]
+    assert [r.answered for r in got.got] == [500, 500, 500, 500, 200]
     assert {r.webhook_id for r in got.got} == {row.webhook_id}  # the resend keeps its idempotency key
     assert json.loads(runner.invoke(main, ["deliveries", "--failed", "--json"], env=env).output) == []
     worker.stop()

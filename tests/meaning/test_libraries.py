@@ -77,7 +77,7 @@ def test_tracker_diff_says_first_that_stored_embeddings_are_no_longer_comparable
                         "re-embed the index  (embeddings.incompatible)")
     assert lines[1:] == [
         "  cause: pooling mean → cls",
-        f"{REPO}: {old[:12]} -> {new[:12]}",
+        f"{REPO}: {old[:12]} → {new[:12]}",  # one arrow everywhere
         "libraries: sentence-transformers, transformers",
         "sentence-transformers:",
         "  embeddings:",

@@ -96,6 +96,7 @@ ANSWERS = [
     (errors.HubRateLimited("x", retry_after=3), 503, 14),
     (errors.HubUnavailable("x"), 503, 14),
     (errors.HubDeadlineExceeded("x"), 503, 14),
+    (errors.HubUnreachable("https://huggingface.co", "its name does not resolve"), 503, 14),
     (errors.StoreError("x"), 503, 14),
     (errors.StoreUnavailable("x"), 503, 14),
     (errors.StoreBusy("x"), 503, 14),

@@ -111,7 +111,7 @@ def undeclared_modules() -> list[str]:
 
 def test_importing_every_module_of_the_tracker_needs_only_declared_distributions() -> None:
     blocked = undeclared_modules()
-    assert {"numpy", "gguf", "httpx", "pytest"} <= set(blocked)  # test dependencies, not the tracker's
+    assert {"gguf", "httpx", "pytest"} <= set(blocked)  # test dependencies, not the tracker's (numpy is one: weight deltas)
     run = subprocess.run([sys.executable, "-c", IMPORT_ALL, json.dumps(blocked)], capture_output=True, text=True,
                          timeout=300, cwd=ROOT)
     assert run.returncode == 0, run.stderr[-3000:]

@@ -11,7 +11,7 @@ import pytest
 from tests.core.conftest import config_json
 from tests.ops.conftest import migrated
 from tracker.core.store_types import DeliveryBacklog, RepoHealthRow
-from tracker.surfaces.status import assess, assess_repo, render
+from tracker.surfaces.status import assess, assess_repo, hub_unreachable, render, span
 
 NOT_FOUND = "not found on the Hub (check the id; private and gated repos need HF_TOKEN)"
 
@@ -116,6 +116,32 @@ def test_lag_runs_from_the_commit_to_its_advisory_or_to_its_reading_or_to_now():
                   oldest_pending_listed_at=NOW - timedelta(minutes=30))
     assert assess_repo(waiting, now=NOW, default_every=3600).lag_seconds == 5 * 3600
     assert assess_repo(row(newest_baseline=True), now=NOW, default_every=3600).lag_seconds is None
+    # A backfilled history: the newest commit is a year old, but watching began two hours ago.
+    backfilled = row(newest_date=NOW - timedelta(days=337), created_at=NOW - timedelta(hours=2),
+                     newest_advisory="UPT-1", newest_advisory_at=NOW - timedelta(hours=1))
+    assert assess_repo(backfilled, now=NOW, default_every=3600).lag_seconds == 3600
+
+
+@pytest.mark.parametrize(("seconds", "said"), [
+    (None, "-"), (45, "45 s"), (720, "12 min"), (3 * 3600, "3 h"), (3 * 3600 + 60, "3 h 1 min"),
+    (2 * 86400 + 4 * 3600, "2 d 4 h"), (3 * 86400, "3 d"), (337 * 86400 + 22 * 3600, "337 d"),
+])
+def test_durations_are_human(seconds, said):
+    assert span(seconds) == said
+
+
+def test_the_status_table_shows_minutes_and_human_lags():
+    report = assess([row(newest_advisory="UPT-1", newest_advisory_at=NOW - timedelta(hours=3))], NO_DELIVERIES,
+                    now=NOW, default_every=3600)
+    assert render(report).splitlines()[:2] == [
+        f"{'REPO':40} STATE     LAST POLL        OUTCOME   NEXT DUE         PENDING       LAG  HEALTH",
+        f"{'acme/a':40} active    2026-05-01 11:50 unchanged 2026-05-01 12:50       0       2 h  ok",
+    ]
+
+
+def test_a_fresh_outage_is_less_than_a_minute():
+    assert hub_unreachable(2, 2, NOW - timedelta(seconds=20), now=NOW) == (
+        "Hub unreachable for less than a minute (every poll since 2026-05-01T11:59:40Z failed)")
 
 
 def test_a_deferral_and_a_lease_are_shown_and_need_attention_only():
@@ -133,7 +159,7 @@ def test_a_deferral_and_a_lease_are_shown_and_need_attention_only():
 def test_a_repo_not_polled_for_more_than_n_cycles_is_unhealthy():
     stale = row(last_polled_at=NOW - timedelta(hours=3, minutes=1))
     assert assess_repo(stale, now=NOW, default_every=3600, max_cycles=3).problems == (
-        "acme/a: not polled for 3h1m, more than 3 intervals of 1h (last polled 2026-05-01T08:59:00Z); "
+        "acme/a: not polled for 3 h 1 min, more than 3 intervals of 1 h (last polled 2026-05-01T08:59:00Z); "
         "is `tracker run` running?",)
     assert assess_repo(stale, now=NOW, default_every=3600, max_cycles=4).problems == ()
     never = row(last_polled_at=None, created_at=NOW - timedelta(minutes=5))
@@ -145,7 +171,7 @@ def test_a_poll_backlog_older_than_n_cycles_and_dead_deliveries_are_unhealthy():
     deliveries = DeliveryBacklog(pending=3, retrying=1, dead=2, oldest_pending_at=NOW - timedelta(minutes=5))
     report = assess([backlog, row(repo_id="acme/b")], deliveries, now=NOW, default_every=3600)
     assert report.problems == (
-        "acme/a: 7 revision(s) waiting to be read since 2026-05-01T08:00:00Z, more than 3 intervals of 1h",
+        "acme/a: 7 revision(s) waiting to be read since 2026-05-01T08:00:00Z, more than 3 intervals of 1 h",
         "2 dead deliveries: see `tracker deliveries --failed`, resend with `tracker deliveries retry ID`",
     )
     assert (report.pending_revisions, report.healthy) == (7, False)
@@ -153,13 +179,13 @@ def test_a_poll_backlog_older_than_n_cycles_and_dead_deliveries_are_unhealthy():
         "poll backlog: 7 revision(s) waiting to be read (oldest listed 2026-05-01T08:00:00Z)",
         "deliveries: 3 pending (1 being retried), 2 dead",
         "problems:",
-        "  acme/a: 7 revision(s) waiting to be read since 2026-05-01T08:00:00Z, more than 3 intervals of 1h",
+        "  acme/a: 7 revision(s) waiting to be read since 2026-05-01T08:00:00Z, more than 3 intervals of 1 h",
         "  2 dead deliveries: see `tracker deliveries --failed`, resend with `tracker deliveries retry ID`",
         "status: unhealthy (2 problems)",
     ]
     old_outbox = DeliveryBacklog(pending=1, retrying=1, dead=0, oldest_pending_at=NOW - timedelta(hours=5))
     assert assess([], old_outbox, now=NOW, default_every=3600).problems == (
-        "1 deliveries waiting since 2026-05-01T07:00:00Z, more than 3 intervals of 1h",)
+        "1 deliveries waiting since 2026-05-01T07:00:00Z, more than 3 intervals of 1 h",)
 
 
 # -- the Hub unreachable -------------------------------------------------------------------------------------

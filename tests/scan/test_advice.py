@@ -26,7 +26,7 @@ from tracker.adapters.settings import Settings
 from tracker.app import make_tracker
 from tracker.core.advisory import advisory_id
 from tracker.core.model import RepoId, Severity
-from tracker.pipeline.scan.advice import heft, risk_weight, suggest
+from tracker.pipeline.scan.advice import explain, heft, risk_weight, suggest
 from tracker.pipeline.scan.model import PinStatus
 from tracker.pipeline.scan.source import AdvisorySource
 
@@ -143,3 +143,37 @@ def test_the_rule(branch, pinned, expected):
         weighed = dict(branch)
         again = (expected, weighed[expected]) if expected in weighed else pinned
         assert suggest(branch, pinned=again) == expected
+
+
+def test_each_suggestion_says_what_it_fixes_keeps_and_why_an_older_commit(looked):
+    c = looked.shas
+    reasons = {i: looked.statuses[sha].reason for i, sha in enumerate(c)}
+    assert reasons == {
+        0: "fixes 1 high, 1 moderate",
+        1: "fixes 1 moderate",
+        2: "fixes 2 moderate",
+        3: "fixes 2 moderate",
+        4: None,  # the suggestion itself
+        5: "fixes 1 critical; an older commit than the pin: every newer revision carries worse",
+    }
+    floating = looked.statuses[None]
+    assert floating.reason == "fixes 1 critical; an older commit than the pin: every newer revision carries worse"
+
+
+H1, H2, C1, M1, MU = ("h1", H, "update"), ("h2", H, "update"), ("c1", C, "risk"), ("m1", M, "risk"), ("m2", M, "update")
+
+
+@pytest.mark.parametrize("pin, target, line, older, expected", [
+    pytest.param([C1, H1, H2], [C1], [{"c1", "h1", "h2"}, {"c1"}], False,
+                 "fixes 2 high; keeps 1 critical (no revision without it)", id="the issue's example"),
+    pytest.param([C1, H1], [C1], [{"c1", "h1"}, {"c1"}, {"m9"}], False,
+                 "fixes 1 high; keeps 1 critical (every revision without it carries worse)", id="kept, avoidable"),
+    pytest.param([H1, H2], [M1, MU], [{"h1", "h2"}, {"m1", "m2"}], True,
+                 "fixes 2 high; adds 1 moderate risk, lighter than what it fixes; lacks 1 moderate update (a missing "
+                 "update weighs less than a risk); an older commit than the pin: every newer revision carries worse",
+                 id="older, with what it adds"),
+    pytest.param([], [], [set(), set()], False, "nothing open on either; the newest of the lightest revisions",
+                 id="newer, nothing open"),
+])
+def test_the_reason(pin, target, line, older, expected):
+    assert explain(pin, target, line, older=older) == expected

@@ -133,7 +133,7 @@ def test_text_report_of_one_file(codebase, cli_env, histories):
         f"app.py:10:50  {CHAT}  pinned {r[1][:12]}, 4 behind the head\n"
         f"    [moderate] {removal}  Upstream change in {CHAT}@{r[5][:12]}: weight file removed: "
         "pytorch_model.bin (4,360 bytes) (+1 more)\n"
-        f"    move to {r[5]}\n"
+        f"    move to {r[5]}: fixes 1 moderate\n"
         f"app.py:11:47  {CHAT}  floating\n"
         f"    pin to {r[5]}\n"
         "2 reference(s) in 1 file(s): 1 pinned, 1 floating; 1 affected by 1 advisory\n"

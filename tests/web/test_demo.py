@@ -85,3 +85,20 @@ def test_tracker_demo_on_a_port_in_use_says_so_in_one_line():
                                 text=True, timeout=60)
     assert (result.returncode, result.stdout) == (1, "")
     assert result.stderr == f"error: cannot serve on 127.0.0.1:{port} (Address already in use): pass --port\n"
+
+
+def test_tracker_demo_keep_says_how_to_reuse_what_it_kept_and_serves_it_again(tmp_path):
+    kept = tmp_path / "kept"
+    script = ("import sys; from pathlib import Path; from tracker.surfaces.web.demo import run_demo; "
+              "run_demo(port=0, keep=Path(sys.argv[1]), serve=False)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACKER_", "HF_"))}
+    runs = [subprocess.run([sys.executable, "-c", script, str(kept)], env=env, capture_output=True, text=True,
+                           timeout=600) for _ in range(2)]
+    assert [(r.returncode, r.stderr) for r in runs] == [(0, ""), (0, "")], runs
+    first, again = (r.stdout.splitlines() for r in runs)
+    reuse = (f"kept in {kept}: the stand-in's repos ({kept / 'hub'}) and the database ({kept / 'tracker.sqlite3'}). "
+             f"`tracker demo --keep {kept}` serves them again; or run `python -m hubstandin --root {kept / 'hub'}` "
+             f"and point the tracker at both: TRACKER_DATABASE_URL=sqlite:///{kept / 'tracker.sqlite3'} "
+             "HF_ENDPOINT=http://127.0.0.1:8765 tracker serve")
+    assert first[1] == f"Playing the history of {REPO} (4 revisions), polling after each:" and first[-1] == reuse
+    assert again[1:] == [f"Reusing the demo kept in {kept}: its history was played before", reuse]

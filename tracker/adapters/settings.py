@@ -503,6 +503,8 @@ def load_with_sources(
     config_path = Path(explicit) if explicit else (DEFAULT_CONFIG_PATH if DEFAULT_CONFIG_PATH.exists() else None)
     data: dict[str, Any] = {}
     if config_path is not None:
+        if config_path.exists() and not config_path.is_file():  # a FIFO or a device would block or never end
+            raise SettingsError(f"the config file {config_path} is not a regular file: give a TOML file")
         try:
             data = tomllib.loads(config_path.read_text("utf-8"))
         except FileNotFoundError as exc:

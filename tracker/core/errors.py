@@ -13,7 +13,8 @@
     │   ├── EntryGone                 EntryNotFound: the file is not at that revision
     │   ├── HubRateLimited            429 after our own retries; .retry_after seconds
     │   └── HubUnavailable            5xx / timeouts / network after retries, or a malformed answer
-    │       └── HubDeadlineExceeded   the wall-clock deadline set around a poll (``hub.deadline``) ran out
+    │       ├── HubDeadlineExceeded   the wall-clock deadline set around a poll (``hub.deadline``) ran out
+    │       └── HubUnreachable        the Hub's name does not resolve or its port refuses: not retried
     ├── UpstreamFileError             a file upstream is too large or unreadable (recorded, not fatal)
     ├── NotWatched(LookupError)       a command or request names a repo that is not on the watch list
     ├── NotFound(LookupError)         no subscription, token, watch rule or watched repo by that id or name
@@ -88,6 +89,16 @@ class HubUnavailable(HubError):
 
 class HubDeadlineExceeded(HubUnavailable):
     """The deadline set with ``HubClient.deadline()`` ran out: no more requests in that scope."""
+
+
+class HubUnreachable(HubUnavailable):
+    """The Hub cannot be reached at all (its name does not resolve, or nothing listens on its port): a
+    retry a second later would fail the same way, so it is not retried, and the message says the fix."""
+
+    def __init__(self, endpoint: str, reason: str) -> None:
+        super().__init__(f"cannot reach {endpoint} ({reason}); set HF_ENDPOINT for a mirror, or try `tracker demo`")
+        self.endpoint = endpoint
+        self.reason = reason
 
 
 class UpstreamFileError(TrackerError):

@@ -25,6 +25,7 @@ from tracker.core.errors import (
     HubError,
     HubRateLimited,
     HubUnavailable,
+    HubUnreachable,
     NotWatched,
     RepoDisabled,
     RepoGated,
@@ -66,6 +67,7 @@ class PollResult:
     error: str | None = None
     advisories: int = 0  # advisories this poll raised (revisions and repo events)
     worst_advisory: str | None = None  # the worst severity among them
+    hub_unreachable: bool = False  # the Hub could not be reached at all: said once per cycle, not per repo
 
     def line(self) -> str:
         text = f"{self.repo}: {self.status}"
@@ -207,6 +209,7 @@ class Poller:
             else:
                 self.store.repos.update(repo.pk, last_error=first_line(exc), last_polled_at=now, unreachable_since=None)
             result.status, result.error = PollOutcome.ERROR, first_line(exc)
+            result.hub_unreachable = isinstance(exc, HubUnreachable)
         else:
             done = self.clock()
             self.store.repos.update(repo.pk, last_error=None, defer_until=None, last_polled_at=done,
@@ -282,6 +285,7 @@ class Poller:
         if repo.state != RepoState.ACTIVE or repo.hub_uid is None:
             self._check_identity(repo, result)
         repo = self._reload(repo)
+        read_before = repo.last_seen_sha is not None
         if head.sha != repo.last_seen_sha:
             if repo.last_seen_sha is None:
                 listing = self.hub.commits_since(repo.repo_id, repo.branch, None, limit=backfill + 1)
@@ -306,9 +310,29 @@ class Poller:
                                                                                baseline=False, now=self.clock())
                 result.status = PollOutcome.NEW if result.new_revisions else PollOutcome.UNCHANGED
             repo = self._reload(repo)
+        if backfill and read_before:  # a first poll read its backfill with the baseline
+            older = self._backfill_older(repo, backfill)
+            if older:
+                result.new_revisions += older
+                result.status = PollOutcome.NEW
         result.processed = self.processor.process_pending(repo, progress=progress,
                                                           should_stop=lambda: self._keep_lease(repo))
         self.processor.retry_dependencies(repo)
+
+    def _backfill_older(self, repo: RepoRow, count: int) -> int:
+        """``--backfill N`` on a repo read before: up to N commits older than its baseline, read ahead of it
+        (the baseline becomes a revision diffed against the newest of them). How many were added."""
+        stored = self.store.revisions.of_repo(repo.pk)
+        if not stored or not stored[0].baseline:
+            return 0
+        oldest = stored[0].sha
+        listing = self.hub.commits_since(repo.repo_id, repo.branch, None, limit=len(stored) + count + 1)
+        shas = [c.sha for c in listing.commits]
+        if oldest not in shas:
+            return 0  # not on the branch's line as listed now (a rewrite): nothing older to put before it
+        at = shas.index(oldest)
+        older = list(listing.commits[max(0, at - count):at])
+        return self.store.revisions.prepend_listing(repo, older, before=CommitSha(oldest), now=self.clock())
 
     def _reload(self, repo: RepoRow) -> RepoRow:
         fresh = self.store.repos.get(repo.repo_id)

@@ -88,6 +88,7 @@ class Daemon:
         self.scheduler = scheduler
         self._intervals: dict[str, float] = {}
         self.heartbeat = Heartbeat()
+        self._outage_said = False  # the Hub being unreachable was said in this heartbeat period
         self.cycle = tracker.new_cycle(on_result=self._report)
         self.queue = tracker.queue
         # One summary per cycle, or every 10 minutes when cycles are longer: never silent for longer.
@@ -95,6 +96,11 @@ class Daemon:
 
     def _report(self, result: PollResult) -> None:
         self.heartbeat.add(result)
+        if result.hub_unreachable:  # one line per heartbeat period, not one per repo and tick
+            if not self._outage_said:
+                self._outage_said = True
+                log.warning("%s; polls wait until it answers", result.error)
+            return
         next_try = None
         if result.status in (PollOutcome.ERROR, PollOutcome.NOT_FOUND):  # the cycle has rescheduled it by now
             try:
@@ -115,6 +121,7 @@ class Daemon:
             pending: int | None = self.tracker.store.health.pending_revisions()
         except TrackerError:
             pending = None
+        self._outage_said = False  # an outage still going on is said again in the next period
         line = self.heartbeat.summary(watched=len(self._intervals), period=format_duration(self.heartbeat_every),
                                       pending=pending)
         log.info("%s", line)

@@ -158,6 +158,20 @@ def setup_logging(verbose: int = 0, log_format: str = "text", *, talkative: bool
         lib.setLevel(library)
         lib.handlers.clear()  # uvicorn and alembic install their own; ours is the one
         lib.propagate = True
+    scheduler = logging.getLogger("apscheduler.scheduler")
+    for old_filter in [f for f in scheduler.filters if isinstance(f, SkippedTickFilter)]:
+        scheduler.removeFilter(old_filter)
+    if verbose < 2:
+        scheduler.addFilter(SkippedTickFilter())
+
+
+class SkippedTickFilter(logging.Filter):
+    """Drops APScheduler's "skipped: maximum number of running instances reached": the daemon's tick runs
+    every couple of seconds and skips while the previous one works, which is by design, not a warning
+    (shown again at -vv, with the libraries' internals)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "maximum number of running instances reached" not in str(record.msg)
 
 
 # -- what the daemon says ----------------------------------------------------------------------

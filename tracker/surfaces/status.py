@@ -44,7 +44,7 @@ def iso(value: datetime | None) -> str | None:
 
 
 def span(seconds: float | None) -> str:
-    """A duration as people read it: 45s, 12m, 3h20m, 2d4h."""
+    """A duration as people read it: 45 s, 12 min, 3 h 20 min, 2 d 4 h, 337 d."""
     if seconds is None:
         return "-"
     seconds = int(max(0, seconds))
@@ -52,12 +52,17 @@ def span(seconds: float | None) -> str:
     hours, rest = divmod(rest, 3600)
     minutes, secs = divmod(rest, 60)
     if days:
-        return f"{days}d{hours}h" if hours else f"{days}d"
+        return f"{days} d {hours} h" if hours and days < 10 else f"{days} d"
     if hours:
-        return f"{hours}h{minutes}m" if minutes else f"{hours}h"
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
     if minutes:
-        return f"{minutes}m"
-    return f"{secs}s"
+        return f"{minutes} min"
+    return f"{secs} s"
+
+
+def minute(value: datetime | None) -> str | None:
+    """A time in a table, to the minute (UTC): 2026-05-01 08:59."""
+    return value.strftime("%Y-%m-%d %H:%M") if value else None
 
 
 @dataclass(frozen=True)
@@ -126,20 +131,23 @@ def hub_unreachable(polled: int, unreachable: int, since: datetime | None, *, no
     if polled == 0 or unreachable < polled or since is None:
         return None
     minutes = max(0, int((now - since).total_seconds() // 60))
-    return f"Hub unreachable for {minutes} minute{'' if minutes == 1 else 's'} (every poll since {iso(since)} failed)"
+    lasted = "less than a minute" if minutes == 0 else f"{minutes} minute{'' if minutes == 1 else 's'}"
+    return f"Hub unreachable for {lasted} (every poll since {iso(since)} failed)"
 
 
 def _lag(row: RepoHealthRow, now: datetime) -> float | None:
-    """From the newest commit's date to its advisory (else to its being read; still open while pending)."""
+    """From the newest commit's date to its advisory (else to its being read; still open while pending). A
+    commit older than the watch (a backfilled history) counts from when watching began, not from its date."""
     if row.newest_date is None or row.newest_baseline:
         return None  # a baseline is read when watching starts, however old the commit
+    start = max(row.newest_date, row.created_at)
     if row.newest_advisory_at is not None:
         end = row.newest_advisory_at
     elif row.newest_status == "done" and row.newest_analysed_at is not None:
         end = row.newest_analysed_at
     else:
         end = now
-    return (end - row.newest_date).total_seconds()
+    return max(0.0, (end - start).total_seconds())
 
 
 def assess_repo(row: RepoHealthRow, *, now: datetime, default_every: float,
@@ -216,11 +224,12 @@ def render(report: StatusReport) -> str:
     """The text `tracker status` prints."""
     lines = []
     if report.repos:
-        lines.append(f"{'REPO':40} {'STATE':9} {'LAST POLL':20} {'OUTCOME':9} {'NEXT DUE':20} {'PENDING':>7} "
-                     f"{'LAG':>6}  HEALTH")
+        lines.append(f"{'REPO':40} {'STATE':9} {'LAST POLL':16} {'OUTCOME':9} {'NEXT DUE':16} {'PENDING':>7} "
+                     f"{'LAG':>9}  HEALTH")
         for r in report.repos:
-            lines.append(f"{r.repo:40} {r.state:9} {iso(r.last_poll) or 'never':20} {r.last_outcome or '-':9} "
-                         f"{iso(r.next_due) or '-':20} {r.pending_revisions:>7} {span(r.lag_seconds):>6}  {r.health}")
+            lines.append(f"{r.repo:40} {r.state:9} {minute(r.last_poll) or 'never':16} {r.last_outcome or '-':9} "
+                         f"{minute(r.next_due) or '-':16} {r.pending_revisions:>7} {span(r.lag_seconds):>9}  "
+                         f"{r.health}")
             if r.deferred_until:
                 lines.append(f"    rate limited until {iso(r.deferred_until)}")
             if r.lease_holder:

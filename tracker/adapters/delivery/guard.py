@@ -209,8 +209,9 @@ class TargetGuard:
     def _address_allowed(self, address: IPAddress) -> bool:
         return any(address in net for net in self.networks if net.version == address.version)
 
-    def check(self, url: str) -> CheckedTarget:
-        """Resolve and check ``url``; TargetRefused says why it may not be used."""
+    def check(self, url: str, *, unresolved_ok: bool = False) -> CheckedTarget:
+        """Resolve and check ``url``; TargetRefused says why it may not be used. ``unresolved_ok``: a host name
+        that does not resolve now (offline) passes with no addresses; every send resolves and checks it."""
         try:
             parsed = httpx2.URL(url)
         except (httpx2.InvalidURL, TypeError) as exc:
@@ -223,6 +224,11 @@ class TargetGuard:
         try:
             found = self.resolve(host, port)
         except (OSError, UnicodeError) as exc:
+            if unresolved_ok and not _is_address(host):
+                if parsed.scheme == "http" and not named:
+                    raise TargetRefused(f"refused: {host} must be reached over https (plain http only for "
+                                        "allow_hosts)") from None
+                return CheckedTarget(url=parsed, addresses=())
             raise TargetRefused(f"cannot resolve {host}: {getattr(exc, 'strerror', None) or exc}") from None
         if not found:
             raise TargetRefused(f"cannot resolve {host}: no addresses")
@@ -239,6 +245,14 @@ class TargetGuard:
         if parsed.scheme == "http" and not allowed:
             raise TargetRefused(f"refused: {host} must be reached over https (plain http only for allow_hosts)")
         return CheckedTarget(url=parsed, addresses=tuple(found))
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    return True
 
 
 def make_client(timeout: float) -> httpx2.Client:

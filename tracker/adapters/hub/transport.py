@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import random
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -54,6 +55,7 @@ from tracker.core.errors import (
     HubDeadlineExceeded,
     HubRateLimited,
     HubUnavailable,
+    HubUnreachable,
     RepoDisabled,
     RepoGated,
     RepoGone,
@@ -75,6 +77,33 @@ class _Retryable(Exception):
         self.wait_hint = wait_hint
         self.status = status
 
+
+
+# After the Hub could not be reached at all, requests to it fail at once for this long, without a connection.
+UNREACHABLE_HOLD = 30.0
+_NO_NAME = ("name or service not known", "temporary failure in name resolution", "nodename nor servname",
+            "no address associated with hostname", "name resolution", "getaddrinfo failed")
+
+
+def unreachable_reason(exc: BaseException) -> str | None:
+    """"its name does not resolve" or "connection refused" when that is why a connection failed, else None."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # httpx2 wraps httpcore2's error, which wraps the socket's
+        if seen is None:
+            break
+        if isinstance(seen, socket.gaierror):
+            return "its name does not resolve"
+        if isinstance(seen, ConnectionRefusedError):
+            return "connection refused"
+        seen = seen.__cause__ or seen.__context__
+    if not isinstance(exc, httpx2.ConnectError):
+        return None
+    text = str(exc).lower()
+    if any(words in text for words in _NO_NAME):
+        return "its name does not resolve"
+    if "connection refused" in text or "errno 111" in text:
+        return "connection refused"
+    return None
 
 
 class HubTransport:
@@ -128,6 +157,7 @@ class HubTransport:
         self.on_request = on_request  # told each request's bucket (the Tracker's budget, from make_tracker)
         self.on_rate_limited = on_rate_limited  # told (bucket, seconds) of each 429
         self._local = threading.local()
+        self._down: tuple[float, HubUnreachable] | None = None  # when the Hub last could not be reached at all
 
     # -- deadlines ----------------------------------------------------------------------------
 
@@ -179,6 +209,27 @@ class HubTransport:
             raise HubUnavailable(f"cannot reach {self.endpoint}: offline mode is enabled (HF_HUB_OFFLINE)")
         return deadline.shared_client()
 
+    def _check_down(self, url: httpx2.URL) -> None:
+        """A request to the Hub within UNREACHABLE_HOLD of finding it unreachable fails at once, the same way:
+        one cycle over many repos says the outage once instead of trying (and timing out on) each."""
+        down = self._down
+        if down is not None and origin(url) == self.origin:
+            if time.monotonic() - down[0] < UNREACHABLE_HOLD:
+                raise down[1]
+            self._down = None
+
+    def _raise_if_unreachable(self, target: httpx2.URL, exc: Exception) -> None:
+        """A name that does not resolve, or a port that refuses, is not retried: a second later it fails the
+        same way. On the Hub's own origin it also holds further requests off for a while (_check_down)."""
+        reason = unreachable_reason(exc)
+        if reason is None:
+            return
+        here = origin(target) == self.origin
+        error = HubUnreachable(self.endpoint if here else f"{target.scheme}://{target.netloc.decode()}", reason)
+        if here:
+            self._down = (time.monotonic(), error)
+        raise error from exc
+
     def _wait(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
         hint = exc.wait_hint if isinstance(exc, _Retryable) else None
@@ -192,6 +243,7 @@ class HubTransport:
     ) -> httpx2.Response:
         """One try: send, follow redirects by hand, answer a streaming response (status not retryable)."""
         self._check_poll_deadline(f"{method} {url}")
+        self._check_down(url)
         at = time.monotonic() + self.request_deadline
         poll = self._poll_deadline()
         deadline.set_current(min(at, poll[0]) if poll is not None else at)
@@ -215,6 +267,7 @@ class HubTransport:
                 raise _Retryable(f"{method} {url}: {reason}") from exc
             except (httpx2.NetworkError, httpx2.RemoteProtocolError) as exc:
                 metrics.hub_answer(None)
+                self._raise_if_unreachable(target, exc)
                 raise _Retryable(f"{method} {url}: {type(exc).__name__}: {exc}") from exc
             except (httpx2.HTTPError, httpx2.InvalidURL, httpx2.StreamError, OfflineModeIsEnabled) as exc:
                 raise HubUnavailable(f"{method} {url}: {type(exc).__name__}: {exc}") from exc

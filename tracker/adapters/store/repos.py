@@ -44,9 +44,10 @@ class RepoStore:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def add(self, repo_id: RepoId, *, branch: str = "main", every: float | None = None,
+    def add(self, repo_id: RepoId, *, branch: str | None = None, every: float | None = None,
             now: datetime) -> tuple[RepoRow, bool]:
-        """Watch a repo; returns (row, created). Re-adding updates branch and interval.
+        """Watch a repo (on ``main`` unless ``branch``); returns (row, created). Re-adding updates the branch and
+        interval given, and leaves a setting not given (None) as it was.
 
         An upsert: the insert does nothing when the repo is watched already (``ON CONFLICT DO
         NOTHING``, on SQLite and PostgreSQL alike), so concurrent adds of one repo make one row, one
@@ -55,11 +56,12 @@ class RepoStore:
         insert_ = sqlite_insert if self.db.dialect == "sqlite" else pg_insert
         with self.db.transaction() as conn:
             inserted = conn.execute(insert_(repos).values(
-                repo_id=repo_id, branch=branch, every_seconds=every, state="active", created_at=now,
+                repo_id=repo_id, branch=branch or "main", every_seconds=every, state="active", created_at=now,
             ).on_conflict_do_nothing(index_elements=["repo_id"]).returning(repos.c.id)).first()
             if inserted is None:
-                conn.execute(update(repos).where(repos.c.repo_id == repo_id)
-                             .values(branch=branch, every_seconds=every))
+                changes = {k: v for k, v in (("branch", branch), ("every_seconds", every)) if v is not None}
+                if changes:
+                    conn.execute(update(repos).where(repos.c.repo_id == repo_id).values(**changes))
             row = conn.execute(select(repos).where(repos.c.repo_id == repo_id)).one()
             return repo_row(row), inserted is not None
 

@@ -130,6 +130,39 @@ class RevisionStore:
             conn.execute(update(repos).where(repos.c.id == repo.pk).values(last_seen_sha=listed[-1].sha))
             return inserted
 
+    def prepend_listing(self, repo: RepoRow, older: Sequence[Commit], *, before: CommitSha, now: datetime) -> int:
+        """Insert commits older than the baseline ``before`` (oldest first) as pending revisions ahead of it,
+        atomically: the oldest becomes the baseline, and ``before`` a pending revision diffed against the
+        newest of them (read again). Returns how many were inserted (0 when ``before`` is not the baseline)."""
+        if not older:
+            return 0
+        with self.db.transaction() as conn:
+            first = conn.execute(select(revisions).where(and_(revisions.c.repo_pk == repo.pk,
+                                                              revisions.c.sha == before))).first()
+            if first is None or not first.baseline:
+                return 0
+            known = set(conn.execute(select(revisions.c.sha).where(
+                and_(revisions.c.repo_pk == repo.pk, revisions.c.sha.in_([c.sha for c in older])))).scalars())
+            fresh = [c for c in older if c.sha not in known]
+            if not fresh:
+                return 0
+            shift = len(fresh)
+            # Make room at the front of the listing order without breaking (repo, seq) uniqueness mid-statement.
+            mine = revisions.c.repo_pk == repo.pk
+            conn.execute(update(revisions).where(mine).values(seq=-(revisions.c.seq + shift) - 1))
+            conn.execute(update(revisions).where(mine).values(seq=-revisions.c.seq - 1))
+            previous: str | None = None
+            for seq, commit in enumerate(fresh):
+                conn.execute(insert(revisions).values(
+                    repo_pk=repo.pk, sha=commit.sha, seq=seq, parent_sha=previous, date=commit.date,
+                    title=commit.title, message=commit.message, authors=list(commit.authors),
+                    status="pending", baseline=previous is None, backlog=False))
+                previous = commit.sha
+            conn.execute(update(revisions).where(revisions.c.id == first.id).values(
+                baseline=False, parent_sha=previous, status="pending"))
+            insert_edges(conn, repo.pk, [(c.sha, c.parents[0] if c.parents else None) for c in fresh], now)
+            return shift
+
     # -- reading ------------------------------------------------------------------------------
 
     def pending(self, repo_pk: int) -> list[RevisionRow]:

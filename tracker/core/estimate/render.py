@@ -5,7 +5,7 @@ from __future__ import annotations
 from tracker.core.escaping import escape_lines
 from tracker.core.estimate.cards import CARDS_BY_NAME
 from tracker.core.estimate.core import Estimate
-from tracker.core.estimate.memory import HEADROOM
+from tracker.core.estimate.memory import COST_BATCH, COST_EPOCHS, COST_SAMPLES, HEADROOM
 
 
 def _gb(x: float | None) -> str:
@@ -31,7 +31,7 @@ def render_card(est: Estimate) -> str:
     s, r = est.seq_len, est.lora_rank
     t4 = est.card("T4")
     lines = [
-        f"Models / {est.model_type}  ({est.architecture})",
+        f"Models / {est.model_type}" + (f"  ({est.architecture})" if est.architecture else ""),
         f"Fine-tuning at batch 1 and {s} tokens takes about {_gb(est.full_finetune_gb)} GB for a full fine-tune"
         f" ({_batch(t4.full_batch, t4.full_borderline)} on one T4 16 GB) and {_gb(est.lora_gb)} GB with LoRA r={r}"
         " on a bf16 base. Estimated from the model's structure, not measured.",
@@ -51,6 +51,9 @@ def render_card(est: Estimate) -> str:
             f"  {CARDS_BY_NAME[c.card].label:<14}{_batch(c.full_batch, c.full_borderline):<24}"
             f"{_batch(c.lora_batch, c.lora_borderline):<24}{('batch ' + str(c.serve_batch)) if c.serve_batch else 'does not fit':<14}{cost:>14}"
         )
+    lines.append(f"  Cost: {COST_EPOCHS} epochs of {COST_SAMPLES:,} samples at batch {COST_BATCH} on one card, full "
+                 "fine-tune where it fits, else LoRA; a floor from peak bf16 and memory bandwidth at the card's list "
+                 "price per hour.")
     lines += ["", f"Structure: {len(est.structure)} nodes, output shapes at {s} tokens"]
     rows = est.structure
     shown = rows if len(rows) <= 16 else (*rows[:8], None, *rows[-4:])

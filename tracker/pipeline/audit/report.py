@@ -132,6 +132,7 @@ class AuditReport:
             "advisories": [{"id": a.id, "severity": a.severity.value, "kind": a.kind, "summary": a.summary}
                            for a in (status.advisories if status else ())],
             "suggested_revision": status.suggested if status else None,
+            "suggestion_reason": status.reason if status else None,
             "notes": list(status.notes) if status else [],
             "failing": self.failing(entry),
         }
@@ -169,7 +170,7 @@ class AuditReport:
             for hit in status.advisories:
                 out.append(f"    [{hit.severity.value}] {hit.id}  {hit.summary}")
             if status.suggested and status.suggested != rev.sha:
-                out.append(f"    move to {status.suggested}")
+                out.append(f"    move to {status.suggested}" + (f": {status.reason}" if status.reason else ""))
             for note in status.notes:
                 out.append(f"    note: {note}")
         return out

@@ -15,7 +15,7 @@ candidate is told to stay where it is.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 from tracker.core.model import AdvisoryKind, Severity
 
@@ -66,3 +66,46 @@ def suggest(branch: Sequence[tuple[str, Open]], *, pinned: tuple[str, Open] | No
         if off_line and (best is None or heft(advisories) < best[1]):
             return sha
     return best[0] if best is not None else None
+
+
+Held = Sequence[tuple[str, Severity, str]]
+"""The advisories open on a revision by id: (advisory id, severity, kind) each."""
+
+
+def counted(severities: Iterable[Severity]) -> str:
+    """"1 critical, 2 high": how many of each severity, worst first."""
+    counts = weight(severities)
+    return ", ".join(f"{n} {s.value}" for n, s in zip(counts, _ORDER, strict=True) if n)
+
+
+def explain(pin: Held, target: Held, line: Sequence[Collection[str]], *, older: bool) -> str:
+    """Why the suggestion ``target`` beats the ``pin``: what it fixes, adds and keeps, by severity.
+
+    ``line`` holds the ids open on each revision of the branch read; an advisory open on all of them is
+    kept because no revision is without it, any other because each revision without it weighs more.
+    ``older``: the suggestion is an older commit than the pin, which needs saying.
+    """
+    pin_ids, target_ids = {i for i, _, _ in pin}, {i for i, _, _ in target}
+    fixed = [s for i, s, _ in pin if i not in target_ids]
+    lacks = [s for i, s, kind in target if i not in pin_ids and kind != AdvisoryKind.RISK]
+    risks = [s for i, s, kind in target if i not in pin_ids and kind == AdvisoryKind.RISK]
+    kept = [(i, s) for i, s, _ in target if i in pin_ids]
+    everywhere = [s for i, s in kept if line and all(i in ids for ids in line)]
+    avoidable = [s for i, s in kept if not (line and all(i in ids for ids in line))]
+    parts = []
+    if fixed:
+        parts.append(f"fixes {counted(fixed)}")
+    if risks:
+        parts.append(f"adds {counted(risks)} risk, lighter than what it fixes")
+    if lacks:
+        parts.append(f"lacks {counted(lacks)} update (a missing update weighs less than a risk)")
+    if everywhere:
+        parts.append(f"keeps {counted(everywhere)} (no revision without {'it' if len(everywhere) == 1 else 'them'})")
+    if avoidable:
+        one = len(avoidable) == 1
+        parts.append(f"keeps {counted(avoidable)} (every revision without {'it' if one else 'them'} carries worse)")
+    if not parts:
+        parts.append("nothing open on either; the newest of the lightest revisions")
+    if older:
+        parts.append("an older commit than the pin: every newer revision carries worse")
+    return "; ".join(parts)

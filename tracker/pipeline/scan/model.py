@@ -102,7 +102,7 @@ class PinStatus:
     head (``None`` when it is not on the branch or could not be read);
     ``suggested`` is the revision to move to (``tracker.pipeline.scan.advice``: the newest
     of the branch's least-advised revisions, the same wherever the pin is).
-    ``note`` says what could not be checked.
+    ``note`` says what could not be checked; ``reason`` why the suggestion, beside it.
     """
 
     repo: RepoId
@@ -113,6 +113,7 @@ class PinStatus:
     advisories: tuple[AdvisoryHit, ...] = ()
     suggested: str | None = None
     notes: tuple[str, ...] = field(default=())
+    reason: str | None = None  # why the suggestion: what it fixes, adds and keeps (advice.explain)
     facts: ModelFacts | None = None  # read only when a report asks for model cards
 
     @property

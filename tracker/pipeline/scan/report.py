@@ -122,6 +122,7 @@ class ScanReport:
             "advisories": [{"id": a.id, "severity": a.severity.value, "kind": a.kind, "summary": a.summary}
                            for a in (status.advisories if status else ())],
             "suggested_revision": status.suggested if status else None,
+            "suggestion_reason": status.reason if status else None,
             "source": ref.source.value,
             "via": ref.via,
             "notes": list(status.notes) if status else [],
@@ -174,7 +175,7 @@ class ScanReport:
             current = ref.ref if ref.pinned else None
             if status.suggested and status.suggested != current:
                 verb = "move to" if ref.pinned else "pin to"
-                out.append(f"    {verb} {status.suggested}")
+                out.append(f"    {verb} {status.suggested}" + (f": {status.reason}" if status.reason else ""))
             elif status.advisories and status.suggested is None:
                 out.append("    no revision on the branch is free of these advisories")
             for note in status.notes:

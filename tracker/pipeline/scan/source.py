@@ -36,7 +36,7 @@ from tracker.core.advisory.record import Advisory
 from tracker.core.errors import TrackerError, first_line
 from tracker.core.model import AdvisoryRow, RepoId, Severity, Snapshot
 from tracker.pipeline.ports import Store
-from tracker.pipeline.scan.advice import Open, suggest
+from tracker.pipeline.scan.advice import Open, explain, suggest
 from tracker.pipeline.scan.card import model_facts
 from tracker.pipeline.scan.model import AdvisoryHit, ModelFacts, PinStatus
 
@@ -160,6 +160,16 @@ class _Branch:
     def answer(self, sha: str | None) -> _Answer:
         assert sha is not None
         return _Answer(revision=sha, vulns=self.records[sha], head=self.head, behind=self.position[sha])
+
+
+def _reason(view: _Branch, revision: str, hits: tuple[AdvisoryHit, ...], suggested: str | None) -> str | None:
+    """Why ``suggested`` rather than ``revision`` (None when they are the same, or nothing is suggested)."""
+    if suggested is None or suggested == revision or suggested not in view.records:
+        return None
+    target = [(a.id, _severity(a.severity), a.kind) for a in view.records[suggested]]
+    line = [{a.id for a in view.records[sha]} for sha, _ in view.line]
+    older = revision in view.position and view.position[suggested] > view.position[revision]
+    return explain([(h.id, h.severity, h.kind) for h in hits], target, line, older=older)
 
 
 def _message(exc: BaseException) -> str:
@@ -372,8 +382,10 @@ class AdvisorySource:
         pinned = (found.revision, [(h.severity, h.kind) for h in hits]) if found.known else None
         suggested = suggest(view.line, pinned=pinned) if found.head is not None else None
         facts = self._facts(tracker, repo, found.revision) if self.cards and found.known else None
+        reason = _reason(view, found.revision, hits, suggested) if found.known else None
         return PinStatus(repo=repo, ref=ref, revision=found.revision if found.known else None, head=found.head,
-                         behind=found.behind, advisories=hits, suggested=suggested, notes=notes, facts=facts)
+                         behind=found.behind, advisories=hits, suggested=suggested, notes=notes, facts=facts,
+                         reason=reason)
 
     def _facts(self, tracker: TrackerLike, repo: RepoId, sha: str) -> ModelFacts | None:
         """The model facts of a revision the store read: its config.json, card and memory estimate.

@@ -11,6 +11,7 @@ CLI and the API both do is in :mod:`tracker.usecases`; the commands parse and fo
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from datetime import datetime
@@ -105,11 +106,55 @@ def iso(value: datetime | None) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value else None
 
 
+def minute(value: datetime | None) -> str | None:
+    """A time in a table or a listing, to the minute (UTC): 2026-12-01 10:00."""
+    return value.strftime("%Y-%m-%d %H:%M") if value else None
+
+
+def plain_text() -> bool:
+    """ASCII arrows: NO_COLOR is set (no-color.org), or stdout cannot encode "→" (LANG=C, an ASCII pipe)."""
+    if os.environ.get("NO_COLOR"):
+        return True
+    encoding: str = getattr(sys.stdout, "encoding", None) or "utf-8"
+    try:
+        "→".encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        return True
+    return False
+
+
+def arrows(text: str) -> str:
+    """One arrow everywhere: "→", or "->" where plain_text() says so (the findings hold both)."""
+    return text.replace("→", "->") if plain_text() else text.replace(" -> ", " → ")
+
+
 def emit_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
-@click.group()
+def os_error_line(exc: OSError) -> str:
+    """An operating-system error as one line naming the path and the cause: ``/proc/nope: No such file or
+    directory``."""
+    cause = exc.strerror or type(exc).__name__
+    paths = [str(p) for p in (exc.filename, exc.filename2) if p is not None]
+    return f"{' to '.join(paths)}: {cause}" if paths else f"{cause}: {exc}" if str(exc) != cause else cause
+
+
+class TrackerGroup(click.Group):
+    """The root group: whatever a command meets in the file system (a missing or unreadable path, a special
+    file, a full disk) is one line on stderr and exit 1, never a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            raise  # click's own handling: the reader went away (`tracker events | head`)
+        except OSError as exc:
+            click.echo(f"error: {os_error_line(exc)}", err=True)
+            sys.exit(1)
+
+
+@click.group(cls=TrackerGroup)
 @click.option("--config", "config", type=click.Path(dir_okay=False), envvar="TRACKER_CONFIG",
               help="Config file (default: ./config/tracker.toml when present).")
 @click.option("-v", "--verbose", count=True, help="More logging (-vv for debug and library internals).")

@@ -142,8 +142,8 @@ def serve(obj: Context, host: str | None, port: int | None) -> None:
 def reanalyse(obj: Context, repo_ids: tuple[str, ...]) -> None:
     """Re-run the analysis of every stored revision with the current rules; advisories follow."""
     ids = [parse_repo_id(r) for r in repo_ids]  # bad ids are bad usage, before anything opens
-    for repo_id, changed in usecases.reanalyse(obj.tracker(), ids):
-        click.echo(f"{repo_id}: {changed} revision(s) re-analysed")
+    for done in usecases.reanalyse(obj.tracker(), ids):
+        click.echo(done.line())
 
 
 # -- scanning a codebase ------------------------------------------------------------------------
@@ -168,6 +168,8 @@ def scan(obj: Context, path: str, output_format: str, fail_on: tuple[str, ...], 
     from tracker import __version__
     from tracker.surfaces.cli.scan_command import run_scan
 
+    if not Path(path).is_dir() and not Path(path).is_file():  # a FIFO or a device: nothing a codebase holds
+        raise click.BadParameter(f"{path} is not a regular file or a folder", param_hint="'PATH'")
     output, code = run_scan(Path(path), settings=obj.settings, user_tracker=obj.tracker,
                             output_format=output_format, fail_on=fail_on, watch=watch, version=__version__)
     click.echo(output, nl=False)

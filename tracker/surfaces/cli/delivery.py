@@ -10,7 +10,7 @@ import click
 from tracker import usecases
 from tracker.core.errors import ConfigError
 from tracker.core.escaping import escape_controls
-from tracker.core.model import SEVERITY_NAMES
+from tracker.core.model import SEVERITY_NAMES, ChannelKind
 from tracker.surfaces.cli import (  # the group and the helpers every command shares
     Context,
     emit_json,
@@ -50,10 +50,16 @@ def subscribe(obj: Context, target: str, *, slack_url: str | None, webhook_url: 
     try:
         wanted = usecases.NewSubscription.to_one_of(target, slack=slack_url, webhook=webhook_url,
                                                     min_severity=min_severity, categories=categories)
-        done = usecases.subscribe(obj.tracker(), wanted)  # TargetRefused: one line, exit 1
-    except ConfigError as exc:  # which channel, the target or a category
+    except ConfigError as exc:  # not exactly one channel
         raise click.BadParameter(str(exc)) from exc
     kind = wanted.kind
+    warning = _daemon_would_refuse(obj, wanted.url, unresolved_ok=kind == ChannelKind.SLACK)
+    if warning:
+        click.echo(f"warning: {warning}", err=True)
+    try:
+        done = usecases.subscribe(obj.tracker(), wanted)  # TargetRefused: one line, exit 1
+    except ConfigError as exc:  # the target or a category
+        raise click.BadParameter(str(exc)) from exc
     sub = done.subscription
     if as_json:
         emit_json({**_subscription_json(sub), "secret": done.secret})
@@ -64,6 +70,29 @@ def subscribe(obj: Context, target: str, *, slack_url: str | None, webhook_url: 
         click.echo(f"signing secret (shown once, keep it safe): {done.secret}")
     if not done.watched:
         _warn_unwatched(sub.target)
+
+
+def _daemon_would_refuse(obj: Context, url: str, *, unresolved_ok: bool) -> str | None:
+    """Why a daemon reading only the config file would refuse ``url``, when this shell allows it through
+    ``TRACKER_DELIVERY_ALLOW_HOSTS`` alone (a `tracker run` started elsewhere does not have it); else None."""
+    import os
+
+    from tracker.adapters.delivery.guard import TargetGuard, TargetRefused
+    from tracker.adapters.settings import load_settings, load_with_sources
+
+    _, sources = load_with_sources(obj.config)
+    origin = sources.get("delivery.allow_hosts", "")
+    if not origin.startswith("env "):
+        return None  # the file's setting (or none): the daemon reads the same
+    variable = origin.removeprefix("env ")
+    from_file = load_settings(obj.config, env={k: v for k, v in os.environ.items() if k != variable})
+    try:
+        TargetGuard(from_file.delivery.allow_hosts).check(url, unresolved_ok=unresolved_ok)
+    except TargetRefused as exc:
+        where = obj.settings.config_path or "config/tracker.toml"
+        return (f"{variable} of this shell allows this target, the config file does not ({exc}); a `tracker run` "
+                f"without {variable} will not send to it: set [delivery] allow_hosts once in {where}")
+    return None
 
 
 def _warn_unwatched(target: str) -> None:
@@ -88,6 +117,7 @@ def subscriptions(tracker: Tracker, as_json: bool) -> None:
     if not rows:
         click.echo("no subscriptions; add one with `tracker subscribe TARGET --webhook URL`")
         return
+    click.echo(f"{'ID':>4}  {'KIND':7}  {'TARGET':40}  SEVERITY [CATEGORIES]  URL")
     for s in rows:
         scope = f" [{', '.join(s.categories)}]" if s.categories else ""
         click.echo(f"{s.id:>4}  {s.kind:7}  {s.target:40}  {s.min_severity}+{scope}  {usecases.redacted_url(s.kind, s.url)}")
@@ -130,6 +160,7 @@ def _list_deliveries(obj: Context, failed: bool, as_json: bool) -> None:
     if not rows:
         click.echo("no failed deliveries" if failed else "no deliveries")
         return
+    click.echo(f"{'ID':>6}  {'STATE':9}  {'SUB':8} {'TYPE':19} ADVISORY  ATTEMPTS  LAST ERROR")
     for d in rows:
         error = f"  {escape_controls(d.last_error)}" if d.last_error and d.state != "delivered" else ""
         click.echo(f"{d.id:>6}  {d.state:9}  sub {d.subscription_id:<4} {d.event_type:19} {d.advisory_id}  "
@@ -137,10 +168,20 @@ def _list_deliveries(obj: Context, failed: bool, as_json: bool) -> None:
 
 
 @deliveries.command("retry")
-@click.argument("delivery_id", type=int)
+@click.argument("delivery_id", type=int, required=False)
+@click.option("--all", "--failed", "every", is_flag=True, help="Every dead delivery, oldest first.")
 @pass_tracker
-def deliveries_retry(tracker: Tracker, delivery_id: int) -> None:
-    """Send a dead delivery again (with the same webhook-id)."""
+def deliveries_retry(tracker: Tracker, delivery_id: int | None, every: bool = False) -> None:
+    """Send a dead delivery again (with the same webhook-id), or every dead one (--all)."""
+    if every == (delivery_id is not None):
+        raise click.UsageError("give a delivery ID, or --all")
+    if delivery_id is None:
+        dead = [d.id for d in tracker.store.outbox.list_deliveries(failed=True) if d.state == "dead"]
+        queued = sum(tracker.store.outbox.retry_delivery(i, now=tracker.clock()) for i in dead)
+        noun = "delivery" if queued == 1 else "deliveries"
+        click.echo(f"{queued} dead {noun} queued again; `tracker run` sends them" if queued
+                   else "no dead deliveries to retry")
+        return
     row = tracker.store.outbox.get_delivery(delivery_id)
     if row is None:
         click.echo(f"error: no delivery {delivery_id}", err=True)

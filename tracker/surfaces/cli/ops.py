@@ -15,6 +15,7 @@ from tracker.surfaces.cli import (  # the group and the helpers every command sh
     fail_cleanly,
     iso,
     main,
+    minute,
     pass_tracker,
 )
 
@@ -93,8 +94,8 @@ def token_list(tracker: Tracker, as_json: bool) -> None:
         click.echo("no tokens; make one with `tracker token create NAME`")
         return
     for r in rows:
-        click.echo(f"{r.name:30} trk_{r.key_id}_…  created {iso(r.created_at)}  "
-                   f"last used {iso(r.last_used_at) or 'never'}")
+        click.echo(f"{r.name:30} trk_{r.key_id}_…  created {minute(r.created_at)}  "
+                   f"last used {minute(r.last_used_at) or 'never'}")
 
 
 @token.command("revoke")

@@ -12,10 +12,12 @@ from tracker.core.escaping import escape_controls
 from tracker.core.model import Finding, RepoId, sort_findings
 from tracker.surfaces.cli import (  # the group and the helpers every command shares
     Context,
+    arrows,
     emit_json,
     fail_cleanly,
     iso,
     main,
+    minute,
     parse_repo_id,
     pass_tracker,
     require_repo,
@@ -76,10 +78,37 @@ def revisions(tracker: Tracker, repo_id: str, as_json: bool, branch: str, limit:
         worst = f"[{r.worst_severity}] " if r.worst_severity else ""
         status = "" if r.status == "done" else f" ({r.status})"
         click.echo(f"{date}  {r.sha[:12]}  {worst}{escape_controls(r.title or '')}{status}")
-        if r.summary:
-            click.echo(f"    {escape_controls(r.summary)}")
-        for f in (r.findings or [])[1:3]:
-            click.echo(f"    - [{f['severity']}] {escape_controls(f['summary'])}")
+        more = f"`tracker diff {repo.repo_id} {r.parent_sha[:12]} {r.sha[:12]}`" if r.parent_sha else "`--json`"
+        for line in finding_lines(r.findings or [], more=more):
+            click.echo(arrows(line))
+
+
+FINDING_LINES = 6  # per revision in `tracker revisions`; the rest is one line saying where to read it
+
+
+def finding_lines(findings: list[dict[str, Any]], *, more: str) -> list[str]:
+    """Each finding once, with its code: findings that say the same thing (eos_token_id in config.json and in
+    generation_config.json) share a line and list their codes; several of one code (serving on each of 8
+    cards) are its first and a count."""
+    entries: dict[str, list[Any]] = {}  # summary -> [severity, summary, codes, others of the same code]
+    by_code: dict[str, str] = {}
+    for f in findings:
+        code, summary = str(f["code"]), escape_controls(str(f["summary"])).replace(" -> ", " → ")
+        if code in by_code and by_code[code] != summary:
+            entries[by_code[code]][3] += 1
+            continue
+        # The same change said twice (parameters, by the estimate and by the checkpoint's header): one line.
+        summary = next((k for k in entries if len(min(k, summary, key=len)) >= 20 and (summary in k or k in summary)),
+                       summary)
+        entry = entries.setdefault(summary, [f["severity"], summary, [], 0])
+        if code not in entry[2]:
+            entry[2].append(code)
+        by_code.setdefault(code, summary)
+    lines = [f"    - [{severity}] {summary}" + (f" (+{others} more like it)" if others else "") + f"  ({', '.join(codes)})"
+             for severity, summary, codes, others in entries.values()]
+    if len(lines) > FINDING_LINES:
+        lines = [*lines[:FINDING_LINES], f"    (+{len(lines) - FINDING_LINES} more: {more})"]
+    return lines
 
 
 def _upstream_revisions(tracker: Tracker, repo_id: RepoId, *, branch: str, limit: int, as_json: bool) -> None:
@@ -157,14 +186,15 @@ def diff(tracker: Tracker, repo_id: str, old: str, new: str, as_json: bool) -> N
         emit_json(analysis.diff_json(old_side[0], new_side[0]))
         return
     for line in verdict_lines(findings, analysis.libraries):  # what a team with a vector index reads first
-        click.echo(line)
-    click.echo(f"{repo_id}: {old_side[0][:12]} -> {new_side[0][:12]}")
+        click.echo(arrows(line))
+    click.echo(arrows(f"{repo_id}: {old_side[0][:12]} -> {new_side[0][:12]}"))
     if analysis.libraries or analysis.old_libraries:
         libs = analysis.libraries if analysis.libraries == analysis.old_libraries else None
-        click.echo(f"libraries: {', '.join(libs)}" if libs else
-                   f"libraries: {', '.join(analysis.old_libraries) or '(none)'} -> {', '.join(analysis.libraries) or '(none)'}")
+        click.echo(arrows(f"libraries: {', '.join(libs)}" if libs else
+                          f"libraries: {', '.join(analysis.old_libraries) or '(none)'} -> "
+                          f"{', '.join(analysis.libraries) or '(none)'}"))
     for line in format_findings(findings):
-        click.echo(line)
+        click.echo(arrows(line))
     files = raw.files
     for label in ("added", "removed", "changed"):
         for item in files[label]:
@@ -185,9 +215,12 @@ def events(tracker: Tracker, repo_id: str | None, as_json: bool) -> None:
         emit_json([{"repo": e.repo_id, "kind": e.kind, "revision": e.revision_sha, "detail": e.detail,
                      "created_at": iso(e.created_at)} for e in rows])
         return
+    if not rows:
+        click.echo(f"no events for {repo_id}" if repo_id else "no events: no upstream surprises in any watched repo")
+        return
     for e in rows:
         detail = escape_controls(json.dumps(e.detail, default=str, ensure_ascii=False))
-        click.echo(f"{iso(e.created_at)}  {e.repo_id}  {e.kind}  {detail}")
+        click.echo(f"{minute(e.created_at)}  {e.repo_id}  {e.kind}  {detail}")
 
 
 # -- estimator ----------------------------------------------------------------------------------
@@ -198,7 +231,8 @@ def events(tracker: Tracker, repo_id: str | None, as_json: bool) -> None:
 @click.option("--revision", default=None, help="For a repo: the revision (default: the branch head).")
 @click.option("--seq-len", type=click.IntRange(min=1, max=1 << 30), default=None,
               help="Training/serving sequence length.")  # max: tracker.core.estimate.plausible.MAX_CONTEXT
-@click.option("--lora-rank", type=click.IntRange(min=1, max=65_536), default=16, show_default=True)  # MAX_RANK
+@click.option("--lora-rank", type=click.IntRange(min=1, max=65_536), default=16, show_default=True,  # MAX_RANK
+              help="LoRA adapter rank for the LoRA column (adapter memory and cost grow with it).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
 @fail_cleanly
@@ -210,17 +244,10 @@ def estimate(obj: Context, target: str, *, revision: str | None, seq_len: int | 
     from tracker.core.estimate import estimate as run_estimate
     from tracker.core.estimate import render_card
 
-    path = Path(target)
+    path = Path(target).expanduser()
     headers = None
-    if path.exists():
-        config_path = path / "config.json" if path.is_dir() else path
-        from tracker.core.findings.config import DEFAULT_MAX_BYTES, load_json_object
-
-        try:  # bounded like polling: size, depth and element count; one line on failure
-            with config_path.open("rb") as f:
-                config = load_json_object(f.read(DEFAULT_MAX_BYTES + 1))
-        except (OSError, ValueError) as exc:
-            raise click.BadParameter(f"{config_path}: {exc}") from exc
+    if path.exists() or _looks_like_path(target):
+        config = _local_config(path, target)
         if path.is_dir():
             headers = _local_headers(path)
     else:
@@ -236,6 +263,29 @@ def estimate(obj: Context, target: str, *, revision: str | None, seq_len: int | 
         emit_json(result.to_json())
     else:
         click.echo(render_card(result))
+
+
+def _looks_like_path(target: str) -> bool:
+    """TARGET is meant as a file, not a repo id: it starts like a path or names a JSON file."""
+    return target.startswith(("/", "./", "../", "~")) or target.endswith(".json") or target.count("/") > 1
+
+
+def _local_config(path: Any, given: str) -> Any:
+    """The config.json of a local file or folder, bounded like polling; one line when it cannot be read."""
+    from tracker.core.findings.config import DEFAULT_MAX_BYTES, load_json_object
+
+    config_path = path / "config.json" if path.is_dir() else path
+    if not config_path.exists():
+        raise click.BadParameter(f"no such file: {given if config_path == path else config_path}")
+    if not config_path.is_file():  # a FIFO or a device would block or never end
+        raise click.BadParameter(f"{config_path} is not a regular file: give a config.json or a model folder")
+    try:  # bounded like polling: size, depth and element count; one line on failure
+        with config_path.open("rb") as f:
+            return load_json_object(f.read(DEFAULT_MAX_BYTES + 1))
+    except OSError as exc:
+        raise click.BadParameter(f"{config_path}: {exc.strerror or exc}") from exc
+    except ValueError as exc:
+        raise click.BadParameter(f"{config_path}: {exc}") from exc
 
 
 def _local_headers(folder: Any) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from tracker.surfaces.cli import (  # the group and the helpers every command sh
     fail_cleanly,
     iso,
     main,
+    minute,
     parse_repo_id,
     pass_tracker,
 )
@@ -55,7 +56,7 @@ def watch() -> None:
 
 @watch.command("add")
 @click.argument("repo_ids", nargs=-1)
-@click.option("--branch", default="main", show_default=True, help="Branch to follow.")
+@click.option("--branch", default=None, help="Branch to follow (default: main; a repo watched already keeps its own).")
 @click.option("--every", default=None, help="Poll interval, e.g. 15m, 1h, 1d (default: from config).")
 @click.option("--from", "from_file", type=click.File("r"), help="Read repo ids from a file, one per line ('-': stdin).")
 @click.option("--rule", "rule_text", default=None,
@@ -70,7 +71,7 @@ def watch() -> None:
 @fail_cleanly
 # click passes each option by name: one keyword-only parameter per option.
 def watch_add(  # noqa: PLR0913
-    obj: Context, repo_ids: tuple[str, ...], *, branch: str, every: str | None, from_file: Any,
+    obj: Context, repo_ids: tuple[str, ...], *, branch: str | None, every: str | None, from_file: Any,
     with_base: bool = False, no_check: bool = False, rule_text: str | None = None, max_repos: int | None = None,
 ) -> None:
     """Watch one or more repos (owner/name), or every model a rule matches (--rule)."""
@@ -88,10 +89,12 @@ def watch_add(  # noqa: PLR0913
         click.echo("nothing added: fix the ids above (or pass --no-check to add them anyway)", err=True)
         sys.exit(1)
     for repo_id in dict.fromkeys(valid):
-        created = usecases.watch(tracker, repo_id, branch=branch, every=seconds).created
-        click.echo(f"{'watching' if created else 'updated'} {repo_id} ({branch}, every "
-                   f"{format_duration(seconds or obj.settings.poll_every)})")
-    if with_base and not _watch_bases(tracker, list(dict.fromkeys(valid)), branch=branch, every=seconds):
+        watched = usecases.watch(tracker, repo_id, branch=branch, every=seconds)
+        verb = "watching" if watched.created else "updated" if branch or seconds else "already watching"
+        row = watched.repo
+        click.echo(f"{verb} {repo_id} ({row.branch}, every "
+                   f"{format_duration(row.every_seconds or obj.settings.poll_every)})")
+    if with_base and not _watch_bases(tracker, list(dict.fromkeys(valid)), branch=branch or "main", every=seconds):
         sys.exit(1)
 
 
@@ -174,6 +177,7 @@ def watch_list(tracker: Tracker, as_json: bool) -> None:
     rows = tracker.store.repos.all()
     rules = tracker.store.rules.all()
     if as_json:
+        terms = {rule.id: rule.text for rule in rules}
         emit_json([
             {
                 "repo": r.repo_id, "branch": r.branch,
@@ -181,6 +185,7 @@ def watch_list(tracker: Tracker, as_json: bool) -> None:
                 "every_seconds": r.every_seconds or tracker.settings.poll_every,
                 "state": r.state, "last_seen_sha": r.last_seen_sha, "renamed_to": r.renamed_to,
                 "last_polled_at": iso(r.last_polled_at), "last_error": r.last_error, "rule": r.rule_id,
+                "rule_terms": terms.get(r.rule_id) if r.rule_id is not None else None,
             }
             for r in rows
         ])
@@ -192,7 +197,7 @@ def watch_list(tracker: Tracker, as_json: bool) -> None:
     for r in rows:
         click.echo(
             f"{r.repo_id:45} {r.branch:10} {format_duration(r.every_seconds or tracker.settings.poll_every):6} "
-            f"{r.state:9} {(r.last_seen_sha or '-')[:12]:13} {iso(r.last_polled_at) or 'never'}"
+            f"{r.state:9} {(r.last_seen_sha or '-')[:12]:13} {minute(r.last_polled_at) or 'never'}"
             + (f"  (rule {r.rule_id})" if r.rule_id is not None else "")
         )
     if rules:
@@ -205,7 +210,7 @@ def watch_list(tracker: Tracker, as_json: bool) -> None:
         for rule in rules:
             held = by_rule.get(rule.id, [])
             note = " (cap reached)" if rule.capped else ""
-            click.echo(f"{rule.id:<5} {f'{len(held)}/{rule.max_repos}':>11} {iso(rule.evaluated_at) or 'not yet':21} "
+            click.echo(f"{rule.id:<5} {f'{len(held)}/{rule.max_repos}':>11} {minute(rule.evaluated_at) or 'not yet':21} "
                        f"{rule.text}{note}")
             for repo_id in held:
                 click.echo(f"      {repo_id}")
@@ -227,11 +232,14 @@ def watch_remove(obj: Context, repo_id: str | None, rule_id: int | None = None) 
     if repo_id is None:
         raise click.UsageError("give a repo id, or --rule ID")
     repo = parse_repo_id(repo_id)
+    if any(spec.repo == repo for spec in obj.settings.watch):
+        # Every command adds the config's repos to the database: removed here, it would be back at the next one.
+        click.echo(f"error: {repo} is listed in {obj.settings.config_path} ([[watch]] repo = \"{repo}\"), which "
+                   f"every command watches again: delete that entry, then run `tracker watch remove {repo}`",
+                   err=True)
+        sys.exit(1)
     usecases.unwatch(obj.tracker(), repo)  # NotFound: one line, exit 1
     click.echo(f"removed {repo}")
-    if any(spec.repo == repo for spec in obj.settings.watch):
-        click.echo(f"note: {repo} is listed in {obj.settings.config_path}; remove it there too, "
-                   "or the next start watches it again", err=True)
 
 
 # -- polling ------------------------------------------------------------------------------------
@@ -240,7 +248,7 @@ def watch_remove(obj: Context, repo_id: str | None, rule_id: int | None = None) 
 @main.command()
 @click.argument("repo_ids", nargs=-1)
 @click.option("--backfill", default=0, type=click.IntRange(min=0),
-              help="On a repo's first poll, also read its last N revisions.")
+              help="Also read N revisions older than the first one read (on a first poll, or any later one).")
 @click.pass_obj
 @fail_cleanly
 def poll(obj: Context, repo_ids: tuple[str, ...], backfill: int) -> None:
@@ -255,8 +263,12 @@ def poll(obj: Context, repo_ids: tuple[str, ...], backfill: int) -> None:
         results = tracker.poll(ids, backfill=backfill, progress=bar.update)
     finally:
         bar.close()
+    outage = next((r.error for r in results if r.hub_unreachable), None)
+    if outage:  # said once, not once per repo
+        click.echo(f"error: {outage}", err=True)
     for result in results:
-        click.echo(escape_controls(result.line()))  # its error may quote the Hub
+        click.echo(f"{result.repo}: error: the Hub is unreachable" if result.hub_unreachable
+                   else escape_controls(result.line()))  # its error may quote the Hub
     failed = [r for r in results if r.status in (PollOutcome.ERROR, PollOutcome.NOT_FOUND)]
     if len(results) > 1:
         changed = sum(1 for r in results if r.new_revisions)

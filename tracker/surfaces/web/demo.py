@@ -271,14 +271,14 @@ def run_demo(*, host: str = "127.0.0.1", port: int = 8080, keep: Path | None = N
     except ImportError:
         raise DemoUnavailable("the demo needs the local Hub stand-in: pip install -e ./standin "
                               "(from a checkout of upstream-tracker)") from None
+    if keep is not None:  # a folder that cannot be made: one line (the CLI's), before anything starts
+        keep.mkdir(parents=True, exist_ok=True)
     # Bound before anything starts: a port in use is one clear line, and the URL printed is live.
     listening = _listen(host, port)
     port = listening.getsockname()[1]
     url = f"http://{host}:{port}"
     work = keep or Path(tempfile.mkdtemp(prefix="tracker-demo-"))
-    work.mkdir(parents=True, exist_ok=True)
     _hermetic_environment(work)
-    from tracker.adapters.delivery.worker import DeliveryWorker
     from tracker.adapters.settings import DeliverySettings, Settings
     from tracker.app import make_tracker
 
@@ -291,21 +291,18 @@ def run_demo(*, host: str = "127.0.0.1", port: int = 8080, keep: Path | None = N
                             delivery=DeliverySettings(allow_hosts=("127.0.0.1",), timeout=30.0))
         tracker = make_tracker(settings, auto_upgrade=True)
         say(f"Hub stand-in at {hub.url}; tracker database {work / 'tracker.sqlite3'}")
-        subscription = tracker.store.outbox.add_subscription(
-            target="*", kind="webhook", url=alerts.url, secret=_secret(), min_severity="info", categories=[],
-            now=tracker.clock())
-        alerts.secret = subscription.secret
-        say(f"Playing the history of {REPO} (4 revisions), polling after each:")
-        play(hub, tracker, work, say=say)
-        sender = DeliveryWorker(tracker.store.outbox, settings.delivery, tracker_url=url)
-        for _ in range(20):  # one alert per subscription per round, in order
-            if not sender.run_once():
-                break
+        if REPO in hub.store.repo_ids():  # a folder kept by an earlier `tracker demo --keep`: serve it again
+            say(f"Reusing the demo kept in {work}: its history was played before")
+        else:
+            sender = _play_and_alert(hub, tracker, alerts, work, url=url, say=say)
         if not serve:
             return
-        sender.start()
+        if sender is not None:
+            sender.start()
         _serve_pages(tracker, listening, host=host, url=url, say=say)
     finally:
+        if keep is not None and tracker is not None:
+            say(kept_line(keep))
         if sender is not None:
             sender.stop()
         if alerts is not None:
@@ -317,6 +314,32 @@ def run_demo(*, host: str = "127.0.0.1", port: int = 8080, keep: Path | None = N
         listening.close()
         if keep is None:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def kept_line(keep: Path) -> str:
+    """How to use again what ``tracker demo --keep DIR`` kept."""
+    return (f"kept in {keep}: the stand-in's repos ({keep / 'hub'}) and the database ({keep / 'tracker.sqlite3'}). "
+            f"`tracker demo --keep {keep}` serves them again; or run `python -m hubstandin --root {keep / 'hub'}` "
+            f"and point the tracker at both: TRACKER_DATABASE_URL=sqlite:///{keep / 'tracker.sqlite3'} "
+            "HF_ENDPOINT=http://127.0.0.1:8765 tracker serve")
+
+
+def _play_and_alert(hub: Any, tracker: Tracker, alerts: AlertLog, work: Path, *, url: str,
+                    say: Callable[[str], None]) -> Any:
+    """Subscribe the alert log, play the history, send its alerts; the delivery worker, to keep sending."""
+    from tracker.adapters.delivery.worker import DeliveryWorker
+
+    subscription = tracker.store.outbox.add_subscription(
+        target="*", kind="webhook", url=alerts.url, secret=_secret(), min_severity="info", categories=[],
+        now=tracker.clock())
+    alerts.secret = subscription.secret
+    say(f"Playing the history of {REPO} (4 revisions), polling after each:")
+    play(hub, tracker, work, say=say)
+    sender = DeliveryWorker(tracker.store.outbox, tracker.settings.delivery, tracker_url=url)
+    for _ in range(20):  # one alert per subscription per round, in order
+        if not sender.run_once():
+            break
+    return sender
 
 
 def _listen(host: str, port: int) -> socket.socket:
