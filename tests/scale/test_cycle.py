@@ -201,10 +201,10 @@ def test_the_budget_spreads_the_cycle_and_says_when_the_schedule_needs_more(hub_
     caplog.set_level(logging.INFO, logger="tracker.cycle")
     assert cycle.check_budget() is False  # 5 repos a minute: 25 HEADs per 5 minutes, 18 allowed
     assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
-        "hub budget: checking the watch list on schedule needs about 0 api and 25 resolvers requests per 5 min, "
-        "more than the 18 and 18 the budget spreads over 5 min ([hub] budget_api_per_5min = 20, "
-        "budget_resolvers_per_5min = 20, less a tenth kept for bursts): polls will run about 1.4x later than "
-        "scheduled"]
+        "5 repos every 1m need 25 resolver requests per 5 min; the budget allows 18: each repo is checked on its "
+        "own every 1m23s"]
+    # The intervals are stretched evenly to what the budget holds.
+    assert cycle.own_interval(solos[0], None) == pytest.approx(60.0 * 25 / 18)
 
 
 class StartsAtOnce(Executor):

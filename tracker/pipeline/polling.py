@@ -211,7 +211,7 @@ class Poller:
         else:
             done = self.clock()
             self.store.repos.update(repo.pk, last_error=None, defer_until=None, last_polled_at=done,
-                                   last_success_at=done, unreachable_since=None)
+                                   last_success_at=done, last_checked=done, unreachable_since=None)
 
     # -- events -------------------------------------------------------------------------------
 
@@ -235,7 +235,9 @@ class Poller:
 
     def _unreachable(self, repo: RepoRow, exc: HubError, result: PollResult) -> None:
         now = self.clock()
-        updates = {"last_error": first_line(exc), "last_polled_at": now, "unreachable_since": None}
+        # The Hub answered for the repo itself: a check of its own, as much as a HEAD that named a head.
+        updates = {"last_error": first_line(exc), "last_polled_at": now, "last_checked": now,
+                   "unreachable_since": None}
         never_read = repo.last_seen_sha is None and repo.hub_uid is None
         if never_read and not isinstance(exc, RepoDisabled):
             # Never read: a typo in the watch list, or a private or gated repo without a token.
