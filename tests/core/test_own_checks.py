@@ -1,0 +1,113 @@
+"""Every upstream surprise is seen: named polls check each repo on its own, and every repo gets a check of
+its own once per its interval, whatever the Hub-wide change listing says.
+
+Seven watched repos (distinct owners, so each check of its own is a HEAD) and their baselines; then a
+deletion, a gating, a rename, a switch to private, a squash with the same content, a squash followed
+by a real change, and a normal push. The listing shows the three pushes (new heads); only a check of
+its own shows the other four. Time is the tracker's injected clock; the Hub's is the stand-in's.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from tests.core.conftest import config_json
+from tracker.adapters.hub import HubClient
+from tracker.app import make_tracker
+from tracker.core.model import RepoId
+
+DELETED, GATED, RENAMED, PRIVATE = (RepoId("del/model"), RepoId("gate/model"), RepoId("ren/model"),
+                                    RepoId("priv/model"))
+SQUASHED, SQUASH_CHANGED, PUSHED = RepoId("sq/model"), RepoId("sqc/model"), RepoId("push/model")
+SEVEN = [DELETED, GATED, RENAMED, PRIVATE, SQUASHED, SQUASH_CHANGED, PUSHED]
+T0 = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+
+@pytest.fixture
+def surprised(hub_standin, settings, sleeps):
+    """The seven repos watched `--every 1m` and read once at T0; then each one's surprise upstream."""
+    for n, repo in enumerate(SEVEN):
+        hub_standin.create_repo(repo)
+        hub_standin.commit(repo, {"config.json": config_json(num_hidden_layers=n + 1)})
+    clock = Clock()
+    hub = HubClient(settings.hub_endpoint, timeout=settings.hub_timeout, max_retries=settings.hub_max_retries,
+                    max_wait=settings.hub_max_wait, sleep=sleeps)
+    tracker = make_tracker(settings, hub=hub, clock=clock)
+    for repo in SEVEN:
+        tracker.store.repos.add(repo, every=60.0, now=clock())
+    assert {r.status for r in tracker.poll()} == {"baseline"}
+    hub_standin.delete_repo(DELETED)
+    hub_standin.set_gated(GATED, True)
+    hub_standin.rename(RENAMED, "ren/model-renamed")
+    hub_standin.set_private(PRIVATE, True)
+    hub_standin.squash(SQUASHED)
+    hub_standin.squash(SQUASH_CHANGED)
+    changed = hub_standin.commit(SQUASH_CHANGED, {"config.json": config_json(vocab_size=32000)})
+    pushed = hub_standin.commit(PUSHED, {"config.json": config_json(vocab_size=31000)})
+    yield tracker, clock, {SQUASH_CHANGED: changed, PUSHED: pushed}
+    tracker.store.close()
+
+
+def lines(results) -> dict[str, tuple[str, list[str], int]]:
+    return {r.repo: (r.status.value, r.events, r.new_revisions) for r in results}
+
+
+EVENTS = {
+    DELETED: ("gone", ["deleted"], 0),
+    GATED: ("gated", ["gated"], 0),
+    RENAMED: ("unchanged", ["renamed"], 0),
+    PRIVATE: ("gone", ["deleted"], 0),  # the Hub answers a private repo as it does a deleted one
+}
+PUSHES = {
+    SQUASHED: ("new", ["history_rewritten"], 1),
+    SQUASH_CHANGED: ("new", ["history_rewritten"], 1),
+    PUSHED: ("new", [], 1),
+}
+
+
+def test_a_poll_naming_the_seven_records_every_event_and_both_new_revisions(hub_standin, surprised):
+    tracker, clock, new = surprised
+    clock.now += dt.timedelta(seconds=10)  # well within every repo's interval: no own check is due
+    hub_standin.clear_log()
+    results = tracker.poll(SEVEN)
+    assert lines(results) == {**EVENTS, **PUSHES}
+    kinds = sorted((e.kind, e.repo_id) for e in tracker.store.events.all())
+    assert kinds == sorted([("deleted", DELETED), ("gated", GATED), ("renamed", RENAMED), ("deleted", PRIVATE),
+                            ("history_rewritten", SQUASHED), ("history_rewritten", SQUASH_CHANGED)])
+    advised = {a.repo_id for a in tracker.store.advisories.find(since=T0, include_withdrawn=False, versions=False)}
+    assert {DELETED, GATED, RENAMED, PRIVATE, SQUASHED, SQUASH_CHANGED} <= advised
+    for repo, sha in new.items():
+        row = tracker.store.repos.get(repo)
+        assert row.last_seen_sha == sha and tracker.store.revisions.get(row.pk, sha).status == "done"
+    # Each named repo was asked with a HEAD of its own; no listing vouched for any of them.
+    assert not [r for r in hub_standin.requests if r.url_path.startswith("/api/models?")]
+    heads = {r.url_path for r in hub_standin.requests if r.method == "HEAD" and r.url_path.endswith("/main/config.json")}
+    assert {f"/{repo}/resolve/main/config.json" for repo in SEVEN} <= heads
+
+
+def test_without_names_the_listing_reads_the_pushes_and_the_own_checks_find_the_rest(hub_standin, surprised):
+    tracker, clock, new = surprised
+    clock.now += dt.timedelta(seconds=30)  # before the 1m interval: the listing's doing only
+    before = tracker.poll()
+    assert lines(before) == {**{r: ("unchanged", [], 0) for r in EVENTS}, **PUSHES}
+    assert [e.kind for e in tracker.store.events.all()] == ["history_rewritten"] * 2
+    for repo in EVENTS:
+        assert tracker.store.repos.get(repo).last_checked == T0  # vouched for, not checked
+
+    clock.now += dt.timedelta(seconds=60)  # past the interval: each repo is checked on its own
+    after = tracker.poll()
+    assert lines(after) == {**EVENTS, **{r: ("unchanged", [], 0) for r in PUSHES}}
+    assert sorted(e.kind for e in tracker.store.events.all()) == sorted(
+        ["deleted", "deleted", "gated", "renamed", "history_rewritten", "history_rewritten"])
+    for repo in SEVEN:
+        assert tracker.store.repos.get(repo).last_checked == clock.now
