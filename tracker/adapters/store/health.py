@@ -42,6 +42,7 @@ class RepoHealthRow:
     newest_advisory_at: datetime | None
     next_poll_at: datetime | None = None  # the daemon's own schedule, where the schema has one (migration 0006)
     unreachable_since: datetime | None = None  # every poll since failed with the Hub unreachable (migration 0012)
+    last_checked: datetime | None = None  # its last check of its own: a HEAD or an owner listing (migration 0014)
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,7 @@ class HealthReads:
                 newest_analysed_at=top_row.analysed_at if top_row else None,
                 newest_advisory=advisory[0] if advisory else None,
                 newest_advisory_at=advisory[1] if advisory else None,
-                next_poll_at=r.next_poll_at, unreachable_since=r.unreachable_since,
+                next_poll_at=r.next_poll_at, unreachable_since=r.unreachable_since, last_checked=r.last_checked,
             ))
         return out
 
