@@ -3,8 +3,9 @@ its own once per its interval, whatever the Hub-wide change listing says.
 
 Seven watched repos (distinct owners, so each check of its own is a HEAD) and their baselines; then a
 deletion, a gating, a rename, a switch to private, a squash with the same content, a squash followed
-by a real change, and a normal push. The listing shows the three pushes (new heads); only a check of
-its own shows the other four. Time is the tracker's injected clock; the Hub's is the stand-in's.
+by a real change, and a normal push. The listing shows the three pushes (new heads), the gating
+(``expand=gated``) and the rename (the head under another id); only a check of its own shows the deletion
+and the switch to private. Time is the tracker's injected clock; the Hub's is the stand-in's.
 """
 
 from __future__ import annotations
@@ -99,15 +100,62 @@ def test_without_names_the_listing_reads_the_pushes_and_the_own_checks_find_the_
     tracker, clock, new = surprised
     clock.now += dt.timedelta(seconds=30)  # before the 1m interval: the listing's doing only
     before = tracker.poll()
-    assert lines(before) == {**{r: ("unchanged", [], 0) for r in EVENTS}, **PUSHES}
-    assert [e.kind for e in tracker.store.events.all()] == ["history_rewritten"] * 2
-    for repo in EVENTS:
+    # The listing shows the three new heads, the gated flag (expand=gated) and the renamed repo's head under
+    # its new id: each of those repos is checked at once. A deleted or private repo is simply not listed.
+    listed = {GATED: EVENTS[GATED], RENAMED: EVENTS[RENAMED]}
+    assert lines(before) == {DELETED: ("unchanged", [], 0), PRIVATE: ("unchanged", [], 0), **listed, **PUSHES}
+    assert sorted(e.kind for e in tracker.store.events.all()) == ["gated", "history_rewritten", "history_rewritten",
+                                                                  "renamed"]
+    for repo in (DELETED, PRIVATE):
         assert tracker.store.repos.get(repo).last_checked == T0  # vouched for, not checked
 
     clock.now += dt.timedelta(seconds=60)  # past the interval: each repo is checked on its own
     after = tracker.poll()
-    assert lines(after) == {**EVENTS, **{r: ("unchanged", [], 0) for r in PUSHES}}
+    assert lines(after) == {DELETED: EVENTS[DELETED], PRIVATE: EVENTS[PRIVATE], GATED: ("gated", [], 0),
+                            RENAMED: ("unchanged", [], 0), **{r: ("unchanged", [], 0) for r in PUSHES}}
     assert sorted(e.kind for e in tracker.store.events.all()) == sorted(
         ["deleted", "deleted", "gated", "renamed", "history_rewritten", "history_rewritten"])
     for repo in SEVEN:
         assert tracker.store.repos.get(repo).last_checked == clock.now
+
+
+def test_a_repo_whose_model_info_lists_a_million_files_is_pollable(hub_standin, settings, make):
+    """The identity check asks only for what it needs (expand=sha, gated, private), never the siblings list."""
+    repo = RepoId("huge/model")
+    hub_standin.create_repo(repo)
+    hub_standin.commit(repo, {"config.json": config_json()})
+    hub_standin.extra_siblings[repo] = 1_200_000  # 48 MB of model info, with the siblings
+    tracker = make(settings)
+    tracker.store.repos.add(repo, now=tracker.clock())
+    (result,) = tracker.poll()
+    assert (result.status, result.error) == ("baseline", None)
+    hub_standin.delete_repo(repo)
+    hub_standin.create_repo(repo)  # a new repo under the same name: the identity check tells
+    hub_standin.commit(repo, {"config.json": config_json(vocab_size=31000)})
+    hub_standin.extra_siblings[repo] = 1_200_000
+    (result,) = tracker.poll()
+    assert result.events == ["recreated", "history_rewritten"] and result.error is None
+    infos = [r.query for r in hub_standin.requests if r.path == f"/api/models/{repo}"]
+    assert infos and set(infos) == {"expand=sha&expand=gated&expand=private"}
+    tracker.store.close()
+
+
+def test_a_gating_seen_by_an_owner_listing_is_checked_on_its_own(hub_standin, settings, make):
+    """Owner listings count as the repos' own checks: they ask for `gated`, and a gated repo gets a HEAD."""
+    repos = [RepoId(f"acme/m{n}") for n in range(3)]
+    for n, repo in enumerate(repos):
+        hub_standin.create_repo(repo)
+        hub_standin.commit(repo, {"config.json": config_json(num_hidden_layers=n + 1)})
+    tracker = make(settings)
+    for repo in repos:
+        tracker.store.repos.add(repo, now=tracker.clock())
+    tracker.poll()
+    hub_standin.set_gated(repos[1], True)
+    hub_standin.clear_log()
+    results = tracker.poll(None)
+    assert lines(results) == {repos[0]: ("unchanged", [], 0), repos[1]: ("gated", ["gated"], 0),
+                              repos[2]: ("unchanged", [], 0)}
+    assert [(r.method, r.url_path) for r in hub_standin.requests] == [
+        ("GET", "/api/models?author=acme&expand=sha&expand=lastModified&expand=gated"),
+        ("HEAD", f"/{repos[1]}/resolve/main/config.json")]
+    tracker.store.close()

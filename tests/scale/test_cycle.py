@@ -61,8 +61,8 @@ def test_one_listing_per_owner_checks_its_unchanged_repos_and_a_moved_one_is_pol
     run_cycle(cycle)
     calls = sorted(hub_calls(hub_standin))
     assert calls == [
-        ("GET", "/api/models?author=big&expand=sha&expand=lastModified"),
-        ("GET", "/api/models?author=pair&expand=sha&expand=lastModified"),
+        ("GET", "/api/models?author=big&expand=sha&expand=lastModified&expand=gated"),
+        ("GET", "/api/models?author=pair&expand=sha&expand=lastModified&expand=gated"),
         ("HEAD", "/solo/only/resolve/main/config.json"),
     ]  # 3 requests for 9 unchanged repos
     now = datetime.now(UTC)
@@ -76,8 +76,8 @@ def test_one_listing_per_owner_checks_its_unchanged_repos_and_a_moved_one_is_pol
     run_cycle(cycle)
     calls = hub_calls(hub_standin)
     assert sorted(c for c in calls if c[1].startswith("/api/models?")) == [
-        ("GET", "/api/models?author=big&expand=sha&expand=lastModified"),
-        ("GET", "/api/models?author=pair&expand=sha&expand=lastModified")]
+        ("GET", "/api/models?author=big&expand=sha&expand=lastModified&expand=gated"),
+        ("GET", "/api/models?author=pair&expand=sha&expand=lastModified&expand=gated")]
     rest = [c for c in calls if not c[1].startswith("/api/models?")]
     assert ("HEAD", "/solo/only/resolve/main/config.json") in rest
     assert [c for c in rest if c != ("HEAD", "/solo/only/resolve/main/config.json")

@@ -225,9 +225,15 @@ class ChangeFeed:
         if not listing.models:
             return 0
         listed = {m.repo_id.lower(): m.sha for m in listing.models}
-        moved = self.store.listing.request_moved(listed, now=now)
-        with self._lock:
-            self._moved.update({m.key: m.sha for m in moved})
+        gated = {m.repo_id.lower() for m in listing.models if m.gated}
+        moved = self.store.listing.request_moved(listed, now=now, gated=gated)
+        with self._lock:  # only a new head is a claim a HEAD can contradict
+            self._moved.update({m.key: m.sha for m in moved if m.why == "moved"})
+        for m in moved:
+            if m.why != "moved":
+                log.info("hub change listing: %s %s; checking it on its own", m.key,
+                         "is listed as gated" if m.why == "gated" else f"is not listed, but its head {str(m.sha)[:12]} "
+                         "is, under another id (renamed?)")
         return len(moved)
 
     def listed_move(self, repo_id: str) -> tuple[bool, str | None]:

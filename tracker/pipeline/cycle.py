@@ -301,8 +301,10 @@ class Cycle:
         self._pages[owner] = listing.pages if listing.complete or found else listing.pages + 1
         now = self.clock()
         spread = self.rng()
-        unchanged = [d for d in group if listing.heads.get(d.repo_id.lower()) == d.last_seen_sha]
-        moved = [d for d in group if listing.heads.get(d.repo_id.lower()) != d.last_seen_sha]
+        # A repo listed as gated is checked by a HEAD: only that says whether this tracker may still read it.
+        unchanged = [d for d in group if listing.heads.get(d.repo_id.lower()) == d.last_seen_sha
+                     and d.repo_id.lower() not in listing.gated]
+        moved = [d for d in group if d not in unchanged]
         try:
             self.queue.finish_unchanged(unchanged, self.owner, next_at=lambda d: self.next_at(d, now, spread),
                                         now=now, epoch=epoch, checked=True)

@@ -65,6 +65,7 @@ class OwnerListing:
     heads: dict[str, CommitSha | None]  # repo id, lower-cased -> head of the default branch (None: empty repo)
     complete: bool  # False when the page cap stopped the walk before the last page
     pages: int
+    gated: frozenset[str] = frozenset()  # repo ids, lower-cased, listed as gated ("auto" or "manual")
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,7 @@ class ListedModel:
     repo_id: RepoId  # as the Hub spells it
     sha: CommitSha | None  # head of the default branch (None: an empty repo)
     last_modified: datetime  # the Hub's clock
+    gated: bool = False  # listed as gated ("auto" or "manual")
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,21 @@ def _parse_date(value: object) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
 
 
+def _gated(item: dict[str, Any]) -> bool:
+    """Whether a listed model says it is gated (``"auto"``, ``"manual"``, or ``true`` from an older Hub)."""
+    value = item.get("gated")
+    return value is True or value in ("auto", "manual")
+
+
+# What an identity check asks ``/api/models/{repo}`` for, by ``expand=``: never the siblings list, which
+# is the whole file list (a repo with a million files answers 48 MB). ``_id`` and ``id`` come back always;
+# ``_id`` is no ``expand`` property (huggingface_hub's ExpandModelProperty_T has no such value).
+IDENTITY_EXPAND = ("sha", "gated", "private")
+# What the listings ask for (docs/scaling.md): the head and its date, and whether the model is gated.
+# ``private`` is asked only with a token: without one, a private model is not listed at all.
+LISTING_EXPAND = ("sha", "lastModified", "gated")
+
+
 def _is_sha(value: object) -> bool:
     return isinstance(value, str) and SHA_RE.fullmatch(value) is not None
 
@@ -173,7 +190,7 @@ class _ChangeWalk:
             self.previous = when
             sha = item.get("sha")
             self.models.append(ListedModel(repo_id=valid, sha=CommitSha(str(sha)) if _is_sha(sha) else None,
-                                           last_modified=when))
+                                           last_modified=when, gated=_gated(item)))
         return fresh, oldest
 
 
@@ -285,8 +302,25 @@ class HubClient(HubTransport):
             return "/".join(parts[:i]) or None
         return None
 
+    def _listing_expand(self) -> list[tuple[str, str]]:
+        """``expand=`` pairs for a listing: :data:`LISTING_EXPAND`, and ``private`` when a token goes with it."""
+        names = [*LISTING_EXPAND, *(("private",) if self.has_token() else ())]
+        return [("expand", name) for name in names]
+
+    def has_token(self) -> bool:
+        """Whether requests to the Hub carry a token (this client's, or ``HF_TOKEN`` and the token file)."""
+        if self.token is False:
+            return False
+        if isinstance(self.token, str):
+            return bool(self.token)
+        from huggingface_hub import get_token
+
+        return get_token() is not None
+
     def repo_info(self, repo: RepoId, revision: str | None = None) -> RepoInfo:
+        """Who the repo is (its ``_id``, id, head, gated, private): ``expand=`` those only, never the siblings list."""
         url = self._api(repo, "revision", revision) if revision else self._api(repo)
+        url += "?" + urlencode([("expand", name) for name in IDENTITY_EXPAND])
         data, _ = self._get_json(url, f"{repo} info")
         if not isinstance(data, dict) or not isinstance(data.get("id"), str):
             raise HubUnavailable(f"{repo} info: unexpected answer shape")
@@ -318,9 +352,9 @@ class HubClient(HubTransport):
             validate_repo_id(f"{owner}/x")
         except ValueError as exc:
             raise ConfigError(f"invalid owner {owner!r:.100}: {exc}") from exc
-        url = f"{self.endpoint}/api/models?" + urlencode(
-            [("author", owner), ("expand", "sha"), ("expand", "lastModified")])
+        url = f"{self.endpoint}/api/models?" + urlencode([("author", owner), *self._listing_expand()])
         heads: dict[str, CommitSha | None] = {}
+        gated: set[str] = set()
         prefix = owner.lower() + "/"
         what = f"models of {owner}"
         next_url: httpx2.URL | None = httpx2.URL(url)
@@ -336,8 +370,10 @@ class HubClient(HubTransport):
                     continue
                 sha = item.get("sha")
                 heads[repo_id.lower()] = CommitSha(sha) if _is_sha(sha) else None
+                if _gated(item):
+                    gated.add(repo_id.lower())
         complete = next_url is None
-        return OwnerListing(heads=heads, complete=complete, pages=pages)
+        return OwnerListing(heads=heads, complete=complete, pages=pages, gated=frozenset(gated))
 
     def recent_models(self, *, stop_before: datetime | None, max_pages: int) -> ChangeListing:
         """Page through the Hub-wide change listing until a page's oldest model is older than ``stop_before``.
@@ -351,7 +387,7 @@ class HubClient(HubTransport):
         its own); a malformed ``lastModified`` makes the listing unusable (HubUnavailable).
         """
         url = f"{self.endpoint}/api/models?" + urlencode(
-            [("sort", "lastModified"), ("direction", "-1"), ("expand", "sha"), ("expand", "lastModified")])
+            [("sort", "lastModified"), ("direction", "-1"), *self._listing_expand()])
         what = "the Hub's change listing"
         walk = _ChangeWalk(what)
         pages = page_size = stale_pages = 0
