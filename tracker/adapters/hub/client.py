@@ -194,6 +194,27 @@ class _ChangeWalk:
         return fresh, oldest
 
 
+class _PageGuard:
+    """Tells a listing's page seen before: the same link, or the same models (a cursor that repeats a page).
+
+    A page seen twice ends the listing as incomplete: following such a cursor to the page cap would
+    spend the whole cap on one page.
+    """
+
+    def __init__(self) -> None:
+        self._links: set[str] = set()
+        self._pages: set[tuple[str, ...]] = set()
+
+    def repeated(self, link: httpx2.URL | None, page: list[Any]) -> bool:
+        """Whether ``page`` (read from ``link``) was read before; remembers it."""
+        ids = tuple(str(item.get("id")) for item in page if isinstance(item, dict))
+        key = str(link) if link is not None else ""
+        seen = (ids in self._pages if ids else False) or key in self._links
+        self._pages.add(ids)
+        self._links.add(key)
+        return seen
+
+
 def _valid_repo_id(value: object) -> RepoId | None:
     try:
         return validate_repo_id(value) if isinstance(value, str) else None
@@ -359,11 +380,17 @@ class HubClient(HubTransport):
         what = f"models of {owner}"
         next_url: httpx2.URL | None = httpx2.URL(url)
         pages = 0
+        guard = _PageGuard()
+        repeated = False
         while next_url is not None and pages < max_pages:
+            link = next_url
             page, next_url = self._get_json(next_url, what)
             pages += 1
             if not isinstance(page, list):
                 raise HubUnavailable(f"{what}: expected a JSON list")
+            if guard.repeated(link, page):
+                repeated = True  # the cursor answered a page already read: incomplete, whatever follows
+                break
             for item in page:
                 repo_id = item.get("id") if isinstance(item, dict) else None
                 if not isinstance(repo_id, str) or not repo_id.lower().startswith(prefix):
@@ -372,7 +399,7 @@ class HubClient(HubTransport):
                 heads[repo_id.lower()] = CommitSha(sha) if _is_sha(sha) else None
                 if _gated(item):
                     gated.add(repo_id.lower())
-        complete = next_url is None
+        complete = next_url is None and not repeated
         return OwnerListing(heads=heads, complete=complete, pages=pages, gated=frozenset(gated))
 
     def recent_models(self, *, stop_before: datetime | None, max_pages: int) -> ChangeListing:
@@ -393,16 +420,22 @@ class HubClient(HubTransport):
         pages = page_size = stale_pages = 0
         reached = False
         next_url: httpx2.URL | None = httpx2.URL(url)
+        guard = _PageGuard()
         while next_url is not None and pages < max_pages:
+            link = next_url
             page, next_url = self._get_json(next_url, what)
             pages += 1
             if not isinstance(page, list):
                 raise HubUnavailable(f"{what}: expected a JSON list")
             page_size = max(page_size, len(page))
+            if guard.repeated(link, page):
+                walk.repeated += len(page)
+                stale_pages = 1
+                break  # the cursor answered a page already read: the walk ends short of its watermark
             fresh, oldest = walk.read_page(page)
             stale_pages = stale_pages + 1 if page and not fresh else 0
             if stale_pages >= 2:
-                break  # the cursor keeps answering what was listed already
+                break  # the cursor keeps answering models listed already, in other pages
             if stop_before is None or next_url is None or (oldest is not None and oldest < stop_before):
                 reached = stale_pages == 0
                 break
@@ -422,13 +455,18 @@ class HubClient(HubTransport):
         pages = 0
         next_url: httpx2.URL | None = httpx2.URL(url)
         complete = True
+        guard = _PageGuard()
         while next_url is not None:
             if pages >= self.max_pages:
                 raise HubUnavailable(f"{what}: more than {self.max_pages} pages")
+            link = next_url
             page, next_url = self._get_json(next_url, what)
             pages += 1
             if not isinstance(page, list):
                 raise HubUnavailable(f"{what}: expected a JSON list")
+            if guard.repeated(link, page):
+                # The cursor answered a page already read: what was listed is not all the rule matches.
+                return MatchListing(repo_ids=tuple(found), pages=pages, complete=False)
             for item in page:
                 if not isinstance(item, dict) or not isinstance(item.get("id"), str):
                     continue
