@@ -42,7 +42,13 @@ from tracker.adapters.store.schedule import DueRepo, ScheduleStore
 from tracker.core.errors import HubRateLimited, NotWatched, TrackerError, first_line
 from tracker.core.model import PollOutcome, RepoRow
 from tracker.pipeline.changes import ChangeFeed, ListingState
-from tracker.pipeline.polling import LEASE_MARGIN_SECONDS, Poller, PollResult, dead_here
+from tracker.pipeline.polling import (
+    LEASE_MARGIN_SECONDS,
+    NOT_POLLED_INTERRUPTED,
+    Poller,
+    PollResult,
+    dead_here,
+)
 from tracker.pipeline.ports import Clock, HubReader, Store
 from tracker.pipeline.watchrules import RuleKeeper
 
@@ -485,7 +491,13 @@ class Cycle:
             self.on_result = previous
             self._once, self._only, self._backfill, self._progress = False, None, 0, None
             self._named = False
-        return [results.get(r.repo_id) or self._not_polled(r) for r in rows]
+        stopped = self.poller.stopping.is_set()
+        return [results.get(r.repo_id) or (self._interrupted(r) if stopped else self._not_polled(r)) for r in rows]
+
+    @staticmethod
+    def _interrupted(row: RepoRow) -> PollResult:
+        """The result of a repo a stopped run never reached (Ctrl-C on `tracker poll`): still due, read next time."""
+        return PollResult(repo=row.repo_id, status=PollOutcome.DEFERRED, error=NOT_POLLED_INTERRUPTED)
 
     def _rows_of(self, repo_ids: Iterable[str] | None) -> list[RepoRow]:
         """The watched repos a run covers: all (the rules evaluated first), or the ones named (NotWatched)."""

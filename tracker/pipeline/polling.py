@@ -54,6 +54,7 @@ from tracker.pipeline.processing import Processor, save_checked, seen_of
 log = logging.getLogger("tracker.polling")  # the name operators filter logs by, not the module path
 _SEVERITIES = frozenset(s.value for s in Severity)
 LEASE_MARGIN_SECONDS = 300.0  # a lease outlives the poll's Hub deadline by this much (analysis time)
+NOT_POLLED_INTERRUPTED = "not polled: interrupted; the next poll reads it"  # a run stopped before this repo
 
 
 @dataclass
