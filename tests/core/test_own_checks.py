@@ -11,13 +11,17 @@ and the switch to private. Time is the tracker's injected clock; the Hub's is th
 from __future__ import annotations
 
 import datetime as dt
+import logging
 
 import pytest
 
 from tests.core.conftest import config_json
 from tracker.adapters.hub import HubClient
+from tracker.adapters.hub.budget import HubBudget
+from tracker.adapters.store.tables import repos
 from tracker.app import make_tracker
 from tracker.core.model import RepoId
+from tracker.pipeline.cycle import Cycle
 
 DELETED, GATED, RENAMED, PRIVATE = (RepoId("del/model"), RepoId("gate/model"), RepoId("ren/model"),
                                     RepoId("priv/model"))
@@ -159,3 +163,25 @@ def test_a_gating_seen_by_an_owner_listing_is_checked_on_its_own(hub_standin, se
         ("GET", "/api/models?author=acme&expand=sha&expand=lastModified&expand=gated"),
         ("HEAD", f"/{repos[1]}/resolve/main/config.json")]
     tracker.store.close()
+
+
+def test_a_budget_too_small_stretches_every_interval_evenly_and_says_so(settings, make, caplog):
+    tracker = make(settings, poll_every=3600.0)
+    now = tracker.clock()
+    with tracker.store.db.engine.begin() as conn:
+        conn.execute(repos.insert(), [{"repo_id": f"owner{i:05d}/model", "branch": "main", "state": "active",
+                                       "created_at": now} for i in range(10_000)])
+    budget = HubBudget(100_000, 1000 / 3)  # 300 resolvers requests per 5 minutes, a tenth kept for bursts
+    cycle = Cycle(tracker.settings, tracker.store, tracker.hub, tracker.poller, clock=tracker.clock, budget=budget,
+                  queue=tracker.queue)
+    caplog.set_level(logging.INFO, logger="tracker.cycle")
+    try:
+        assert cycle.check_budget() is False
+        assert cycle.check_budget() is False  # said once
+        assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+            "10,000 repos every 1h need 833 resolver requests per 5 min; the budget allows 300: each repo is "
+            "checked on its own every 2h47m"]
+        assert cycle.own_interval(RepoId("owner00001/model"), None) == pytest.approx(3600 * (10_000 / 12) / 300)
+    finally:
+        cycle.close()
+        tracker.store.close()
