@@ -68,7 +68,12 @@ class ListingStore:
 
         Those repos."""
         moved: list[Moved] = []
-        by_sha = {sha: key for key, sha in listed.items() if sha}
+        # A head listed under one id only: a head many models share (copies of one repo) names no rename.
+        ids_of: dict[str, list[str]] = {}
+        for key, sha in listed.items():
+            if sha:
+                ids_of.setdefault(sha, []).append(key)
+        by_sha = {sha: keys[0] for sha, keys in ids_of.items() if len(keys) == 1}
         with self.db.transaction() as conn:
             rows = conn.execute(select(repos.c.id, repos.c.repo_id, repos.c.last_seen_sha).where(and_(
                 repos.c.branch == "main", repos.c.state == RepoState.ACTIVE.value,
