@@ -178,12 +178,17 @@ class ChangeFeed:
 
     # -- walking ------------------------------------------------------------------------------
 
-    def walk(self, now: datetime) -> WalkReport:
-        """One walk: make the watched repos that moved due, and move the watermarks. Never raises for the Hub's trouble."""
+    def walk(self, now: datetime, *, max_pages: int | None = None) -> WalkReport:
+        """One walk: make the watched repos that moved due, and move the watermarks. Never raises for the Hub's trouble.
+
+        ``max_pages``: the walk's share of the api budget; a walk that needs more stops there, short of
+        its watermark, and starts a new chain (as one past :data:`MAX_WALK_PAGES` does).
+        """
         state = self.load()
         stop = state.marks[0].top - self.overlap if state.marks else None
+        cap = self.max_pages if max_pages is None else max(1, min(self.max_pages, max_pages))
         try:
-            listing = self.hub.recent_models(stop_before=stop, max_pages=self.max_pages)
+            listing = self.hub.recent_models(stop_before=stop, max_pages=cap)
         except HubRateLimited as exc:
             log.info("hub change listing: %s; the repos due are checked on their own", first_line(exc))
             return WalkReport(pages=0, listed=0, moved=0, vouching=False, problem=first_line(exc))

@@ -448,7 +448,7 @@ class Cycle:
         self._last_walk_at = now
         try:
             with self.hub.deadline(min(LISTING_DEADLINE, self.settings.hub_poll_deadline)):
-                walk = self.changes.walk(now)
+                walk = self.changes.walk(now, max_pages=int(self.budget.room("api") // 2))  # half: owner listings
         except TrackerError as exc:  # the database: the repos due are checked on their own
             log.warning("hub change listing: %s", first_line(exc))
             return state
