@@ -15,6 +15,13 @@ a time. What a claimed repo costs on the Hub:
   revisions still pending, or alone in its owner's group) is polled by the :class:`Poller`, which
   starts with one HEAD.
 
+Each repo gets a check of its own (a HEAD, or an owner listing that lists it: ``repos.last_checked``) at
+least once per its interval, stretched evenly when the budget cannot hold them all
+(:meth:`Cycle.check_budget`): only such a check sees a deletion, a gating, a rename or a switch to
+private. Between them, the Hub-wide change listing (:mod:`tracker.pipeline.changes`) vouches for a
+repo's content; the daemon walks it every ``[poll] listen_every``, so a push is read within about
+that long. Repos named on ``tracker poll``'s command line are each checked with a HEAD of their own.
+
 Work runs on a small thread pool (``[poll] workers``), so a slow or hanging repo holds one
 worker until its per-poll deadline (``hub.poll_deadline``) and never the others. Claims stop
 while the Hub budget (:class:`tracker.adapters.hub.budget.HubBudget`) has no room, which spreads a large
@@ -310,7 +317,8 @@ class Cycle:
         # A repo listed as gated is checked by a HEAD: only that says whether this tracker may still read it.
         unchanged = [d for d in group if listing.heads.get(d.repo_id.lower()) == d.last_seen_sha
                      and d.repo_id.lower() not in listing.gated]
-        moved = [d for d in group if d not in unchanged]
+        kept = {d.pk for d in unchanged}
+        moved = [d for d in group if d.pk not in kept]
         try:
             self.queue.finish_unchanged(unchanged, self.owner, next_at=lambda d: self.next_at(d, now, spread),
                                         now=now, epoch=epoch, checked=True)
