@@ -3,7 +3,8 @@
 N watched repos (one per owner, so each check of its own is a HEAD) among M models on a stand-in
 (virtual models sharing one template commit, ``scale_standin.VirtualStore``); a fraction of all the
 models changes every simulated minute, at random moments (a real commit when the model is watched, a
-new ``lastModified`` otherwise). Among the watched, one repo is deleted and one gated at minute 10.
+new ``lastModified`` otherwise). Among the watched, one repo is deleted and one gated at minute 2, each
+due for its check of its own late in the hour (the worst case: the surprise just after a check).
 The daemon's cycle (``tracker/pipeline/cycle.py``: the firehose walk every ``listen_every``, the own
 checks at each repo's interval) runs on an injected clock: each tick is two simulated seconds, and the
 clock waits for the tick's polls, so a poll costs no simulated time (push-to-read is the time to the
@@ -91,8 +92,10 @@ def build(args: argparse.Namespace, root: Path) -> tuple[HubStandin, list[str], 
 def seed(tracker, heads: dict[str, str], hub: HubStandin, every: float, rng: random.Random) -> None:
     """Every watched repo read once, its own checks spread evenly over its interval (a daemon in its stride)."""
     rows = []
+    worst = {repo_id: START + timedelta(seconds=every * (0.96 - 0.01 * n)) for n, repo_id in enumerate(list(heads)[1:3])}
     for repo_id, head in heads.items():
-        due = START + timedelta(seconds=rng.uniform(0, every))
+        # The deleted and the gated repo are due late (the worst case: checked on their own just before)
+        due = worst.get(repo_id) or START + timedelta(seconds=rng.uniform(0, every))
         rows.append({"repo_id": repo_id, "branch": "main", "state": "active", "every_seconds": every,
                      "hub_uid": hub.store.lookup(repo_id)[0].internal_id, "last_seen_sha": head, "created_at": START,
                      "last_polled_at": due - timedelta(seconds=every), "last_success_at": due - timedelta(seconds=every),
@@ -136,7 +139,8 @@ def main() -> None:
         changes = sorted((START + timedelta(minutes=m, seconds=rng.uniform(0, 60)), rng.choice(watched + others))
                          for m in range(args.minutes) for _ in range(per_minute))
         gone, gated = watched[1], watched[2]
-        surprises = {gone: START + timedelta(minutes=10), gated: START + timedelta(minutes=10, seconds=1)}
+        # Early in the run, long before their own checks: the worst case (a deletion just after a check).
+        surprises = {gone: START + timedelta(minutes=2), gated: START + timedelta(minutes=2, seconds=1)}
         pushes: dict[str, list[datetime]] = {}  # watched repo -> push times not read yet
         delays: list[float] = []
         walk_pages: Counter[int] = Counter()
