@@ -185,3 +185,16 @@ def test_a_budget_too_small_stretches_every_interval_evenly_and_says_so(settings
     finally:
         cycle.close()
         tracker.store.close()
+
+
+def test_the_listings_ask_for_private_only_with_a_token(hub_standin, sleeps):
+    hub_standin.create_repo("acme/m")
+    hub_standin.commit("acme/m", {"config.json": config_json()})
+    for token, expand in ((False, "expand=sha&expand=lastModified&expand=gated"),
+                          ("hf_reader", "expand=sha&expand=lastModified&expand=gated&expand=private")):
+        hub_standin.clear_log()
+        client = HubClient(hub_standin.url, token=token, sleep=sleeps)
+        assert client.owner_heads("acme", max_pages=1).heads == {"acme/m": hub_standin.head("acme/m")}
+        client.recent_models(stop_before=None, max_pages=1)
+        assert [r.query for r in hub_standin.requests] == [
+            f"author=acme&{expand}", f"sort=lastModified&direction=-1&{expand}"]
