@@ -104,7 +104,8 @@ def seed(url: str, watched: list[str], head: str) -> None:
     store = open_store(url, auto_upgrade=True)
     now = datetime.now(UTC)
     rows = [{"repo_id": repo_id, "branch": "main", "state": "active", "hub_uid": f"{i:024x}", "last_seen_sha": head,
-             "created_at": now, "last_polled_at": now, "listing_epoch": 1} for i, repo_id in enumerate(watched)]
+             "created_at": now, "last_polled_at": now, "last_checked": now,  # no own check due: the listing vouches
+             "listing_epoch": 1} for i, repo_id in enumerate(watched)]
     with store.db.engine.begin() as conn:
         for i in range(0, len(rows), 5000):
             conn.execute(insert(repos), rows[i:i + 5000])

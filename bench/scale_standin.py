@@ -180,7 +180,7 @@ def seed_watches(database_url: str, watched: list[tuple[str, str]], head: str) -
     store = open_store(database_url, auto_upgrade=True)
     now = datetime.now(UTC)
     rows = [{"repo_id": repo_id, "branch": "main", "state": "active", "hub_uid": uid, "last_seen_sha": head,
-             "created_at": now, "last_polled_at": now} for repo_id, uid in watched]
+             "created_at": now, "last_polled_at": now, "last_checked": now} for repo_id, uid in watched]
     with store.db.engine.begin() as conn:
         for i in range(0, len(rows), 2000):
             conn.execute(insert(repos), rows[i:i + 2000])

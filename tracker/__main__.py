@@ -1,3 +1,3 @@
-from tracker.surfaces.cli import main
+from tracker.surfaces.entry import run
 
-main()
+run()

@@ -780,6 +780,7 @@ class _Handlers:
                         "pointerSize": entry.lfs.pointer_size,
                     }
             out.append(item)
+        out.extend({"rfilename": f"extra/{n:07d}.bin"} for n in range(self.hub.extra_siblings.get(meta.repo_id, 0)))
         return out
 
     def _safetensors_summary(self, meta: RepoMeta, sha: str | None) -> dict[str, Any] | None:
@@ -852,7 +853,10 @@ class _Handlers:
         params = dict(query)
         expand = [v for k, v in query if k in ("expand", "expand[]")]
         blobs = params.get("blobs", "").lower() in ("1", "true")
-        payload = self._model_payload(meta, sha, blobs=blobs)
+        # With ``expand`` the Hub builds only what was asked for: no tree walk unless siblings (or the
+        # safetensors summary) are among it, so a repo of a million files answers its identity cheaply.
+        full = not expand or bool({"siblings", "safetensors"} & set(expand))
+        payload = self._model_payload(meta, sha, blobs=blobs, full=full)
         if sha is None:
             payload.pop("sha")
         if params.get("securityStatus", "").lower() in ("1", "true"):
@@ -1301,6 +1305,9 @@ class HubStandin:
         self.models_page_size = models_page_size
         self.faults = FaultSet()
         self.listing_faults = ListingFaults()
+        # Repo id -> extra files its model info lists in ``siblings`` (not in its tree): a repo with a
+        # million files, at no disk cost. Only a request that asks for siblings pays for them.
+        self.extra_siblings: dict[str, int] = {}
         self.log_level = log_level
         self.app = build_app(self)
         self._log: list[RequestRecord] = []

@@ -66,7 +66,7 @@ def test_unchanged_repos_of_one_owner_cost_one_listing_together(hub_standin, set
     results = tracker.poll()
     assert [r.status for r in results] == ["unchanged"] * 5
     assert [(r.method, r.url_path) for r in hub_standin.requests] == [
-        ("GET", "/api/models?author=acme&expand=sha&expand=lastModified")
+        ("GET", "/api/models?author=acme&expand=sha&expand=lastModified&expand=gated")
     ]
 
 
@@ -94,4 +94,4 @@ def test_repos_of_two_owners_cost_one_page_of_the_change_listing(hub_standin, se
     hub_standin.clear_log()
     assert [r.status for r in tracker.poll()] == ["unchanged"] * 2
     assert [(r.method, r.url_path) for r in hub_standin.requests] == [
-        ("GET", "/api/models?sort=lastModified&direction=-1&expand=sha&expand=lastModified")]
+        ("GET", "/api/models?sort=lastModified&direction=-1&expand=sha&expand=lastModified&expand=gated")]

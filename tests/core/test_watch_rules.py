@@ -184,3 +184,23 @@ def test_rules_from_the_command_line_to_the_api(hub_standin, cli, tmp_path):
     assert removed.output == "removed rule 1 and the 2 repo(s) it watched\n"
     assert cli("watch", "remove", "--rule", "1").exit_code == 1
     assert cli("watch", "list").output == "no repos watched; add some with `tracker watch add OWNER/NAME`\n"
+
+
+def test_a_listing_whose_cursor_repeats_a_page_ends_early_and_the_rule_drops_nothing(hub_standin, tmp_path,
+                                                                                        catalogue, caplog):
+    clock = Clock()
+    tracker = tracker_for(hub_standin, tmp_path, clock)
+    rule, _ = tracker.store.rules.add(parse_rule(RULE), max_repos=1000, now=clock())
+    tracker.poll()
+    assert watched_by(tracker, rule.id) == sorted(catalogue)
+    for page in range(200):  # every page's cursor answers the first page again
+        hub_standin.listing_faults.add("repeat", page, times=None)
+    for _ in range(2):  # twice past the grace: a repo missing from a complete listing would be gone
+        clock.now += dt.timedelta(days=2)
+        hub_standin.clear_log()
+        tracker.poll()  # evaluates the rule first
+        listing = [r for r in hub_standin.requests if r.path == "/api/models" and "sort=downloads" in r.query]
+        assert len(listing) == 2  # the page, then the same page again: the listing ends there, incomplete
+    hub_standin.listing_faults.clear()
+    assert watched_by(tracker, rule.id) == sorted(catalogue)
+    assert "the Hub's listing ended early (a page served twice)" in caplog.text

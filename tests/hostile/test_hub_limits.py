@@ -14,6 +14,8 @@ from tracker.adapters.hub.guards import server_wait
 from tracker.core.errors import ConfigError, HubRateLimited, HubUnavailable, UpstreamFileError
 from tracker.core.model import RepoId
 
+INFO = "/api/models/acme/tiny?expand=sha&expand=gated&expand=private"  # an identity check: never the siblings list
+
 REPO = RepoId("acme/tiny")
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -59,7 +61,7 @@ def test_a_huge_retry_after_defers_by_max_defer_at_most(hub_standin: HubStandin)
     with pytest.raises(HubRateLimited) as caught:
         client(hub_standin, max_defer=3600.0).repo_info(REPO)
     assert caught.value.retry_after == 3600.0
-    assert str(caught.value) == f"GET {hub_standin.url}/api/models/acme/tiny: 503, server asks to wait 3600s"
+    assert str(caught.value) == f"GET {hub_standin.url}{INFO}: 503, server asks to wait 3600s"
 
 
 def test_a_garbage_retry_after_is_retried_then_rate_limited_without_a_hint(hub_standin: HubStandin) -> None:
@@ -80,7 +82,7 @@ def test_a_get_redirect_loop_is_a_clear_hub_unavailable(hub_standin: HubStandin)
                            times=None)
     with pytest.raises(HubUnavailable) as caught:
         client(hub_standin, max_redirects=5).repo_info(REPO)
-    assert str(caught.value) == f"GET {hub_standin.url}/api/models/acme/tiny: more than 5 redirects (a redirect loop?)"
+    assert str(caught.value) == f"GET {hub_standin.url}{INFO}: more than 5 redirects (a redirect loop?)"
     assert len(hub_standin.requests) == 6
 
 
@@ -147,7 +149,7 @@ def test_a_deeply_nested_error_answer_is_still_mapped(hub_standin: HubStandin) -
     hub_standin.faults.add("/api/models/acme/tiny", status=500, body=b"[" * 30_000 + b"]" * 30_000)
     with pytest.raises(HubUnavailable) as caught:
         client(hub_standin, max_retries=0).repo_info(REPO)
-    assert str(caught.value) == f"GET {hub_standin.url}/api/models/acme/tiny: HTTP 500 (after 0 retries)"
+    assert str(caught.value) == f"GET {hub_standin.url}{INFO}: HTTP 500 (after 0 retries)"
     hub_standin.faults.add("/api/models/acme/tiny", status=400, body=b"[" * 30_000 + b"]" * 30_000)
     with pytest.raises(HubUnavailable) as caught:
         client(hub_standin, max_retries=0).repo_info(REPO)

@@ -53,6 +53,11 @@ def test_status_json_for_healthy_failing_never_existing_and_deleted_repos(four_r
     assert "\n" not in repos["acme/gone"]["last_error"] and "\n" not in repos["acme/typo"]["last_error"]
     assert report["problems"] == [f"acme/flaky: last poll failed: {flaky_error}", f"acme/typo: {NOT_FOUND}"]
     assert report["healthy"] is False
+    # A check of its own: the Hub answered for the repo (a listing that listed it, or a HEAD, a 404 included);
+    # a poll that failed is none.
+    assert repos["acme/flaky"]["last_checked"] is None
+    assert [repos[name]["last_checked"] == repos[name]["last_poll"] for name in ("acme/gone", "acme/ok", "acme/typo")] \
+        == [True, True, True]
     for r in repos.values():
         polled = datetime.fromisoformat(r["last_poll"].replace("Z", "+00:00"))
         due = datetime.fromisoformat(r["next_due"].replace("Z", "+00:00"))
@@ -75,7 +80,12 @@ def test_status_json_for_healthy_failing_never_existing_and_deleted_repos(four_r
 def test_status_text_and_a_healthy_exit(four_repos, cli, db_url):
     text = cli("status", env={"TRACKER_DATABASE_URL": db_url}).output
     lines = text.splitlines()
-    assert lines[0].split() == ["REPO", "STATE", "LAST", "POLL", "OUTCOME", "NEXT", "DUE", "PENDING", "LAG", "HEALTH"]
+    assert lines[0].split() == ["REPO", "STATE", "LAST", "POLL", "LAST", "CHECKED", "OUTCOME", "NEXT", "DUE", "PENDING",
+                                "LAG", "HEALTH"]
+    rows = [line.split() for line in lines[1:] if line.startswith("acme/")]
+    # LAST CHECKED: never for the repo whose polls fail; the others were checked on their own at their last poll.
+    assert [(cells[0], cells[3] if cells[0] == "acme/flaky" else cells[3] == cells[2]) for cells in rows] == [
+        ("acme/flaky", "never"), ("acme/gone", True), ("acme/ok", True), ("acme/typo", True)]
     assert [line.split()[0:2] + line.split()[-1:] for line in lines[1:] if line.startswith("acme/")] == [
         ["acme/flaky", "active", "unhealthy"], ["acme/gone", "gone", "attention"], ["acme/ok", "active", "ok"],
         ["acme/typo", "not_found", "unhealthy"]]

@@ -61,8 +61,8 @@ def test_one_listing_per_owner_checks_its_unchanged_repos_and_a_moved_one_is_pol
     run_cycle(cycle)
     calls = sorted(hub_calls(hub_standin))
     assert calls == [
-        ("GET", "/api/models?author=big&expand=sha&expand=lastModified"),
-        ("GET", "/api/models?author=pair&expand=sha&expand=lastModified"),
+        ("GET", "/api/models?author=big&expand=sha&expand=lastModified&expand=gated"),
+        ("GET", "/api/models?author=pair&expand=sha&expand=lastModified&expand=gated"),
         ("HEAD", "/solo/only/resolve/main/config.json"),
     ]  # 3 requests for 9 unchanged repos
     now = datetime.now(UTC)
@@ -76,8 +76,8 @@ def test_one_listing_per_owner_checks_its_unchanged_repos_and_a_moved_one_is_pol
     run_cycle(cycle)
     calls = hub_calls(hub_standin)
     assert sorted(c for c in calls if c[1].startswith("/api/models?")) == [
-        ("GET", "/api/models?author=big&expand=sha&expand=lastModified"),
-        ("GET", "/api/models?author=pair&expand=sha&expand=lastModified")]
+        ("GET", "/api/models?author=big&expand=sha&expand=lastModified&expand=gated"),
+        ("GET", "/api/models?author=pair&expand=sha&expand=lastModified&expand=gated")]
     rest = [c for c in calls if not c[1].startswith("/api/models?")]
     assert ("HEAD", "/solo/only/resolve/main/config.json") in rest
     assert [c for c in rest if c != ("HEAD", "/solo/only/resolve/main/config.json")
@@ -201,10 +201,10 @@ def test_the_budget_spreads_the_cycle_and_says_when_the_schedule_needs_more(hub_
     caplog.set_level(logging.INFO, logger="tracker.cycle")
     assert cycle.check_budget() is False  # 5 repos a minute: 25 HEADs per 5 minutes, 18 allowed
     assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
-        "hub budget: checking the watch list on schedule needs about 0 api and 25 resolvers requests per 5 min, "
-        "more than the 18 and 18 the budget spreads over 5 min ([hub] budget_api_per_5min = 20, "
-        "budget_resolvers_per_5min = 20, less a tenth kept for bursts): polls will run about 1.4x later than "
-        "scheduled"]
+        "5 repos every 1m need 25 resolver requests per 5 min; the budget allows 18: each repo is checked on its "
+        "own every 1m23s"]
+    # The intervals are stretched evenly to what the budget holds.
+    assert cycle.own_interval(solos[0], None) == pytest.approx(60.0 * 25 / 18)
 
 
 class StartsAtOnce(Executor):

@@ -98,3 +98,27 @@ def test_a_listing_that_a_head_contradicts_is_trusted_no_more_until_every_repo_i
     heads = sorted(r.path for r in hub_standin.requests if r.method == "HEAD")
     assert heads == sorted(f"/{repo}/resolve/main/config.json" for repo in REPOS[:4])
     tracker.store.close()
+
+
+def test_an_owner_listing_whose_cursor_repeats_a_page_ends_at_the_second_reading(hub_standin, tmp_path):
+    """12 repos of one owner, 3 to a page: a cursor that answers the first page for ever costs two pages, not the
+    eleven the listing may take; the repos it did not list are checked on their own."""
+    hub_standin.models_page_size = 3
+    repos = [RepoId(f"acme/m{n:02d}") for n in range(12)]
+    for n, repo in enumerate(repos):
+        hub_standin.create_repo(repo)
+        hub_standin.commit(repo, {"config.json": config_json()}, date=START + dt.timedelta(minutes=n))
+    tracker = tracker_on(hub_standin, tmp_path / "t.sqlite3")
+    for repo in repos:
+        tracker.store.repos.add(repo, now=tracker.clock())
+    assert {r.status for r in tracker.poll()} == {"baseline"}
+    for page in range(20):
+        hub_standin.listing_faults.add("repeat", page, times=None)
+    hub_standin.clear_log()
+    assert {r.status for r in tracker.poll()} == {"unchanged"}
+    hub_standin.listing_faults.clear()
+    listing = [r for r in hub_standin.requests if r.path == "/api/models"]
+    assert [r.query.split("&cursor=")[0] for r in listing] == ["author=acme&expand=sha&expand=lastModified&expand=gated"] * 2
+    heads = sorted(r.path.split("/resolve/")[0].strip("/") for r in hub_standin.requests if r.method == "HEAD")
+    assert heads == sorted(repos[3:])  # the page read lists the first three (by id); the other nine get a HEAD
+    tracker.store.close()

@@ -308,6 +308,9 @@ class Settings:
     poll_max_new_commits: Count = key("poll.max_new_commits", 1000)
     poll_backlog_per_poll: Count = key("poll.backlog_per_poll", 100)  # a flood's revisions read per poll, last
     poll_jitter: DurationOrZero = key("poll.jitter", 300.0)
+    # How often the daemon walks the Hub-wide change listing for pushes to any watched repo ("0s": never,
+    # only when that is cheaper than checking the due repos one by one).
+    poll_listen_every: DurationOrZero = key("poll.listen_every", 60.0)
     poll_workers: Count = key("poll.workers", 4)  # repos polled at the same time by one `tracker run`
     poll_shutdown_grace: DurationOrZero = key("poll.shutdown_grace", 30.0)  # on SIGTERM: finish, then exit anyway
     max_file_bytes: Count = key("limits.max_file_bytes", 64 * 1024 * 1024)  # cap on any tracked file read

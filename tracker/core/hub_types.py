@@ -38,6 +38,7 @@ class OwnerListing:
     heads: dict[str, CommitSha | None]  # repo id, lower-cased -> head of the default branch (None: empty repo)
     complete: bool  # False when the page cap stopped the walk before the last page
     pages: int
+    gated: frozenset[str] = frozenset()  # repo ids, lower-cased, listed as gated ("auto" or "manual")
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class ListedModel:
     repo_id: RepoId  # as the Hub spells it
     sha: CommitSha | None  # head of the default branch (None: an empty repo)
     last_modified: datetime  # the Hub's clock
+    gated: bool = False  # listed as gated ("auto" or "manual")
 
 
 @dataclass(frozen=True)

@@ -415,6 +415,7 @@ class RepoRow:
     created_at: datetime
     base_repo_id: RepoId | None = None  # the base model its card declares (migration 0007)
     rule_id: int | None = None  # the watch rule that added it (migration 0009)
+    last_checked: datetime | None = None  # its last check of its own: a HEAD or an owner listing (migration 0014)
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,7 @@ class Moved:
     pk: int
     key: str  # its id in lower case
     sha: str | None  # the head the listing named
+    why: str = "moved"  # "moved": a new head; "gated": listed as gated; "renamed?": its head listed under another id
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,8 @@ class DueRepo:
     poll_requests: int  # the webhook requests counted when it was claimed
     poll_served: int
     listing_epoch: int | None = None  # the change-listing chain it was last known current in
-    last_polled_at: datetime | None = None  # when it was last checked
+    last_polled_at: datetime | None = None  # when it was last checked, or vouched for by the change listing
+    last_checked: datetime | None = None  # when it was last checked on its own (a HEAD, an owner listing)
 
     @property
     def requested(self) -> bool:
@@ -193,6 +195,7 @@ class RepoHealthRow:
     newest_advisory_at: datetime | None
     next_poll_at: datetime | None = None  # the daemon's own schedule, where the schema has one (migration 0006)
     unreachable_since: datetime | None = None  # every poll since failed with the Hub unreachable (migration 0012)
+    last_checked: datetime | None = None  # its last check of its own: a HEAD or an owner listing (migration 0014)
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,20 @@
-"""The Hub-wide change listing: one walk of the models changed lately vouches for every watched repo.
+"""The Hub-wide change listing: a firehose of pushes, and a voucher for content between a repo's own checks.
 
-``GET /api/models?sort=lastModified&direction=-1&expand=sha&expand=lastModified`` lists every
-model on the Hub, the most recently changed first, with its head sha. A walk pages through it
-(the ``Link`` cursor) until a page's oldest model is older than the watermark, less a safety
-overlap. Then, for every watched repo on ``main``:
+``GET /api/models?sort=lastModified&direction=-1&expand=sha&expand=lastModified&expand=gated`` lists
+every model on the Hub, the most recently changed first, with its head sha and whether it is gated.
+A walk pages through it (the ``Link`` cursor) until a page's oldest model is older than the
+watermark, less a safety overlap. Then, for every watched repo on ``main``:
 
 * listed with a head other than the last one read: it moved, so it is made due now and polled
   (the same request a Hub webhook makes, :meth:`ScheduleStore.request_poll`);
-* listed with the same head, or not listed at all: unchanged since the watermark.
+* listed as gated, or not listed but its last head listed under another id (renamed?): checked on
+  its own at once (a HEAD says whether it is readable, or where it went);
+* listed with the same head, or not listed at all: its content is unchanged since the watermark.
+  The listing never vouches for the repo itself: a deleted, private or renamed repo is simply not
+  listed, so each repo still gets a check of its own once per its interval (:mod:`.cycle`).
+
+The daemon walks every ``[poll] listen_every`` whether or not any repo is due, so a push to any
+watched repo is read within about that long.
 
 The watermark is the newest ``lastModified`` (the Hub's clock, never compared with ours) of the
 walk *before* the previous one: each stretch of the listing is read by two walks, so a model
@@ -17,15 +24,16 @@ A repo is vouched for only while the walks form an unbroken *chain* since it was
 on its own: the chain has an epoch, a check stamps the repo with the epoch it ran in
 (``repos.listing_epoch``), and anything that leaves a gap starts a new chain (epoch + 1), so
 every repo is checked on its own once more before walks vouch for it again. Gaps: a walk that
-stops before its watermark (a page cap, a page that keeps repeating), a listing out of
+stops before its watermark (a page cap, a page served twice), a listing out of
 ``lastModified`` order or whose newest change is older than the last walk's (clocks disagree,
 a stale replica), and a HEAD that says a repo the listing called moved did not move. A walk that
 fails (the Hub is away) breaks nothing: the repos due are checked on their own, and the next
 walk goes back to the same watermark.
 
-Whether to walk at all is a cost decision: the pages it should take (the change rate the last
-walk saw, times the stretch to cover, over the page size) against the owner listings and HEADs
-the due repos would cost otherwise (:meth:`ChangeFeed.worth_walking`).
+Without the firehose (``listen_every = "0s"``) and in ``tracker poll``, whether to walk is a cost
+decision: the pages it should take (the change rate the last walk saw, times the stretch to cover,
+over the page size) against the owner listings and HEADs the due repos would cost otherwise
+(:meth:`ChangeFeed.worth_walking`).
 """
 
 from __future__ import annotations
@@ -42,7 +50,10 @@ from tracker.pipeline.ports import HubReader, Store
 
 log = logging.getLogger("tracker.changes")  # the name operators filter logs by, not the module path
 
-OVERLAP_SECONDS = 600.0  # the walk reaches this far (Hub clock) past its watermark: replication lag, skew
+# The walk reaches this far (Hub clock) past its watermark: replication lag, skew. Each stretch is read by two
+# walks already, so a model listed up to a walk late is still seen; a minute more keeps a walk every
+# minute at two pages when a thousand models change in three minutes (docs/scaling.md).
+OVERLAP_SECONDS = 60.0
 MAX_WALK_PAGES = 200  # a walk needing more starts a new chain (the repos due are checked on their own)
 DEFAULT_PAGE_SIZE = 1000  # what one page of /api/models holds on the Hub
 
@@ -167,12 +178,17 @@ class ChangeFeed:
 
     # -- walking ------------------------------------------------------------------------------
 
-    def walk(self, now: datetime) -> WalkReport:
-        """One walk: make the watched repos that moved due, and move the watermarks. Never raises for the Hub's trouble."""
+    def walk(self, now: datetime, *, max_pages: int | None = None) -> WalkReport:
+        """One walk: make the watched repos that moved due, and move the watermarks. Never raises for the Hub's trouble.
+
+        ``max_pages``: the walk's share of the api budget; a walk that needs more stops there, short of
+        its watermark, and starts a new chain (as one past :data:`MAX_WALK_PAGES` does).
+        """
         state = self.load()
         stop = state.marks[0].top - self.overlap if state.marks else None
+        cap = self.max_pages if max_pages is None else max(1, min(self.max_pages, max_pages))
         try:
-            listing = self.hub.recent_models(stop_before=stop, max_pages=self.max_pages)
+            listing = self.hub.recent_models(stop_before=stop, max_pages=cap)
         except HubRateLimited as exc:
             log.info("hub change listing: %s; the repos due are checked on their own", first_line(exc))
             return WalkReport(pages=0, listed=0, moved=0, vouching=False, problem=first_line(exc))
@@ -225,9 +241,15 @@ class ChangeFeed:
         if not listing.models:
             return 0
         listed = {m.repo_id.lower(): m.sha for m in listing.models}
-        moved = self.store.listing.request_moved(listed, now=now)
-        with self._lock:
-            self._moved.update({m.key: m.sha for m in moved})
+        gated = {m.repo_id.lower() for m in listing.models if m.gated}
+        moved = self.store.listing.request_moved(listed, now=now, gated=gated)
+        with self._lock:  # only a new head is a claim a HEAD can contradict
+            self._moved.update({m.key: m.sha for m in moved if m.why == "moved"})
+        for m in moved:
+            if m.why != "moved":
+                log.info("hub change listing: %s %s; checking it on its own", m.key,
+                         "is listed as gated" if m.why == "gated" else f"is not listed, but its head {str(m.sha)[:12]} "
+                         "is, under another id (renamed?)")
         return len(moved)
 
     def listed_move(self, repo_id: str) -> tuple[bool, str | None]:

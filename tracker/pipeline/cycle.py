@@ -15,6 +15,13 @@ a time. What a claimed repo costs on the Hub:
   revisions still pending, or alone in its owner's group) is polled by the :class:`Poller`, which
   starts with one HEAD.
 
+Each repo gets a check of its own (a HEAD, or an owner listing that lists it: ``repos.last_checked``) at
+least once per its interval, stretched evenly when the budget cannot hold them all
+(:meth:`Cycle.check_budget`): only such a check sees a deletion, a gating, a rename or a switch to
+private. Between them, the Hub-wide change listing (:mod:`tracker.pipeline.changes`) vouches for a
+repo's content; the daemon walks it every ``[poll] listen_every``, so a push is read within about
+that long. Repos named on ``tracker poll``'s command line are each checked with a HEAD of their own.
+
 Work runs on a small thread pool (``[poll] workers``), so a slow or hanging repo holds one
 worker until its per-poll deadline (``hub.poll_deadline``) and never the others. Claims stop
 while the Hub budget (the ``Budget`` port, :class:`tracker.adapters.hub.budget.HubBudget`) has no room, which spreads a large
@@ -25,10 +32,11 @@ when the schedule needs more than the budget allows.
 from __future__ import annotations
 
 import logging
+import math
 import random
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -40,7 +48,13 @@ from tracker.core.intervals import clamp_interval
 from tracker.core.model import PollOutcome, RepoRow
 from tracker.core.store_types import DueRepo
 from tracker.pipeline.changes import ChangeFeed, ListingState
-from tracker.pipeline.polling import LEASE_MARGIN_SECONDS, Poller, PollResult, dead_here
+from tracker.pipeline.polling import (
+    LEASE_MARGIN_SECONDS,
+    NOT_POLLED_INTERRUPTED,
+    Poller,
+    PollResult,
+    dead_here,
+)
 from tracker.pipeline.ports import Budget, Clock, HubReader, PipelineSettings, Schedule, Store
 from tracker.pipeline.watchrules import RuleKeeper
 
@@ -50,9 +64,7 @@ LISTING_DEADLINE = 120.0  # wall clock for one owner listing, all its pages
 ERROR_RETRY = 600.0  # a poll that failed is tried again this soon (or at its interval, if sooner)
 DEAD_LEASE_SWEEP = 10.0  # seconds between looks for leases of killed processes of this host
 IDLE_WAIT = 0.5  # seconds run_once waits between looks while polls are in flight
-WALK_EVERY = 60.0  # the daemon walks the Hub-wide change listing at most this often
-# A repo is vouched for by a walk at most this old (the daemon; `tracker poll` walks once per run).
-VOUCH_FOR = 2 * WALK_EVERY
+WALK_EVERY = 60.0  # with `[poll] listen_every = "0s"`, the daemon walks the change listing at most this often
 CURRENT = frozenset({PollOutcome.UNCHANGED, PollOutcome.NEW, PollOutcome.BASELINE})  # a poll that read the head
 
 
@@ -105,12 +117,14 @@ class Cycle:
         self._over_budget: bool | None = None
         self.changes = ChangeFeed(store, hub)
         self.rules = RuleKeeper(store, hub, every=clamp_interval(settings.poll_every))
-        self._last_walk_try = -WALK_EVERY
+        self._last_walk_at: datetime | None = None  # when this process last walked (or tried to), our clock
+        self._stretch = 1.0  # every interval times this: what the budget allows (check_budget)
         # `tracker poll` (run_once): one walk per run, vouching only from that walk, claims among its repos.
         self._once = False
         self._walked = False
         self._run_started: datetime | None = None
         self._only: set[int] | None = None
+        self._named = False  # `tracker poll REPO…`, or a poll an API request asked for: each checked on its own
         self._backfill = 0
         self._progress: Callable[[int], object] | None = None
         self._budget_wait = 0.0  # run_once: how long the budget would have made it wait
@@ -125,10 +139,31 @@ class Cycle:
             every = max(every, self.settings.hub_webhook_safety_net)
         return every
 
+    def own_interval(self, repo_id: str, every_seconds: float | None) -> float:
+        """Seconds between a repo's checks of its own: its interval, stretched when the budget cannot hold them all."""
+        return self.interval(repo_id, every_seconds) * self._stretch
+
     def next_at(self, due: DueRepo, now: datetime, spread: float) -> datetime:
-        """When ``due`` is next due: its interval plus jitter (``spread`` in 0..1, one value per owner group)."""
-        every = self.interval(due.repo_id, due.every_seconds)
+        """When ``due`` is next due: its interval (stretched) plus jitter (``spread`` in 0..1, one value per owner group)."""
+        every = self.own_interval(due.repo_id, due.every_seconds)
         return now + timedelta(seconds=every + spread * min(self.settings.poll_jitter, every / 2))
+
+    def own_check_due(self, due: DueRepo, now: datetime) -> bool:
+        """Whether ``due`` needs a check of its own (a HEAD, an owner listing): never had one, or not within its interval.
+
+        Only such a check sees a deletion, a gating, a rename or a switch to private: the Hub-wide
+        change listing lists what changed, and a repo that is gone is simply not listed.
+        """
+        if due.last_checked is None:
+            return True
+        return (now - due.last_checked).total_seconds() >= self.own_interval(due.repo_id, due.every_seconds)
+
+    def _vouched_next_at(self, due: DueRepo, now: datetime, spread: float) -> datetime:
+        """When a repo the change listing vouched for is next due: when its own check is."""
+        checked = due.last_checked or now
+        every = self.own_interval(due.repo_id, due.every_seconds)
+        return max(now, checked) + timedelta(seconds=max(0.0, every - (now - checked).total_seconds())
+                                             + spread * min(self.settings.poll_jitter, every / 2))
 
     # -- a tick -------------------------------------------------------------------------------
 
@@ -142,12 +177,12 @@ class Cycle:
         if not self._once:
             self.evaluate_rules(now, limit=1)
         state = self._maybe_walk(now, report)
-        since = self._run_started if self._once and self._run_started else now - timedelta(seconds=VOUCH_FOR)
-        vouch = self.changes.vouch_epoch(state, since=since)
+        since = self._run_started if self._once and self._run_started else now - timedelta(seconds=self._vouch_for())
+        vouch = None if self._named else self.changes.vouch_epoch(state, since=since)
         epoch = state.epoch
         polls, checks = self._claim(now, vouch)
         report.claimed = len(polls) + len(checks)
-        by_owner, vouched = self._sort_checks(checks, polls, state, vouch)
+        by_owner, vouched = self._sort_checks(checks, polls, state, vouch, now)
         self._finish_vouched(vouched, vouch, now)
         report.vouched = len(vouched)
         give_back = self._dispatch(by_owner, polls, epoch, report)
@@ -179,15 +214,20 @@ class Cycle:
         return polls, checks
 
     def _sort_checks(self, checks: list[DueRepo], polls: list[DueRepo], state: ListingState,
-                     vouch: int | None) -> tuple[dict[str, list[DueRepo]], list[DueRepo]]:
-        """Split the checkable repos: to poll (appended to ``polls``), by owner listing, or vouched for."""
+                     vouch: int | None, now: datetime) -> tuple[dict[str, list[DueRepo]], list[DueRepo]]:
+        """Split the checkable repos: to poll (appended to ``polls``), by owner listing, or vouched for.
+
+        Named repos are each polled (a HEAD of their own). The change listing vouches only for the
+        content of a repo whose own check is not due yet (:meth:`own_check_due`).
+        """
         pending = self.queue.with_pending([d.pk for d in checks])
         by_owner: dict[str, list[DueRepo]] = defaultdict(list)
         vouched: list[DueRepo] = []
         for due in checks:
-            if due.pk in pending or not due.checkable:
+            if self._named or due.pk in pending or not due.checkable:
                 polls.append(due)
-            elif self.changes.vouches(state, vouch, due.listing_epoch, due.last_polled_at):
+            elif (not self.own_check_due(due, now)
+                  and self.changes.vouches(state, vouch, due.listing_epoch, due.last_polled_at)):
                 vouched.append(due)
             else:
                 by_owner[due.owner.lower()].append(due)
@@ -274,11 +314,14 @@ class Cycle:
         self._pages[owner] = listing.pages if listing.complete or found else listing.pages + 1
         now = self.clock()
         spread = self.rng()
-        unchanged = [d for d in group if listing.heads.get(d.repo_id.lower()) == d.last_seen_sha]
-        moved = [d for d in group if listing.heads.get(d.repo_id.lower()) != d.last_seen_sha]
+        # A repo listed as gated is checked by a HEAD: only that says whether this tracker may still read it.
+        unchanged = [d for d in group if listing.heads.get(d.repo_id.lower()) == d.last_seen_sha
+                     and d.repo_id.lower() not in listing.gated]
+        kept = {d.pk for d in unchanged}
+        moved = [d for d in group if d.pk not in kept]
         try:
             self.queue.finish_unchanged(unchanged, self.owner, next_at=lambda d: self.next_at(d, now, spread),
-                                        now=now, epoch=epoch)
+                                        now=now, epoch=epoch, checked=True)
         except TrackerError as exc:
             log.warning("could not record the check of %s's repos: %s", owner, exc)
             self.queue.release([d.pk for d in unchanged], self.owner)
@@ -338,8 +381,8 @@ class Cycle:
             return
         spread = self.rng()
         try:
-            self.queue.finish_unchanged(vouched, self.owner, next_at=lambda d: self.next_at(d, now, spread), now=now,
-                                        epoch=epoch)
+            self.queue.finish_unchanged(vouched, self.owner, next_at=lambda d: self._vouched_next_at(d, now, spread),
+                                        now=now, epoch=epoch)
         except TrackerError as exc:
             log.warning("could not record the check of %d repo(s): %s", len(vouched), exc)
             self.queue.release([d.pk for d in vouched], self.owner)
@@ -369,25 +412,51 @@ class Cycle:
             done += 1
         return done
 
-    def _maybe_walk(self, now: datetime, report: TickReport) -> ListingState:
-        """Walk the Hub-wide change listing when it is due and cheaper than checking the due repos on their own."""
-        state = self.changes.load()
+    def _listen_every(self) -> float:
+        """Seconds between the daemon's walks of the change listing (0: only when cheaper than the due repos' checks)."""
+        return max(0.0, self.settings.poll_listen_every)
+
+    def _vouch_for(self) -> float:
+        """A repo is vouched for by a walk at most this old (the daemon; `tracker poll` walks once per run)."""
+        return 2 * max(self._listen_every(), WALK_EVERY)
+
+    def _walk_due(self, state: ListingState, now: datetime) -> bool:
+        """Whether this tick walks: once per `tracker poll` (none for named repos); the daemon every ``listen_every``.
+
+        The daemon's walk is the firehose: whether or not any repo is due, every push to a watched
+        repo on ``main`` is seen within ``listen_every`` and polled at once. With ``listen_every``
+        "0s" it walks only when that is cheaper than checking the due repos on their own.
+        """
+        if self._named:
+            return False
         if self._once:
             if self._walked:
-                return state
+                return False
             self._walked = True
-        elif time.monotonic() - self._last_walk_try < WALK_EVERY or (
-                state.marks and (now - state.marks[-1].at).total_seconds() < WALK_EVERY):
-            return state
+            return self._cheaper_than_checks(state, now)
+        listen = self._listen_every()
+        every = listen or WALK_EVERY
+        if self._last_walk_at is not None and (now - self._last_walk_at).total_seconds() < every:
+            return False
+        if state.marks and (now - state.marks[-1].at).total_seconds() < every:
+            return False  # another replica walked lately
+        return bool(listen) or self._cheaper_than_checks(state, now)
+
+    def _cheaper_than_checks(self, state: ListingState, now: datetime) -> bool:
         cost = self.queue.due_owners(now=now, limit=self.batch, only=self._only)
-        if not self.changes.worth_walking(state, now, cost):
+        return self.changes.worth_walking(state, now, cost)
+
+    def _maybe_walk(self, now: datetime, report: TickReport) -> ListingState:
+        """Walk the Hub-wide change listing when it is due (:meth:`_walk_due`) and within the api budget."""
+        state = self.changes.load()
+        if not self._walk_due(state, now):
             return state
         if self.budget.room("api") < self.changes.pages_expected(state, now):
             return state  # the owner listings and HEADs that fit the budget go first
-        self._last_walk_try = time.monotonic()
+        self._last_walk_at = now
         try:
             with self.hub.deadline(min(LISTING_DEADLINE, self.settings.hub_poll_deadline)):
-                walk = self.changes.walk(now)
+                walk = self.changes.walk(now, max_pages=int(self.budget.room("api") // 2))  # half: owner listings
         except TrackerError as exc:  # the database: the repos due are checked on their own
             log.warning("hub change listing: %s", first_line(exc))
             return state
@@ -418,6 +487,7 @@ class Cycle:
         self._budget_wait = 0.0
         self._once, self._walked, self._run_started = True, False, now
         self._only = {r.pk for r in rows} if repo_ids is not None else None
+        self._named = repo_ids is not None
         self._backfill, self._progress = backfill, progress
         self.on_result = collect
         try:
@@ -428,7 +498,14 @@ class Cycle:
                 self._await_progress()
             self.on_result = previous
             self._once, self._only, self._backfill, self._progress = False, None, 0, None
-        return [results.get(r.repo_id) or self._not_polled(r) for r in rows]
+            self._named = False
+        stopped = self.poller.stopping.is_set()
+        return [results.get(r.repo_id) or (self._interrupted(r) if stopped else self._not_polled(r)) for r in rows]
+
+    @staticmethod
+    def _interrupted(row: RepoRow) -> PollResult:
+        """The result of a repo a stopped run never reached (Ctrl-C on `tracker poll`): still due, read next time."""
+        return PollResult(repo=row.repo_id, status=PollOutcome.DEFERRED, error=NOT_POLLED_INTERRUPTED)
 
     def _rows_of(self, repo_ids: Iterable[str] | None) -> list[RepoRow]:
         """The watched repos a run covers: all (the rules evaluated first), or the ones named (NotWatched)."""
@@ -531,24 +608,49 @@ class Cycle:
         return api, resolvers
 
     def check_budget(self) -> bool:
-        """Log a WARNING when the schedule needs more than the budget (once, until that changes)."""
+        """Stretch every interval evenly when the budget cannot hold every repo's own check; a WARNING saying so.
+
+        One WARNING when the stretch starts or changes, e.g. ``10,000 repos every 1h need 833
+        resolver requests per 5 min; the budget allows 300: each repo is checked on its own every
+        2h47m``; an INFO when the schedule fits again.
+        """
         api, resolvers = self.needs()
-        pace_api, pace_res = self.budget.pace("api"), self.budget.pace("resolvers")
-        over = api > pace_api or resolvers > pace_res
-        if over and self._over_budget is not True:
-            stretch = max(api / pace_api, resolvers / pace_res)
-            log.warning(
-                "hub budget: checking the watch list on schedule needs about %.0f api and %.0f resolvers requests "
-                "per 5 min, more than the %.0f and %.0f the budget spreads over 5 min ([hub] budget_api_per_5min = "
-                "%.0f, budget_resolvers_per_5min = %.0f, less a tenth kept for bursts): polls will run about %.1fx "
-                "later than scheduled",
-                api, resolvers, pace_api, pace_res, self.budget.per_window("api"),
-                self.budget.per_window("resolvers"), stretch)
+        api += self._walk_need()
+        pace_api, pace_res = max(self.budget.pace("api"), 1e-9), max(self.budget.pace("resolvers"), 1e-9)
+        stretch = max(1.0, api / pace_api, resolvers / pace_res)
+        over = stretch > 1.0
+        if over and (self._over_budget is not True or abs(stretch - self._stretch) > 0.05 * self._stretch):
+            bucket, need, allows = (("resolver", resolvers, pace_res) if resolvers / pace_res >= api / pace_api
+                                    else ("api", api, pace_api))
+            count, typical, uniform = self._intervals()
+            every = f"every {about(typical)}" if uniform else f"at their intervals (most often {about(typical)})"
+            then = (f"every {about(typical * stretch)}" if uniform
+                    else f"{stretch:.1f}x as seldom ({about(typical)}: every {about(typical * stretch)})")
+            log.warning("%s repos %s need %s %s requests per 5 min; the budget allows %s: each repo is checked on "
+                        "its own %s", f"{count:,}", every, f"{need:,.0f}", bucket, f"{allows:,.0f}", then)
         elif not over and self._over_budget:
             log.info("hub budget: the schedule fits the budget again (about %.0f api and %.0f resolvers requests "
                      "per 5 min)", api, resolvers)
+        self._stretch = stretch
         self._over_budget = over
         return not over
+
+    def _walk_need(self) -> float:
+        """api requests per 5 minutes the daemon's walks of the change listing take (one page each, at least)."""
+        listen = self._listen_every()
+        if not listen:
+            return 0.0
+        state = self.changes.load()
+        pages = max(1, math.ceil(state.rate * (listen + self.changes.overlap.total_seconds()) / max(1, state.page_size)))
+        return pages * WINDOW_SECONDS / listen
+
+    def _intervals(self) -> tuple[int, float, bool]:
+        """(repos watched, their most common interval, whether they all share it)."""
+        counts = Counter(self.interval(repo_id, every) for repo_id, _branch, every in self.queue.schedule())
+        if not counts:
+            return 0, self.settings.poll_every, True
+        typical = counts.most_common(1)[0][0]
+        return sum(counts.values()), typical, len(counts) == 1
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -571,4 +673,19 @@ class Cycle:
                 log.warning("could not free this process's repo leases: %s", exc)
 
 
-__all__ = ["Cycle", "TickReport"]
+def about(seconds: float) -> str:
+    """A duration as people read it: to the minute (``2h47m``, ``1d6h``), to the second under 10 minutes (``1m23s``)."""
+    if seconds < 600:
+        mins, secs = divmod(max(1, round(seconds)), 60)
+        return f"{mins}m{secs}s" if mins and secs else f"{mins}m" if mins else f"{secs}s"
+    minutes = round(seconds / 60)
+    days, rest = divmod(minutes, 1440)
+    hours, mins = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours}h" if hours else f"{days}d"
+    if hours:
+        return f"{hours}h{mins}m" if mins else f"{hours}h"
+    return f"{mins}m"
+
+
+__all__ = ["Cycle", "TickReport", "about"]

@@ -53,6 +53,7 @@ from tracker.pipeline.processing import Processor, save_checked, seen_of
 log = logging.getLogger("tracker.polling")  # the name operators filter logs by, not the module path
 _SEVERITIES = frozenset(s.value for s in Severity)
 LEASE_MARGIN_SECONDS = 300.0  # a lease outlives the poll's Hub deadline by this much (analysis time)
+NOT_POLLED_INTERRUPTED = "not polled: interrupted; the next poll reads it"  # a run stopped before this repo
 
 
 @dataclass
@@ -213,7 +214,7 @@ class Poller:
         else:
             done = self.clock()
             self.store.repos.update(repo.pk, last_error=None, defer_until=None, last_polled_at=done,
-                                   last_success_at=done, unreachable_since=None)
+                                   last_success_at=done, last_checked=done, unreachable_since=None)
 
     # -- events -------------------------------------------------------------------------------
 
@@ -237,7 +238,9 @@ class Poller:
 
     def _unreachable(self, repo: RepoRow, exc: HubError, result: PollResult) -> None:
         now = self.clock()
-        updates = {"last_error": first_line(exc), "last_polled_at": now, "unreachable_since": None}
+        # The Hub answered for the repo itself: a check of its own, as much as a HEAD that named a head.
+        updates = {"last_error": first_line(exc), "last_polled_at": now, "last_checked": now,
+                   "unreachable_since": None}
         never_read = repo.last_seen_sha is None and repo.hub_uid is None
         if never_read and not isinstance(exc, RepoDisabled):
             # Never read: a typo in the watch list, or a private or gated repo without a token.

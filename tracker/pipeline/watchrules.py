@@ -72,7 +72,13 @@ class RuleKeeper:
             return None
         matched = list(dict.fromkeys(listing.repo_ids))
         capped = len(matched) > rule.max_repos
-        applied = self.rules.apply(rule, matched, now=now)
+        # A listing cut short by the cap is whole as far as the rule goes; one that ended early (a page
+        # served twice) is not: the repos it did not list are kept.
+        complete = listing.complete or capped
+        if not complete:
+            log.warning("watch rule %d (%s): the Hub's listing ended early (a page served twice); its repos not "
+                        "listed are kept until a complete listing", rule.id, rule.text)
+        applied = self.rules.apply(rule, matched, now=now, complete=complete)
         added, dropped = applied.added, applied.dropped
         if capped and not rule.capped:
             log.warning("watch rule %d (%s) matches more than its cap of %d repos: watching the first %d "

@@ -83,11 +83,13 @@ class RepoStatus:
     newest_commit_at: datetime | None
     advisory: str | None
     lag_seconds: float | None
+    last_checked: datetime | None = None  # its last check of its own (a HEAD, an owner listing), not a listing's vouching
 
     def to_json(self) -> dict[str, Any]:
         return {
             "repo": self.repo, "branch": self.branch, "state": self.state, "health": self.health,
-            "problems": list(self.problems), "last_poll": iso(self.last_poll), "last_outcome": self.last_outcome,
+            "problems": list(self.problems), "last_poll": iso(self.last_poll),
+            "last_checked": iso(self.last_checked), "last_outcome": self.last_outcome,
             "last_error": self.last_error, "next_due": iso(self.next_due),
             "deferred_until": iso(self.deferred_until), "lease_holder": self.lease_holder,
             "pending_revisions": self.pending_revisions,
@@ -187,7 +189,7 @@ def assess_repo(row: RepoHealthRow, *, now: datetime, default_every: float,
         last_poll=row.last_polled_at, last_outcome=row.last_outcome, last_error=row.last_error, next_due=due,
         deferred_until=deferred, lease_holder=holder, pending_revisions=row.pending,
         newest_commit=row.newest_sha, newest_commit_at=row.newest_date, advisory=row.newest_advisory,
-        lag_seconds=_lag(row, now),
+        lag_seconds=_lag(row, now), last_checked=row.last_checked,
     )
 
 
@@ -224,10 +226,11 @@ def render(report: StatusReport) -> str:
     """The text `tracker status` prints."""
     lines = []
     if report.repos:
-        lines.append(f"{'REPO':40} {'STATE':9} {'LAST POLL':16} {'OUTCOME':9} {'NEXT DUE':16} {'PENDING':>7} "
-                     f"{'LAG':>9}  HEALTH")
+        lines.append(f"{'REPO':40} {'STATE':9} {'LAST POLL':16} {'LAST CHECKED':16} {'OUTCOME':9} {'NEXT DUE':16} "
+                     f"{'PENDING':>7} {'LAG':>9}  HEALTH")
         for r in report.repos:
-            lines.append(f"{r.repo:40} {r.state:9} {minute(r.last_poll) or 'never':16} {r.last_outcome or '-':9} "
+            lines.append(f"{r.repo:40} {r.state:9} {minute(r.last_poll) or 'never':16} "
+                         f"{minute(r.last_checked) or 'never':16} {r.last_outcome or '-':9} "
                          f"{minute(r.next_due) or '-':16} {r.pending_revisions:>7} {span(r.lag_seconds):>9}  "
                          f"{r.health}")
             if r.deferred_until:

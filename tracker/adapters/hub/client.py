@@ -58,6 +58,21 @@ def _parse_date(value: object) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
 
 
+def _gated(item: dict[str, Any]) -> bool:
+    """Whether a listed model says it is gated (``"auto"``, ``"manual"``, or ``true`` from an older Hub)."""
+    value = item.get("gated")
+    return value is True or value in ("auto", "manual")
+
+
+# What an identity check asks ``/api/models/{repo}`` for, by ``expand=``: never the siblings list, which
+# is the whole file list (a repo with a million files answers 48 MB). ``_id`` and ``id`` come back always;
+# ``_id`` is no ``expand`` property (huggingface_hub's ExpandModelProperty_T has no such value).
+IDENTITY_EXPAND = ("sha", "gated", "private")
+# What the listings ask for (docs/scaling.md): the head and its date, and whether the model is gated.
+# ``private`` is asked only with a token: without one, a private model is not listed at all.
+LISTING_EXPAND = ("sha", "lastModified", "gated")
+
+
 def _is_sha(value: object) -> bool:
     return isinstance(value, str) and SHA_RE.fullmatch(value) is not None
 
@@ -97,8 +112,29 @@ class _ChangeWalk:
             self.previous = when
             sha = item.get("sha")
             self.models.append(ListedModel(repo_id=valid, sha=CommitSha(str(sha)) if _is_sha(sha) else None,
-                                           last_modified=when))
+                                           last_modified=when, gated=_gated(item)))
         return fresh, oldest
+
+
+class _PageGuard:
+    """Tells a listing's page seen before: the same link, or the same models (a cursor that repeats a page).
+
+    A page seen twice ends the listing as incomplete: following such a cursor to the page cap would
+    spend the whole cap on one page.
+    """
+
+    def __init__(self) -> None:
+        self._links: set[str] = set()
+        self._pages: set[tuple[str, ...]] = set()
+
+    def repeated(self, link: httpx2.URL | None, page: list[Any]) -> bool:
+        """Whether ``page`` (read from ``link``) was read before; remembers it."""
+        ids = tuple(str(item.get("id")) for item in page if isinstance(item, dict))
+        key = str(link) if link is not None else ""
+        seen = (ids in self._pages if ids else False) or key in self._links
+        self._pages.add(ids)
+        self._links.add(key)
+        return seen
 
 
 def _valid_repo_id(value: object) -> RepoId | None:
@@ -209,8 +245,25 @@ class HubClient(HubTransport):
             return "/".join(parts[:i]) or None
         return None
 
+    def _listing_expand(self) -> list[tuple[str, str]]:
+        """``expand=`` pairs for a listing: :data:`LISTING_EXPAND`, and ``private`` when a token goes with it."""
+        names = [*LISTING_EXPAND, *(("private",) if self.has_token() else ())]
+        return [("expand", name) for name in names]
+
+    def has_token(self) -> bool:
+        """Whether requests to the Hub carry a token (this client's, or ``HF_TOKEN`` and the token file)."""
+        if self.token is False:
+            return False
+        if isinstance(self.token, str):
+            return bool(self.token)
+        from huggingface_hub import get_token
+
+        return get_token() is not None
+
     def repo_info(self, repo: RepoId, revision: str | None = None) -> RepoInfo:
+        """Who the repo is (its ``_id``, id, head, gated, private): ``expand=`` those only, never the siblings list."""
         url = self._api(repo, "revision", revision) if revision else self._api(repo)
+        url += "?" + urlencode([("expand", name) for name in IDENTITY_EXPAND])
         data, _ = self._get_json(url, f"{repo} info")
         if not isinstance(data, dict) or not isinstance(data.get("id"), str):
             raise HubUnavailable(f"{repo} info: unexpected answer shape")
@@ -242,26 +295,34 @@ class HubClient(HubTransport):
             validate_repo_id(f"{owner}/x")
         except ValueError as exc:
             raise ConfigError(f"invalid owner {owner!r:.100}: {exc}") from exc
-        url = f"{self.endpoint}/api/models?" + urlencode(
-            [("author", owner), ("expand", "sha"), ("expand", "lastModified")])
+        url = f"{self.endpoint}/api/models?" + urlencode([("author", owner), *self._listing_expand()])
         heads: dict[str, CommitSha | None] = {}
+        gated: set[str] = set()
         prefix = owner.lower() + "/"
         what = f"models of {owner}"
         next_url: httpx2.URL | None = httpx2.URL(url)
         pages = 0
+        guard = _PageGuard()
+        repeated = False
         while next_url is not None and pages < max_pages:
+            link = next_url
             page, next_url = self._get_json(next_url, what)
             pages += 1
             if not isinstance(page, list):
                 raise HubUnavailable(f"{what}: expected a JSON list")
+            if guard.repeated(link, page):
+                repeated = True  # the cursor answered a page already read: incomplete, whatever follows
+                break
             for item in page:
                 repo_id = item.get("id") if isinstance(item, dict) else None
                 if not isinstance(repo_id, str) or not repo_id.lower().startswith(prefix):
                     continue
                 sha = item.get("sha")
                 heads[repo_id.lower()] = CommitSha(sha) if _is_sha(sha) else None
-        complete = next_url is None
-        return OwnerListing(heads=heads, complete=complete, pages=pages)
+                if _gated(item):
+                    gated.add(repo_id.lower())
+        complete = next_url is None and not repeated
+        return OwnerListing(heads=heads, complete=complete, pages=pages, gated=frozenset(gated))
 
     def recent_models(self, *, stop_before: datetime | None, max_pages: int) -> ChangeListing:
         """Page through the Hub-wide change listing until a page's oldest model is older than ``stop_before``.
@@ -275,22 +336,28 @@ class HubClient(HubTransport):
         its own); a malformed ``lastModified`` makes the listing unusable (HubUnavailable).
         """
         url = f"{self.endpoint}/api/models?" + urlencode(
-            [("sort", "lastModified"), ("direction", "-1"), ("expand", "sha"), ("expand", "lastModified")])
+            [("sort", "lastModified"), ("direction", "-1"), *self._listing_expand()])
         what = "the Hub's change listing"
         walk = _ChangeWalk(what)
         pages = page_size = stale_pages = 0
         reached = False
         next_url: httpx2.URL | None = httpx2.URL(url)
+        guard = _PageGuard()
         while next_url is not None and pages < max_pages:
+            link = next_url
             page, next_url = self._get_json(next_url, what)
             pages += 1
             if not isinstance(page, list):
                 raise HubUnavailable(f"{what}: expected a JSON list")
             page_size = max(page_size, len(page))
+            if guard.repeated(link, page):
+                walk.repeated += len(page)
+                stale_pages = 1
+                break  # the cursor answered a page already read: the walk ends short of its watermark
             fresh, oldest = walk.read_page(page)
             stale_pages = stale_pages + 1 if page and not fresh else 0
             if stale_pages >= 2:
-                break  # the cursor keeps answering what was listed already
+                break  # the cursor keeps answering models listed already, in other pages
             if stop_before is None or next_url is None or (oldest is not None and oldest < stop_before):
                 reached = stale_pages == 0
                 break
@@ -310,13 +377,18 @@ class HubClient(HubTransport):
         pages = 0
         next_url: httpx2.URL | None = httpx2.URL(url)
         complete = True
+        guard = _PageGuard()
         while next_url is not None:
             if pages >= self.max_pages:
                 raise HubUnavailable(f"{what}: more than {self.max_pages} pages")
+            link = next_url
             page, next_url = self._get_json(next_url, what)
             pages += 1
             if not isinstance(page, list):
                 raise HubUnavailable(f"{what}: expected a JSON list")
+            if guard.repeated(link, page):
+                # The cursor answered a page already read: what was listed is not all the rule matches.
+                return MatchListing(repo_ids=tuple(found), pages=pages, complete=False)
             for item in page:
                 if not isinstance(item, dict) or not isinstance(item.get("id"), str):
                     continue

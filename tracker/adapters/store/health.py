@@ -78,7 +78,7 @@ class HealthReads:
                 newest_analysed_at=top_row.analysed_at if top_row else None,
                 newest_advisory=advisory[0] if advisory else None,
                 newest_advisory_at=advisory[1] if advisory else None,
-                next_poll_at=r.next_poll_at, unreachable_since=r.unreachable_since,
+                next_poll_at=r.next_poll_at, unreachable_since=r.unreachable_since, last_checked=r.last_checked,
             ))
         return out
 

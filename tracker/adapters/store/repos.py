@@ -35,6 +35,7 @@ def repo_row(row: Any) -> RepoRow:
         created_at=row.created_at,
         base_repo_id=RepoId(row.base_repo_id) if row.base_repo_id else None,
         rule_id=row.rule_id,
+        last_checked=row.last_checked,
     )
 
 

@@ -74,10 +74,13 @@ class RuleStore:
         with self.db.transaction() as conn:
             conn.execute(update(watch_rules).where(watch_rules.c.id == rule_id).values(last_error=error))
 
-    def apply(self, rule: RuleRow, matched: Sequence[RepoId], *, now: datetime) -> Applied:
+    def apply(self, rule: RuleRow, matched: Sequence[RepoId], *, now: datetime, complete: bool = True) -> Applied:
         """Bring the watch list in line with what the rule's listing ``matched`` (in its order), in one
         transaction: the first ``max_repos`` are watched (unless watched already), the rule's repos no
-        longer matched are marked and dropped after the rule's grace, and the evaluation is stamped."""
+        longer matched are marked and dropped after the rule's grace, and the evaluation is stamped.
+
+        ``complete=False``: the listing ended early (a page served twice), so a repo it did not list
+        may still match: nothing is marked or dropped."""
         capped = len(matched) > rule.max_repos
         keep = matched[:rule.max_repos]
         keep_lower = {r.lower() for r in matched}
@@ -100,6 +103,8 @@ class RuleStore:
                 if r.repo_id.lower() in keep_lower:
                     if r.rule_missing_since is not None:
                         conn.execute(update(repos).where(repos.c.id == r.id).values(rule_missing_since=None))
+                    continue
+                if not complete:
                     continue
                 since = r.rule_missing_since
                 if since is not None and since.tzinfo is None:

@@ -55,7 +55,7 @@ def checkable_sql() -> ColumnElement[bool]:
 
 _COLUMNS = (repos.c.id, repos.c.repo_id, repos.c.branch, repos.c.every_seconds, repos.c.state, repos.c.hub_uid,
             repos.c.renamed_to, repos.c.last_seen_sha, repos.c.poll_requests, repos.c.poll_served,
-            repos.c.listing_epoch, repos.c.last_polled_at)
+            repos.c.listing_epoch, repos.c.last_polled_at, repos.c.last_checked)
 
 
 def _due_repo(r: Any) -> DueRepo:
@@ -63,7 +63,7 @@ def _due_repo(r: Any) -> DueRepo:
     return DueRepo(pk=r.id, repo_id=RepoId(r.repo_id), branch=r.branch, every_seconds=r.every_seconds,
                    state=RepoState(r.state), hub_uid=r.hub_uid, renamed_to=r.renamed_to,
                    last_seen_sha=r.last_seen_sha, poll_requests=r.poll_requests, poll_served=r.poll_served,
-                   listing_epoch=r.listing_epoch, last_polled_at=r.last_polled_at)
+                   listing_epoch=r.listing_epoch, last_polled_at=r.last_polled_at, last_checked=r.last_checked)
 
 
 class ScheduleStore:
@@ -173,8 +173,12 @@ class ScheduleStore:
             conn.execute(update(repos).where(repos.c.id == due.pk).values(**values))
 
     def finish_unchanged(self, dues: Sequence[DueRepo], owner: str, *, next_at: Callable[[DueRepo], datetime],
-                         now: datetime, epoch: int | None = None) -> None:
-        """:meth:`finish` for many repos a listing found unchanged: one statement run for all, one transaction."""
+                         now: datetime, epoch: int | None = None, checked: bool = False) -> None:
+        """:meth:`finish` for many repos a listing found unchanged: one statement run for all, one transaction.
+
+        ``checked``: an owner listing listed them, a check of their own (``last_checked``); the
+        Hub-wide change listing only vouches for their content, and leaves it as it was.
+        """
         if not dues:
             return
         values: dict[str, object] = {
@@ -185,6 +189,8 @@ class ScheduleStore:
             "last_polled_at": now, "last_success_at": now, "last_error": None, "defer_until": None,
             "last_outcome": "unchanged",
         }
+        if checked:
+            values["last_checked"] = now
         if epoch is not None:
             values["listing_epoch"] = epoch
         stmt = update(repos).where(repos.c.id == bindparam("b_pk")).values(**values)

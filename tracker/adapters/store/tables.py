@@ -105,6 +105,9 @@ repos = Table(
     Column("unreachable_since", UTCDateTime(), nullable=True),
     # When a poll last succeeded (migration 0013): last_polled_at moves on failures too. /metrics serves its age.
     Column("last_success_at", UTCDateTime(), nullable=True),
+    # When the repo was last checked on its own (migration 0014): a HEAD, or an owner listing that listed it.
+    # The Hub-wide change listing vouches for content only between such checks (tracker/pipeline/cycle.py).
+    Column("last_checked", UTCDateTime(), nullable=True),
 )
 Index("ix_repos_rule_id", repos.c.rule_id)
 Index("ix_repos_next_poll_at", repos.c.next_poll_at)

@@ -9,9 +9,10 @@ import click
 
 from tracker import usecases
 from tracker.adapters.settings import format_duration, parse_interval
-from tracker.core.errors import NotFound
+from tracker.core.errors import NotFound, TrackerError
 from tracker.core.escaping import escape_controls
 from tracker.core.model import PollOutcome, RepoId, validate_repo_id
+from tracker.pipeline.polling import NOT_POLLED_INTERRUPTED, PollResult
 from tracker.surfaces.cli import (  # the group and the helpers every command shares
     Context,
     emit_json,
@@ -255,12 +256,20 @@ def poll(obj: Context, repo_ids: tuple[str, ...], backfill: int) -> None:
     """Run one poll cycle over the given (or all watched) repos and exit."""
     from tqdm import tqdm
 
+    from tracker.surfaces.entry import EXIT_INTERRUPTED, graceful_stop
+
     ids = [parse_repo_id(r) for r in repo_ids] or None  # bad ids are bad usage, before anything opens
     tracker = obj.tracker()
     tracker.sync_config_watches()
     bar = tqdm(desc="revisions", unit="rev", disable=not backfill or not sys.stderr.isatty(), leave=False)
+
+    def stop() -> None:  # the first Ctrl-C (tracker/surfaces/entry.py): the polls in hand stop between revisions
+        tracker.poller.stopping.set()
+        click.echo("interrupted: finishing the revisions in hand (Ctrl-C again exits at once)", err=True)
+
     try:
-        results = tracker.poll(ids, backfill=backfill, progress=bar.update)
+        with graceful_stop(stop):
+            results = tracker.poll(ids, backfill=backfill, progress=bar.update)
     finally:
         bar.close()
     outage = next((r.error for r in results if r.hub_unreachable), None)
@@ -270,6 +279,9 @@ def poll(obj: Context, repo_ids: tuple[str, ...], backfill: int) -> None:
         click.echo(f"{result.repo}: error: the Hub is unreachable" if result.hub_unreachable
                    else escape_controls(result.line()))  # its error may quote the Hub
     failed = [r for r in results if r.status in (PollOutcome.ERROR, PollOutcome.NOT_FOUND)]
+    if tracker.poller.stopping.is_set():
+        click.echo(_interrupted_summary(tracker, results))
+        sys.exit(EXIT_INTERRUPTED)
     if len(results) > 1:
         changed = sum(1 for r in results if r.new_revisions)
         busy = sum(1 for r in results if r.status == PollOutcome.BUSY)
@@ -277,6 +289,19 @@ def poll(obj: Context, repo_ids: tuple[str, ...], backfill: int) -> None:
                    + (f", {busy} skipped (busy)" if busy else ""))
     if failed:
         sys.exit(1)
+
+
+def _interrupted_summary(tracker: Tracker, results: list[PollResult]) -> str:
+    """What an interrupted `tracker poll` did and what it left for the next one."""
+    left = [r for r in results if r.error == NOT_POLLED_INTERRUPTED]
+    analysed = sum(r.processed for r in results)
+    try:
+        pending: int | str = tracker.store.health.pending_revisions()
+    except TrackerError:
+        pending = "?"
+    return (f"interrupted: polled {len(results) - len(left)} of {len(results)} repo(s), {analysed} revision(s) "
+            f"analysed; left for the next poll: {len(left)} repo(s) not polled, {pending} revision(s) waiting to "
+            "be read")
 
 
 @main.command()
