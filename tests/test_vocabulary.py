@@ -49,3 +49,15 @@ def test_every_channel_kind_has_a_channel():
     assert channel("webhook").shown_url("https://example.org/hook?token=abc") == "https://example.org/hook"
     assert channel("slack").new_secret() is None
     assert channel("webhook").new_secret().startswith("whsec_")
+
+
+def test_a_misspelt_analyser_fails_when_the_package_is_imported():
+    import subprocess
+    import sys
+
+    code = ("import tracker.core.findings.libraries\n"
+            "import tracker.core.findings as f\n"
+            "assert f._missing(f.ANALYSER_MODULES) == []\n"
+            "assert f._missing(('files', 'tokenzier')) == ['tokenzier']\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr

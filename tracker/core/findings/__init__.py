@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.util
 from collections.abc import Callable
 
 from tracker.core.errors import HubRateLimited, HubUnavailable, RevisionGone
@@ -54,14 +55,18 @@ ALWAYS = frozenset({lib.TRANSFORMERS, lib.GGUF, None})  # their analysers look f
 ANALYSER_MODULES: tuple[str, ...] = tuple(name for name, _ in ANALYSERS)
 
 
-def _load(name: str) -> Analyser | None:
-    try:
-        module = importlib.import_module(f"tracker.core.findings.{name}")
-    except ModuleNotFoundError as exc:
-        if exc.name == f"tracker.core.findings.{name}":
-            return None  # not written yet
-        raise
-    analyse: Analyser = module.analyse
+def _missing(names: tuple[str, ...]) -> list[str]:
+    """The analyser modules of ``ANALYSERS`` that do not exist (a misspelt name)."""
+    return [name for name in names if importlib.util.find_spec(f"tracker.core.findings.{name}") is None]
+
+
+# A misspelt or removed analyser fails here, when the package is imported, never silently at analysis time.
+if _missing(ANALYSER_MODULES):
+    raise ImportError(f"ANALYSERS names no module tracker.core.findings.{_missing(ANALYSER_MODULES)[0]}")
+
+
+def _load(name: str) -> Analyser:
+    analyse: Analyser = importlib.import_module(f"tracker.core.findings.{name}").analyse
     return analyse
 
 
@@ -87,8 +92,8 @@ def analyse_revision(
         if library not in ALWAYS and library not in present:
             continue
         analyser = _load(name)
-        if analyser is None or not sources.allows(f"the {name} analysis"):
-            continue  # not installed, or the revision's CPU time is spent (the sources record what was skipped)
+        if not sources.allows(f"the {name} analysis"):
+            continue  # the revision's CPU time is spent (the sources record what was skipped)
         try:
             found = analyser(change, sources, rules)
             findings.extend(f if f.library or not library else dataclasses.replace(f, library=library)
