@@ -213,7 +213,9 @@ def test_an_older_revision_queried_after_the_fix_is_covered_too(hub_standin, thr
     client = TestClient(create_app(tracker))
     answer = client.post("/v1/query", json={"package": {"name": REPO}, "version": c0}).json()
     assert [v["id"] for v in answer["vulns"]] == [fix_id]
-    assert client.post("/v1/query", json={"commit": c0}).json() == {}
+    unread = client.post("/v1/query", json={"commit": c0})  # not listed: an error, never {} that reads as safe
+    assert (unread.status_code, unread.json()["code"]) == (404, 5)
+    assert unread.json()["message"].startswith(f"the tracker has not read commit {c0}")
     result = tracker.query(REPO, c1[:12])
     assert (result.revision, [v.id for v in result.vulns], result.behind) == (c1, [fix_id], 2)
     record = to_osv(all_valid(tracker)[fix_id].record)

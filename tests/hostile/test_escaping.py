@@ -251,7 +251,8 @@ def test_a_receivers_error_body_is_escaped_in_deliveries_and_in_the_log(world, t
     out = cli({**world["env"], "TRACKER_DATABASE_URL": url}, "deliveries")
     assert out.exit_code == 0, out.output
     assert_no_live_text(out.output)
-    (line,) = out.output.splitlines()
+    header, line = out.output.splitlines()
+    assert header.split()[:2] == ["ID", "STATE"]
     assert line.startswith(f"     1  dead       sub {sub.id:<4} advisory.created    HF-1  attempts 1  HTTP 500")
 
 
