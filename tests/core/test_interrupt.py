@@ -47,9 +47,15 @@ def setup(hub_standin, tmp_path):
     return env, new, tmp_path
 
 
+def _as_a_terminal_would() -> None:
+    # A shell that runs the suite in the background starts it with SIGINT ignored, and the tracker, as any
+    # program, leaves an ignored SIGINT ignored: the child gets Ctrl-C's default, as a terminal gives it.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start(env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "tracker", "poll"], env=env, cwd=cwd, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_as_a_terminal_would)
 
 
 def held_on(hub_standin, new: list[str]) -> threading.Event:
