@@ -12,6 +12,7 @@ from dataclasses import replace
 
 import pytest
 
+from tests.clocks import ManualClock
 from tests.core.conftest import config_json
 from tests.waiting import wait_for
 from tracker.adapters.hub import HubClient
@@ -23,20 +24,12 @@ REPOS = [RepoId(f"owner{i}/model") for i in range(3)]
 T0 = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> dt.datetime:
-        return self.now
-
-
 @pytest.fixture
 def daemon(hub_standin, settings, sleeps):
     for n, repo in enumerate(REPOS):
         hub_standin.create_repo(repo)
         hub_standin.commit(repo, {"config.json": config_json(num_hidden_layers=n + 1)})
-    clock = Clock()
+    clock = ManualClock(T0)
     hub = HubClient(settings.hub_endpoint, timeout=settings.hub_timeout, max_retries=settings.hub_max_retries,
                     sleep=sleeps)
     tracker = make_tracker(settings, hub=hub, clock=clock)
@@ -80,7 +73,7 @@ def test_a_push_to_a_repo_polled_hourly_is_read_at_the_next_walk(hub_standin, da
 def test_listen_every_0s_turns_the_walks_off(hub_standin, settings, sleeps):
     hub_standin.create_repo(REPOS[0])
     hub_standin.commit(REPOS[0], {"config.json": config_json()})
-    clock = Clock()
+    clock = ManualClock(T0)
     hub = HubClient(settings.hub_endpoint, timeout=settings.hub_timeout, sleep=sleeps)
     tracker = make_tracker(replace(settings, poll_listen_every=0.0), hub=hub, clock=clock)
     tracker.store.repos.add(REPOS[0], every=3600.0, now=clock())

@@ -15,6 +15,7 @@ import logging
 
 import pytest
 
+from tests.clocks import ManualClock
 from tests.core.conftest import config_json
 from tracker.adapters.hub import HubClient
 from tracker.adapters.hub.budget import HubBudget
@@ -30,21 +31,13 @@ SEVEN = [DELETED, GATED, RENAMED, PRIVATE, SQUASHED, SQUASH_CHANGED, PUSHED]
 T0 = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> dt.datetime:
-        return self.now
-
-
 @pytest.fixture
 def surprised(hub_standin, settings, sleeps):
     """The seven repos watched `--every 1m` and read once at T0; then each one's surprise upstream."""
     for n, repo in enumerate(SEVEN):
         hub_standin.create_repo(repo)
         hub_standin.commit(repo, {"config.json": config_json(num_hidden_layers=n + 1)})
-    clock = Clock()
+    clock = ManualClock(T0)
     hub = HubClient(settings.hub_endpoint, timeout=settings.hub_timeout, max_retries=settings.hub_max_retries,
                     max_wait=settings.hub_max_wait, sleep=sleeps)
     tracker = make_tracker(settings, hub=hub, clock=clock)

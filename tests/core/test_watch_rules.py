@@ -7,6 +7,7 @@ import datetime as dt
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.clocks import ManualClock
 from tests.core.conftest import config_json
 from tracker.adapters.hub import HubClient
 from tracker.adapters.settings import Settings
@@ -16,14 +17,6 @@ from tracker.core.watchrules import WatchRule, parse_rule
 from tracker.surfaces.api import create_app
 
 RULE = "library=sentence-transformers downloads>=10000"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = dt.datetime.now(dt.UTC)
-
-    def __call__(self) -> dt.datetime:
-        return self.now
 
 
 @pytest.fixture
@@ -58,7 +51,7 @@ def watched_by(tracker, rule_id):
 
 def test_a_rule_watches_its_matches_follows_new_ones_and_drops_old_ones_after_the_grace(
         hub_standin, tmp_path, catalogue):
-    clock = Clock()
+    clock = ManualClock()
     tracker = tracker_for(hub_standin, tmp_path, clock)
     rule, created = tracker.store.rules.add(parse_rule(RULE), max_repos=1000, now=clock())
     assert created and rule.text == RULE
@@ -88,7 +81,7 @@ def test_a_rule_watches_its_matches_follows_new_ones_and_drops_old_ones_after_th
 
 
 def test_a_rule_never_holds_more_than_its_cap_and_says_so(hub_standin, tmp_path, catalogue, caplog):
-    clock = Clock()
+    clock = ManualClock()
     tracker = tracker_for(hub_standin, tmp_path, clock)
     rule, _ = tracker.store.rules.add(parse_rule(RULE), max_repos=20, now=clock())
     tracker.poll()
@@ -116,7 +109,7 @@ def test_a_rule_never_holds_more_than_its_cap_and_says_so(hub_standin, tmp_path,
 
 
 def test_a_rule_is_listed_with_the_hubs_own_filters(hub_standin, tmp_path, catalogue):
-    clock = Clock()
+    clock = ManualClock()
     tracker = tracker_for(hub_standin, tmp_path, clock)
     tracker.store.rules.add(parse_rule(RULE), max_repos=1000, now=clock())
     hub_standin.clear_log()
@@ -188,7 +181,7 @@ def test_rules_from_the_command_line_to_the_api(hub_standin, cli, tmp_path):
 
 def test_a_listing_whose_cursor_repeats_a_page_ends_early_and_the_rule_drops_nothing(hub_standin, tmp_path,
                                                                                         catalogue, caplog):
-    clock = Clock()
+    clock = ManualClock()
     tracker = tracker_for(hub_standin, tmp_path, clock)
     rule, _ = tracker.store.rules.add(parse_rule(RULE), max_repos=1000, now=clock())
     tracker.poll()

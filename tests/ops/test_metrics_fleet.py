@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 from hubstandin import HubStandin
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.clocks import ManualClock
 from tests.core.conftest import config_json
 from tracker.adapters import metrics
 from tracker.adapters.hub import HubClient
@@ -87,21 +88,13 @@ def samples_of(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float
             for family in text_string_to_metric_families(text) for s in family.samples}
 
 
-class Clock:
-    def __init__(self, now: datetime) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 @pytest.fixture
 def three_repos(hub_standin, settings, sleeps):
     """acme/steady (polled fine twice), acme/broken (fine, then a commit the Hub answers 500 about), acme/never
     (not on the Hub),
     all watched at T0; polled at T0+1m and T0+1h; the clock then stands at T0+3h."""
     t0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
-    clock = Clock(t0)
+    clock = ManualClock(t0)
     hub = HubClient(settings.hub_endpoint, timeout=settings.hub_timeout, max_retries=settings.hub_max_retries,
                     max_wait=settings.hub_max_wait, sleep=sleeps)
     tracker = make_tracker(settings, hub=hub, clock=clock)

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from tests.clocks import ManualClock
 from tests.core.conftest import config_json
 from tests.ops.conftest import migrated
 from tracker.core.store_types import DeliveryBacklog, RepoHealthRow
@@ -204,14 +205,6 @@ def test_a_poll_backlog_older_than_n_cycles_and_dead_deliveries_are_unhealthy():
 # -- the Hub unreachable -------------------------------------------------------------------------------------
 
 
-class Clock:
-    def __init__(self, now: datetime) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 def test_every_poll_failing_with_the_hub_unreachable_is_said_by_status_and_readyz(hub_standin, settings, make,
                                                                                  db_url, cli):
     """The stand-in read the baseline, then the Hub's address refuses connections for 12 minutes."""
@@ -230,7 +223,7 @@ def test_every_poll_failing_with_the_hub_unreachable_is_said_by_status_and_ready
     client = TestClient(create_app(reader))
     assert client.get("/readyz").json()["checks"]["hub"] == "serving"
 
-    clock = Clock(datetime.now(UTC) + timedelta(hours=2))
+    clock = ManualClock(datetime.now(UTC) + timedelta(hours=2))
     refused = replace(settings, database_url=url, hub_endpoint="http://127.0.0.1:9", hub_max_retries=0)
     away = make_tracker(refused, hub=HubClient(refused.hub_endpoint, timeout=2, max_retries=0, sleep=lambda _s: None),
                         clock=clock)
