@@ -11,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from standardwebhooks import Webhook, WebhookVerificationError
 
 from tests.core.conftest import config_json
@@ -19,6 +20,7 @@ from tracker.adapters.hub import HubClient
 from tracker.adapters.settings import DeliverySettings, Settings
 from tracker.app import Tracker, make_tracker
 from tracker.core.model import RepoId
+from tracker.surfaces.cli import main
 
 REPO = RepoId("acme/chat-model")
 OTHER = RepoId("other/tool-model")
@@ -181,3 +183,18 @@ def receiver() -> Iterator[Callable[..., Receiver]]:
     yield start
     for r in started:
         r.stop()
+
+
+@pytest.fixture
+def cli(tmp_path, hub_standin, db_url):
+    """`tracker ...` on this test's database, with a config that allows 127.0.0.1 as a target."""
+    config = tmp_path / "tracker.toml"
+    config.write_text('[delivery]\nallow_hosts = ["127.0.0.1"]\n')
+    env = {"HF_ENDPOINT": hub_standin.url, "TRACKER_DATABASE_URL": db_url, "TRACKER_CONFIG": str(config)}
+    if db_url.startswith("postgresql"):
+        assert CliRunner().invoke(main, ["init"], env=env).exit_code == 0
+
+    def run(*args: str):
+        return CliRunner().invoke(main, list(args), env=env)
+
+    return run

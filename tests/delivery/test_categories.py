@@ -11,7 +11,6 @@ import importlib
 import json
 
 import pytest
-from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
 from tests.delivery.conftest import build_tracker
@@ -19,7 +18,6 @@ from tracker.core.findings import ANALYSER_MODULES
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.model import CATEGORIES, Category
 from tracker.surfaces.api import create_app
-from tracker.surfaces.cli import main
 
 
 def emitted_category_constants() -> dict[str, str]:
@@ -48,16 +46,7 @@ def test_a_finding_with_an_unregistered_category_is_refused_when_built():
 
 
 @pytest.fixture
-def surfaces(tmp_path, hub_standin, db_url, tracker_settings):
-    config = tmp_path / "tracker.toml"
-    config.write_text('[delivery]\nallow_hosts = ["127.0.0.1"]\n')
-    env = {"HF_ENDPOINT": hub_standin.url, "TRACKER_DATABASE_URL": db_url, "TRACKER_CONFIG": str(config)}
-    if db_url.startswith("postgresql"):
-        assert CliRunner().invoke(main, ["init"], env=env).exit_code == 0
-
-    def cli(*args: str):
-        return CliRunner().invoke(main, list(args), env=env)
-
+def surfaces(cli, tracker_settings):
     token = cli("token", "create", "categories").stdout.strip()
     with TestClient(create_app(build_tracker(tracker_settings))) as client:
         yield cli, client, {"Authorization": f"Bearer {token}"}

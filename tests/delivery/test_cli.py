@@ -11,20 +11,6 @@ from standardwebhooks import Webhook
 from tracker.surfaces.cli import main
 
 
-@pytest.fixture
-def cli(tmp_path, hub_standin, db_url):
-    config = tmp_path / "tracker.toml"
-    config.write_text('[delivery]\nallow_hosts = ["127.0.0.1"]\n')
-    env = {"HF_ENDPOINT": hub_standin.url, "TRACKER_DATABASE_URL": db_url, "TRACKER_CONFIG": str(config)}
-    if db_url.startswith("postgresql"):
-        assert CliRunner().invoke(main, ["init"], env=env).exit_code == 0
-
-    def run(*args: str):
-        return CliRunner().invoke(main, list(args), env=env)
-
-    return run
-
-
 def test_subscribe_list_and_unsubscribe(cli):
     made = cli("subscribe", "acme/chat-model", "--webhook", "http://127.0.0.1:8000/hook?token=abc",
                "--min-severity", "high", "--category", "weights", "--category", "code", "--json")
