@@ -100,7 +100,7 @@ class Cycle:
         self.clock = clock
         self.queue = queue
         self.budget = budget
-        self.workers = workers or settings.poll_workers
+        self.workers = workers or settings.poll.workers
         self.on_result = on_result or (lambda _result: None)
         self.rng = rng
         self.batch = batch
@@ -112,11 +112,11 @@ class Cycle:
         self._lock = threading.Lock()
         self._progressed = threading.Event()  # a poll started or finished: run_once looks again
         self._pages: dict[str, int] = {}  # owner (lower case) -> pages its last listing needed
-        self._webhook_owners = {o.lower() for o in settings.hub_webhook_owners}
+        self._webhook_owners = {o.lower() for o in settings.hub.webhook_owners}
         self._last_sweep = 0.0
         self._over_budget: bool | None = None
         self.changes = ChangeFeed(store, hub)
-        self.rules = RuleKeeper(store, hub, every=clamp_interval(settings.poll_every))
+        self.rules = RuleKeeper(store, hub, every=clamp_interval(settings.poll.every))
         self._last_walk_at: datetime | None = None  # when this process last walked (or tried to), our clock
         self._stretch = 1.0  # every interval times this: what the budget allows (check_budget)
         # `tracker poll` (run_once): one walk per run, vouching only from that walk, claims among its repos.
@@ -133,10 +133,10 @@ class Cycle:
 
     def interval(self, repo_id: str, every_seconds: float | None) -> float:
         """Seconds between polls of a repo; a safety net only when its owner's Hub webhooks are set up."""
-        every = clamp_interval(every_seconds or self.settings.poll_every)
+        every = clamp_interval(every_seconds or self.settings.poll.every)
         owner = repo_id.split("/", 1)[0].lower() if "/" in repo_id else ""
         if owner in self._webhook_owners:
-            every = max(every, self.settings.hub_webhook_safety_net)
+            every = max(every, self.settings.hub.webhook_safety_net)
         return every
 
     def own_interval(self, repo_id: str, every_seconds: float | None) -> float:
@@ -146,7 +146,7 @@ class Cycle:
     def next_at(self, due: DueRepo, now: datetime, spread: float) -> datetime:
         """When ``due`` is next due: its interval (stretched) plus jitter (``spread`` in 0..1, one value per owner group)."""
         every = self.own_interval(due.repo_id, due.every_seconds)
-        return now + timedelta(seconds=every + spread * min(self.settings.poll_jitter, every / 2))
+        return now + timedelta(seconds=every + spread * min(self.settings.poll.jitter, every / 2))
 
     def own_check_due(self, due: DueRepo, now: datetime) -> bool:
         """Whether ``due`` needs a check of its own (a HEAD, an owner listing): never had one, or not within its interval.
@@ -163,7 +163,7 @@ class Cycle:
         checked = due.last_checked or now
         every = self.own_interval(due.repo_id, due.every_seconds)
         return max(now, checked) + timedelta(seconds=max(0.0, every - (now - checked).total_seconds())
-                                             + spread * min(self.settings.poll_jitter, every / 2))
+                                             + spread * min(self.settings.poll.jitter, every / 2))
 
     # -- a tick -------------------------------------------------------------------------------
 
@@ -199,7 +199,7 @@ class Cycle:
 
     def _claim(self, now: datetime, vouch: int | None) -> tuple[list[DueRepo], list[DueRepo]]:
         """The due repos this tick claims: (to poll each, that a listing may check)."""
-        until = now + timedelta(seconds=self.settings.hub_poll_deadline + LEASE_MARGIN_SECONDS)
+        until = now + timedelta(seconds=self.settings.hub.poll_deadline + LEASE_MARGIN_SECONDS)
         room_api, room_res = self.budget.room("api"), self.budget.room("resolvers")
         with self._lock:
             free_workers = max(0, 2 * self.workers - self._polls_queued)
@@ -287,7 +287,7 @@ class Cycle:
         """One listing of ``owner``'s models checks the group; repos that moved are polled."""
         try:
             try:
-                with self.hub.deadline(min(LISTING_DEADLINE, self.settings.hub_poll_deadline)):
+                with self.hub.deadline(min(LISTING_DEADLINE, self.settings.hub.poll_deadline)):
                     listing = self.hub.owner_heads(group[0].owner, max_pages=len(group) - 1)
             finally:
                 self.budget.unreserve("api", pages)
@@ -405,7 +405,7 @@ class Cycle:
                 log.info("watch rule %d (%s) waits for the Hub budget", rule.id, rule.text)
                 break
             try:
-                with self.hub.deadline(min(LISTING_DEADLINE, self.settings.hub_poll_deadline)):
+                with self.hub.deadline(min(LISTING_DEADLINE, self.settings.hub.poll_deadline)):
                     self.rules.evaluate(rule, now)
             except TrackerError as exc:
                 log.warning("watch rule %d (%s): %s", rule.id, rule.text, first_line(exc))
@@ -414,7 +414,7 @@ class Cycle:
 
     def _listen_every(self) -> float:
         """Seconds between the daemon's walks of the change listing (0: only when cheaper than the due repos' checks)."""
-        return max(0.0, self.settings.poll_listen_every)
+        return max(0.0, self.settings.poll.listen_every)
 
     def _vouch_for(self) -> float:
         """A repo is vouched for by a walk at most this old (the daemon; `tracker poll` walks once per run)."""
@@ -455,7 +455,7 @@ class Cycle:
             return state  # the owner listings and HEADs that fit the budget go first
         self._last_walk_at = now
         try:
-            with self.hub.deadline(min(LISTING_DEADLINE, self.settings.hub_poll_deadline)):
+            with self.hub.deadline(min(LISTING_DEADLINE, self.settings.hub.poll_deadline)):
                 walk = self.changes.walk(now, max_pages=int(self.budget.room("api") // 2))  # half: owner listings
         except TrackerError as exc:  # the database: the repos due are checked on their own
             log.warning("hub change listing: %s", first_line(exc))
@@ -538,7 +538,7 @@ class Cycle:
             if not self.queue.claimable(now=self.clock(), only=self._only):
                 return  # what is left is leased by another process, or deferred by the Hub
             wait = max(self.budget.wait_for("resolvers", 1), self.budget.wait_for("api", 1))
-            if wait <= 0 or wait > self.settings.hub_max_wait:
+            if wait <= 0 or wait > self.settings.hub.max_wait:
                 self._budget_wait = wait
                 return  # nothing claimable now, or the Hub's budget is spent for longer than we wait inline
             self.sleep(min(wait, 5.0))
@@ -648,7 +648,7 @@ class Cycle:
         """(repos watched, their most common interval, whether they all share it)."""
         counts = Counter(self.interval(repo_id, every) for repo_id, _branch, every in self.queue.schedule())
         if not counts:
-            return 0, self.settings.poll_every, True
+            return 0, self.settings.poll.every, True
         typical = counts.most_common(1)[0][0]
         return sum(counts.values()), typical, len(counts) == 1
 
