@@ -39,6 +39,7 @@ from tracker.core.findings.rules import SeverityRules
 from tracker.core.model import RepoId, RepoRow
 from tracker.pipeline.coalescing import PollCoalescer
 from tracker.pipeline.cycle import Cycle
+from tracker.pipeline.poll_run import PollRun
 from tracker.pipeline.polling import Poller, PollResult
 from tracker.pipeline.ports import Clock, HubReader, OsvLookup, Schedule, Store, Tokens
 from tracker.pipeline.processing import Analysis, Processor, Side, safetensors_headers
@@ -110,10 +111,11 @@ class Tracker:
 
     def poll(self, repo_ids: Iterable[str] | None = None, *, backfill: int = 0,
              progress: Callable[[int], Any] | None = None) -> list[PollResult]:
-        """One cycle over every watched repo (or the ones named), then a result per repo: the daemon's cycle, once."""
+        """One `tracker poll` run over every watched repo (or the ones named), then a result per repo: the daemon's
+        cycle, once (:class:`PollRun`)."""
         cycle = self.new_cycle()
         try:
-            return cycle.run_once(repo_ids, backfill=backfill, progress=progress)
+            return PollRun(cycle, repo_ids, backfill=backfill, progress=progress).run()
         finally:
             cycle.close()
 

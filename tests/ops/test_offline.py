@@ -16,6 +16,7 @@ from tracker.adapters.settings import Settings
 from tracker.app import make_scheduler, make_tracker
 from tracker.core.errors import HubUnreachable
 from tracker.core.model import RepoId
+from tracker.pipeline.poll_run import PollRun
 from tracker.surfaces.cli import main
 from tracker.surfaces.daemon import Daemon
 from tracker.surfaces.logs import setup_logging
@@ -72,9 +73,9 @@ def test_the_daemon_says_an_outage_once_per_heartbeat(tmp_path, caplog):
         daemon.reconcile()
         caplog.set_level(logging.INFO, logger="tracker.daemon")
         caplog.clear()
-        daemon.cycle.run_once()  # the cycle tells the daemon each poll's result (its on_result)
+        PollRun(daemon.cycle).run()  # the cycle tells the daemon each poll's result (its on_result)
         daemon.beat()
-        daemon.cycle.run_once()
+        PollRun(daemon.cycle).run()
         said = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "tracker.daemon"]
     finally:
         daemon.stop()

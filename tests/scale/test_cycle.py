@@ -17,6 +17,7 @@ from tests.waiting import wait_for
 from tracker.adapters.hub.budget import HubBudget, bucket_of
 from tracker.adapters.store.tables import repos
 from tracker.core.model import RepoId
+from tracker.pipeline.poll_run import PollRun
 from tracker.pipeline.polling import PollResult
 
 BIG = [RepoId(f"big/m{i}") for i in range(6)]
@@ -339,7 +340,7 @@ def test_tracker_poll_waits_inline_for_the_budget_up_to_max_wait_and_defers_the_
     cycle.sleep = sleep
     repos_ = [RepoId(f"patient{i}/only") for i in range(3)]
     watch(hub_standin, tracker, repos_)
-    results = cycle.run_once()
+    results = PollRun(cycle).run()
     assert [r.status for r in results] == ["baseline"] * 3
     # Two polls ran on the burst; the third waited for the api bucket, in steps of at most 5 s.
     assert budget.spent("api") == 10 and slept and all(0 < s <= 5.0 for s in slept)
@@ -347,7 +348,7 @@ def test_tracker_poll_waits_inline_for_the_budget_up_to_max_wait_and_defers_the_
     slept_before = len(slept)
     cycle.settings = cycle.settings.changed(hub={"max_wait": 10.0})
     make_due(tracker)
-    results = cycle.run_once()
+    results = PollRun(cycle).run()
     assert [r.status for r in results] == ["deferred"] * 3
     waits = [re.fullmatch(r"not polled: the Hub request budget is spent for (\d+)s; the next cycle polls it",
                           r.error or "") for r in results]
