@@ -28,7 +28,8 @@ def sleeps() -> RecordingSleep:
 
 @pytest.fixture
 def settings(hub_standin, tmp_path) -> Settings:
-    return Settings(database={"url": f"sqlite:///{tmp_path}/tracker.sqlite3"}, hub={"endpoint": hub_standin.url, "timeout": 30.0})
+    return Settings(database={"url": f"sqlite:///{tmp_path}/tracker.sqlite3"},
+                    hub={"endpoint": hub_standin.url, "timeout": 30.0})
 
 
 @pytest.fixture
@@ -37,7 +38,8 @@ def make(hub_standin, sleeps):
 
     def build(settings: Settings, **overrides):
         settings = settings.changed(**overrides)
-        hub = HubClient(settings.hub.endpoint, timeout=settings.hub.timeout, max_retries=settings.hub.max_retries,
+        hub = HubClient(settings.hub.endpoint, timeout=settings.hub.timeout,
+                        max_retries=settings.hub.max_retries,
                         max_wait=settings.hub.max_wait, sleep=sleeps)
         return make_tracker(settings, hub=hub)
 

@@ -35,7 +35,8 @@ def two_trackers(hub_standin, settings, sleeps, postgres_server_url):
     settings = settings.changed(database={"url": fresh_database(postgres_server_url)})
     made = []
     for _ in range(2):
-        hub = HubClient(settings.hub.endpoint, timeout=settings.hub.timeout, max_retries=settings.hub.max_retries,
+        hub = HubClient(settings.hub.endpoint, timeout=settings.hub.timeout,
+                        max_retries=settings.hub.max_retries,
                         max_wait=settings.hub.max_wait, sleep=sleeps)
         made.append(make_tracker(settings, hub=hub, auto_upgrade=True))
     yield made

@@ -138,7 +138,8 @@ def test_the_environment_overrides_the_file_and_a_bad_value_names_the_variable(t
     env = {"TRACKER_HUB_TIMEOUT": "5s", "TRACKER_POLL_WORKERS": "8", "TRACKER_API_READ_REQUIRES_TOKEN": "false",
            "TRACKER_HUB_WEBHOOK_OWNERS": "acme, beta", "HF_ENDPOINT": "http://mirror.test"}
     settings = load_settings(path, env=env)
-    assert (settings.hub.timeout, settings.hub.max_pages, settings.poll.workers, settings.api.read_requires_token,
+    assert (settings.hub.timeout, settings.hub.max_pages, settings.poll.workers,
+            settings.api.read_requires_token,
             settings.hub.webhook_owners, settings.hub.endpoint) == (5.0, 10, 8, False, ("acme", "beta"),
                                                                     "http://mirror.test")
     with pytest.raises(ConfigError) as caught:
@@ -147,7 +148,8 @@ def test_the_environment_overrides_the_file_and_a_bad_value_names_the_variable(t
 
 
 def test_the_weight_comparison_budget_has_defaults_an_off_switch_and_names_its_variable() -> None:
-    assert (load_settings(None, env={}).limits.weight_compare_requests, load_settings(None, env={}).limits.weight_compare_bytes) == (
+    assert (load_settings(None, env={}).limits.weight_compare_requests, load_settings(None,
+                                                                                      env={}).limits.weight_compare_bytes) == (
         64, 16 * 1024 * 1024)
     env = {"TRACKER_LIMITS_WEIGHT_COMPARE_REQUESTS": "0", "TRACKER_LIMITS_WEIGHT_COMPARE_BYTES": "1048576"}
     settings = load_settings(None, env=env)

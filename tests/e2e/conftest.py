@@ -78,7 +78,8 @@ class Upstream:
 
 @pytest.fixture
 def tracker(hub_standin, tmp_path):
-    settings = Settings(database={"url": f"sqlite:///{tmp_path}/tracker.sqlite3"}, hub={"endpoint": hub_standin.url, "timeout": 30.0})
+    settings = Settings(database={"url": f"sqlite:///{tmp_path}/tracker.sqlite3"},
+                        hub={"endpoint": hub_standin.url, "timeout": 30.0})
     hub = HubClient(settings.hub.endpoint, timeout=settings.hub.timeout, max_retries=settings.hub.max_retries,
                     max_wait=settings.hub.max_wait, sleep=lambda _seconds: None)
     return make_tracker(settings, hub=hub)

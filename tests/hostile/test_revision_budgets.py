@@ -42,8 +42,10 @@ def range_reads(hub_standin) -> list[str]:
 
 @pytest.fixture
 def tracker(hub_standin, tmp_path):
-    settings = Settings(database={"url": f"sqlite:///{tmp_path}/tracker.sqlite3"}, hub={"endpoint": hub_standin.url, "timeout": 60.0})
-    with make_tracker(settings, hub=HubClient(settings.hub.endpoint, timeout=60.0, sleep=lambda _s: None)) as t:
+    settings = Settings(database={"url": f"sqlite:///{tmp_path}/tracker.sqlite3"},
+                        hub={"endpoint": hub_standin.url, "timeout": 60.0})
+    with make_tracker(settings, hub=HubClient(settings.hub.endpoint, timeout=60.0,
+                                              sleep=lambda _s: None)) as t:
         yield t
 
 
@@ -185,7 +187,8 @@ def diffusers_pipeline(spiece: bytes) -> dict[str, bytes]:
 
 
 def tracker_with(hub_standin, tmp_path, **settings):
-    config = Settings(database={"url": f"sqlite:///{tmp_path}/tracker.sqlite3"}, hub={"endpoint": hub_standin.url, "timeout": 60.0}).changed(**settings)
+    config = Settings(database={"url": f"sqlite:///{tmp_path}/tracker.sqlite3"},
+                      hub={"endpoint": hub_standin.url, "timeout": 60.0}).changed(**settings)
     return make_tracker(config, hub=HubClient(config.hub.endpoint, timeout=60.0, sleep=lambda _s: None))
 
 
@@ -225,7 +228,8 @@ def test_a_header_over_the_memory_budget_is_skipped_and_named(hub_standin, tmp_p
     from tests.meaning.gguf_files import write_gguf
 
     small = write_gguf(tmp_path / "small.gguf").read_bytes()
-    with tracker_with(hub_standin, tmp_path, limits={"revision_header_bytes": 8192}) as tracker:  # 1 KiB of GGUF header
+    with tracker_with(hub_standin, tmp_path,
+                      limits={"revision_header_bytes": 8192}) as tracker:  # 1 KiB of GGUF header
         row = two_revisions(hub_standin, tracker, "acme/gguf-small-budget", {"README.md": b"# q\n"},
                             {"README.md": b"# q\n", "q4.gguf": small})
     assert [(f["code"], f["severity"], f["summary"]) for f in row.findings if f["category"] == "analysis"] == [

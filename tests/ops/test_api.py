@@ -153,8 +153,10 @@ def unwatched_history(tmp_path_factory):
     hub_standin = HubStandin(tmp_path / "hub").start()
     try:
         shas = push_history(hub_standin)
-        settings = Settings(database={"url": f"sqlite:///{tmp_path}/tracker.sqlite3"}, hub={"endpoint": hub_standin.url, "timeout": 30.0})
-        hub = HubClient(settings.hub.endpoint, timeout=settings.hub.timeout, max_retries=settings.hub.max_retries,
+        settings = Settings(database={"url": f"sqlite:///{tmp_path}/tracker.sqlite3"},
+                            hub={"endpoint": hub_standin.url, "timeout": 30.0})
+        hub = HubClient(settings.hub.endpoint, timeout=settings.hub.timeout,
+                        max_retries=settings.hub.max_retries,
                         max_wait=settings.hub.max_wait, sleep=lambda _s: None)
         tracker = make_tracker(settings, hub=hub)
         try:

@@ -39,7 +39,8 @@ def polled_elsewhere(tmp_path_factory):
     hub_standin = HubStandin(tmp_path / "hub").start()
     hub_standin.create_repo(REPO)
     hub_standin.commit(REPO, {"config.json": config_json(), "generation_config.json": b'{"eos_token_id": 2}'})
-    settings = Settings(database={"url": f"sqlite:///{tmp_path}/tracker.sqlite3"}, hub={"endpoint": hub_standin.url, "timeout": 30.0})
+    settings = Settings(database={"url": f"sqlite:///{tmp_path}/tracker.sqlite3"},
+                        hub={"endpoint": hub_standin.url, "timeout": 30.0})
     env = {"HF_ENDPOINT": hub_standin.url, "TRACKER_DATABASE_URL": settings.database.url,
            "TRACKER_CONFIG": str(tmp_path / "t.toml")}
     (tmp_path / "t.toml").write_text("")

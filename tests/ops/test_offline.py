@@ -64,7 +64,8 @@ def test_tracker_poll_offline_says_it_once(tmp_path, monkeypatch):
 
 
 def test_the_daemon_says_an_outage_once_per_heartbeat(tmp_path, caplog):
-    settings = Settings(database={"url": f"sqlite:///{tmp_path}/t.sqlite3"}, hub={"endpoint": NOWHERE}, poll={"jitter": 0.0})
+    settings = Settings(database={"url": f"sqlite:///{tmp_path}/t.sqlite3"}, hub={"endpoint": NOWHERE},
+                        poll={"jitter": 0.0})
     tracker = make_tracker(settings, hub=HubClient(NOWHERE, max_retries=5, sleep=lambda _s: None), auto_upgrade=True)
     for repo in ("acme/a", "acme/b", "acme/c"):
         tracker.store.repos.add(RepoId(repo), now=datetime.now(UTC))

@@ -223,15 +223,18 @@ def test_every_poll_failing_with_the_hub_unreachable_is_said_by_status_and_ready
     assert client.get("/readyz").json()["checks"]["hub"] == "serving"
 
     clock = ManualClock(datetime.now(UTC) + timedelta(hours=2))
-    refused = settings.changed(database={"url": url}, hub={"endpoint": "http://127.0.0.1:9", "max_retries": 0})
-    away = make_tracker(refused, hub=HubClient(refused.hub.endpoint, timeout=2, max_retries=0, sleep=lambda _s: None),
+    refused = settings.changed(database={"url": url}, hub={"endpoint": "http://127.0.0.1:9",
+                                                           "max_retries": 0})
+    away = make_tracker(refused, hub=HubClient(refused.hub.endpoint, timeout=2, max_retries=0,
+                                               sleep=lambda _s: None),
                         clock=clock)
     started = clock.now
     for _ in range(3):
         assert away.poll_repo("acme/ok").status.value == "error"
         clock.now += timedelta(minutes=6)
     # 12 minutes after the first failure (the third poll's), seen by a process whose clock says so
-    watcher = make_tracker(settings.changed(database={"url": url}), clock=lambda: started + timedelta(minutes=12))
+    watcher = make_tracker(settings.changed(database={"url": url}),
+                           clock=lambda: started + timedelta(minutes=12))
     answer = TestClient(create_app(watcher)).get("/readyz")
     expected = f"Hub unreachable for 12 minutes (every poll since {started.isoformat(timespec='seconds')[:19]}Z failed)"
     assert answer.status_code == 200  # still ready: the API serves from the database

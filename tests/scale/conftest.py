@@ -27,7 +27,10 @@ def sleeps() -> RecordingSleep:
 
 @pytest.fixture
 def scale_settings(hub_standin, db_url) -> Settings:
-    return Settings(database={"url": db_url}, hub={"endpoint": hub_standin.url, "timeout": 5.0, "budget_api_per_5min": 100_000, "budget_resolvers_per_5min": 100_000}, poll={"jitter": 0.0})
+    return Settings(database={"url": db_url}, hub={"endpoint": hub_standin.url, "timeout": 5.0,
+                                                   "budget_api_per_5min": 100_000,
+                                                   "budget_resolvers_per_5min": 100_000},
+                    poll={"jitter": 0.0})
 
 
 @pytest.fixture
@@ -38,7 +41,8 @@ def build(hub_standin, sleeps) -> Iterator[Callable[..., tuple[Tracker, Cycle]]]
     def make(settings: Settings, budget: HubBudget | None = None, **overrides: Any) -> tuple[Tracker, Cycle]:
         settings = settings.changed(**overrides)
         budget = budget or HubBudget(settings.hub.budget_api_per_5min, settings.hub.budget_resolvers_per_5min)
-        hub = HubClient(settings.hub.endpoint, timeout=settings.hub.timeout, max_retries=settings.hub.max_retries,
+        hub = HubClient(settings.hub.endpoint, timeout=settings.hub.timeout,
+                        max_retries=settings.hub.max_retries,
                         max_wait=settings.hub.max_wait, request_deadline=settings.hub.request_deadline,
                         sleep=sleeps, on_request=budget.spend, on_rate_limited=budget.exhausted)
         tracker = make_tracker(settings, hub=hub, auto_upgrade=True)

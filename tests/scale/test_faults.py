@@ -82,7 +82,8 @@ def test_a_run_through_hub_faults_ends_as_a_clean_run(hub_standin, scale_setting
     clean, clean_cycle = build(scale_settings, database={"url": f"sqlite:///{tmp_path}/clean.sqlite3"})
     hours = [0.0]  # the faulty run's budget clock: each round is an hour later (429s block a bucket a while)
     budget = HubBudget(100_000, 100_000, monotonic=lambda: hours[0] * 3600)
-    faulty, faulty_cycle = build(scale_settings, budget=budget, database={"url": f"sqlite:///{tmp_path}/faulty.sqlite3"},
+    faulty, faulty_cycle = build(scale_settings, budget=budget,
+                                 database={"url": f"sqlite:///{tmp_path}/faulty.sqlite3"},
                                  hub={"timeout": 1.0, "max_retries": 4})
 
     results: list[PollResult] = []

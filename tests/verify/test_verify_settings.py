@@ -18,7 +18,8 @@ from tracker.surfaces.cli.verify_command import parse_params
 
 def test_the_defaults():
     s = Settings()
-    assert (s.verify.enabled, s.verify.min_severity, s.verify.max_bytes, s.verify.max_params, s.verify.samples,
+    assert (s.verify.enabled, s.verify.min_severity, s.verify.max_bytes, s.verify.max_params,
+            s.verify.samples,
             s.verify.device) == (False, Severity.HIGH, 2 * 1024**3, 1_000_000_000, 32, "cpu")
 
 
@@ -26,7 +27,8 @@ def test_the_file_and_the_environment_set_them(tmp_path: Path):
     config = tmp_path / "tracker.toml"
     config.write_text('[verify]\nenabled = true\nmin_severity = "critical"\nmax_bytes = 1024\ntimeout = "2m"\n')
     s = load_settings(config, env={"TRACKER_VERIFY_DEVICE": "cuda"})
-    assert (s.verify.enabled, s.verify.min_severity, s.verify.max_bytes, s.verify.timeout, s.verify.device) == (
+    assert (s.verify.enabled, s.verify.min_severity, s.verify.max_bytes, s.verify.timeout,
+            s.verify.device) == (
         True, Severity.CRITICAL, 1024, 120.0, "cuda")
 
 

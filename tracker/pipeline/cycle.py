@@ -203,7 +203,8 @@ class Cycle:
         self._sweep_dead_leases()
         scope.start(now)
         state = self._maybe_walk(now, report, scope)
-        vouch = None if scope.each_on_its_own else self.changes.vouch_epoch(state, since=scope.vouch_since(now))
+        vouch = None if scope.each_on_its_own else self.changes.vouch_epoch(state,
+                                                                            since=scope.vouch_since(now))
         epoch = state.epoch
         polls, checks = self._claim(now, vouch, scope.only)
         report.claimed = len(polls) + len(checks)
@@ -222,7 +223,8 @@ class Cycle:
             if freed:
                 log.info("took over %d repo lease(s) of stopped processes", freed)
 
-    def _claim(self, now: datetime, vouch: int | None, only: set[int] | None) -> tuple[list[DueRepo], list[DueRepo]]:
+    def _claim(self, now: datetime, vouch: int | None, only: set[int] | None) -> tuple[list[DueRepo],
+                                                                                       list[DueRepo]]:
         """The due repos this tick claims: (to poll each, that a listing may check)."""
         until = now + timedelta(seconds=self.settings.hub.poll_deadline + LEASE_MARGIN_SECONDS)
         room_api, room_res = self.budget.room("api"), self.budget.room("resolvers")
@@ -235,10 +237,12 @@ class Cycle:
         # Repos a listing may check: as many as the budgets could check now (all of them, when the
         # change listing vouches for them: that costs nothing more).
         limit = self.batch if vouch is not None else min(self.batch, int(max(room_res, 0.0) + 50 * max(room_api, 0.0)))
-        checks = self.queue.claim_due(self.owner, now=now, until=until, checkable=True, only=only, limit=limit)
+        checks = self.queue.claim_due(self.owner, now=now, until=until, checkable=True, only=only,
+                                      limit=limit)
         return polls, checks
 
-    def _sort_checks(self, checks: list[DueRepo], polls: list[DueRepo], state: ListingState, vouch: int | None, *,
+    def _sort_checks(self, checks: list[DueRepo], polls: list[DueRepo], state: ListingState,
+                     vouch: int | None, *,
                      now: datetime, scope: Scope) -> tuple[dict[str, list[DueRepo]], list[DueRepo]]:
         """Split the checkable repos: to poll (appended to ``polls``), by owner listing, or vouched for.
 
