@@ -443,8 +443,8 @@ def _fields_of(cls: type) -> dict[str, FieldInfo]:
 def _sections() -> dict[str, type]:
     """Section -> its class, for each field of :class:`Settings` that is a section of keys (``[hub]``...)."""
     return {name: info.default_factory for name, info in _fields_of(Settings).items()
-            if isinstance(info.default_factory, type) and hasattr(info.default_factory,
-                                                                  "__pydantic_fields__")}
+            if isinstance(info.default_factory, type)
+            and hasattr(info.default_factory, "__pydantic_fields__")}
 
 
 SECTION_TYPES = _sections()
@@ -453,8 +453,8 @@ SECTIONS_WHOLE = ("watch", "severity")  # sections of another shape, each one fi
 
 def _keys() -> dict[tuple[str, str], str]:
     """(section, key) -> ``"section.key"``, the path of its field (``settings.hub.timeout``), for every key."""
-    return {(section, name): f"{section}.{name}" for section,
-            cls in SECTION_TYPES.items() for name in _fields_of(cls)}
+    return {(section, name): f"{section}.{name}"
+            for section, cls in SECTION_TYPES.items() for name in _fields_of(cls)}
 
 
 KEYS = _keys()

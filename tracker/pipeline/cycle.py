@@ -191,7 +191,8 @@ class Cycle:
     # -- a tick -------------------------------------------------------------------------------
 
     def tick(self) -> TickReport:
-        """The daemon's tick: claim what is due and hand it to the workers; returns at once (the work runs on the pool)."""
+        """The daemon's tick: claim what is due and hand it to the workers; returns at once (the work runs on
+        the pool)."""
         return self.tick_for(self.daemon)
 
     def tick_for(self, scope: Scope) -> TickReport:
@@ -203,8 +204,8 @@ class Cycle:
         self._sweep_dead_leases()
         scope.start(now)
         state = self._maybe_walk(now, report, scope)
-        vouch = None if scope.each_on_its_own else self.changes.vouch_epoch(state,
-                                                                            since=scope.vouch_since(now))
+        since = scope.vouch_since(now)
+        vouch = None if scope.each_on_its_own else self.changes.vouch_epoch(state, since=since)
         epoch = state.epoch
         polls, checks = self._claim(now, vouch, scope.only)
         report.claimed = len(polls) + len(checks)
@@ -223,8 +224,8 @@ class Cycle:
             if freed:
                 log.info("took over %d repo lease(s) of stopped processes", freed)
 
-    def _claim(self, now: datetime, vouch: int | None, only: set[int] | None) -> tuple[list[DueRepo],
-                                                                                       list[DueRepo]]:
+    def _claim(self, now: datetime, vouch: int | None,
+               only: set[int] | None) -> tuple[list[DueRepo], list[DueRepo]]:
         """The due repos this tick claims: (to poll each, that a listing may check)."""
         until = now + timedelta(seconds=self.settings.hub.poll_deadline + LEASE_MARGIN_SECONDS)
         room_api, room_res = self.budget.room("api"), self.budget.room("resolvers")
@@ -242,8 +243,7 @@ class Cycle:
         return polls, checks
 
     def _sort_checks(self, checks: list[DueRepo], polls: list[DueRepo], state: ListingState,
-                     vouch: int | None, *,
-                     now: datetime, scope: Scope) -> tuple[dict[str, list[DueRepo]], list[DueRepo]]:
+                     vouch: int | None, *, now: datetime, scope: Scope) -> tuple[dict[str, list[DueRepo]], list[DueRepo]]:
         """Split the checkable repos: to poll (appended to ``polls``), by owner listing, or vouched for.
 
         Named repos are each polled (a HEAD of their own). The change listing vouches only for the

@@ -213,8 +213,8 @@ class Processor:
                              max_file_bytes=self.settings.limits.max_file_bytes,
                              max_header_bytes=self.settings.limits.max_header_bytes, now=self.clock, strict=strict,
                              budget=budget)
-        sources.weight_compare = (self.settings.limits.weight_compare_requests,
-                                  self.settings.limits.weight_compare_bytes)
+        limits = self.settings.limits
+        sources.weight_compare = (limits.weight_compare_requests, limits.weight_compare_bytes)
         return sources
 
     def analyse(self, repo_id: RepoId, old: Side | None, new: Side, *,

@@ -261,8 +261,8 @@ class AdvisorySource:
                 self._dir = Path(tempfile.mkdtemp(prefix="tracker-scan-"))
             url = f"sqlite:///{self._dir}/scratch-{len(self._scratch)}.sqlite3"
             # the scratch tracker opens its store, and closes it with itself
-            scratch = self.new_tracker(dataclasses.replace(self.settings,
-                                                           database=dataclasses.replace(self.settings.database, url=url)), hub=self._hub)
+            own = dataclasses.replace(self.settings.database, url=url)
+            scratch = self.new_tracker(dataclasses.replace(self.settings, database=own), hub=self._hub)
             self._hub = scratch.hub
             self._scratch.append(scratch)
             return scratch
