@@ -124,9 +124,8 @@ def main() -> None:
         root = Path(tmp)
         hub, watched, others, heads = build(args, root)
         clock = SimClock(START)
-        settings = Settings(database={"url": f"sqlite:///{root}/t.sqlite3"}, hub={"endpoint": hub.url,
-                                                                                  "timeout": 30.0},
-                            poll={"jitter": 0.0})
+        settings = Settings(database={"url": f"sqlite:///{root}/t.sqlite3"},
+                            hub={"endpoint": hub.url, "timeout": 30.0}, poll={"jitter": 0.0})
         budget = HubBudget(settings.hub.budget_api_per_5min, settings.hub.budget_resolvers_per_5min,
                            monotonic=clock.monotonic)
         client = HubClient(hub.url, timeout=30.0, token=False, sleep=lambda _s: None, on_request=budget.spend,

@@ -59,8 +59,8 @@ def history(tmp_path_factory):
 
 
 def tracker_on(hub, database: Path, clock=utcnow, **limits):
-    settings = Settings(database={"url": f"sqlite:///{database}"}, hub={"endpoint": hub.url,
-                                                                        "timeout": 60.0}).changed(**limits)
+    settings = Settings(database={"url": f"sqlite:///{database}"},
+                        hub={"endpoint": hub.url, "timeout": 60.0}).changed(**limits)
     return make_tracker(settings, hub=HubClient(settings.hub.endpoint, timeout=60.0, sleep=lambda _s: None),
                         clock=clock)
 

@@ -148,9 +148,8 @@ def test_the_environment_overrides_the_file_and_a_bad_value_names_the_variable(t
 
 
 def test_the_weight_comparison_budget_has_defaults_an_off_switch_and_names_its_variable() -> None:
-    assert (load_settings(None, env={}).limits.weight_compare_requests, load_settings(None,
-                                                                                      env={}).limits.weight_compare_bytes) == (
-        64, 16 * 1024 * 1024)
+    limits = load_settings(None, env={}).limits
+    assert (limits.weight_compare_requests, limits.weight_compare_bytes) == (64, 16 * 1024 * 1024)
     env = {"TRACKER_LIMITS_WEIGHT_COMPARE_REQUESTS": "0", "TRACKER_LIMITS_WEIGHT_COMPARE_BYTES": "1048576"}
     settings = load_settings(None, env=env)
     assert (settings.limits.weight_compare_requests, settings.limits.weight_compare_bytes) == (0, 1048576)

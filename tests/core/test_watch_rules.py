@@ -39,9 +39,9 @@ def catalogue(hub_standin):
 
 
 def tracker_for(hub_standin, tmp_path, clock):
-    settings = Settings(database={"url": f"sqlite:///{tmp_path}/t.sqlite3"}, hub={"endpoint": hub_standin.url,
-                                                                                  "timeout": 30.0,
-                                                                                  "budget_api_per_5min": 100_000, "budget_resolvers_per_5min": 100_000})
+    settings = Settings(database={"url": f"sqlite:///{tmp_path}/t.sqlite3"},
+                        hub={"endpoint": hub_standin.url, "timeout": 30.0, "budget_api_per_5min": 100_000,
+                             "budget_resolvers_per_5min": 100_000})
     hub = HubClient(settings.hub.endpoint, timeout=5.0, sleep=lambda _s: None)
     return make_tracker(settings, hub=hub, clock=clock, auto_upgrade=True)
 

@@ -32,7 +32,7 @@ CHILD = """
             if line.startswith("VmSize:"):
                 return int(line.split()[1]) * 1024
 
-    settings = Settings(database_url=DB, hub_endpoint=URL, hub_timeout=60.0)
+    settings = Settings(database={"url": DB}, hub={"endpoint": URL, "timeout": 60.0})
     with make_tracker(settings, hub=HubClient(URL, timeout=60.0, sleep=lambda _s: None)) as tracker:
         tracker.store.repos.add("acme/warm", now=tracker.clock())
         tracker.poll(["acme/warm"])  # a baseline with an IR, before the cap

@@ -104,13 +104,13 @@ def test_config_values_outside_their_bounds_are_refused(tmp_path: Path, toml: st
 def test_hub_bounds_have_their_documented_defaults(tmp_path: Path) -> None:
     (tmp_path / "t.toml").write_text("")
     settings = load_settings(tmp_path / "t.toml", env={})
-    assert (settings.hub.max_defer, settings.hub.request_deadline, settings.hub.poll_deadline,
-            settings.hub.max_api_bytes, settings.hub.max_pages) == (86400.0, 60.0, 600.0, 32 * 1024 * 1024,
-                                                                    1000)
+    hub = settings.hub
+    assert (hub.max_defer, hub.request_deadline, hub.poll_deadline, hub.max_api_bytes, hub.max_pages) == (
+        86400.0, 60.0, 600.0, 32 * 1024 * 1024, 1000)
     shipped = load_settings(Path(__file__).resolve().parents[2] / "config" / "tracker.toml", env={})
-    assert (shipped.hub.max_defer, shipped.hub.request_deadline, shipped.hub.poll_deadline,
-            shipped.hub.max_api_bytes, shipped.hub.max_pages) == (86400.0, 60.0, 600.0, 32 * 1024 * 1024,
-                                                                  1000)
+    hub = shipped.hub
+    assert (hub.max_defer, hub.request_deadline, hub.poll_deadline, hub.max_api_bytes, hub.max_pages) == (
+        86400.0, 60.0, 600.0, 32 * 1024 * 1024, 1000)
 
 
 def test_intervals_stored_by_an_older_tracker_are_clamped_when_scheduled(hub_standin: HubStandin, tmp_path: Path) -> None:

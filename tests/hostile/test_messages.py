@@ -120,8 +120,8 @@ def bidi(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bidi]:
     """One repo whose second commit adds a hostile pickle under a bidi name, with a bidi commit title; polled once."""
     work = tmp_path_factory.mktemp("bidi")
     hub = HubStandin(work / "hub").start()
-    settings = Settings(database={"url": f"sqlite:///{work}/tracker.sqlite3"}, hub={"endpoint": hub.url,
-                                                                                    "timeout": 10.0})
+    settings = Settings(database={"url": f"sqlite:///{work}/tracker.sqlite3"},
+                        hub={"endpoint": hub.url, "timeout": 10.0})
     tracker = make_tracker(settings, hub=HubClient(hub.url, timeout=10.0, sleep=lambda _s: None), auto_upgrade=True)
     repo = "acme/bidi"
     try:

@@ -27,8 +27,8 @@ HOSTILE, FINE = "acme/hostile", "acme/fine"
 
 
 def _tracker(hub_standin, tmp_path, **overrides):
-    overrides.setdefault("hub", {}).setdefault("timeout",
-                                               60.0)  # no test here waits for a timeout; a busy machine is slow
+    # no test here waits for a timeout; a busy machine is slow
+    overrides.setdefault("hub", {}).setdefault("timeout", 60.0)
     settings = Settings(database={"url": f"sqlite:///{tmp_path}/t.sqlite3"},
                         hub={"endpoint": hub_standin.url}).changed(**overrides)
     return make_tracker(settings, hub=HubClient.from_settings(settings, token=False, sleep=lambda _s: None))

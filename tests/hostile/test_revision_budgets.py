@@ -107,7 +107,8 @@ CHILD = """
             if line.startswith("VmSize:"):
                 return int(line.split()[1]) * 1024
 
-    settings = Settings(database_url=db, hub_endpoint=url, hub_timeout=60.0, revision_header_bytes=header_bytes)
+    settings = Settings(database={"url": db}, hub={"endpoint": url, "timeout": 60.0},
+                        limits={"revision_header_bytes": header_bytes})
     with make_tracker(settings, hub=HubClient(url, timeout=60.0, sleep=lambda _s: None)) as tracker:
         for repo in ("acme/warm", "acme/ggufs", "acme/after"):
             tracker.store.repos.add(repo, now=tracker.clock())

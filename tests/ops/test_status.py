@@ -223,8 +223,8 @@ def test_every_poll_failing_with_the_hub_unreachable_is_said_by_status_and_ready
     assert client.get("/readyz").json()["checks"]["hub"] == "serving"
 
     clock = ManualClock(datetime.now(UTC) + timedelta(hours=2))
-    refused = settings.changed(database={"url": url}, hub={"endpoint": "http://127.0.0.1:9",
-                                                           "max_retries": 0})
+    refused = settings.changed(database={"url": url},
+                               hub={"endpoint": "http://127.0.0.1:9", "max_retries": 0})
     away = make_tracker(refused, hub=HubClient(refused.hub.endpoint, timeout=2, max_retries=0,
                                                sleep=lambda _s: None),
                         clock=clock)

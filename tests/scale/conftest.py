@@ -27,9 +27,9 @@ def sleeps() -> RecordingSleep:
 
 @pytest.fixture
 def scale_settings(hub_standin, db_url) -> Settings:
-    return Settings(database={"url": db_url}, hub={"endpoint": hub_standin.url, "timeout": 5.0,
-                                                   "budget_api_per_5min": 100_000,
-                                                   "budget_resolvers_per_5min": 100_000},
+    return Settings(database={"url": db_url},
+                    hub={"endpoint": hub_standin.url, "timeout": 5.0, "budget_api_per_5min": 100_000,
+                         "budget_resolvers_per_5min": 100_000},
                     poll={"jitter": 0.0})
 
 

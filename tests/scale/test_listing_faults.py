@@ -26,10 +26,9 @@ START = dt.datetime(2026, 5, 1, tzinfo=dt.UTC)
 
 
 def tracker_on(hub_standin, path) -> Tracker:
-    settings = Settings(database={"url": f"sqlite:///{path}"}, hub={"endpoint": hub_standin.url,
-                                                                    "timeout": 5.0, "max_retries": 2,
-                                                                    "budget_api_per_5min": 100_000,
-                                                                    "budget_resolvers_per_5min": 100_000})
+    settings = Settings(database={"url": f"sqlite:///{path}"},
+                        hub={"endpoint": hub_standin.url, "timeout": 5.0, "max_retries": 2,
+                             "budget_api_per_5min": 100_000, "budget_resolvers_per_5min": 100_000})
     hub = HubClient(settings.hub.endpoint, timeout=settings.hub.timeout, max_retries=settings.hub.max_retries,
                     sleep=lambda _s: None)
     return make_tracker(settings, hub=hub, auto_upgrade=True)

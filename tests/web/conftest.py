@@ -84,8 +84,8 @@ class Served:
 def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[History]:
     work = tmp_path_factory.mktemp("web-history")
     hub = HubStandin(work / "hub").start()
-    settings = Settings(database={"url": f"sqlite:///{work}/tracker.sqlite3"}, hub={"endpoint": hub.url,
-                                                                                    "timeout": 10.0})
+    settings = Settings(database={"url": f"sqlite:///{work}/tracker.sqlite3"},
+                        hub={"endpoint": hub.url, "timeout": 10.0})
     client = HubClient(settings.hub.endpoint, timeout=settings.hub.timeout,
                        max_retries=settings.hub.max_retries,
                        max_wait=settings.hub.max_wait, sleep=lambda _seconds: None)
