@@ -70,7 +70,7 @@ def main() -> int:
                 repos[repo] = shas
 
             database = f"sqlite:///{work}/user.sqlite3"
-            settings = Settings(database_url=database, hub_endpoint=hub.url, hub_timeout=10.0)
+            settings = Settings(database={"url": database}, hub={"endpoint": hub.url, "timeout": 10.0})
             user = make_tracker(settings, auto_upgrade=True)
             for repo in repos:
                 user.store.repos.add(RepoId(repo), now=user.clock())

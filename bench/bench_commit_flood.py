@@ -44,9 +44,9 @@ def main() -> None:
         try:
             hub.create_repo(REPO)
             hub.commit(REPO, {"config.json": config_json(), "generation_config.json": b'{"eos_token_id": 1}'})
-            settings = Settings(database_url=f"sqlite:///{work}/t.sqlite3", hub_endpoint=hub.url,
-                                hub_timeout=60.0, poll_backlog_per_poll=5,
-                                poll_max_new_commits=args.max_new_commits)
+            settings = Settings(database={"url": f"sqlite:///{work}/t.sqlite3"},
+                                hub={"endpoint": hub.url, "timeout": 60.0},
+                                poll={"backlog_per_poll": 5, "max_new_commits": args.max_new_commits})
             tracker = make_tracker(settings, hub=HubClient.from_settings(settings, token=False))
             tracker.store.repos.add(REPO, now=tracker.clock())
             tracker.poll()

@@ -129,8 +129,10 @@ def one_cycle(url: str, endpoint: str, workers: int) -> dict[str, float]:
     from tracker.adapters.settings import Settings
     from tracker.app import make_tracker
 
-    settings = Settings(database_url=url, hub_endpoint=endpoint, hub_budget_api=1_000_000,
-                        hub_budget_resolvers=1_000_000, poll_workers=workers)
+    settings = Settings(database={"url": url},
+                        hub={"endpoint": endpoint, "budget_api_per_5min": 1_000_000,
+                             "budget_resolvers_per_5min": 1_000_000},
+                        poll={"workers": workers})
     tracker = make_tracker(settings, auto_upgrade=False)
     cycle = tracker.new_cycle(workers=workers)
     wall, cpu = time.perf_counter(), time.process_time()

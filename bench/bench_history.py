@@ -85,7 +85,7 @@ def main() -> int:
             url = f"sqlite:///{tmp}/tracker.sqlite3"
         hub = HubStandin(tmp / "hub").start()
         stack.callback(hub.stop, wait=False)
-        tracker = make_tracker(Settings(database_url=url, hub_endpoint=hub.url), auto_upgrade=True)
+        tracker = make_tracker(Settings(database={"url": url}, hub={"endpoint": hub.url}), auto_upgrade=True)
         stack.callback(tracker.store.close)
         hub.create_repo(REPO)
         hub.commit(REPO, {"config.json": CONFIG, "generation_config.json": b'{"eos_token_id": 1, "temperature": 0.7}'})

@@ -124,9 +124,10 @@ def main() -> None:
         root = Path(tmp)
         hub, watched, others, heads = build(args, root)
         clock = SimClock(START)
-        settings = Settings(database_url=f"sqlite:///{root}/t.sqlite3", hub_endpoint=hub.url, hub_timeout=30.0,
-                            poll_jitter=0.0)
-        budget = HubBudget(settings.hub_budget_api, settings.hub_budget_resolvers, monotonic=clock.monotonic)
+        settings = Settings(database={"url": f"sqlite:///{root}/t.sqlite3"},
+                            hub={"endpoint": hub.url, "timeout": 30.0}, poll={"jitter": 0.0})
+        budget = HubBudget(settings.hub.budget_api_per_5min, settings.hub.budget_resolvers_per_5min,
+                           monotonic=clock.monotonic)
         client = HubClient(hub.url, timeout=30.0, token=False, sleep=lambda _s: None, on_request=budget.spend,
                            on_rate_limited=budget.exhausted)
         tracker = make_tracker(settings, hub=client, clock=clock, auto_upgrade=True)

@@ -40,7 +40,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        settings = Settings(database_url=f"sqlite:///{tmp}/tracker.sqlite3", hub_endpoint="http://127.0.0.1:9")
+        settings = Settings(database={"url": f"sqlite:///{tmp}/tracker.sqlite3"},
+                            hub={"endpoint": "http://127.0.0.1:9"})
         tracker = make_tracker(settings, auto_upgrade=True)
         started = time.perf_counter()
         shas = build(tracker.store, REPO, args.revisions)

@@ -130,7 +130,8 @@ def _sha(rng: random.Random) -> str:
 
 def build_store(url: str, *, n_repos: int, n_advisories: int, seed: int = 7) -> dict:
     """Fill a fresh store; returns what the queries need (tracked commits, hit list, repo names)."""
-    tracker = make_tracker(Settings(database_url=url, hub_endpoint="http://127.0.0.1:9"), auto_upgrade=True)
+    tracker = make_tracker(Settings(database={"url": url}, hub={"endpoint": "http://127.0.0.1:9"}),
+                           auto_upgrade=True)
     store = tracker.store
     templates = _templates()
     template_ids = {name: json.loads(t)["id"] for name, (_, _, t) in templates.items()}

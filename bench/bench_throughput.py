@@ -102,7 +102,7 @@ def main() -> None:
         from tracker.adapters.settings import Settings
         from tracker.app import make_tracker
 
-        tracker = make_tracker(Settings(database_url=url, hub_endpoint=endpoint), auto_upgrade=True)
+        tracker = make_tracker(Settings(database={"url": url}, hub={"endpoint": endpoint}), auto_upgrade=True)
         for repo_id in repo_ids:
             tracker.store.repos.add(repo_id, now=tracker.clock())
         wall, cpu = time.perf_counter(), time.process_time()

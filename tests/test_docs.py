@@ -20,5 +20,5 @@ def test_every_finding_code_is_documented_with_its_default_severity_and_why():
 def test_the_shipped_config_loads_and_watches_e5():
     settings = load_settings(ROOT / "config" / "tracker.toml", env={})
     assert settings.watch[0].repo == "intfloat/multilingual-e5-large"
-    assert settings.database_url == "sqlite:///data/tracker.sqlite3"
-    assert settings.osv_api_url == "https://api.osv.dev"
+    assert settings.database.url == "sqlite:///data/tracker.sqlite3"
+    assert settings.osv.api_url == "https://api.osv.dev"

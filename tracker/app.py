@@ -39,6 +39,7 @@ from tracker.core.findings.rules import SeverityRules
 from tracker.core.model import RepoId, RepoRow
 from tracker.pipeline.coalescing import PollCoalescer
 from tracker.pipeline.cycle import Cycle
+from tracker.pipeline.poll_run import PollRun
 from tracker.pipeline.polling import Poller, PollResult
 from tracker.pipeline.ports import Clock, HubReader, OsvLookup, Schedule, Store, Tokens
 from tracker.pipeline.processing import Analysis, Processor, Side, safetensors_headers
@@ -110,10 +111,11 @@ class Tracker:
 
     def poll(self, repo_ids: Iterable[str] | None = None, *, backfill: int = 0,
              progress: Callable[[int], Any] | None = None) -> list[PollResult]:
-        """One cycle over every watched repo (or the ones named), then a result per repo: the daemon's cycle, once."""
+        """One `tracker poll` run over every watched repo (or the ones named), then a result per repo: the daemon's
+        cycle, once (:class:`PollRun`)."""
         cycle = self.new_cycle()
         try:
-            return cycle.run_once(repo_ids, backfill=backfill, progress=progress)
+            return PollRun(cycle, repo_ids, backfill=backfill, progress=progress).run()
         finally:
             cycle.close()
 
@@ -128,8 +130,8 @@ class Tracker:
 
     def evict_blobs(self) -> tuple[int, int]:
         """Keep the blob cache within ``[limits] blob_cache_bytes`` and ``blob_cache_age``; (versions, bytes) dropped."""
-        older_than = self.clock() - timedelta(seconds=self.settings.blob_cache_age)
-        return self.store.blobs.evict(max_bytes=self.settings.blob_cache_bytes, older_than=older_than)
+        older_than = self.clock() - timedelta(seconds=self.settings.limits.blob_cache_age)
+        return self.store.blobs.evict(max_bytes=self.settings.limits.blob_cache_bytes, older_than=older_than)
 
     def reanalyse(self, repo_id: str) -> int:
         return self.processor.reanalyse(self.repo(repo_id))
@@ -173,7 +175,7 @@ def _verifier(settings: Settings, store: Store, *, rules: SeverityRules, clock: 
     from tracker.adapters.verify.verifying import VerifyOptions, verify_revisions
 
     options = VerifyOptions.from_settings(settings)
-    return RevisionVerifier(store, min_severity=settings.verify_min_severity, rules=rules, clock=clock,
+    return RevisionVerifier(store, min_severity=settings.verify.min_severity, rules=rules, clock=clock,
                             run=lambda repo, old, new: verify_revisions(repo, old, new, options))
 
 
@@ -194,18 +196,18 @@ def make_tracker(
     """
     with ExitStack() as opened:
         if store is None:
-            store = open_store(settings.database_url, auto_upgrade=auto_upgrade)
+            store = open_store(settings.database.url, auto_upgrade=auto_upgrade)
             opened.callback(store.close)
-        store.advisories.max_versions = settings.max_versions
-        budget = budget or HubBudget(settings.hub_budget_api, settings.hub_budget_resolvers)
+        store.advisories.max_versions = settings.advisories.max_versions
+        budget = budget or HubBudget(settings.hub.budget_api_per_5min, settings.hub.budget_resolvers_per_5min)
         hub = hub or make_hub(settings, budget)
         osv = _osv_client(settings, opened)
         rules = SeverityRules.default().with_overrides(settings.severity)
-        verifier = _verifier(settings, store, rules=rules, clock=clock) if settings.verify_enabled else None
+        verifier = _verifier(settings, store, rules=rules, clock=clock) if settings.verify.enabled else None
         processor = Processor(settings, store, hub, clock=clock, rules=rules, metrics=metrics, osv=osv,
                               verifier=verifier)
         poller = Poller(settings, store, hub, processor, clock=clock, metrics=metrics)
-        querier = Querier(store, hub, requests_per_call=settings.query_hub_requests)
+        querier = Querier(store, hub, requests_per_call=settings.api.max_hub_requests)
         delivery = DeliveryWorker(store.outbox, settings.delivery, tracker_url=settings.public_url)
         opened.callback(delivery.stop)
         coalescer = PollCoalescer(poller.poll_repo)
@@ -229,8 +231,8 @@ def make_scheduler(*, workers: int = 4) -> BackgroundScheduler:
 
 def _osv_client(settings: Settings, opened: ExitStack) -> OsvLookup | None:
     """The OSV.dev client ``[osv] api_url`` names (None: no dependency lookups), closed with the Tracker."""
-    if not settings.osv_api_url:
+    if not settings.osv.api_url:
         return None
     from tracker.adapters.osvdev import OsvClient
 
-    return opened.enter_context(OsvClient(settings.osv_api_url, cache={}))
+    return opened.enter_context(OsvClient(settings.osv.api_url, cache={}))

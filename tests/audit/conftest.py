@@ -90,7 +90,7 @@ def machine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Machine]:
         lay_out_by_hand(cache, "models--gpt2", CANONICAL_SHA, "config.json", b"{}")
 
         database = f"sqlite:///{work}/user.sqlite3"
-        settings = Settings(database_url=database, hub_endpoint=hub.url, hub_timeout=30.0)
+        settings = Settings(database={"url": database}, hub={"endpoint": hub.url, "timeout": 30.0})
         user = make_tracker(settings, auto_upgrade=True)
         user.store.repos.add(CHAT, now=user.clock())
         user.poll([CHAT], backfill=5)

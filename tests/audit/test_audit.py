@@ -223,8 +223,8 @@ def test_repos_nobody_watches_are_read_within_the_hub_request_budget(machine, tm
     from tracker.adapters.settings import Settings
     from tracker.pipeline.scan.source import AdvisorySource
 
-    settings = Settings(database_url=f"sqlite:///{tmp_path}/none.sqlite3", hub_endpoint=machine.hub.url,
-                        hub_timeout=30.0, hub_budget_api=3)
+    settings = Settings(database={"url": f"sqlite:///{tmp_path}/none.sqlite3"},
+                        hub={"endpoint": machine.hub.url, "timeout": 30.0, "budget_api_per_5min": 3})
     with AdvisorySource(settings, tracker=None, new_tracker=make_tracker) as source:
         first = source.lookup(RISKY, [machine.risky[1]])[machine.risky[1]]
         sent = source.requests_by_bucket

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import pytest
 from click.testing import CliRunner
@@ -29,8 +28,8 @@ def sleeps() -> RecordingSleep:
 
 @pytest.fixture
 def settings(hub_standin, tmp_path) -> Settings:
-    return Settings(database_url=f"sqlite:///{tmp_path}/tracker.sqlite3", hub_endpoint=hub_standin.url,
-                    hub_timeout=30.0)
+    return Settings(database={"url": f"sqlite:///{tmp_path}/tracker.sqlite3"},
+                    hub={"endpoint": hub_standin.url, "timeout": 30.0})
 
 
 @pytest.fixture
@@ -38,9 +37,10 @@ def make(hub_standin, sleeps):
     """Build a Tracker over the stand-in: make(settings) or make(settings, **overrides)."""
 
     def build(settings: Settings, **overrides):
-        settings = replace(settings, **overrides)
-        hub = HubClient(settings.hub_endpoint, timeout=settings.hub_timeout, max_retries=settings.hub_max_retries,
-                        max_wait=settings.hub_max_wait, sleep=sleeps)
+        settings = settings.changed(**overrides)
+        hub = HubClient(settings.hub.endpoint, timeout=settings.hub.timeout,
+                        max_retries=settings.hub.max_retries,
+                        max_wait=settings.hub.max_wait, sleep=sleeps)
         return make_tracker(settings, hub=hub)
 
     return build

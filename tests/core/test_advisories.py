@@ -117,7 +117,7 @@ def test_cli_query_advisories_and_export(history, hub_standin, tmp_path, monkeyp
     tracker, revs = history
     monkeypatch.chdir(tmp_path)
     (tmp_path / "tracker.toml").write_text("")
-    env = {"HF_ENDPOINT": hub_standin.url, "TRACKER_DATABASE_URL": tracker.settings.database_url,
+    env = {"HF_ENDPOINT": hub_standin.url, "TRACKER_DATABASE_URL": tracker.settings.database.url,
            "TRACKER_CONFIG": str(tmp_path / "tracker.toml")}
     runner = CliRunner()
     fix, risk, removal = (advisory_id(REPO, revs[1], "update"), advisory_id(REPO, revs[3], "risk"),

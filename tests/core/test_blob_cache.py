@@ -59,8 +59,9 @@ def history(tmp_path_factory):
 
 
 def tracker_on(hub, database: Path, clock=utcnow, **limits):
-    settings = Settings(database_url=f"sqlite:///{database}", hub_endpoint=hub.url, hub_timeout=60.0, **limits)
-    return make_tracker(settings, hub=HubClient(settings.hub_endpoint, timeout=60.0, sleep=lambda _s: None),
+    settings = Settings(database={"url": f"sqlite:///{database}"},
+                        hub={"endpoint": hub.url, "timeout": 60.0}).changed(**limits)
+    return make_tracker(settings, hub=HubClient(settings.hub.endpoint, timeout=60.0, sleep=lambda _s: None),
                         clock=clock)
 
 
@@ -72,7 +73,7 @@ def polled(history, tmp_path, clock=utcnow, **limits):
 
 
 def test_over_its_size_the_cache_keeps_only_what_the_latest_revisions_list(history, tmp_path):
-    with polled(history, tmp_path, blob_cache_bytes=1) as tracker:
+    with polled(history, tmp_path, limits={"blob_cache_bytes": 1}) as tracker:
         before = cached(tracker)
         keep = (latest_ids(tracker, REPOS[0]) | latest_ids(tracker, REPOS[1])) & set(before)
         assert len(before) == 7 and len(keep) == 3  # three configs per repo and their README; the latest ones

@@ -49,7 +49,8 @@ def connections() -> Iterator[Connections]:
 
 
 def test_a_bad_hub_endpoint_fails_the_build_and_the_engine_it_opened_is_closed(tmp_path, connections):
-    settings = Settings(database_url=f"sqlite:///{tmp_path}/t.sqlite3", hub_endpoint="ftp://hub.example")
+    settings = Settings(database={"url": f"sqlite:///{tmp_path}/t.sqlite3"},
+                        hub={"endpoint": "ftp://hub.example"})
     with pytest.raises(ConfigError) as failed:
         make_tracker(settings)
     assert str(failed.value) == "invalid Hub endpoint 'ftp://hub.example': expected http(s)://host[:port]"
@@ -60,7 +61,8 @@ def test_a_bad_hub_endpoint_fails_the_build_and_the_engine_it_opened_is_closed(t
 
 
 def test_a_tracker_closes_its_engine_when_its_block_ends(tmp_path, hub_standin, connections):
-    settings = Settings(database_url=f"sqlite:///{tmp_path}/t.sqlite3", hub_endpoint=hub_standin.url)
+    settings = Settings(database={"url": f"sqlite:///{tmp_path}/t.sqlite3"},
+                        hub={"endpoint": hub_standin.url})
     with make_tracker(settings) as tracker:
         tracker.store.db.ping()
         assert connections.open_now != set()
@@ -68,8 +70,9 @@ def test_a_tracker_closes_its_engine_when_its_block_ends(tmp_path, hub_standin, 
 
 
 def test_a_store_handed_in_stays_open_for_its_owner(tmp_path, hub_standin, connections):
-    settings = Settings(database_url=f"sqlite:///{tmp_path}/t.sqlite3", hub_endpoint=hub_standin.url)
-    store = open_store(settings.database_url, auto_upgrade=True)
+    settings = Settings(database={"url": f"sqlite:///{tmp_path}/t.sqlite3"},
+                        hub={"endpoint": hub_standin.url})
+    store = open_store(settings.database.url, auto_upgrade=True)
     try:
         with make_tracker(settings, store=store) as tracker:
             tracker.store.db.ping()
@@ -81,7 +84,8 @@ def test_a_store_handed_in_stays_open_for_its_owner(tmp_path, hub_standin, conne
 
 
 def test_the_hub_client_built_here_spends_the_trackers_budget(tmp_path, hub_standin):
-    settings = Settings(database_url=f"sqlite:///{tmp_path}/t.sqlite3", hub_endpoint=hub_standin.url)
+    settings = Settings(database={"url": f"sqlite:///{tmp_path}/t.sqlite3"},
+                        hub={"endpoint": hub_standin.url})
     with make_tracker(settings) as tracker:
         with pytest.raises(RepoGone):
             tracker.hub.head(RepoId("acme/not-there"))
@@ -96,11 +100,11 @@ def test_the_hub_client_built_here_spends_the_trackers_budget(tmp_path, hub_stan
 def test_the_webhook_secret_is_read_once_from_the_settings_and_never_shown():
     env = {"TRACKER_WEBHOOK_SECRET": "s3cret-value"}
     settings, sources = load_with_sources(None, env=env)
-    assert settings.hub_webhook_secret == "s3cret-value"
-    assert sources["hub_webhook_secret"] == "env TRACKER_WEBHOOK_SECRET"
+    assert settings.hub.webhook_secret == "s3cret-value"
+    assert sources["hub.webhook_secret"] == "env TRACKER_WEBHOOK_SECRET"
     assert "s3cret-value" not in repr(settings)
     assert 'webhook_secret = "********"  # env TRACKER_WEBHOOK_SECRET' in describe(settings, sources)
-    assert load_settings(None, env={"TRACKER_HUB_WEBHOOK_SECRET": "other"}).hub_webhook_secret == "other"
+    assert load_settings(None, env={"TRACKER_HUB_WEBHOOK_SECRET": "other"}).hub.webhook_secret == "other"
 
 
 def test_closing_the_webhook_coalescer_finishes_the_poll_running_and_drops_the_rest():

@@ -12,7 +12,6 @@ poll has committed.
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -33,11 +32,12 @@ WAIT = 120.0  # seconds any step may take on a loaded machine before the test sa
 def two_trackers(hub_standin, settings, sleeps, postgres_server_url):
     from tests.postgres import fresh_database
 
-    settings = replace(settings, database_url=fresh_database(postgres_server_url))
+    settings = settings.changed(database={"url": fresh_database(postgres_server_url)})
     made = []
     for _ in range(2):
-        hub = HubClient(settings.hub_endpoint, timeout=settings.hub_timeout, max_retries=settings.hub_max_retries,
-                        max_wait=settings.hub_max_wait, sleep=sleeps)
+        hub = HubClient(settings.hub.endpoint, timeout=settings.hub.timeout,
+                        max_retries=settings.hub.max_retries,
+                        max_wait=settings.hub.max_wait, sleep=sleeps)
         made.append(make_tracker(settings, hub=hub, auto_upgrade=True))
     yield made
     for tracker in made:

@@ -13,7 +13,7 @@ REPO = RepoId("acme/remote-code-model")
 def test_pinned_vulnerable_packages_become_findings_and_related_ids(hub_standin, osv_standin, settings, make):
     hub_standin.create_repo(REPO)
     hub_standin.commit(REPO, {"config.json": config_json()})
-    tracker = make(settings, osv_api_url=osv_standin.url)
+    tracker = make(settings, osv={"api_url": osv_standin.url})
     tracker.store.repos.add(REPO, now=tracker.clock())
     tracker.poll()
     sha = hub_standin.commit(REPO, {"requirements.txt": b"transformers==4.36.0\ntorch==2.7.1\neinops\n"})
@@ -35,7 +35,7 @@ def test_pinned_vulnerable_packages_become_findings_and_related_ids(hub_standin,
 def test_a_failed_lookup_is_retried_on_a_later_poll(hub_standin, osv_standin, settings, make):
     hub_standin.create_repo(REPO)
     hub_standin.commit(REPO, {"config.json": config_json()})
-    tracker = make(settings, osv_api_url=osv_standin.url)
+    tracker = make(settings, osv={"api_url": osv_standin.url})
     tracker.osv.backoff = tracker.osv.backoff_max = 0  # no real waiting between retries in tests
     tracker.store.repos.add(REPO, now=tracker.clock())
     tracker.poll()

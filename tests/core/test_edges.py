@@ -123,9 +123,9 @@ def test_a_querybatch_of_1000_unseen_revisions_costs_a_bounded_number_of_hub_req
     assert answer.status_code == 200
     results = answer.json()["results"]
     assert len(results) == 1000
-    budget = tracker.settings.query_hub_requests
+    budget = tracker.settings.api.max_hub_requests
     # Each unseen revision costs one commit listing (the stand-in answers 404: no such revision).
-    assert len(hub_standin.requests) <= budget + tracker.settings.hub_max_pages
+    assert len(hub_standin.requests) <= budget + tracker.settings.hub.max_pages
     assert len(hub_standin.requests) == budget
     not_found = {"code": 5, "message": f"{REPO}: no revision {'0' * 40!r} on the Hub"}
     assert results[0] == {"error": not_found}

@@ -33,9 +33,9 @@ def hub() -> FakeHub:
 
 @pytest.fixture
 def tracker(hub: FakeHub, tmp_path) -> Tracker:
-    settings = Settings(database_url=f"sqlite:///{tmp_path}/t.sqlite3", hub_endpoint=hub.endpoint,
-                        poll_max_attempts=2)
-    budget = HubBudget(settings.hub_budget_api, settings.hub_budget_resolvers)
+    settings = Settings(database={"url": f"sqlite:///{tmp_path}/t.sqlite3"}, hub={"endpoint": hub.endpoint},
+                        poll={"max_attempts": 2})
+    budget = HubBudget(settings.hub.budget_api_per_5min, settings.hub.budget_resolvers_per_5min)
     hub.on_request, hub.on_rate_limited = budget.spend, budget.exhausted  # as make_hub wires a real client
     tracker = make_tracker(settings, hub=hub, budget=budget, auto_upgrade=True)
     tracker.store.repos.add(REPO, now=tracker.clock())

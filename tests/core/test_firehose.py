@@ -8,7 +8,6 @@ Hub's clock is the stand-in's. Nothing here waits on wall time but the poll work
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import replace
 
 import pytest
 
@@ -30,7 +29,7 @@ def daemon(hub_standin, settings, sleeps):
         hub_standin.create_repo(repo)
         hub_standin.commit(repo, {"config.json": config_json(num_hidden_layers=n + 1)})
     clock = ManualClock(T0)
-    hub = HubClient(settings.hub_endpoint, timeout=settings.hub_timeout, max_retries=settings.hub_max_retries,
+    hub = HubClient(settings.hub.endpoint, timeout=settings.hub.timeout, max_retries=settings.hub.max_retries,
                     sleep=sleeps)
     tracker = make_tracker(settings, hub=hub, clock=clock)
     for repo in REPOS:
@@ -74,8 +73,8 @@ def test_listen_every_0s_turns_the_walks_off(hub_standin, settings, sleeps):
     hub_standin.create_repo(REPOS[0])
     hub_standin.commit(REPOS[0], {"config.json": config_json()})
     clock = ManualClock(T0)
-    hub = HubClient(settings.hub_endpoint, timeout=settings.hub_timeout, sleep=sleeps)
-    tracker = make_tracker(replace(settings, poll_listen_every=0.0), hub=hub, clock=clock)
+    hub = HubClient(settings.hub.endpoint, timeout=settings.hub.timeout, sleep=sleeps)
+    tracker = make_tracker(settings.changed(poll={"listen_every": 0.0}), hub=hub, clock=clock)
     tracker.store.repos.add(REPOS[0], every=3600.0, now=clock())
     daemon = Daemon(tracker, make_scheduler())
     try:

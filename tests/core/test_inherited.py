@@ -7,7 +7,6 @@ until it takes the fix, one that already had the new value gets none, whichever 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import pytest
 
@@ -50,9 +49,9 @@ def repos(hub_standin):
 @pytest.fixture
 def on_db(settings, sleeps, db_url):
     """A Tracker over the stand-in on SQLite and on PostgreSQL (schema created as `tracker init` does)."""
-    settings = replace(settings, database_url=db_url)
-    hub = HubClient(settings.hub_endpoint, timeout=settings.hub_timeout, max_retries=settings.hub_max_retries,
-                    max_wait=settings.hub_max_wait, sleep=sleeps)
+    settings = settings.changed(database={"url": db_url})
+    hub = HubClient(settings.hub.endpoint, timeout=settings.hub.timeout, max_retries=settings.hub.max_retries,
+                    max_wait=settings.hub.max_wait, sleep=sleeps)
     return make_tracker(settings, hub=hub, auto_upgrade=True)
 
 

@@ -32,7 +32,7 @@ def setup(hub_standin, tmp_path):
         hub_standin.create_repo(repo)
         hub_standin.commit(repo, {"config.json": config_json(num_hidden_layers=n + 1)})
     url = f"sqlite:///{tmp_path}/t.sqlite3"
-    settings = Settings(database_url=url, hub_endpoint=hub_standin.url, hub_timeout=30.0)
+    settings = Settings(database={"url": url}, hub={"endpoint": hub_standin.url, "timeout": 30.0})
     tracker = make_tracker(settings, hub=HubClient(hub_standin.url, timeout=30.0), auto_upgrade=True)
     for repo in (A, B, C):
         tracker.store.repos.add(repo, now=tracker.clock())

@@ -38,8 +38,8 @@ def surprised(hub_standin, settings, sleeps):
         hub_standin.create_repo(repo)
         hub_standin.commit(repo, {"config.json": config_json(num_hidden_layers=n + 1)})
     clock = ManualClock(T0)
-    hub = HubClient(settings.hub_endpoint, timeout=settings.hub_timeout, max_retries=settings.hub_max_retries,
-                    max_wait=settings.hub_max_wait, sleep=sleeps)
+    hub = HubClient(settings.hub.endpoint, timeout=settings.hub.timeout, max_retries=settings.hub.max_retries,
+                    max_wait=settings.hub.max_wait, sleep=sleeps)
     tracker = make_tracker(settings, hub=hub, clock=clock)
     for repo in SEVEN:
         tracker.store.repos.add(repo, every=60.0, now=clock())
@@ -159,7 +159,7 @@ def test_a_gating_seen_by_an_owner_listing_is_checked_on_its_own(hub_standin, se
 
 
 def test_a_budget_too_small_stretches_every_interval_evenly_and_says_so(settings, make, caplog):
-    tracker = make(settings, poll_every=3600.0)
+    tracker = make(settings, poll={"every": 3600.0})
     now = tracker.clock()
     with tracker.store.db.engine.begin() as conn:
         conn.execute(repos.insert(), [{"repo_id": f"owner{i:05d}/model", "branch": "main", "state": "active",

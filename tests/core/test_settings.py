@@ -138,8 +138,9 @@ def test_the_environment_overrides_the_file_and_a_bad_value_names_the_variable(t
     env = {"TRACKER_HUB_TIMEOUT": "5s", "TRACKER_POLL_WORKERS": "8", "TRACKER_API_READ_REQUIRES_TOKEN": "false",
            "TRACKER_HUB_WEBHOOK_OWNERS": "acme, beta", "HF_ENDPOINT": "http://mirror.test"}
     settings = load_settings(path, env=env)
-    assert (settings.hub_timeout, settings.hub_max_pages, settings.poll_workers, settings.api_read_requires_token,
-            settings.hub_webhook_owners, settings.hub_endpoint) == (5.0, 10, 8, False, ("acme", "beta"),
+    assert (settings.hub.timeout, settings.hub.max_pages, settings.poll.workers,
+            settings.api.read_requires_token,
+            settings.hub.webhook_owners, settings.hub.endpoint) == (5.0, 10, 8, False, ("acme", "beta"),
                                                                     "http://mirror.test")
     with pytest.raises(ConfigError) as caught:
         load_settings(path, env={"TRACKER_POLL_WORKERS": "eight"})
@@ -147,11 +148,11 @@ def test_the_environment_overrides_the_file_and_a_bad_value_names_the_variable(t
 
 
 def test_the_weight_comparison_budget_has_defaults_an_off_switch_and_names_its_variable() -> None:
-    assert (load_settings(None, env={}).weight_compare_requests, load_settings(None, env={}).weight_compare_bytes) == (
-        64, 16 * 1024 * 1024)
+    limits = load_settings(None, env={}).limits
+    assert (limits.weight_compare_requests, limits.weight_compare_bytes) == (64, 16 * 1024 * 1024)
     env = {"TRACKER_LIMITS_WEIGHT_COMPARE_REQUESTS": "0", "TRACKER_LIMITS_WEIGHT_COMPARE_BYTES": "1048576"}
     settings = load_settings(None, env=env)
-    assert (settings.weight_compare_requests, settings.weight_compare_bytes) == (0, 1048576)
+    assert (settings.limits.weight_compare_requests, settings.limits.weight_compare_bytes) == (0, 1048576)
     with pytest.raises(ConfigError) as caught:
         load_settings(None, env={"TRACKER_LIMITS_WEIGHT_COMPARE_REQUESTS": "-1"})
     assert str(caught.value) == ("TRACKER_LIMITS_WEIGHT_COMPARE_REQUESTS ([limits] weight_compare_requests): "
@@ -165,7 +166,7 @@ def test_a_misspelt_environment_variable_is_refused_like_a_misspelt_key() -> Non
     # variables that are not keys, and other programs' TRACKER_ names, are left alone
     env = {"TRACKER_WEBHOOK_SECRET": "s", "TRACKER_LOG_FORMAT": "json", "TRACKER_TEST_POSTGRES_URL": "x",
            "TRACKER_DB_PASSWORD": "p"}
-    assert load_settings(None, env=env).hub_timeout == 30.0
+    assert load_settings(None, env=env).hub.timeout == 30.0
 
 
 @pytest.mark.parametrize("variable, message", [
@@ -181,9 +182,10 @@ def test_a_misspelt_section_in_a_variable_is_refused_too(variable, message) -> N
 
 def test_every_key_has_an_environment_variable_named_after_it() -> None:
     assert env_name("hub", "budget_api_per_5min") == "TRACKER_HUB_BUDGET_API_PER_5MIN"
-    assert KEYS[("database", "url")] == "database_url"
+    assert KEYS[("database", "url")] == "database.url"
     assert KEYS[("delivery", "allow_hosts")] == "delivery.allow_hosts"
-    assert KEYS[("api", "max_hub_requests")] == "query_hub_requests"
+    assert KEYS[("api", "max_hub_requests")] == "api.max_hub_requests"
+    assert len(KEYS) == 62  # every key of every section, [delivery] included
 
 
 def test_config_check_prints_the_effective_configuration_with_secrets_masked(tmp_path: Path) -> None:
@@ -214,10 +216,10 @@ def test_built_in_code_gets_the_same_checks_and_the_same_defaults(tmp_path: Path
     monkeypatch.chdir(tmp_path)  # no ./config/tracker.toml: defaults only
     assert Settings() == load_settings(None, env={})
     with pytest.raises(ValueError, match="shorter than the minimum of 1m"):
-        Settings(poll_every=1.0)
+        Settings(poll={"every": 1.0})
     assert Settings(delivery={"timeout": "2s"}).delivery == DeliverySettings(timeout=2.0)  # type: ignore[arg-type]
     assert Settings(watch=[{"repo": "acme/tiny"}]).watch == (WatchSpec(repo=RepoId("acme/tiny")),)  # type: ignore[list-item]
-    assert Settings(min_advisory_severity="high").min_advisory_severity is Severity.HIGH  # type: ignore[arg-type]
+    assert Settings(advisories={"min_severity": "high"}).advisories.min_severity is Severity.HIGH  # type: ignore[arg-type]
 
 
 def test_the_shipped_config_names_every_key() -> None:
@@ -232,3 +234,13 @@ def test_the_shipped_config_names_every_key() -> None:
             sections.setdefault(current, set()).add(stripped.split("=")[0].strip())
     missing = [f"[{s}] {k}" for s, k in KEYS if k not in sections.get(s, set())]
     assert missing == []
+
+
+def test_settings_built_in_code_change_some_keys_of_a_section_and_keep_the_others() -> None:
+    base = Settings(hub={"endpoint": "http://127.0.0.1:9", "timeout": "5s"})  # type: ignore[arg-type]
+    changed = base.changed(hub={"max_retries": 0}, poll={"jitter": "0s"})
+    assert (changed.hub.endpoint, changed.hub.timeout, changed.hub.max_retries, changed.poll.jitter) == (
+        "http://127.0.0.1:9", 5.0, 0, 0.0)
+    assert (base.hub.max_retries, changed.poll.every, changed.delivery) == (5, 3600.0, DeliverySettings())
+    with pytest.raises(ValueError, match="shorter than the minimum of 1m"):
+        base.changed(poll={"every": "1s"})

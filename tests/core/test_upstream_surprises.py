@@ -104,7 +104,7 @@ def test_a_file_cut_off_every_time_is_recorded_after_max_attempts(hub_standin, w
     second = hub_standin.commit(REPO, {"config.json": config_json(vocab_size=30000)})
     hub_standin.faults.add(f"/resolve/{second}/config.json", truncate_after=10, times=None, method="GET")
     pk = tracker.store.repos.get(REPO).pk
-    for attempt in range(1, tracker.settings.poll_max_attempts):
+    for attempt in range(1, tracker.settings.poll.max_attempts):
         (result,) = tracker.poll()  # a cut-off body may be the network: read again next time
         row = tracker.store.revisions.get(pk, second)
         assert (result.status, row.status, row.attempts) == ("error", "pending", attempt)

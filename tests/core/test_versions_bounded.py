@@ -27,7 +27,7 @@ REPO = RepoId("acme/many-fixes")
 def test_versions_past_max_versions_list_the_newest_and_say_so(hub_standin, settings, make, tmp_path):
     hub_standin.create_repo(REPO)
     shas = [hub_standin.commit(REPO, {"config.json": config_json(), "generation_config.json": b'{"eos_token_id": 0}'})]
-    tracker = make(settings, max_versions=3)
+    tracker = make(settings, advisories={"max_versions": 3})
     tracker.store.repos.add(REPO, now=tracker.clock())
     tracker.poll()
     for k in range(1, 6):
@@ -63,7 +63,7 @@ def test_versions_past_max_versions_list_the_newest_and_say_so(hub_standin, sett
     assert tracker.query(REPO, shas[0]).vulns[0].osv["affected"][0]["versions"] in (
         sorted(shas[:k]) if k <= 3 else sorted(shas[k - 3:k]) for k in range(1, 6))
     out = tmp_path / "export"
-    env = {"HF_ENDPOINT": hub_standin.url, "TRACKER_DATABASE_URL": settings.database_url,
+    env = {"HF_ENDPOINT": hub_standin.url, "TRACKER_DATABASE_URL": settings.database.url,
            "TRACKER_CONFIG": str(tmp_path / "tracker.toml")}
     (tmp_path / "tracker.toml").write_text("[advisories]\nmax_versions = 3\n")
     result = CliRunner().invoke(main, ["export", "osv", str(out)], env=env, catch_exceptions=False)
@@ -79,7 +79,7 @@ def test_query_pages_end_at_the_versions_budget_and_together_answer_everything(
     following next_page_token gives every advisory once, in id order, each as /v1/vulns serves it."""
     hub_standin.create_repo(REPO)
     shas = [hub_standin.commit(REPO, {"config.json": config_json(), "generation_config.json": b'{"eos_token_id": 0}'})]
-    tracker = make(settings, max_versions=3)
+    tracker = make(settings, advisories={"max_versions": 3})
     tracker.store.repos.add(REPO, now=tracker.clock())
     tracker.poll()
     for k in range(1, 8):
@@ -128,7 +128,7 @@ def test_versions_follow_a_growing_chain_and_a_repo_stored_again_under_the_same_
     key) is read afresh, never served the commits of the one before."""
     hub_standin.create_repo(REPO)
     shas = [hub_standin.commit(REPO, {"config.json": config_json(), "generation_config.json": b'{"eos_token_id": 0}'})]
-    tracker = make(settings, max_versions=3)
+    tracker = make(settings, advisories={"max_versions": 3})
     tracker.store.repos.add(REPO, now=tracker.clock())
     tracker.poll()
     shas += _fixes(hub_standin, REPO, 1, 3)

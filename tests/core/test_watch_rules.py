@@ -39,9 +39,10 @@ def catalogue(hub_standin):
 
 
 def tracker_for(hub_standin, tmp_path, clock):
-    settings = Settings(database_url=f"sqlite:///{tmp_path}/t.sqlite3", hub_endpoint=hub_standin.url,
-                        hub_timeout=30.0, hub_budget_api=100_000, hub_budget_resolvers=100_000)
-    hub = HubClient(settings.hub_endpoint, timeout=5.0, sleep=lambda _s: None)
+    settings = Settings(database={"url": f"sqlite:///{tmp_path}/t.sqlite3"},
+                        hub={"endpoint": hub_standin.url, "timeout": 30.0, "budget_api_per_5min": 100_000,
+                             "budget_resolvers_per_5min": 100_000})
+    hub = HubClient(settings.hub.endpoint, timeout=5.0, sleep=lambda _s: None)
     return make_tracker(settings, hub=hub, clock=clock, auto_upgrade=True)
 
 
@@ -167,7 +168,8 @@ def test_rules_from_the_command_line_to_the_api(hub_standin, cli, tmp_path):
     assert listed[5].split()[:2] == ["1", "2/5"] and listed[5].endswith(" author=intfloat")
     assert listed[6:] == ["      intfloat/e5-large", "      intfloat/e5-small"]
 
-    tracker = make_tracker(Settings(database_url=f"sqlite:///{tmp_path}/t.sqlite3", hub_endpoint=hub_standin.url))
+    tracker = make_tracker(Settings(database={"url": f"sqlite:///{tmp_path}/t.sqlite3"},
+                                    hub={"endpoint": hub_standin.url}))
     body = TestClient(create_app(tracker)).get("/v1/rules").json()
     assert [(r["id"], r["rule"], r["max"], r["capped"], r["matched"], [x["repo"] for x in r["repos"]])
             for r in body["rules"]] == [(1, "author=intfloat", 5, False, 2, ["intfloat/e5-large", "intfloat/e5-small"])]

@@ -56,7 +56,7 @@ def test_webhooks_are_off_without_a_secret(hub_standin, settings, make):
 
 
 def test_the_webhook_secret_defaults_to_the_settings_and_none_turns_the_hooks_off(hub_standin, settings, make):
-    tracker = make(settings, hub_webhook_secret=SECRET)
+    tracker = make(settings, hub={"webhook_secret": SECRET})
     on = TestClient(create_app(tracker)).post("/hooks/hub", json=payload(), headers={"X-Webhook-Secret": SECRET})
     assert (on.status_code, on.json()) == (200, {"status": "ignored", "reason": f"{REPO} is not watched"})
     off = TestClient(create_app(tracker, webhook_secret=None)).post("/hooks/hub", json=payload(),

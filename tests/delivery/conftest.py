@@ -6,7 +6,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -30,16 +30,16 @@ EOS_NEW = b'{"eos_token_id": [128001, 128009]}'
 
 def settings_for(hub_url: str, db_url: str) -> Settings:
     """The delivery tests' settings: a tracker on this Hub and database, sending to 127.0.0.1."""
-    return Settings(database_url=db_url, hub_endpoint=hub_url, hub_timeout=5.0,
+    return Settings(database={"url": db_url}, hub={"endpoint": hub_url, "timeout": 5.0},
                     delivery=DeliverySettings(max_attempts=3, backoff_base=0.05, backoff_max=0.2, timeout=2.0,
                                               allow_hosts=("127.0.0.1",)))
 
 
 def build_tracker(settings: Settings, **overrides: Any) -> Tracker:
     """A tracker on ``settings`` (with ``overrides``) whose Hub client never sleeps between retries."""
-    settings = replace(settings, **overrides)
-    hub = HubClient(settings.hub_endpoint, timeout=settings.hub_timeout, max_retries=settings.hub_max_retries,
-                    max_wait=settings.hub_max_wait, sleep=lambda _s: None)
+    settings = settings.changed(**overrides)
+    hub = HubClient(settings.hub.endpoint, timeout=settings.hub.timeout, max_retries=settings.hub.max_retries,
+                    max_wait=settings.hub.max_wait, sleep=lambda _s: None)
     return make_tracker(settings, hub=hub, auto_upgrade=True)
 
 

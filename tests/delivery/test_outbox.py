@@ -115,7 +115,7 @@ def test_the_idempotency_key_is_stable_and_replaying_the_same_event_adds_no_row(
         tracker.store.outbox.enqueue(conn, [event], now=tracker.clock())
     assert len(tracker.store.outbox.list_deliveries()) == 1
     # The rows live in the same database as the advisories (one transaction wrote both).
-    engine = create_engine(tracker.settings.database_url)
+    engine = create_engine(tracker.settings.database.url)
     with engine.connect() as conn:
         assert conn.execute(text("select count(*) from deliveries")).scalar() == 1
     engine.dispose()

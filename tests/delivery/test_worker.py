@@ -134,7 +134,7 @@ def test_a_dead_letter_is_listed_and_retried_from_the_cli(queued, hub_standin, t
 
     config = tmp_path / "cli.toml"
     config.write_text("")
-    env = {"TRACKER_DATABASE_URL": tracker.settings.database_url, "TRACKER_CONFIG": str(config),
+    env = {"TRACKER_DATABASE_URL": tracker.settings.database.url, "TRACKER_CONFIG": str(config),
            "HF_ENDPOINT": hub_standin.url}
     runner = CliRunner()
     listed = json.loads(runner.invoke(main, ["deliveries", "--failed", "--json"], env=env).output)

@@ -78,10 +78,10 @@ class Upstream:
 
 @pytest.fixture
 def tracker(hub_standin, tmp_path):
-    settings = Settings(database_url=f"sqlite:///{tmp_path}/tracker.sqlite3", hub_endpoint=hub_standin.url,
-                        hub_timeout=30.0)
-    hub = HubClient(settings.hub_endpoint, timeout=settings.hub_timeout, max_retries=settings.hub_max_retries,
-                    max_wait=settings.hub_max_wait, sleep=lambda _seconds: None)
+    settings = Settings(database={"url": f"sqlite:///{tmp_path}/tracker.sqlite3"},
+                        hub={"endpoint": hub_standin.url, "timeout": 30.0})
+    hub = HubClient(settings.hub.endpoint, timeout=settings.hub.timeout, max_retries=settings.hub.max_retries,
+                    max_wait=settings.hub.max_wait, sleep=lambda _seconds: None)
     return make_tracker(settings, hub=hub)
 
 
@@ -97,7 +97,7 @@ def cli_diff(hub_standin, tracker, tmp_path):
 
     config = tmp_path / "tracker.toml"
     config.write_text('[poll]\nevery = "2h"\n')
-    env = {"HF_ENDPOINT": hub_standin.url, "TRACKER_DATABASE_URL": tracker.settings.database_url,
+    env = {"HF_ENDPOINT": hub_standin.url, "TRACKER_DATABASE_URL": tracker.settings.database.url,
            "TRACKER_CONFIG": str(config)}
     runner = CliRunner()
 

@@ -51,7 +51,7 @@ def world(tmp_path_factory) -> Iterator[dict[str, Any]]:
         hub.create_repo(UNWATCHED)
         old = hub.commit(UNWATCHED, {"config.json": config_json(), "tokenizer.json": tokenizer_json("a", TOKENIZER_BYTES)})
         new = hub.commit(UNWATCHED, {"tokenizer.json": tokenizer_json("b", TOKENIZER_BYTES)}, message="new vocabulary")
-        settings = Settings(database_url=f"sqlite:///{work}/t.sqlite3", hub_endpoint=hub.url)
+        settings = Settings(database={"url": f"sqlite:///{work}/t.sqlite3"}, hub={"endpoint": hub.url})
         tracker = make_tracker(settings, hub=HubClient.from_settings(settings, token=False, sleep=lambda _s: None))
         tracker.store.repos.add(WATCHED, now=tracker.clock())
         tracker.poll()

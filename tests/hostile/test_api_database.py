@@ -35,7 +35,8 @@ NUL_REFUSED = {"code": 3, "message": "a NUL character (%00) in the request's pat
 
 @pytest.fixture
 def served(db_url, tmp_path) -> Iterator[dict[str, Any]]:
-    settings = Settings(database_url=migrated(db_url), hub_endpoint="http://127.0.0.1:9", hub_timeout=1.0)
+    settings = Settings(database={"url": migrated(db_url)},
+                        hub={"endpoint": "http://127.0.0.1:9", "timeout": 1.0})
     tracker = make_tracker(settings)
     token = tracker.store.tokens.create("ci", now=tracker.clock())
     app = create_app(tracker, bind_host="127.0.0.1")

@@ -8,8 +8,6 @@ client; the probes answer any Host.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 from fastapi.testclient import TestClient
 
@@ -34,7 +32,7 @@ def tracker(tmp_path_factory):
     try:
         hub.create_repo(REPO)
         hub.commit(REPO, {"config.json": config_json(), "README.md": README})
-        settings = Settings(database_url=f"sqlite:///{work}/t.sqlite3", hub_endpoint=hub.url)
+        settings = Settings(database={"url": f"sqlite:///{work}/t.sqlite3"}, hub={"endpoint": hub.url})
         built = make_tracker(settings, hub=HubClient.from_settings(settings, token=False, sleep=lambda _s: None))
         built.store.repos.add(REPO, now=built.clock())
         built.poll()
@@ -45,7 +43,7 @@ def tracker(tmp_path_factory):
 
 
 def client(tracker, bind_host: str | None = "127.0.0.1", **settings) -> TestClient:
-    tracker.settings = replace(tracker.base_settings, **settings)
+    tracker.settings = tracker.base_settings.changed(**settings)
     return TestClient(create_app(tracker, bind_host=bind_host), base_url="http://127.0.0.1:8080")
 
 
@@ -85,7 +83,7 @@ def test_the_probes_answer_any_host(tracker, path):
 
 
 def test_with_a_public_url_every_link_uses_it_whatever_the_host(tracker):
-    public = client(tracker, api_public_url="https://tracker.example.org")
+    public = client(tracker, api={"public_url": "https://tracker.example.org"})
     answer = public.get("/feeds/all.json", headers={"Host": "evil.example"})
     assert feed_links(answer) == ("https://tracker.example.org", "https://tracker.example.org/feeds/all.json")
     atom = public.get("/feeds/all.atom", headers={"Host": "evil.example"}).text
@@ -93,13 +91,14 @@ def test_with_a_public_url_every_link_uses_it_whatever_the_host(tracker):
 
 
 def test_the_older_tracker_url_still_sets_the_links(tracker):
-    older = client(tracker, tracker_url="https://old.example.org")
+    older = client(tracker, advisories={"tracker_url": "https://old.example.org"})
     assert feed_links(older.get("/feeds/all.json", headers={"Host": "evil.example"}))[0] == "https://old.example.org"
 
 
 def test_allowed_hosts_are_enforced_even_with_a_public_url(tracker):
-    strict = client(tracker, api_public_url="https://tracker.example.org",
-                    api_allowed_hosts=("tracker.example.org", "*.internal.example"))
+    strict = client(tracker,
+                    api={"public_url": "https://tracker.example.org",
+                         "allowed_hosts": ("tracker.example.org", "*.internal.example")})
     assert strict.get("/feeds/all.json", headers={"Host": "evil.example"}).status_code == 400
     assert strict.get("/feeds/all.json", headers={"Host": "127.0.0.1:8080"}).status_code == 400
     assert strict.get("/feeds/all.json", headers={"Host": "tracker.example.org"}).status_code == 200
@@ -109,7 +108,7 @@ def test_allowed_hosts_are_enforced_even_with_a_public_url(tracker):
 def test_an_app_built_in_process_checks_only_the_hosts_it_is_told(tracker):
     # create_app without bind_host (in-process use) knows no address of its own.
     assert client(tracker, bind_host=None).get("/feeds/all.json", headers={"Host": "testserver"}).status_code == 200
-    named = client(tracker, bind_host=None, api_allowed_hosts=("localhost",))
+    named = client(tracker, bind_host=None, api={"allowed_hosts": ("localhost",)})
     assert named.get("/feeds/all.json", headers={"Host": "testserver"}).status_code == 400
 
 
@@ -120,7 +119,8 @@ def test_the_settings_read_public_url_and_the_older_name(tmp_path):
     config.write_text('[advisories]\ntracker_url = "https://old.example.org"\n\n'
                       '[api]\npublic_url = "https://new.example.org"\nallowed_hosts = ["New.Example.org"]\n')
     settings = load_settings(config, env={})
-    assert (settings.public_url, settings.api_allowed_hosts) == ("https://new.example.org", ("new.example.org",))
+    assert settings.public_url == "https://new.example.org"
+    assert settings.api.allowed_hosts == ("new.example.org",)
     assert load_settings(config, env={"TRACKER_API_PUBLIC_URL": "http://10.0.0.5:8080"}).public_url == \
         "http://10.0.0.5:8080"
 

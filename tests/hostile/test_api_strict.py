@@ -35,7 +35,7 @@ def nan_history(tmp_path_factory):
     try:
         hub.create_repo(REPO)
         first = hub.commit(REPO, {"config.json": config_json(), "generation_config.json": b'{"temperature": 0.6}'})
-        settings = Settings(database_url=f"sqlite:///{work}/t.sqlite3", hub_endpoint=hub.url)
+        settings = Settings(database={"url": f"sqlite:///{work}/t.sqlite3"}, hub={"endpoint": hub.url})
         tracker = make_tracker(settings, hub=HubClient.from_settings(settings, token=False, sleep=lambda _s: None))
         tracker.store.repos.add(REPO, now=tracker.clock())
         tracker.poll()
@@ -66,7 +66,7 @@ def test_advisories_from_non_finite_upstream_values_are_served_as_strict_json(na
     out = tmp_path / "osv"
     (tmp_path / "none.toml").write_text("")
     result = CliRunner().invoke(main, ["export", "osv", str(out)],
-                                env={"TRACKER_DATABASE_URL": tracker.settings.database_url,
+                                env={"TRACKER_DATABASE_URL": tracker.settings.database.url,
                                      "TRACKER_CONFIG": str(tmp_path / "none.toml")})
     assert result.exit_code == 0, result.output
     for path in out.glob("*.json"):

@@ -35,9 +35,9 @@ def test_a_flood_reads_the_head_at_once_and_the_next_real_commit(hub_standin, tm
     for repo in (FLOODED, FINE):
         hub_standin.create_repo(repo)
         hub_standin.commit(repo, {"config.json": config_json(), "generation_config.json": b'{"eos_token_id": 1}'})
-    settings = Settings(database_url=f"sqlite:///{tmp_path}/t.sqlite3", hub_endpoint=hub_standin.url,
-                        hub_timeout=10.0, poll_backlog_per_poll=5)
-    assert settings.poll_max_new_commits == 1000  # the default
+    settings = Settings(database={"url": f"sqlite:///{tmp_path}/t.sqlite3"},
+                        hub={"endpoint": hub_standin.url, "timeout": 10.0}, poll={"backlog_per_poll": 5})
+    assert settings.poll.max_new_commits == 1000  # the default
     tracker = make_tracker(settings, hub=HubClient.from_settings(settings, token=False, sleep=lambda _s: None))
     for repo in (FLOODED, FINE):
         tracker.store.repos.add(repo, now=tracker.clock())

@@ -32,7 +32,7 @@ CHILD = """
             if line.startswith("VmSize:"):
                 return int(line.split()[1]) * 1024
 
-    settings = Settings(database_url=DB, hub_endpoint=URL, hub_timeout=60.0)
+    settings = Settings(database={"url": DB}, hub={"endpoint": URL, "timeout": 60.0})
     with make_tracker(settings, hub=HubClient(URL, timeout=60.0, sleep=lambda _s: None)) as tracker:
         tracker.store.repos.add("acme/warm", now=tracker.clock())
         tracker.poll(["acme/warm"])  # a baseline with an IR, before the cap
@@ -52,7 +52,8 @@ def test_a_30_mb_openvino_shape_attribute_is_refused_before_it_is_split(hub_stan
     for repo in ("acme/warm", "acme/ov"):
         hub_standin.create_repo(repo)
         hub_standin.commit(repo, {"openvino/openvino_model.xml": openvino_ir()})
-    settings = Settings(database_url=f"sqlite:///{tmp_path}/t.sqlite3", hub_endpoint=hub_standin.url)
+    settings = Settings(database={"url": f"sqlite:///{tmp_path}/t.sqlite3"},
+                        hub={"endpoint": hub_standin.url})
     with make_tracker(settings) as tracker:  # the baseline of acme/ov, polled here
         tracker.store.repos.add("acme/ov", now=tracker.clock())
         tracker.poll(["acme/ov"])
@@ -70,9 +71,10 @@ def test_evidence_strings_are_cut_at_4_kib_with_their_full_size_stated(hub_stand
     hub_standin.create_repo(repo)
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "added_tokens_decoder": {}}
     first = hub_standin.commit(repo, {"tokenizer_config.json": json.dumps(config).encode()})
-    settings = Settings(database_url=f"sqlite:///{tmp_path}/tracker.sqlite3", hub_endpoint=hub_standin.url,
-                        hub_timeout=60.0)
-    with make_tracker(settings, hub=HubClient(settings.hub_endpoint, timeout=60.0, sleep=lambda _s: None)) as tracker:
+    settings = Settings(database={"url": f"sqlite:///{tmp_path}/tracker.sqlite3"},
+                        hub={"endpoint": hub_standin.url, "timeout": 60.0})
+    with make_tracker(settings, hub=HubClient(settings.hub.endpoint, timeout=60.0,
+                                              sleep=lambda _s: None)) as tracker:
         tracker.store.repos.add(repo, now=tracker.clock())
         tracker.poll([repo])
         fat = {str(100 + k): {"content": chr(97 + k) * (2 * MiB), "special": False} for k in range(5)}

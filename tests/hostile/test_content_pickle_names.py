@@ -103,9 +103,10 @@ def test_every_pickle_name_is_scanned(hub_standin, tmp_path, name, protocol):
 
 def test_a_joblib_file_importing_posix_system_is_critical_with_an_advisory(hub_standin, tmp_path):
     """The whole path: poll, findings stored, an OSV advisory; the file is a plain git file, not LFS."""
-    settings = Settings(database_url=f"sqlite:///{tmp_path}/tracker.sqlite3", hub_endpoint=hub_standin.url,
-                        hub_timeout=60.0)
-    tracker = make_tracker(settings, hub=HubClient(settings.hub_endpoint, timeout=60.0, sleep=lambda _s: None))
+    settings = Settings(database={"url": f"sqlite:///{tmp_path}/tracker.sqlite3"},
+                        hub={"endpoint": hub_standin.url, "timeout": 60.0})
+    tracker = make_tracker(settings, hub=HubClient(settings.hub.endpoint, timeout=60.0,
+                                                   sleep=lambda _s: None))
     repo = "acme/sklearn-model"
     hub_standin.create_repo(repo)
     base = hub_standin.commit(repo, {"README.md": b"# a classifier\n"})

@@ -104,11 +104,13 @@ def test_config_values_outside_their_bounds_are_refused(tmp_path: Path, toml: st
 def test_hub_bounds_have_their_documented_defaults(tmp_path: Path) -> None:
     (tmp_path / "t.toml").write_text("")
     settings = load_settings(tmp_path / "t.toml", env={})
-    assert (settings.hub_max_defer, settings.hub_request_deadline, settings.hub_poll_deadline,
-            settings.hub_max_api_bytes, settings.hub_max_pages) == (86400.0, 60.0, 600.0, 32 * 1024 * 1024, 1000)
+    hub = settings.hub
+    assert (hub.max_defer, hub.request_deadline, hub.poll_deadline, hub.max_api_bytes, hub.max_pages) == (
+        86400.0, 60.0, 600.0, 32 * 1024 * 1024, 1000)
     shipped = load_settings(Path(__file__).resolve().parents[2] / "config" / "tracker.toml", env={})
-    assert (shipped.hub_max_defer, shipped.hub_request_deadline, shipped.hub_poll_deadline,
-            shipped.hub_max_api_bytes, shipped.hub_max_pages) == (86400.0, 60.0, 600.0, 32 * 1024 * 1024, 1000)
+    hub = shipped.hub
+    assert (hub.max_defer, hub.request_deadline, hub.poll_deadline, hub.max_api_bytes, hub.max_pages) == (
+        86400.0, 60.0, 600.0, 32 * 1024 * 1024, 1000)
 
 
 def test_intervals_stored_by_an_older_tracker_are_clamped_when_scheduled(hub_standin: HubStandin, tmp_path: Path) -> None:
@@ -120,7 +122,8 @@ def test_intervals_stored_by_an_older_tracker_are_clamped_when_scheduled(hub_sta
 
     assert [clamp_interval(s) for s in (0.001, 60.0, 3600.0, 1e20, float("inf"), float("nan"))] == [
         60.0, 60.0, 3600.0, 2678400.0, 2678400.0, 2678400.0]
-    tracker = make_tracker(Settings(database_url=f"sqlite:///{tmp_path}/t.sqlite3", hub_endpoint=hub_standin.url))
+    tracker = make_tracker(Settings(database={"url": f"sqlite:///{tmp_path}/t.sqlite3"},
+                                    hub={"endpoint": hub_standin.url}))
     tracker.store.repos.add(RepoId("acme/fast"), every=0.001, now=tracker.clock())
     tracker.store.repos.add(RepoId("acme/slow"), every=8.64e24, now=tracker.clock())
     daemon = Daemon(tracker, make_scheduler())

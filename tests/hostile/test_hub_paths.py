@@ -103,7 +103,8 @@ def test_a_poll_of_a_repo_listing_hostile_paths_never_requests_them(hub_standin:
     fake = [{"type": "file", "oid": "1" * 40, "size": 10, "path": path} for path in EVIL]
     hub_standin.faults.add(f"/tree/{sha}", body=json.dumps(real + fake).encode(), times=None)
     hub_standin.clear_log()
-    settings = Settings(database_url=f"sqlite:///{tmp_path}/t.sqlite3", hub_endpoint=hub_standin.url, hub_timeout=60.0)
+    settings = Settings(database={"url": f"sqlite:///{tmp_path}/t.sqlite3"},
+                        hub={"endpoint": hub_standin.url, "timeout": 60.0})
     tracker = make_tracker(settings, hub=HubClient.from_settings(settings, token=False, sleep=lambda _s: None))
     tracker.store.repos.add(REPO, now=tracker.clock())
     tracker.poll(backfill=2)

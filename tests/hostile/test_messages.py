@@ -120,7 +120,8 @@ def bidi(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bidi]:
     """One repo whose second commit adds a hostile pickle under a bidi name, with a bidi commit title; polled once."""
     work = tmp_path_factory.mktemp("bidi")
     hub = HubStandin(work / "hub").start()
-    settings = Settings(database_url=f"sqlite:///{work}/tracker.sqlite3", hub_endpoint=hub.url, hub_timeout=10.0)
+    settings = Settings(database={"url": f"sqlite:///{work}/tracker.sqlite3"},
+                        hub={"endpoint": hub.url, "timeout": 10.0})
     tracker = make_tracker(settings, hub=HubClient(hub.url, timeout=10.0, sleep=lambda _s: None), auto_upgrade=True)
     repo = "acme/bidi"
     try:
@@ -133,7 +134,8 @@ def bidi(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bidi]:
         assert (result.status, result.processed, result.error) == ("new", 1, None)
         config = work / "tracker.toml"
         config.write_text("")
-        env = {"HF_ENDPOINT": hub.url, "TRACKER_DATABASE_URL": settings.database_url, "TRACKER_CONFIG": str(config)}
+        env = {"HF_ENDPOINT": hub.url, "TRACKER_DATABASE_URL": settings.database.url,
+               "TRACKER_CONFIG": str(config)}
         yield Bidi(tracker, repo, base, rev, env)
     finally:
         tracker.store.close()

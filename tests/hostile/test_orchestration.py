@@ -27,8 +27,10 @@ HOSTILE, FINE = "acme/hostile", "acme/fine"
 
 
 def _tracker(hub_standin, tmp_path, **overrides):
-    overrides.setdefault("hub_timeout", 60.0)  # no test here waits for a timeout; a busy machine is slow
-    settings = Settings(database_url=f"sqlite:///{tmp_path}/t.sqlite3", hub_endpoint=hub_standin.url, **overrides)
+    # no test here waits for a timeout; a busy machine is slow
+    overrides.setdefault("hub", {}).setdefault("timeout", 60.0)
+    settings = Settings(database={"url": f"sqlite:///{tmp_path}/t.sqlite3"},
+                        hub={"endpoint": hub_standin.url}).changed(**overrides)
     return make_tracker(settings, hub=HubClient.from_settings(settings, token=False, sleep=lambda _s: None))
 
 
@@ -72,7 +74,7 @@ def test_a_hostile_revision_is_completed_with_findings_and_the_neighbours_are_re
 def test_a_huge_retry_after_defers_by_at_most_a_day(hub_standin, tmp_path):
     hub_standin.create_repo(HOSTILE)
     hub_standin.commit(HOSTILE, {"config.json": config_json()})
-    tracker = _tracker(hub_standin, tmp_path, hub_max_wait=1.0)
+    tracker = _tracker(hub_standin, tmp_path, hub={"max_wait": 1.0})
     _watch(tracker, HOSTILE)
     hub_standin.faults.add("/resolve/", status=429, retry_after=99999999999, times=None)
     (result,) = tracker.poll()
@@ -166,7 +168,7 @@ def test_a_thousand_replays_of_one_hub_webhook_cost_a_few_polls(hub_standin, tmp
     answered, so the first poll is still running when the last arrives, however slow the machine."""
     hub_standin.create_repo(FINE)
     hub_standin.commit(FINE, {"config.json": config_json()})
-    tracker = _tracker(hub_standin, tmp_path, hub_timeout=60.0)
+    tracker = _tracker(hub_standin, tmp_path, hub={"timeout": 60.0})
     _watch(tracker, FINE)
     hub_standin.commit(FINE, {"config.json": config_json(vocab_size=1000)})
     release = threading.Event()

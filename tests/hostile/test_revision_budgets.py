@@ -42,9 +42,10 @@ def range_reads(hub_standin) -> list[str]:
 
 @pytest.fixture
 def tracker(hub_standin, tmp_path):
-    settings = Settings(database_url=f"sqlite:///{tmp_path}/tracker.sqlite3", hub_endpoint=hub_standin.url,
-                        hub_timeout=60.0)
-    with make_tracker(settings, hub=HubClient(settings.hub_endpoint, timeout=60.0, sleep=lambda _s: None)) as t:
+    settings = Settings(database={"url": f"sqlite:///{tmp_path}/tracker.sqlite3"},
+                        hub={"endpoint": hub_standin.url, "timeout": 60.0})
+    with make_tracker(settings, hub=HubClient(settings.hub.endpoint, timeout=60.0,
+                                              sleep=lambda _s: None)) as t:
         yield t
 
 
@@ -106,7 +107,8 @@ CHILD = """
             if line.startswith("VmSize:"):
                 return int(line.split()[1]) * 1024
 
-    settings = Settings(database_url=db, hub_endpoint=url, hub_timeout=60.0, revision_header_bytes=header_bytes)
+    settings = Settings(database={"url": db}, hub={"endpoint": url, "timeout": 60.0},
+                        limits={"revision_header_bytes": header_bytes})
     with make_tracker(settings, hub=HubClient(url, timeout=60.0, sleep=lambda _s: None)) as tracker:
         for repo in ("acme/warm", "acme/ggufs", "acme/after"):
             tracker.store.repos.add(repo, now=tracker.clock())
@@ -186,9 +188,9 @@ def diffusers_pipeline(spiece: bytes) -> dict[str, bytes]:
 
 
 def tracker_with(hub_standin, tmp_path, **settings):
-    config = Settings(database_url=f"sqlite:///{tmp_path}/tracker.sqlite3", hub_endpoint=hub_standin.url,
-                      hub_timeout=60.0, **settings)
-    return make_tracker(config, hub=HubClient(config.hub_endpoint, timeout=60.0, sleep=lambda _s: None))
+    config = Settings(database={"url": f"sqlite:///{tmp_path}/tracker.sqlite3"},
+                      hub={"endpoint": hub_standin.url, "timeout": 60.0}).changed(**settings)
+    return make_tracker(config, hub=HubClient(config.hub.endpoint, timeout=60.0, sleep=lambda _s: None))
 
 
 def two_revisions(hub_standin, tracker, repo: str, before: dict, after: dict):
@@ -213,7 +215,7 @@ def test_one_spiece_model_shared_by_six_tokenizer_folders_is_parsed_once_per_sid
 
 
 def test_past_the_cpu_budget_nothing_more_is_started_and_the_revision_completes(hub_standin, tmp_path):
-    with tracker_with(hub_standin, tmp_path, revision_cpu=1e-6) as tracker:
+    with tracker_with(hub_standin, tmp_path, limits={"revision_cpu": 1e-6}) as tracker:
         row = two_revisions(hub_standin, tracker, "acme/sd3-slow", diffusers_pipeline(spiece_model()),
                             diffusers_pipeline(spiece_model(PIECES[::-1])))
     [finding] = row.findings  # the diff was made; no analysis was started after it
@@ -227,7 +229,8 @@ def test_a_header_over_the_memory_budget_is_skipped_and_named(hub_standin, tmp_p
     from tests.meaning.gguf_files import write_gguf
 
     small = write_gguf(tmp_path / "small.gguf").read_bytes()
-    with tracker_with(hub_standin, tmp_path, revision_header_bytes=8192) as tracker:  # 1 KiB of GGUF header
+    with tracker_with(hub_standin, tmp_path,
+                      limits={"revision_header_bytes": 8192}) as tracker:  # 1 KiB of GGUF header
         row = two_revisions(hub_standin, tracker, "acme/gguf-small-budget", {"README.md": b"# q\n"},
                             {"README.md": b"# q\n", "q4.gguf": small})
     assert [(f["code"], f["severity"], f["summary"]) for f in row.findings if f["category"] == "analysis"] == [

@@ -178,7 +178,8 @@ def test_a_polled_gguf_only_repo_gets_an_estimate_from_its_header(hub_standin, t
 
     hub_standin.create_repo("acme/gguf-only")
     hub_standin.commit("acme/gguf-only", {"model-Q4_K_M.gguf": write_gguf(tmp_path / "a.gguf", template=None)})
-    settings = Settings(database_url=f"sqlite:///{tmp_path}/t.sqlite3", hub_endpoint=hub_standin.url)
+    settings = Settings(database={"url": f"sqlite:///{tmp_path}/t.sqlite3"},
+                        hub={"endpoint": hub_standin.url})
     tracker = make_tracker(settings, hub=HubClient.from_settings(settings, token=False, sleep=lambda _s: None))
     tracker.store.repos.add("acme/gguf-only", now=tracker.clock())
     tracker.poll()

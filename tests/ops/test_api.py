@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import replace
 
 import pytest
 from fastapi.testclient import TestClient
@@ -46,7 +45,7 @@ def delta(before, after, name: str, label: str | None = None) -> dict[str, float
 def test_metrics_after_a_scripted_poll_and_deliveries(hub_standin, settings, make, db_url):
     fast = DeliverySettings(max_attempts=3, backoff_base=0.01, backoff_max=0.02, timeout=2.0,
                             allow_hosts=("127.0.0.1",))
-    tracker = make(replace(settings, delivery=fast, database_url=migrated(db_url)))
+    tracker = make(settings.changed(delivery=fast, database={"url": migrated(db_url)}))
     hub_standin.create_repo(REPO)
     hub_standin.commit(REPO, {"config.json": config_json(), "generation_config.json": b'{"eos_token_id": 2}'})
     tracker.store.repos.add(REPO, now=tracker.clock())
@@ -115,7 +114,7 @@ def test_readyz_in_tracker_run_needs_the_scheduler(settings, make):
 def test_readyz_when_the_database_is_gone(settings, make, tmp_path):
     folder = tmp_path / "db"
     folder.mkdir()
-    tracker = make(settings, database_url=f"sqlite:///{folder}/t.sqlite3")
+    tracker = make(settings, database={"url": f"sqlite:///{folder}/t.sqlite3"})
     client = TestClient(create_app(tracker, scheduler_running=lambda: True), raise_server_exceptions=False)
     tracker.store.db.engine.dispose()
     for child in folder.iterdir():
@@ -154,10 +153,11 @@ def unwatched_history(tmp_path_factory):
     hub_standin = HubStandin(tmp_path / "hub").start()
     try:
         shas = push_history(hub_standin)
-        settings = Settings(database_url=f"sqlite:///{tmp_path}/tracker.sqlite3", hub_endpoint=hub_standin.url,
-                            hub_timeout=30.0)
-        hub = HubClient(settings.hub_endpoint, timeout=settings.hub_timeout, max_retries=settings.hub_max_retries,
-                        max_wait=settings.hub_max_wait, sleep=lambda _s: None)
+        settings = Settings(database={"url": f"sqlite:///{tmp_path}/tracker.sqlite3"},
+                            hub={"endpoint": hub_standin.url, "timeout": 30.0})
+        hub = HubClient(settings.hub.endpoint, timeout=settings.hub.timeout,
+                        max_retries=settings.hub.max_retries,
+                        max_wait=settings.hub.max_wait, sleep=lambda _s: None)
         tracker = make_tracker(settings, hub=hub)
         try:
             yield tracker, TestClient(create_app(tracker)), shas
@@ -221,7 +221,7 @@ def test_read_errors_are_clear_answers_never_500(unwatched_history, path, params
 
 
 def test_a_hub_that_is_down_is_503(settings, make, hub_standin):
-    tracker = make(settings, hub_max_retries=0)
+    tracker = make(settings, hub={"max_retries": 0})
     hub_standin.faults.add("/api/models/", status=502, times=None)
     answer = TestClient(create_app(tracker)).get("/v1/repos/acme/any/revisions")
     assert answer.status_code == 503

@@ -69,7 +69,7 @@ def test_writes_need_a_valid_token(cli, url, settings, make):
     env = {"TRACKER_DATABASE_URL": url}
     token = cli("token", "create", "admin", env=env).stdout.strip()
     other = cli("token", "create", "other", env=env).stdout.strip()
-    tracker = make(settings, database_url=url, delivery=DeliverySettings(allow_hosts=("127.0.0.1",)))
+    tracker = make(settings, database={"url": url}, delivery=DeliverySettings(allow_hosts=("127.0.0.1",)))
     client = TestClient(create_app(tracker))
     for method, path, body, _ in WRITES:
         for given in (None, "nonsense", token[:-1] + ("A" if token[-1] != "A" else "B"), "trk_000000000000_" + "x" * 43):
@@ -102,7 +102,7 @@ def test_writes_need_a_valid_token(cli, url, settings, make):
 
 def test_bad_writes_with_a_token_are_400(cli, url, settings, make):
     token = cli("token", "create", "admin", env={"TRACKER_DATABASE_URL": url}).stdout.strip()
-    client = TestClient(create_app(make(settings, database_url=url)))
+    client = TestClient(create_app(make(settings, database={"url": url})))
     cases = [
         ("post", "/v1/watch", {"repo": "gpt2"}, "invalid repo id 'gpt2': expected exactly one '/' as in 'owner/name'"),
         ("post", "/v1/watch", {"repo": "acme/a", "every": "1s"},
@@ -124,10 +124,10 @@ def test_bad_writes_with_a_token_are_400(cli, url, settings, make):
 
 def test_reads_are_open_by_default_and_can_require_a_token(cli, url, settings, make):
     token = cli("token", "create", "reader", env={"TRACKER_DATABASE_URL": url}).stdout.strip()
-    open_client = TestClient(create_app(make(settings, database_url=url)))
+    open_client = TestClient(create_app(make(settings, database={"url": url})))
     assert open_client.get("/v1/repos").status_code == 200
     assert open_client.get("/metrics").status_code == 200
-    closed = TestClient(create_app(make(settings, database_url=url, api_read_requires_token=True)))
+    closed = TestClient(create_app(make(settings, database={"url": url}, api={"read_requires_token": True})))
     for path in ("/v1/repos", "/metrics", "/v1/vulns/UPT-1", "/feeds/all.atom"):
         answer = closed.get(path)
         assert (answer.status_code, answer.json()["code"]) == (401, 16), path
@@ -145,8 +145,8 @@ def test_the_setting_is_read_from_the_config(tmp_path):
     from tracker.core.errors import ConfigError
 
     (tmp_path / "t.toml").write_text("[api]\nread_requires_token = true\n")
-    assert load_settings(tmp_path / "t.toml", env={}).api_read_requires_token is True
-    assert load_settings(None, env={}).api_read_requires_token is False
+    assert load_settings(tmp_path / "t.toml", env={}).api.read_requires_token is True
+    assert load_settings(None, env={}).api.read_requires_token is False
     (tmp_path / "bad.toml").write_text('[api]\nread_requires_token = "yes"\n')
     with pytest.raises(ConfigError, match=r": \[api\] read_requires_token: must be true or false, not 'yes'$"):
         load_settings(tmp_path / "bad.toml", env={})

@@ -81,7 +81,7 @@ def test_the_configs_load(tmp_path):
     (tmp_path / "k8s.toml").write_text(configmap["data"]["tracker.toml"])
     for path in (DEPLOY / "tracker.toml", tmp_path / "k8s.toml"):
         settings = load_settings(path, env={})
-        assert (settings.poll_every, settings.api_read_requires_token, settings.watch) == (3600.0, False, ())
+        assert (settings.poll.every, settings.api.read_requires_token, settings.watch) == (3600.0, False, ())
 
 
 def test_the_dockerfile_installs_without_e_and_runs_as_a_user():

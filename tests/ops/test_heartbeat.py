@@ -34,7 +34,7 @@ def started(settings, make):
     daemons: list[Daemon] = []
 
     def start(every: float, *, run: bool = True) -> Daemon:
-        tracker = make(settings, poll_every=every)
+        tracker = make(settings, poll={"every": every})
         if not run:
             tracker.store.repos.add(RepoId("acme/quiet"), now=datetime.now(UTC))
         daemon = Daemon(tracker, make_scheduler())

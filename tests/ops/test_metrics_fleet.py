@@ -39,9 +39,9 @@ def polled_elsewhere(tmp_path_factory):
     hub_standin = HubStandin(tmp_path / "hub").start()
     hub_standin.create_repo(REPO)
     hub_standin.commit(REPO, {"config.json": config_json(), "generation_config.json": b'{"eos_token_id": 2}'})
-    settings = Settings(database_url=f"sqlite:///{tmp_path}/tracker.sqlite3", hub_endpoint=hub_standin.url,
-                        hub_timeout=30.0)
-    env = {"HF_ENDPOINT": hub_standin.url, "TRACKER_DATABASE_URL": settings.database_url,
+    settings = Settings(database={"url": f"sqlite:///{tmp_path}/tracker.sqlite3"},
+                        hub={"endpoint": hub_standin.url, "timeout": 30.0})
+    env = {"HF_ENDPOINT": hub_standin.url, "TRACKER_DATABASE_URL": settings.database.url,
            "TRACKER_CONFIG": str(tmp_path / "t.toml")}
     (tmp_path / "t.toml").write_text("")
 
@@ -56,7 +56,7 @@ def polled_elsewhere(tmp_path_factory):
         tracker("poll")
         hub_standin.commit(REPO, {"config.json": config_json(), "generation_config.json": b'{"eos_token_id": 3}'})
         tracker("poll")
-        served = make_tracker(settings, hub=HubClient(settings.hub_endpoint, timeout=settings.hub_timeout,
+        served = make_tracker(settings, hub=HubClient(settings.hub.endpoint, timeout=settings.hub.timeout,
                                                       max_retries=0, max_wait=0.0, sleep=lambda _s: None))
         try:
             yield served, TestClient(create_app(served))
@@ -95,8 +95,8 @@ def three_repos(hub_standin, settings, sleeps):
     all watched at T0; polled at T0+1m and T0+1h; the clock then stands at T0+3h."""
     t0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
     clock = ManualClock(t0)
-    hub = HubClient(settings.hub_endpoint, timeout=settings.hub_timeout, max_retries=settings.hub_max_retries,
-                    max_wait=settings.hub_max_wait, sleep=sleeps)
+    hub = HubClient(settings.hub.endpoint, timeout=settings.hub.timeout, max_retries=settings.hub.max_retries,
+                    max_wait=settings.hub.max_wait, sleep=sleeps)
     tracker = make_tracker(settings, hub=hub, clock=clock)
     for repo in ("acme/steady", "acme/broken"):
         hub_standin.create_repo(repo)

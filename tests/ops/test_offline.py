@@ -16,6 +16,7 @@ from tracker.adapters.settings import Settings
 from tracker.app import make_scheduler, make_tracker
 from tracker.core.errors import HubUnreachable
 from tracker.core.model import RepoId
+from tracker.pipeline.poll_run import PollRun
 from tracker.surfaces.cli import main
 from tracker.surfaces.daemon import Daemon
 from tracker.surfaces.logs import setup_logging
@@ -63,7 +64,8 @@ def test_tracker_poll_offline_says_it_once(tmp_path, monkeypatch):
 
 
 def test_the_daemon_says_an_outage_once_per_heartbeat(tmp_path, caplog):
-    settings = Settings(database_url=f"sqlite:///{tmp_path}/t.sqlite3", hub_endpoint=NOWHERE, poll_jitter=0.0)
+    settings = Settings(database={"url": f"sqlite:///{tmp_path}/t.sqlite3"}, hub={"endpoint": NOWHERE},
+                        poll={"jitter": 0.0})
     tracker = make_tracker(settings, hub=HubClient(NOWHERE, max_retries=5, sleep=lambda _s: None), auto_upgrade=True)
     for repo in ("acme/a", "acme/b", "acme/c"):
         tracker.store.repos.add(RepoId(repo), now=datetime.now(UTC))
@@ -72,9 +74,9 @@ def test_the_daemon_says_an_outage_once_per_heartbeat(tmp_path, caplog):
         daemon.reconcile()
         caplog.set_level(logging.INFO, logger="tracker.daemon")
         caplog.clear()
-        daemon.cycle.run_once()  # the cycle tells the daemon each poll's result (its on_result)
+        PollRun(daemon.cycle).run()  # the cycle tells the daemon each poll's result (its on_result)
         daemon.beat()
-        daemon.cycle.run_once()
+        PollRun(daemon.cycle).run()
         said = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "tracker.daemon"]
     finally:
         daemon.stop()

@@ -28,7 +28,7 @@ REPO = "acme/chat-model"
 def app_and_token(hub_standin, settings, make):
     hub_standin.create_repo(REPO)
     hub_standin.commit(REPO, {"config.json": config_json(), "generation_config.json": b'{"eos_token_id": 2}'})
-    tracker = make(settings, hub_max_retries=0)
+    tracker = make(settings, hub={"max_retries": 0})
     tracker.store.repos.add(REPO, now=tracker.clock())
     tracker.poll()
     hub_standin.commit(REPO, {"generation_config.json": b'{"eos_token_id": 3}'})

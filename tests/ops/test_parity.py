@@ -26,7 +26,7 @@ def both(cli, cli_env, hub_standin, settings, make, db_url):
     url = migrated(db_url)
     env = {**cli_env, "TRACKER_DATABASE_URL": url}
     token = cli("token", "create", "parity", env=env).stdout.strip()
-    tracker = make(settings, database_url=url, delivery=DeliverySettings(allow_hosts=("127.0.0.1",)))
+    tracker = make(settings, database={"url": url}, delivery=DeliverySettings(allow_hosts=("127.0.0.1",)))
     client = TestClient(create_app(tracker))
     auth = {"Authorization": f"Bearer {token}"}
 

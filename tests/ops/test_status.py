@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -20,7 +19,7 @@ NOT_FOUND = "not found on the Hub (check the id; private and gated repos need HF
 @pytest.fixture
 def four_repos(hub_standin, settings, make, db_url):
     """acme/ok (read), acme/flaky (the Hub answers 500), acme/typo (never existed), acme/gone (read, then deleted)."""
-    tracker = make(settings, database_url=migrated(db_url))
+    tracker = make(settings, database={"url": migrated(db_url)})
     for repo in ("acme/ok", "acme/flaky", "acme/gone"):
         hub_standin.create_repo(repo)
         hub_standin.commit(repo, {"config.json": config_json()})
@@ -215,7 +214,7 @@ def test_every_poll_failing_with_the_hub_unreachable_is_said_by_status_and_ready
     from tracker.surfaces.api import create_app
 
     url = migrated(db_url)
-    reader = make(settings, database_url=url)
+    reader = make(settings, database={"url": url})
     hub_standin.create_repo("acme/ok")
     hub_standin.commit("acme/ok", {"config.json": config_json()})
     reader.store.repos.add("acme/ok", now=reader.clock())
@@ -224,15 +223,18 @@ def test_every_poll_failing_with_the_hub_unreachable_is_said_by_status_and_ready
     assert client.get("/readyz").json()["checks"]["hub"] == "serving"
 
     clock = ManualClock(datetime.now(UTC) + timedelta(hours=2))
-    refused = replace(settings, database_url=url, hub_endpoint="http://127.0.0.1:9", hub_max_retries=0)
-    away = make_tracker(refused, hub=HubClient(refused.hub_endpoint, timeout=2, max_retries=0, sleep=lambda _s: None),
+    refused = settings.changed(database={"url": url},
+                               hub={"endpoint": "http://127.0.0.1:9", "max_retries": 0})
+    away = make_tracker(refused, hub=HubClient(refused.hub.endpoint, timeout=2, max_retries=0,
+                                               sleep=lambda _s: None),
                         clock=clock)
     started = clock.now
     for _ in range(3):
         assert away.poll_repo("acme/ok").status.value == "error"
         clock.now += timedelta(minutes=6)
     # 12 minutes after the first failure (the third poll's), seen by a process whose clock says so
-    watcher = make_tracker(replace(settings, database_url=url), clock=lambda: started + timedelta(minutes=12))
+    watcher = make_tracker(settings.changed(database={"url": url}),
+                           clock=lambda: started + timedelta(minutes=12))
     answer = TestClient(create_app(watcher)).get("/readyz")
     expected = f"Hub unreachable for 12 minutes (every poll since {started.isoformat(timespec='seconds')[:19]}Z failed)"
     assert answer.status_code == 200  # still ready: the API serves from the database

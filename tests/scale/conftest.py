@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,8 +27,10 @@ def sleeps() -> RecordingSleep:
 
 @pytest.fixture
 def scale_settings(hub_standin, db_url) -> Settings:
-    return Settings(database_url=db_url, hub_endpoint=hub_standin.url, hub_timeout=5.0, poll_jitter=0.0,
-                    hub_budget_api=100_000, hub_budget_resolvers=100_000)
+    return Settings(database={"url": db_url},
+                    hub={"endpoint": hub_standin.url, "timeout": 5.0, "budget_api_per_5min": 100_000,
+                         "budget_resolvers_per_5min": 100_000},
+                    poll={"jitter": 0.0})
 
 
 @pytest.fixture
@@ -38,10 +39,11 @@ def build(hub_standin, sleeps) -> Iterator[Callable[..., tuple[Tracker, Cycle]]]
     cycles: list[Cycle] = []
 
     def make(settings: Settings, budget: HubBudget | None = None, **overrides: Any) -> tuple[Tracker, Cycle]:
-        settings = replace(settings, **overrides)
-        budget = budget or HubBudget(settings.hub_budget_api, settings.hub_budget_resolvers)
-        hub = HubClient(settings.hub_endpoint, timeout=settings.hub_timeout, max_retries=settings.hub_max_retries,
-                        max_wait=settings.hub_max_wait, request_deadline=settings.hub_request_deadline,
+        settings = settings.changed(**overrides)
+        budget = budget or HubBudget(settings.hub.budget_api_per_5min, settings.hub.budget_resolvers_per_5min)
+        hub = HubClient(settings.hub.endpoint, timeout=settings.hub.timeout,
+                        max_retries=settings.hub.max_retries,
+                        max_wait=settings.hub.max_wait, request_deadline=settings.hub.request_deadline,
                         sleep=sleeps, on_request=budget.spend, on_rate_limited=budget.exhausted)
         tracker = make_tracker(settings, hub=hub, auto_upgrade=True)
         cycle = Cycle(settings, tracker.store, hub, tracker.poller, clock=tracker.clock, budget=budget,

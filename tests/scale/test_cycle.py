@@ -6,7 +6,6 @@ import logging
 import re
 import threading
 from concurrent.futures import Executor, Future
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -18,6 +17,7 @@ from tests.waiting import wait_for
 from tracker.adapters.hub.budget import HubBudget, bucket_of
 from tracker.adapters.store.tables import repos
 from tracker.core.model import RepoId
+from tracker.pipeline.poll_run import PollRun
 from tracker.pipeline.polling import PollResult
 
 BIG = [RepoId(f"big/m{i}") for i in range(6)]
@@ -184,7 +184,7 @@ def test_the_budget_spreads_the_cycle_and_says_when_the_schedule_needs_more(hub_
                                                                              caplog):
     clock = [0.0]
     budget = HubBudget(20, 20, monotonic=lambda: clock[0])  # bursts of 2, then 18 per 5 minutes
-    tracker, cycle = build(scale_settings, budget=budget, poll_every=60.0)
+    tracker, cycle = build(scale_settings, budget=budget, poll={"every": 60.0})
     solos = [RepoId(f"solo{i}/only") for i in range(5)]
     watch(hub_standin, tracker, solos)
     first = cycle.tick()
@@ -225,7 +225,7 @@ def test_a_worker_spending_at_once_does_not_crowd_out_the_rest_of_its_tick(hub_s
     its reservation still stands must not leave the second claimed repo without room."""
     clock = [0.0]
     budget = HubBudget(20, 20, monotonic=lambda: clock[0])  # a burst of 2
-    tracker, cycle = build(scale_settings, budget=budget, poll_every=60.0)
+    tracker, cycle = build(scale_settings, budget=budget, poll={"every": 60.0})
     cycle.pool.shutdown()
     cycle.pool = StartsAtOnce()
     solos = [RepoId(f"solo{i}/only") for i in range(5)]
@@ -253,7 +253,7 @@ def test_budget_buckets_follow_the_hubs_rate_limit_buckets():
 
 
 def test_a_hanging_repo_holds_one_worker_and_the_others_are_polled(hub_standin, scale_settings, build):
-    tracker, cycle = build(scale_settings, hub_poll_deadline=2.0)
+    tracker, cycle = build(scale_settings, hub={"poll_deadline": 2.0})
     watch(hub_standin, tracker, [RepoId("slow/hang"), RepoId("fast/a"), RepoId("quick/b"), RepoId("swift/c")])
     hub_standin.faults.add("/slow/hang/resolve/", delay=30.0, times=None)
     results: list[PollResult] = []
@@ -277,8 +277,8 @@ def test_owners_with_hub_webhooks_are_polled_only_as_a_safety_net(hub_standin, s
     config.write_text('[hub]\nwebhook_owners = ["pushy"]\nwebhook_safety_net = "12h"\nbudget_api_per_5min = 1000\n'
                       'budget_resolvers_per_5min = 5000\n\n[poll]\nevery = "30m"\nworkers = 2\n')
     loaded = load_settings(config, env={})
-    assert (loaded.hub_webhook_owners, loaded.hub_webhook_safety_net, loaded.hub_budget_api,
-            loaded.hub_budget_resolvers, loaded.poll_workers) == (("pushy",), 43200.0, 1000, 5000, 2)
+    assert (loaded.hub.webhook_owners, loaded.hub.webhook_safety_net, loaded.hub.budget_api_per_5min,
+            loaded.hub.budget_resolvers_per_5min, loaded.poll.workers) == (("pushy",), 43200.0, 1000, 5000, 2)
     config.write_text('[hub]\nwebhook_owners = ["no/slash"]\n')
     with pytest.raises(ConfigError, match=r": \[hub\] webhook_owners: invalid owner name 'no/slash': use Hub user or organisation names$"):
         load_settings(config, env={})
@@ -286,7 +286,7 @@ def test_owners_with_hub_webhooks_are_polled_only_as_a_safety_net(hub_standin, s
     with pytest.raises(ConfigError, match=r": \[hub\] budget_api_per_5min: must be a whole number, at least 1, not 0$"):
         load_settings(config, env={})
 
-    tracker, cycle = build(scale_settings, hub_webhook_owners=("Pushy",), hub_webhook_safety_net=86400.0)
+    tracker, cycle = build(scale_settings, hub={"webhook_owners": ("Pushy",), "webhook_safety_net": 86400.0})
     assert cycle.interval("pushy/model", None) == 86400.0  # owner names match whatever their case
     assert cycle.interval("pushy/model", 7 * 86400.0) == 7 * 86400.0
     assert cycle.interval("other/model", None) == 3600.0
@@ -298,7 +298,7 @@ def test_owners_with_hub_webhooks_are_polled_only_as_a_safety_net(hub_standin, s
 
 def test_repos_of_an_owner_with_hub_webhooks_cost_no_requests_between_safety_net_checks(
         hub_standin, scale_settings, build):
-    tracker, cycle = build(scale_settings, hub_webhook_owners=("hooked",))
+    tracker, cycle = build(scale_settings, hub={"webhook_owners": ("hooked",)})
     hooked = [RepoId(f"hooked/m{i}") for i in range(3)]
     others = [RepoId(f"plain{i}/m") for i in range(3)]
     watch(hub_standin, tracker, hooked + others)
@@ -336,19 +336,19 @@ def test_tracker_poll_waits_inline_for_the_budget_up_to_max_wait_and_defers_the_
         slept.append(seconds)
         clock[0] += seconds
 
-    tracker, cycle = build(scale_settings, budget=budget, hub_max_wait=600.0)
+    tracker, cycle = build(scale_settings, budget=budget, hub={"max_wait": 600.0})
     cycle.sleep = sleep
     repos_ = [RepoId(f"patient{i}/only") for i in range(3)]
     watch(hub_standin, tracker, repos_)
-    results = cycle.run_once()
+    results = PollRun(cycle).run()
     assert [r.status for r in results] == ["baseline"] * 3
     # Two polls ran on the burst; the third waited for the api bucket, in steps of at most 5 s.
     assert budget.spent("api") == 10 and slept and all(0 < s <= 5.0 for s in slept)
 
     slept_before = len(slept)
-    cycle.settings = replace(cycle.settings, hub_max_wait=10.0)
+    cycle.settings = cycle.settings.changed(hub={"max_wait": 10.0})
     make_due(tracker)
-    results = cycle.run_once()
+    results = PollRun(cycle).run()
     assert [r.status for r in results] == ["deferred"] * 3
     waits = [re.fullmatch(r"not polled: the Hub request budget is spent for (\d+)s; the next cycle polls it",
                           r.error or "") for r in results]

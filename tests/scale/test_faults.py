@@ -79,11 +79,12 @@ def caught_up(tracker, hub) -> bool:
 
 def test_a_run_through_hub_faults_ends_as_a_clean_run(hub_standin, scale_settings, build, sleeps, tmp_path):
     hub = hub_standin
-    clean, clean_cycle = build(scale_settings, database_url=f"sqlite:///{tmp_path}/clean.sqlite3")
+    clean, clean_cycle = build(scale_settings, database={"url": f"sqlite:///{tmp_path}/clean.sqlite3"})
     hours = [0.0]  # the faulty run's budget clock: each round is an hour later (429s block a bucket a while)
     budget = HubBudget(100_000, 100_000, monotonic=lambda: hours[0] * 3600)
-    faulty, faulty_cycle = build(scale_settings, budget=budget, database_url=f"sqlite:///{tmp_path}/faulty.sqlite3",
-                                 hub_timeout=1.0, hub_max_retries=4)
+    faulty, faulty_cycle = build(scale_settings, budget=budget,
+                                 database={"url": f"sqlite:///{tmp_path}/faulty.sqlite3"},
+                                 hub={"timeout": 1.0, "max_retries": 4})
 
     results: list[PollResult] = []
     faulty_cycle.on_result = results.append
@@ -144,7 +145,7 @@ def test_a_run_through_hub_faults_ends_as_a_clean_run(hub_standin, scale_setting
     assert max(sleeps.calls) < 3600  # the 1-hour Retry-After deferred solo/c instead of blocking a worker
     assert ("solo/c", "deferred") in {(r.repo, r.status) for r in results}
 
-    expected, got = state(clean.settings.database_url), state(faulty.settings.database_url)
+    expected, got = state(clean.settings.database.url), state(faulty.settings.database.url)
     kinds = {a[0] for a in expected["advisories"].values()}
     assert {"update", "risk", "history_rewritten"} <= kinds, kinds
     assert any(a[3] for a in expected["advisories"].values() if a[0] == "risk"), "expected an undone risk"

@@ -26,9 +26,10 @@ START = dt.datetime(2026, 5, 1, tzinfo=dt.UTC)
 
 
 def tracker_on(hub_standin, path) -> Tracker:
-    settings = Settings(database_url=f"sqlite:///{path}", hub_endpoint=hub_standin.url, hub_timeout=5.0,
-                        hub_max_retries=2, hub_budget_api=100_000, hub_budget_resolvers=100_000)
-    hub = HubClient(settings.hub_endpoint, timeout=settings.hub_timeout, max_retries=settings.hub_max_retries,
+    settings = Settings(database={"url": f"sqlite:///{path}"},
+                        hub={"endpoint": hub_standin.url, "timeout": 5.0, "max_retries": 2,
+                             "budget_api_per_5min": 100_000, "budget_resolvers_per_5min": 100_000})
+    hub = HubClient(settings.hub.endpoint, timeout=settings.hub.timeout, max_retries=settings.hub.max_retries,
                     sleep=lambda _s: None)
     return make_tracker(settings, hub=hub, auto_upgrade=True)
 

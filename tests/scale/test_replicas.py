@@ -70,7 +70,7 @@ def test_three_replicas_and_a_sigkill_process_every_revision_and_alert_once(hub_
         hub.create_repo(repo_id)
         hub.commit(repo_id, {"config.json": config_json(), "generation_config.json": EOS_OLD}, message="initial")
     everyone, org0 = Receiver(secret=new_secret()).start(), Receiver(secret=new_secret()).start()
-    setup = make_tracker(Settings(database_url=db_url, hub_endpoint=hub.url), auto_upgrade=True)
+    setup = make_tracker(Settings(database={"url": db_url}, hub={"endpoint": hub.url}), auto_upgrade=True)
     for repo_id in repos:
         setup.store.repos.add(repo_id, now=setup.clock())
     for target, receiver in (("*", everyone), ("org0", org0)):

@@ -109,8 +109,8 @@ def make_codebase(histories: Histories, target: Path) -> Path:
 @pytest.fixture
 def scan_settings(hub_standin, tmp_path) -> Settings:
     """Settings for the user's tracker: its store is an SQLite file that does not exist yet."""
-    return Settings(database_url=f"sqlite:///{tmp_path}/user.sqlite3", hub_endpoint=hub_standin.url,
-                    hub_timeout=30.0)
+    return Settings(database={"url": f"sqlite:///{tmp_path}/user.sqlite3"},
+                    hub={"endpoint": hub_standin.url, "timeout": 30.0})
 
 
 @pytest.fixture

@@ -56,7 +56,8 @@ def looked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Looked]:
         shas.append(hub.commit(REPO, {}, delete=["pytorch_model.bin"], message="remove pickle"))
         shas.append(hub.commit(REPO, {"pytorch_model.bin": torch_zip(b"\0" * 4096, ("os", "system"))},
                                message="new weights"))
-        settings = Settings(database_url=f"sqlite:///{work}/user.sqlite3", hub_endpoint=hub.url, hub_timeout=30.0)
+        settings = Settings(database={"url": f"sqlite:///{work}/user.sqlite3"},
+                            hub={"endpoint": hub.url, "timeout": 30.0})
         with AdvisorySource(settings, tracker=None, new_tracker=make_tracker) as source:
             statuses = source.lookup(REPO, [*shas, None])
         yield Looked(shas=shas, statuses=statuses)

@@ -18,15 +18,17 @@ from tracker.surfaces.cli.verify_command import parse_params
 
 def test_the_defaults():
     s = Settings()
-    assert (s.verify_enabled, s.verify_min_severity, s.verify_max_bytes, s.verify_max_params, s.verify_samples,
-            s.verify_device) == (False, Severity.HIGH, 2 * 1024**3, 1_000_000_000, 32, "cpu")
+    assert (s.verify.enabled, s.verify.min_severity, s.verify.max_bytes, s.verify.max_params,
+            s.verify.samples,
+            s.verify.device) == (False, Severity.HIGH, 2 * 1024**3, 1_000_000_000, 32, "cpu")
 
 
 def test_the_file_and_the_environment_set_them(tmp_path: Path):
     config = tmp_path / "tracker.toml"
     config.write_text('[verify]\nenabled = true\nmin_severity = "critical"\nmax_bytes = 1024\ntimeout = "2m"\n')
     s = load_settings(config, env={"TRACKER_VERIFY_DEVICE": "cuda"})
-    assert (s.verify_enabled, s.verify_min_severity, s.verify_max_bytes, s.verify_timeout, s.verify_device) == (
+    assert (s.verify.enabled, s.verify.min_severity, s.verify.max_bytes, s.verify.timeout,
+            s.verify.device) == (
         True, Severity.CRITICAL, 1024, 120.0, "cuda")
 
 
@@ -43,7 +45,7 @@ def test_a_bad_device_is_one_line_naming_the_key():
     ("postgresql+psycopg://u@h/db", None, Path("data/verify-cache")),
 ])
 def test_the_private_cache_lies_under_the_data_folder(url, configured, expected):
-    assert cache_dir(Settings(database_url=url, verify_cache_dir=configured)) == expected
+    assert cache_dir(Settings(database={"url": url}, verify={"cache_dir": configured})) == expected
 
 
 def test_the_command_line_overrides_the_settings():

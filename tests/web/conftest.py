@@ -84,9 +84,11 @@ class Served:
 def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[History]:
     work = tmp_path_factory.mktemp("web-history")
     hub = HubStandin(work / "hub").start()
-    settings = Settings(database_url=f"sqlite:///{work}/tracker.sqlite3", hub_endpoint=hub.url, hub_timeout=10.0)
-    client = HubClient(settings.hub_endpoint, timeout=settings.hub_timeout, max_retries=settings.hub_max_retries,
-                       max_wait=settings.hub_max_wait, sleep=lambda _seconds: None)
+    settings = Settings(database={"url": f"sqlite:///{work}/tracker.sqlite3"},
+                        hub={"endpoint": hub.url, "timeout": 10.0})
+    client = HubClient(settings.hub.endpoint, timeout=settings.hub.timeout,
+                       max_retries=settings.hub.max_retries,
+                       max_wait=settings.hub.max_wait, sleep=lambda _seconds: None)
     tracker = make_tracker(settings, hub=client, auto_upgrade=True)
     lines: list[str] = []
     try:

@@ -100,7 +100,8 @@ def app_on(db_url):
     trackers = []
 
     def make():
-        tracker = make_tracker(Settings(database_url=db_url, hub_endpoint="http://127.0.0.1:9"), auto_upgrade=True)
+        tracker = make_tracker(Settings(database={"url": db_url}, hub={"endpoint": "http://127.0.0.1:9"}),
+                               auto_upgrade=True)
         trackers.append(tracker)
         return tracker, TestClient(create_app(tracker))
 

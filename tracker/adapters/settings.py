@@ -8,9 +8,9 @@ comma-separated); ``HF_ENDPOINT`` also sets ``[hub] endpoint`` and ``HF_TOKEN``
 is read by huggingface_hub itself, so mirrors and private hubs work as users
 expect. Secrets never live in the file.
 
-The defaults live here and nowhere else: each key is one line of :class:`Settings`
-(or of :class:`DeliverySettings` for ``[delivery]``), ``key("section.name", default)``
-with its type. The types below check values and say what is allowed. pydantic does the
+The defaults live here and nowhere else: each section is one class (``[hub]`` is
+:class:`HubSettings`, ``settings.hub``) and each key one line of it, ``name: Type = default``
+with the key's own name. The types below check values and say what is allowed. pydantic does the
 validation (``extra="forbid"``: an unknown field is an error), and this module reads
 the file first so that an unknown section or key is named with a "did you mean".
 Loading does not go through pydantic-settings' sources: a ``Settings(...)`` built
@@ -27,7 +27,7 @@ import os
 import re
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import field, fields
+from dataclasses import field, fields, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -238,12 +238,9 @@ PublicURL = Annotated[str | None, BeforeValidator(_optional_text), AfterValidato
 SeverityOverrides = Annotated[dict[str, SeverityName], AfterValidator(_finding_codes)]
 
 
-def key(name: str, default: Any, *, secret: bool = False) -> Any:
-    """A setting read from ``[section] key`` of the file (``name`` is ``"section.key"``).
-
-    ``secret``: ``tracker config check`` prints it masked, and the settings' repr leaves it out.
-    """
-    return Field(default=default, repr=not secret, json_schema_extra={"key": name, "secret": secret})
+def secret(default: Any) -> Any:
+    """A key that holds a secret: ``tracker config check`` prints it masked, and the settings' repr leaves it out."""
+    return Field(default=default, repr=False, json_schema_extra={"secret": True})
 
 
 _STRICT = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
@@ -277,94 +274,163 @@ class DeliverySettings:
 
 
 @dataclass(frozen=True, config=_STRICT)
-class Settings:
-    """Every setting, with its default. Fields made with ``key()`` are read from the file and the environment.
+class DatabaseSettings:
+    """``[database]``: where the tracker keeps its state (docs/operations.md)."""
 
-    To add a setting: one line here, ``name: Type = key("section.key", default)  # why``, then
-    document it in config/tracker.toml (tests/test_docs.py checks both agree).
-    """
+    url: DatabaseURL = DEFAULT_DATABASE_URL
 
-    database_url: DatabaseURL = key("database.url", DEFAULT_DATABASE_URL)
-    hub_endpoint: OptionalText = key("hub.endpoint", None)  # None: huggingface_hub's own (HF_ENDPOINT or huggingface.co)
-    hub_timeout: Duration = key("hub.timeout", 30.0)
-    hub_max_retries: Annotated[int, BeforeValidator(_whole(0))] = key("hub.max_retries", 5)
-    hub_max_wait: Duration = key("hub.max_wait", 120.0)  # longest Retry-After honoured inline; longer defers the repo
-    hub_max_defer: DeferDuration = key("hub.max_defer", 86400.0)  # cap on any Retry-After / RateLimit reset
-    hub_request_deadline: Duration = key("hub.request_deadline", 60.0)  # wall clock for one request, body included
-    hub_poll_deadline: Duration = key("hub.poll_deadline", 600.0)  # wall clock for all the requests of one poll
-    hub_max_api_bytes: Count = key("hub.max_api_bytes", 32 * 1024 * 1024)  # cap on one API JSON answer
-    hub_max_pages: Count = key("hub.max_pages", 1000)  # cap on pages per listing (commits, tree)
+
+@dataclass(frozen=True, config=_STRICT)
+class HubSettings:
+    """``[hub]``: how the Hub is reached, within which bounds, and its webhooks."""
+
+    endpoint: OptionalText = None  # None: huggingface_hub's own (HF_ENDPOINT or huggingface.co)
+    timeout: Duration = 30.0
+    max_retries: Annotated[int, BeforeValidator(_whole(0))] = 5
+    max_wait: Duration = 120.0  # longest Retry-After honoured inline; longer defers the repo
+    max_defer: DeferDuration = 86400.0  # cap on any Retry-After / RateLimit reset
+    request_deadline: Duration = 60.0  # wall clock for one request, body included
+    poll_deadline: Duration = 600.0  # wall clock for all the requests of one poll
+    max_api_bytes: Count = 32 * 1024 * 1024  # cap on one API JSON answer
+    max_pages: Count = 1000  # cap on pages per listing (commits, tree)
     # Requests per 5 minutes the daemon may send per Hub rate-limit bucket (tracker/adapters/hub/budget.py);
     # the defaults are the Hub's limits for an anonymous IP (shared/hub-protocol.md §10).
-    hub_budget_api: Count = key("hub.budget_api_per_5min", 500)
-    hub_budget_resolvers: Count = key("hub.budget_resolvers_per_5min", 3000)
-    hub_webhook_owners: Owners = key("hub.webhook_owners", ())  # owners whose Hub webhooks reach POST /hooks/hub
-    hub_webhook_safety_net: Interval = key("hub.webhook_safety_net", 86400.0)  # their repos are still polled this often
+    budget_api_per_5min: Count = 500
+    budget_resolvers_per_5min: Count = 3000
+    webhook_owners: Owners = ()  # owners whose Hub webhooks reach POST /hooks/hub
+    webhook_safety_net: Interval = 86400.0  # their repos are still polled this often
     # The secret the Hub's webhooks send (X-Webhook-Secret); set, it turns on POST /hooks/hub.
-    hub_webhook_secret: OptionalText = key("hub.webhook_secret", None, secret=True)
-    poll_every: Interval = key("poll.every", 3600.0)
-    poll_max_attempts: Count = key("poll.max_attempts", 5)  # transient failures before a revision is completed
+    webhook_secret: OptionalText = secret(None)
+
+
+@dataclass(frozen=True, config=_STRICT)
+class PollSettings:
+    """``[poll]``: how often watched repos are polled, and how much one poll may read."""
+
+    every: Interval = 3600.0
+    max_attempts: Count = 5  # transient failures before a revision is completed
     # More new commits than this in one poll is a flood: the head is read now, the rest in the background.
-    poll_max_new_commits: Count = key("poll.max_new_commits", 1000)
-    poll_backlog_per_poll: Count = key("poll.backlog_per_poll", 100)  # a flood's revisions read per poll, last
-    poll_jitter: DurationOrZero = key("poll.jitter", 300.0)
+    max_new_commits: Count = 1000
+    backlog_per_poll: Count = 100  # a flood's revisions read per poll, last
+    jitter: DurationOrZero = 300.0
     # How often the daemon walks the Hub-wide change listing for pushes to any watched repo ("0s": never,
     # only when that is cheaper than checking the due repos one by one).
-    poll_listen_every: DurationOrZero = key("poll.listen_every", 60.0)
-    poll_workers: Count = key("poll.workers", 4)  # repos polled at the same time by one `tracker run`
-    poll_shutdown_grace: DurationOrZero = key("poll.shutdown_grace", 30.0)  # on SIGTERM: finish, then exit anyway
-    max_file_bytes: Count = key("limits.max_file_bytes", 64 * 1024 * 1024)  # cap on any tracked file read
-    max_header_bytes: Count = key("limits.max_header_bytes", 32 * 1024 * 1024)  # cap on a safetensors header
+    listen_every: DurationOrZero = 60.0
+    workers: Count = 4  # repos polled at the same time by one `tracker run`
+    shutdown_grace: DurationOrZero = 30.0  # on SIGTERM: finish, then exit anyway
+
+
+@dataclass(frozen=True, config=_STRICT)
+class LimitsSettings:
+    """``[limits]``: caps on what one file, one revision and the blob cache may take."""
+
+    max_file_bytes: Count = 64 * 1024 * 1024  # cap on any tracked file read
+    max_header_bytes: Count = 32 * 1024 * 1024  # cap on a safetensors header
     # One revision's analysis: range requests (all range reads together), memory of the parsed headers it
     # keeps (evicted by size), and CPU time; what does not fit is skipped and reported (analysis.budget_exceeded).
-    revision_requests: Count = key("limits.revision_requests", 200)
-    revision_header_bytes: Count = key("limits.revision_header_bytes", 256 * 1024 * 1024)
-    revision_cpu: Duration = key("limits.revision_cpu", 60.0)
+    revision_requests: Count = 200
+    revision_header_bytes: Count = 256 * 1024 * 1024
+    revision_cpu: Duration = 60.0
     # The file versions kept in the database (the blob cache); past it the least recently read go first,
     # except those the latest revision of a watched repo reads. Entries older than blob_cache_age go too.
-    blob_cache_bytes: Count = key("limits.blob_cache_bytes", 1024 * 1024 * 1024)
-    blob_cache_age: Duration = key("limits.blob_cache_age", 90 * 86400.0)
+    blob_cache_bytes: Count = 1024 * 1024 * 1024
+    blob_cache_age: Duration = 90 * 86400.0
     # Range requests and bytes each side of a revision may spend comparing changed weights' tensors (0: off).
-    weight_compare_requests: Annotated[int, BeforeValidator(_whole(0))] = key("limits.weight_compare_requests", 64)
-    weight_compare_bytes: Annotated[int, BeforeValidator(_whole(0))] = key("limits.weight_compare_bytes", 16 * 1024 * 1024)
-    min_advisory_severity: SeverityName = key("advisories.min_severity", Severity.LOW)
-    max_versions: Count = key("advisories.max_versions", 1000)  # the newest affected commits a record lists
-    tracker_url: PublicURL = key("advisories.tracker_url", None)  # the older name of [api] public_url
-    osv_api_url: OptionalText = key("osv.api_url", None)  # None: no dependency lookups (config/tracker.toml sets OSV.dev)
-    api_host: Text = key("api.host", "127.0.0.1")
-    api_port: Port = key("api.port", 8080)
-    query_hub_requests: Count = key("api.max_hub_requests", 20)  # Hub requests one query or querybatch may spend
-    api_read_requires_token: Flag = key("api.read_requires_token", False)  # reads need a bearer token too
-    api_public_url: PublicURL = key("api.public_url", None)  # this server's address, for links (else the Host's)
+    weight_compare_requests: Annotated[int, BeforeValidator(_whole(0))] = 64
+    weight_compare_bytes: Annotated[int, BeforeValidator(_whole(0))] = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True, config=_STRICT)
+class AdvisoriesSettings:
+    """``[advisories]``: which findings become advisories, and what a record lists."""
+
+    min_severity: SeverityName = Severity.LOW
+    max_versions: Count = 1000  # the newest affected commits a record lists
+    tracker_url: PublicURL = None  # the older name of [api] public_url
+
+
+@dataclass(frozen=True, config=_STRICT)
+class OsvSettings:
+    """``[osv]``: where dependency lookups go."""
+
+    api_url: OptionalText = None  # None: no dependency lookups (config/tracker.toml sets OSV.dev)
+
+
+@dataclass(frozen=True, config=_STRICT)
+class ApiSettings:
+    """``[api]``: the HTTP API (`tracker serve`)."""
+
+    host: Text = "127.0.0.1"
+    port: Port = 8080
+    max_hub_requests: Count = 20  # Hub requests one query or querybatch may spend
+    read_requires_token: Flag = False  # reads need a bearer token too
+    public_url: PublicURL = None  # this server's address, for links (else the Host's)
     # Host headers answered when no public_url is set; empty: the address served on, and localhost.
-    api_allowed_hosts: Hosts = key("api.allowed_hosts", ())
-    api_on_demand_reads: Count = key("api.on_demand_reads", 2)  # Hub reads (diffs, estimates) run at once for callers
-    api_on_demand_per_client: Count = key("api.on_demand_per_client", 1)  # of those, for one client address
-    # `tracker verify` and the daemon's opt-in verification (docs/verify.md):
-    verify_enabled: Flag = key("verify.enabled", False)  # the daemon verifies revisions whose findings reach min_severity
-    verify_min_severity: SeverityName = key("verify.min_severity", Severity.HIGH)
-    verify_max_bytes: Count = key("verify.max_bytes", 2 * 1024**3)  # downloaded per revision; a larger file is refused first
-    verify_max_params: Count = key("verify.max_params", 1_000_000_000)  # larger models are not run (tokenizers always are)
-    verify_max_memory: Count = key("verify.max_memory", 16 * 1024**3)  # address space of the verification process
-    verify_max_cpu: Duration = key("verify.max_cpu", 1200.0)  # CPU seconds of the verification process
-    verify_timeout: Duration = key("verify.timeout", 900.0)  # wall clock of the verification process
-    verify_samples: Count = key("verify.samples", 32)  # sample texts or prompts run through both revisions
-    verify_cache_dir: OptionalText = key("verify.cache_dir", None)  # None: verify-cache/ beside the SQLite database, else data/
-    verify_device: Annotated[str, BeforeValidator(_device)] = key("verify.device", "cpu")  # cpu or cuda
-    # Whole sections, each validated by its own type:
+    allowed_hosts: Hosts = ()
+    on_demand_reads: Count = 2  # Hub reads (diffs, estimates) run at once for callers
+    on_demand_per_client: Count = 1  # of those, for one client address
+
+
+@dataclass(frozen=True, config=_STRICT)
+class VerifySettings:
+    """``[verify]``: `tracker verify` and the daemon's opt-in verification (docs/verify.md)."""
+
+    enabled: Flag = False  # the daemon verifies revisions whose findings reach min_severity
+    min_severity: SeverityName = Severity.HIGH
+    max_bytes: Count = 2 * 1024**3  # downloaded per revision; a larger file is refused first
+    max_params: Count = 1_000_000_000  # larger models are not run (tokenizers always are)
+    max_memory: Count = 16 * 1024**3  # address space of the verification process
+    max_cpu: Duration = 1200.0  # CPU seconds of the verification process
+    timeout: Duration = 900.0  # wall clock of the verification process
+    samples: Count = 32  # sample texts or prompts run through both revisions
+    cache_dir: OptionalText = None  # None: verify-cache/ beside the SQLite database, else data/
+    device: Annotated[str, BeforeValidator(_device)] = "cpu"  # cpu or cuda
+
+
+@dataclass(frozen=True, config=_STRICT)
+class Settings:
+    """Every setting, with its default, one section of the file per field: ``settings.hub.timeout`` is
+    ``[hub] timeout`` (and ``TRACKER_HUB_TIMEOUT``).
+
+    To add a setting: one line in its section's class above, ``key: Type = default  # why``, then document
+    it in config/tracker.toml (tests/test_docs.py checks both agree). A new section is a new class, and a
+    field here whose name is the section's.
+    """
+
+    database: DatabaseSettings = field(default_factory=DatabaseSettings)  # [database]
+    hub: HubSettings = field(default_factory=HubSettings)  # [hub]
+    poll: PollSettings = field(default_factory=PollSettings)  # [poll]
+    limits: LimitsSettings = field(default_factory=LimitsSettings)  # [limits]
+    advisories: AdvisoriesSettings = field(default_factory=AdvisoriesSettings)  # [advisories]
+    osv: OsvSettings = field(default_factory=OsvSettings)  # [osv]
+    api: ApiSettings = field(default_factory=ApiSettings)  # [api]
+    verify: VerifySettings = field(default_factory=VerifySettings)  # [verify]
     delivery: DeliverySettings = field(default_factory=DeliverySettings)  # [delivery]
+    # Sections of another shape:
     watch: tuple[WatchSpec, ...] = ()  # [[watch]]
     severity: SeverityOverrides = field(default_factory=dict)  # [severity]: finding code = severity
     config_path: Path | None = None  # the file these came from (None: defaults and environment only)
 
+    def changed(self, **sections: Any) -> Settings:
+        """These settings with some keys changed, section by section: ``settings.changed(hub={"timeout": 5.0})``
+        keeps the other keys of ``[hub]``. A section's object (``delivery=DeliverySettings(...)``), the watch
+        list or the severity table replaces that field whole. Values are checked as when loaded."""
+        changes: dict[str, Any] = {
+            name: {**{f.name: getattr(getattr(self, name), f.name) for f in fields(SECTION_TYPES[name])},
+                   **value}
+            if name in SECTION_TYPES and isinstance(value, Mapping) else value
+            for name, value in sections.items()
+        }
+        return replace(self, **changes)
+
     @property
     def is_sqlite(self) -> bool:
-        return self.database_url.startswith("sqlite")
+        return self.database.url.startswith("sqlite")
 
     @property
     def public_url(self) -> str | None:
         """Where links point: ``[api] public_url``, else ``[advisories] tracker_url`` (its older name)."""
-        return self.api_public_url or self.tracker_url
+        return self.api.public_url or self.advisories.tracker_url
 
 
 # -- the keys, derived from the classes above ---------------------------------------------------
@@ -374,30 +440,36 @@ def _fields_of(cls: type) -> dict[str, FieldInfo]:
     fields: dict[str, FieldInfo] = cls.__pydantic_fields__  # type: ignore[attr-defined]  # set by pydantic's dataclass
     return fields
 
-SECTIONS_WHOLE = {"delivery": "delivery", "watch": "watch", "severity": "severity"}  # section -> field
+def _sections() -> dict[str, type]:
+    """Section -> its class, for each field of :class:`Settings` that is a section of keys (``[hub]``...)."""
+    return {name: info.default_factory for name, info in _fields_of(Settings).items()
+            if isinstance(info.default_factory, type)
+            and hasattr(info.default_factory, "__pydantic_fields__")}
+
+
+SECTION_TYPES = _sections()
+SECTIONS_WHOLE = ("watch", "severity")  # sections of another shape, each one field
 
 
 def _keys() -> dict[tuple[str, str], str]:
-    """(section, key) -> field of Settings, for every field made with ``key()``."""
-    found: dict[tuple[str, str], str] = {}
-    for name, info in _fields_of(Settings).items():
-        extra = info.json_schema_extra
-        if isinstance(extra, dict) and isinstance(extra.get("key"), str):
-            section, _, key_name = str(extra["key"]).partition(".")
-            found[(section, key_name)] = name
-    for f in fields(DeliverySettings):
-        found[("delivery", f.name)] = f"delivery.{f.name}"
-    return found
+    """(section, key) -> ``"section.key"``, the path of its field (``settings.hub.timeout``), for every key."""
+    return {(section, name): f"{section}.{name}"
+            for section, cls in SECTION_TYPES.items() for name in _fields_of(cls)}
 
 
 KEYS = _keys()
 
 
 def default(name: str) -> Any:
-    """The default of a field of :class:`Settings`, or ``"delivery.x"`` (for signatures that take one setting)."""
-    if name.startswith("delivery."):
-        return _fields_of(DeliverySettings)[name.removeprefix("delivery.")].default
-    return _fields_of(Settings)[name].default
+    """The default of the key ``"section.key"`` (for signatures that take one setting: ``default("hub.timeout")``)."""
+    section, _, key_name = name.partition(".")
+    return _fields_of(SECTION_TYPES[section])[key_name].default
+
+
+def setting(settings: Settings, name: str) -> Any:
+    """The value of the key ``"section.key"``."""
+    section, _, key_name = name.partition(".")
+    return getattr(getattr(settings, section), key_name)
 
 
 SECTIONS = sorted({section for section, _ in KEYS} | set(SECTIONS_WHOLE))
@@ -453,7 +525,7 @@ def _explain(exc: ValidationError, sources: Mapping[str, str]) -> str:
     error = exc.errors(include_url=False)[0]
     loc = [str(part) for part in error["loc"]]
     by_field = {name: (section, key_name) for (section, key_name), name in KEYS.items()}
-    name = ".".join(loc[:2]) if loc and loc[0] == "delivery" else (loc[0] if loc else "")
+    name = ".".join(loc[:2]) if loc and loc[0] in SECTION_TYPES else (loc[0] if loc else "")
     if name in by_field:
         section, key_name = by_field[name]
         where = _label(section, key_name)
@@ -523,8 +595,7 @@ def load_with_sources(
         raise SettingsError(f"{where}: {exc}") from None
 
     _check_environment(env)
-    values: dict[str, Any] = {}
-    delivery: dict[str, Any] = {}
+    values: dict[str, dict[str, Any]] = {section: {} for section in SECTION_TYPES}
     sources: dict[str, str] = {}
     for (section, key_name), name in KEYS.items():
         value, origin = data.get(section, {}).get(key_name), "file"
@@ -537,14 +608,11 @@ def load_with_sources(
         if origin != "file" and isinstance(default(name), tuple):
             value = [part.strip() for part in value.split(",")]  # a list, from the environment
         sources[name] = origin
-        if name.startswith("delivery."):
-            delivery[name.removeprefix("delivery.")] = value
-        else:
-            values[name] = value
+        values[section][key_name] = value
     watch = [{"repo": item} if isinstance(item, str) else item for item in data.get("watch", [])]
     try:
         # pydantic validates the plain dicts and lists into their dataclasses
-        raw = {**values, "delivery": delivery, "watch": watch, "severity": data.get("severity", {})}
+        raw = {**values, "watch": watch, "severity": data.get("severity", {})}
         settings = Settings(**raw, config_path=config_path)
     except ValidationError as exc:
         problem = _explain(exc, sources)
@@ -565,21 +633,19 @@ def describe(settings: Settings, sources: Mapping[str, str]) -> list[str]:
     by_section: dict[str, list[tuple[str, str]]] = {}
     for (section, key_name), name in KEYS.items():
         by_section.setdefault(section, []).append((key_name, name))
-    secret = {
-        name
-        for name, info in _fields_of(Settings).items()
+    secrets = {
+        f"{section}.{key_name}"
+        for section, cls in SECTION_TYPES.items()
+        for key_name, info in _fields_of(cls).items()
         if isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get("secret")
     }
     for section, entries in by_section.items():
         lines.append(f"[{section}]")
         for key_name, name in entries:
-            owner: Any = settings
-            for part in name.split("."):
-                owner = getattr(owner, part)
-            value = owner
-            if name == "database_url":
+            value = setting(settings, name)
+            if name == "database.url":
                 value = make_url(value).render_as_string(hide_password=True)
-            shown = '"********"' if name in secret and value else _toml(value)
+            shown = '"********"' if name in secrets and value else _toml(value)
             origin = sources.get(name, "default")
             lines.append(f"{key_name} = {shown}" + ("" if origin == "default" else f"  # {origin}"))
         lines.append("")

@@ -20,7 +20,8 @@ least once per its interval, stretched evenly when the budget cannot hold them a
 (:meth:`Cycle.check_budget`): only such a check sees a deletion, a gating, a rename or a switch to
 private. Between them, the Hub-wide change listing (:mod:`tracker.pipeline.changes`) vouches for a
 repo's content; the daemon walks it every ``[poll] listen_every``, so a push is read within about
-that long. Repos named on ``tracker poll``'s command line are each checked with a HEAD of their own.
+that long. A tick covers a :class:`Scope`: the daemon's (every due repo), or one ``tracker poll`` run's
+(:class:`tracker.pipeline.poll_run.PollRun`), whose named repos are each checked with a HEAD of their own.
 
 Work runs on a small thread pool (``[poll] workers``), so a slow or hanging repo holds one
 worker until its per-poll deadline (``hub.poll_deadline``) and never the others. Claims stop
@@ -37,7 +38,7 @@ import random
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -45,12 +46,11 @@ from datetime import datetime, timedelta
 from tracker.core.errors import HubRateLimited, NotWatched, TrackerError, first_line
 from tracker.core.hub_types import WINDOW_SECONDS
 from tracker.core.intervals import clamp_interval
-from tracker.core.model import PollOutcome, RepoRow
+from tracker.core.model import PollOutcome
 from tracker.core.store_types import DueRepo
 from tracker.pipeline.changes import ChangeFeed, ListingState
 from tracker.pipeline.polling import (
     LEASE_MARGIN_SECONDS,
-    NOT_POLLED_INTERRUPTED,
     Poller,
     PollResult,
     dead_here,
@@ -63,7 +63,7 @@ log = logging.getLogger("tracker.cycle")  # the name operators filter logs by, n
 LISTING_DEADLINE = 120.0  # wall clock for one owner listing, all its pages
 ERROR_RETRY = 600.0  # a poll that failed is tried again this soon (or at its interval, if sooner)
 DEAD_LEASE_SWEEP = 10.0  # seconds between looks for leases of killed processes of this host
-IDLE_WAIT = 0.5  # seconds run_once waits between looks while polls are in flight
+IDLE_WAIT = 0.5  # seconds a `tracker poll` run waits between looks while polls are in flight
 WALK_EVERY = 60.0  # with `[poll] listen_every = "0s"`, the daemon walks the change listing at most this often
 CURRENT = frozenset({PollOutcome.UNCHANGED, PollOutcome.NEW, PollOutcome.BASELINE})  # a poll that read the head
 
@@ -78,6 +78,37 @@ class TickReport:
     released: int = 0  # claimed but given back (no budget or no worker free)
     vouched: int = 0  # found unchanged by the Hub-wide change listing, at no request of their own
     walk_pages: int = 0  # pages of the Hub-wide change listing read in this tick
+
+
+class Scope:
+    """What a tick covers and whom it tells: the daemon's, every due repo (its own :class:`Cycle`'s ``daemon``).
+
+    One `tracker poll` run is another scope (:class:`tracker.pipeline.poll_run.PollRun`), over the same cycle.
+    """
+
+    only: set[int] | None = None  # the claims are among these repos (None: any due repo)
+    each_on_its_own = False  # every repo checked with a HEAD of its own, vouched for by no walk
+    backfill = 0  # older revisions each poll may read
+    progress: Callable[[int], object] | None = None  # told as a poll reads revisions
+
+    def __init__(self, cycle: Cycle) -> None:
+        self.cycle = cycle
+
+    def start(self, now: datetime) -> None:
+        """Before each tick: one due watch rule is evaluated (within the api budget)."""
+        self.cycle.evaluate_rules(now, limit=1)
+
+    def walk_due(self, state: ListingState, now: datetime) -> bool:
+        """Whether this tick walks the Hub-wide change listing (:meth:`Cycle.walk_due`)."""
+        return self.cycle.walk_due(state, now)
+
+    def vouch_since(self, now: datetime) -> datetime:
+        """The walks since then vouch for a repo's content: the daemon's recent ones."""
+        return now - timedelta(seconds=self.cycle.vouch_for())
+
+    def told(self, result: PollResult) -> None:
+        """A repo's result (from a pool thread): the cycle's ``on_result`` (the daemon's log)."""
+        self.cycle.on_result(result)
 
 
 class Cycle:
@@ -100,7 +131,7 @@ class Cycle:
         self.clock = clock
         self.queue = queue
         self.budget = budget
-        self.workers = workers or settings.poll_workers
+        self.workers = workers or settings.poll.workers
         self.on_result = on_result or (lambda _result: None)
         self.rng = rng
         self.batch = batch
@@ -110,33 +141,25 @@ class Cycle:
         self._inflight: set[int] = set()
         self._polls_queued = 0
         self._lock = threading.Lock()
-        self._progressed = threading.Event()  # a poll started or finished: run_once looks again
+        self.progressed = threading.Event()  # a poll started or finished: a `tracker poll` run looks again
         self._pages: dict[str, int] = {}  # owner (lower case) -> pages its last listing needed
-        self._webhook_owners = {o.lower() for o in settings.hub_webhook_owners}
+        self._webhook_owners = {o.lower() for o in settings.hub.webhook_owners}
         self._last_sweep = 0.0
         self._over_budget: bool | None = None
         self.changes = ChangeFeed(store, hub)
-        self.rules = RuleKeeper(store, hub, every=clamp_interval(settings.poll_every))
+        self.rules = RuleKeeper(store, hub, every=clamp_interval(settings.poll.every))
         self._last_walk_at: datetime | None = None  # when this process last walked (or tried to), our clock
         self._stretch = 1.0  # every interval times this: what the budget allows (check_budget)
-        # `tracker poll` (run_once): one walk per run, vouching only from that walk, claims among its repos.
-        self._once = False
-        self._walked = False
-        self._run_started: datetime | None = None
-        self._only: set[int] | None = None
-        self._named = False  # `tracker poll REPO…`, or a poll an API request asked for: each checked on its own
-        self._backfill = 0
-        self._progress: Callable[[int], object] | None = None
-        self._budget_wait = 0.0  # run_once: how long the budget would have made it wait
+        self.daemon = Scope(self)  # what the daemon's ticks cover: every due repo
 
     # -- the schedule -------------------------------------------------------------------------
 
     def interval(self, repo_id: str, every_seconds: float | None) -> float:
         """Seconds between polls of a repo; a safety net only when its owner's Hub webhooks are set up."""
-        every = clamp_interval(every_seconds or self.settings.poll_every)
+        every = clamp_interval(every_seconds or self.settings.poll.every)
         owner = repo_id.split("/", 1)[0].lower() if "/" in repo_id else ""
         if owner in self._webhook_owners:
-            every = max(every, self.settings.hub_webhook_safety_net)
+            every = max(every, self.settings.hub.webhook_safety_net)
         return every
 
     def own_interval(self, repo_id: str, every_seconds: float | None) -> float:
@@ -146,7 +169,7 @@ class Cycle:
     def next_at(self, due: DueRepo, now: datetime, spread: float) -> datetime:
         """When ``due`` is next due: its interval (stretched) plus jitter (``spread`` in 0..1, one value per owner group)."""
         every = self.own_interval(due.repo_id, due.every_seconds)
-        return now + timedelta(seconds=every + spread * min(self.settings.poll_jitter, every / 2))
+        return now + timedelta(seconds=every + spread * min(self.settings.poll.jitter, every / 2))
 
     def own_check_due(self, due: DueRepo, now: datetime) -> bool:
         """Whether ``due`` needs a check of its own (a HEAD, an owner listing): never had one, or not within its interval.
@@ -163,29 +186,33 @@ class Cycle:
         checked = due.last_checked or now
         every = self.own_interval(due.repo_id, due.every_seconds)
         return max(now, checked) + timedelta(seconds=max(0.0, every - (now - checked).total_seconds())
-                                             + spread * min(self.settings.poll_jitter, every / 2))
+                                             + spread * min(self.settings.poll.jitter, every / 2))
 
     # -- a tick -------------------------------------------------------------------------------
 
     def tick(self) -> TickReport:
-        """Claim what is due and hand it to the workers; returns at once (the work runs on the pool)."""
+        """The daemon's tick: claim what is due and hand it to the workers; returns at once (the work runs on
+        the pool)."""
+        return self.tick_for(self.daemon)
+
+    def tick_for(self, scope: Scope) -> TickReport:
+        """One tick over what ``scope`` covers (the daemon's, or a `tracker poll` run's); returns at once."""
         report = TickReport()
         if self.poller.stopping.is_set():
             return report
         now = self.clock()
         self._sweep_dead_leases()
-        if not self._once:
-            self.evaluate_rules(now, limit=1)
-        state = self._maybe_walk(now, report)
-        since = self._run_started if self._once and self._run_started else now - timedelta(seconds=self._vouch_for())
-        vouch = None if self._named else self.changes.vouch_epoch(state, since=since)
+        scope.start(now)
+        state = self._maybe_walk(now, report, scope)
+        since = scope.vouch_since(now)
+        vouch = None if scope.each_on_its_own else self.changes.vouch_epoch(state, since=since)
         epoch = state.epoch
-        polls, checks = self._claim(now, vouch)
+        polls, checks = self._claim(now, vouch, scope.only)
         report.claimed = len(polls) + len(checks)
-        by_owner, vouched = self._sort_checks(checks, polls, state, vouch, now)
-        self._finish_vouched(vouched, vouch, now)
+        by_owner, vouched = self._sort_checks(checks, polls, state, vouch, now=now, scope=scope)
+        self._finish_vouched(vouched, vouch, now, scope)
         report.vouched = len(vouched)
-        give_back = self._dispatch(by_owner, polls, epoch, report)
+        give_back = self._dispatch(by_owner, polls, epoch, report, scope)
         self.queue.release([d.pk for d in give_back], self.owner)
         report.released = len(give_back)
         return report
@@ -197,24 +224,26 @@ class Cycle:
             if freed:
                 log.info("took over %d repo lease(s) of stopped processes", freed)
 
-    def _claim(self, now: datetime, vouch: int | None) -> tuple[list[DueRepo], list[DueRepo]]:
+    def _claim(self, now: datetime, vouch: int | None,
+               only: set[int] | None) -> tuple[list[DueRepo], list[DueRepo]]:
         """The due repos this tick claims: (to poll each, that a listing may check)."""
-        until = now + timedelta(seconds=self.settings.hub_poll_deadline + LEASE_MARGIN_SECONDS)
+        until = now + timedelta(seconds=self.settings.hub.poll_deadline + LEASE_MARGIN_SECONDS)
         room_api, room_res = self.budget.room("api"), self.budget.room("resolvers")
         with self._lock:
             free_workers = max(0, 2 * self.workers - self._polls_queued)
         # Repos that need a poll of their own: at most what the workers can start soon, so that
         # replicas share them, and within the resolvers budget (a poll starts with one HEAD).
-        polls = self.queue.claim_due(self.owner, now=now, until=until, checkable=False, only=self._only,
+        polls = self.queue.claim_due(self.owner, now=now, until=until, checkable=False, only=only,
                                      limit=min(free_workers, int(max(room_res, 0.0))))
         # Repos a listing may check: as many as the budgets could check now (all of them, when the
         # change listing vouches for them: that costs nothing more).
         limit = self.batch if vouch is not None else min(self.batch, int(max(room_res, 0.0) + 50 * max(room_api, 0.0)))
-        checks = self.queue.claim_due(self.owner, now=now, until=until, checkable=True, only=self._only, limit=limit)
+        checks = self.queue.claim_due(self.owner, now=now, until=until, checkable=True, only=only,
+                                      limit=limit)
         return polls, checks
 
     def _sort_checks(self, checks: list[DueRepo], polls: list[DueRepo], state: ListingState,
-                     vouch: int | None, now: datetime) -> tuple[dict[str, list[DueRepo]], list[DueRepo]]:
+                     vouch: int | None, *, now: datetime, scope: Scope) -> tuple[dict[str, list[DueRepo]], list[DueRepo]]:
         """Split the checkable repos: to poll (appended to ``polls``), by owner listing, or vouched for.
 
         Named repos are each polled (a HEAD of their own). The change listing vouches only for the
@@ -224,7 +253,7 @@ class Cycle:
         by_owner: dict[str, list[DueRepo]] = defaultdict(list)
         vouched: list[DueRepo] = []
         for due in checks:
-            if self._named or due.pk in pending or not due.checkable:
+            if scope.each_on_its_own or due.pk in pending or not due.checkable:
                 polls.append(due)
             elif (not self.own_check_due(due, now)
                   and self.changes.vouches(state, vouch, due.listing_epoch, due.last_polled_at)):
@@ -234,7 +263,7 @@ class Cycle:
         return by_owner, vouched
 
     def _dispatch(self, by_owner: dict[str, list[DueRepo]], polls: list[DueRepo], epoch: int,
-                  report: TickReport) -> list[DueRepo]:
+                  report: TickReport, scope: Scope) -> list[DueRepo]:
         """Hand owner listings, then polls, to the workers within the budget; what did not fit.
 
         Every reservation is taken before any work reaches the pool: a worker that starts at once
@@ -248,7 +277,7 @@ class Cycle:
                 polls.extend(group)  # a HEAD each is as cheap
             elif self.budget.room("api") >= pages:
                 self.budget.reserve("api", pages)
-                work.append((group, self._check_owner, (owner, group, pages, epoch)))
+                work.append((group, self._check_owner, (owner, group, pages, epoch, scope)))
                 report.listings += 1
             elif self.budget.room("resolvers") >= len(group):
                 polls.extend(group)  # the api bucket is short: HEADs instead
@@ -259,7 +288,7 @@ class Cycle:
                 self.budget.reserve("resolvers", 1)
                 with self._lock:
                     self._polls_queued += 1
-                work.append(([due], self._poll, (due, True, epoch)))
+                work.append(([due], self._poll, (due, True, epoch, scope)))
                 report.polls += 1
             else:
                 give_back.append(due)
@@ -275,19 +304,29 @@ class Cycle:
     def _done(self, due: DueRepo) -> None:
         with self._lock:
             self._inflight.discard(due.pk)
-        self._progressed.set()
+        self.progressed.set()
 
     def in_flight(self) -> int:
         with self._lock:
             return len(self._inflight)
 
+    def queued(self) -> int:
+        """Polls handed to the pool that no worker has started yet."""
+        with self._lock:
+            return self._polls_queued
+
+    def await_progress(self) -> None:
+        """Until a poll starts or finishes (or IDLE_WAIT passes, for time-driven changes), not spinning."""
+        self.progressed.wait(IDLE_WAIT)
+        self.progressed.clear()
+
     # -- the work (pool threads) ----------------------------------------------------------------
 
-    def _check_owner(self, owner: str, group: list[DueRepo], pages: int, epoch: int) -> None:
+    def _check_owner(self, owner: str, group: list[DueRepo], pages: int, epoch: int, scope: Scope) -> None:
         """One listing of ``owner``'s models checks the group; repos that moved are polled."""
         try:
             try:
-                with self.hub.deadline(min(LISTING_DEADLINE, self.settings.hub_poll_deadline)):
+                with self.hub.deadline(min(LISTING_DEADLINE, self.settings.hub.poll_deadline)):
                     listing = self.hub.owner_heads(group[0].owner, max_pages=len(group) - 1)
             finally:
                 self.budget.unreserve("api", pages)
@@ -301,12 +340,12 @@ class Cycle:
             log.warning("listing the models of %s failed (%s); polling its %d repo(s) one by one", owner,
                         first_line(exc), len(group))
             for due in group:
-                self._run_poll(due, reserved=False, epoch=epoch)
+                self._run_poll(due, scope, reserved=False, epoch=epoch)
             return
         except Exception:
             log.exception("listing the models of %s failed", owner)
             for due in group:
-                self._run_poll(due, reserved=False, epoch=epoch)
+                self._run_poll(due, scope, reserved=False, epoch=epoch)
             return
         found = all(d.repo_id.lower() in listing.heads for d in group)
         # Pages this owner's check needs: more than the cap when the walk stopped short of a watched
@@ -328,25 +367,25 @@ class Cycle:
         for due in unchanged:
             self._done(due)
             self.metrics.poll_done(PollOutcome.UNCHANGED.value)
-            self.on_result(PollResult(repo=due.repo_id, status=PollOutcome.UNCHANGED))
+            scope.told(PollResult(repo=due.repo_id, status=PollOutcome.UNCHANGED))
         for due in moved:
-            self._run_poll(due, reserved=False, epoch=epoch)
+            self._run_poll(due, scope, reserved=False, epoch=epoch)
 
-    def _poll(self, due: DueRepo, reserved: bool, epoch: int) -> None:
+    def _poll(self, due: DueRepo, reserved: bool, epoch: int, scope: Scope) -> None:
         with self._lock:
             self._polls_queued -= 1
-        self._progressed.set()
-        self._run_poll(due, reserved=reserved, epoch=epoch)
+        self.progressed.set()
+        self._run_poll(due, scope, reserved=reserved, epoch=epoch)
 
-    def _run_poll(self, due: DueRepo, *, reserved: bool, epoch: int | None = None) -> None:
+    def _run_poll(self, due: DueRepo, scope: Scope, *, reserved: bool, epoch: int | None = None) -> None:
         """Poll one repo, schedule its next poll, free its lease; never raises."""
         try:
             if self.poller.stopping.is_set():
                 self.queue.release([due.pk], self.owner)
                 return
             try:
-                result = self.poller.poll_repo(due.repo_id, release=False, backfill=self._backfill,
-                                               progress=self._progress)
+                result = self.poller.poll_repo(due.repo_id, release=False, backfill=scope.backfill,
+                                               progress=scope.progress)
             except NotWatched:
                 return
             except Exception:  # a bug must cost this repo's poll only
@@ -362,7 +401,7 @@ class Cycle:
             else:
                 self.queue.finish(due, self.owner, next_at=self._after(due, result), now=self.clock(),
                                   epoch=epoch if result.status in CURRENT else None)
-            self.on_result(result)
+            scope.told(result)
         except Exception:
             log.exception("poll of %s: could not record it", due.repo_id)
         finally:
@@ -375,7 +414,7 @@ class Cycle:
             self.changes.break_chain(f"it named {str(sha)[:12]} as the head of {due.repo_id}, but the repo's HEAD "
                                      "still answers the revision read before", self.clock())
 
-    def _finish_vouched(self, vouched: list[DueRepo], epoch: int | None, now: datetime) -> None:
+    def _finish_vouched(self, vouched: list[DueRepo], epoch: int | None, now: datetime, scope: Scope) -> None:
         """Repos the change listing vouches for: unchanged, scheduled, at no request of their own."""
         if not vouched or epoch is None:
             return
@@ -389,7 +428,7 @@ class Cycle:
             return
         for due in vouched:
             self.metrics.poll_done(PollOutcome.UNCHANGED.value)
-            self.on_result(PollResult(repo=due.repo_id, status=PollOutcome.UNCHANGED))
+            scope.told(PollResult(repo=due.repo_id, status=PollOutcome.UNCHANGED))
 
     def evaluate_rules(self, now: datetime, *, limit: int | None = None, every: bool = False) -> int:
         """Evaluate the watch rules that are due (``every``: all of them), while the api budget has room; how many."""
@@ -405,7 +444,7 @@ class Cycle:
                 log.info("watch rule %d (%s) waits for the Hub budget", rule.id, rule.text)
                 break
             try:
-                with self.hub.deadline(min(LISTING_DEADLINE, self.settings.hub_poll_deadline)):
+                with self.hub.deadline(min(LISTING_DEADLINE, self.settings.hub.poll_deadline)):
                     self.rules.evaluate(rule, now)
             except TrackerError as exc:
                 log.warning("watch rule %d (%s): %s", rule.id, rule.text, first_line(exc))
@@ -414,162 +453,48 @@ class Cycle:
 
     def _listen_every(self) -> float:
         """Seconds between the daemon's walks of the change listing (0: only when cheaper than the due repos' checks)."""
-        return max(0.0, self.settings.poll_listen_every)
+        return max(0.0, self.settings.poll.listen_every)
 
-    def _vouch_for(self) -> float:
+    def vouch_for(self) -> float:
         """A repo is vouched for by a walk at most this old (the daemon; `tracker poll` walks once per run)."""
         return 2 * max(self._listen_every(), WALK_EVERY)
 
-    def _walk_due(self, state: ListingState, now: datetime) -> bool:
-        """Whether this tick walks: once per `tracker poll` (none for named repos); the daemon every ``listen_every``.
+    def walk_due(self, state: ListingState, now: datetime) -> bool:
+        """Whether the daemon's tick walks the change listing: every ``listen_every``.
 
         The daemon's walk is the firehose: whether or not any repo is due, every push to a watched
         repo on ``main`` is seen within ``listen_every`` and polled at once. With ``listen_every``
         "0s" it walks only when that is cheaper than checking the due repos on their own.
         """
-        if self._named:
-            return False
-        if self._once:
-            if self._walked:
-                return False
-            self._walked = True
-            return self._cheaper_than_checks(state, now)
         listen = self._listen_every()
         every = listen or WALK_EVERY
         if self._last_walk_at is not None and (now - self._last_walk_at).total_seconds() < every:
             return False
         if state.marks and (now - state.marks[-1].at).total_seconds() < every:
             return False  # another replica walked lately
-        return bool(listen) or self._cheaper_than_checks(state, now)
+        return bool(listen) or self.cheaper_than_checks(state, now)
 
-    def _cheaper_than_checks(self, state: ListingState, now: datetime) -> bool:
-        cost = self.queue.due_owners(now=now, limit=self.batch, only=self._only)
+    def cheaper_than_checks(self, state: ListingState, now: datetime, only: set[int] | None = None) -> bool:
+        """Whether walking the change listing costs less than checking the due repos (among ``only``) on their own."""
+        cost = self.queue.due_owners(now=now, limit=self.batch, only=only)
         return self.changes.worth_walking(state, now, cost)
 
-    def _maybe_walk(self, now: datetime, report: TickReport) -> ListingState:
-        """Walk the Hub-wide change listing when it is due (:meth:`_walk_due`) and within the api budget."""
+    def _maybe_walk(self, now: datetime, report: TickReport, scope: Scope) -> ListingState:
+        """Walk the Hub-wide change listing when ``scope`` says it is due and the api budget has room."""
         state = self.changes.load()
-        if not self._walk_due(state, now):
+        if not scope.walk_due(state, now):
             return state
         if self.budget.room("api") < self.changes.pages_expected(state, now):
             return state  # the owner listings and HEADs that fit the budget go first
         self._last_walk_at = now
         try:
-            with self.hub.deadline(min(LISTING_DEADLINE, self.settings.hub_poll_deadline)):
+            with self.hub.deadline(min(LISTING_DEADLINE, self.settings.hub.poll_deadline)):
                 walk = self.changes.walk(now, max_pages=int(self.budget.room("api") // 2))  # half: owner listings
         except TrackerError as exc:  # the database: the repos due are checked on their own
             log.warning("hub change listing: %s", first_line(exc))
             return state
         report.walk_pages = walk.pages
         return self.changes.load()
-
-    # -- one cycle (`tracker poll`) ---------------------------------------------------------------
-
-    def run_once(self, repo_ids: Iterable[str] | None = None, *, backfill: int = 0,
-                 progress: Callable[[int], object] | None = None) -> list[PollResult]:
-        """One cycle over every watched repo (or the ones named), all due now, then return a result per repo.
-
-        The daemon's cycle itself: claims (a repo another process is polling is skipped as busy),
-        the change listing, owner listings and HEADs as cheapest, the Hub budget (the run waits
-        for it), and the poll workers.
-        """
-        rows = self._rows_of(repo_ids)
-        results: dict[str, PollResult] = {}
-        collect_lock = threading.Lock()
-        previous = self.on_result
-
-        def collect(result: PollResult) -> None:
-            with collect_lock:
-                results.setdefault(result.repo, result)
-            previous(result)
-
-        now = self.clock()
-        self._budget_wait = 0.0
-        self._once, self._walked, self._run_started = True, False, now
-        self._only = {r.pk for r in rows} if repo_ids is not None else None
-        self._named = repo_ids is not None
-        self._backfill, self._progress = backfill, progress
-        self.on_result = collect
-        try:
-            self.queue.make_due([r.pk for r in rows], now=now)
-            self._tick_until_done(rows, results)
-        finally:
-            while self.in_flight():  # a stop mid-run: the polls in hand finish before the run returns
-                self._await_progress()
-            self.on_result = previous
-            self._once, self._only, self._backfill, self._progress = False, None, 0, None
-            self._named = False
-        stopped = self.poller.stopping.is_set()
-        return [results.get(r.repo_id) or (self._interrupted(r) if stopped else self._not_polled(r)) for r in rows]
-
-    @staticmethod
-    def _interrupted(row: RepoRow) -> PollResult:
-        """The result of a repo a stopped run never reached (Ctrl-C on `tracker poll`): still due, read next time."""
-        return PollResult(repo=row.repo_id, status=PollOutcome.DEFERRED, error=NOT_POLLED_INTERRUPTED)
-
-    def _rows_of(self, repo_ids: Iterable[str] | None) -> list[RepoRow]:
-        """The watched repos a run covers: all (the rules evaluated first), or the ones named (NotWatched)."""
-        if repo_ids is None:  # a cycle over the whole watch list: the rules say what it holds first
-            self.evaluate_rules(self.clock(), every=True)
-        rows = self.store.repos.all()
-        if repo_ids is None:
-            return rows
-        by_id: dict[str, RepoRow] = {r.repo_id: r for r in rows}
-        wanted = list(dict.fromkeys(repo_ids))
-        for repo_id in wanted:
-            if repo_id not in by_id:
-                raise NotWatched(repo_id)
-        return [by_id[r] for r in wanted]
-
-    def _tick_until_done(self, rows: list[RepoRow], results: dict[str, PollResult]) -> None:
-        """Tick until every row has a result, nothing more can be claimed, or the budget would wait too long."""
-        while not self.poller.stopping.is_set():
-            self._progressed.clear()
-            report = self.tick()
-            while self.in_flight() and self._queued() >= self.workers:
-                self._await_progress()
-            if report.claimed:
-                continue
-            if self.in_flight():  # nothing new is claimable before a poll ends: no claim query meanwhile
-                self._await_progress()
-                continue
-            if all(r.repo_id in results for r in rows):
-                return
-            if not self.queue.claimable(now=self.clock(), only=self._only):
-                return  # what is left is leased by another process, or deferred by the Hub
-            wait = max(self.budget.wait_for("resolvers", 1), self.budget.wait_for("api", 1))
-            if wait <= 0 or wait > self.settings.hub_max_wait:
-                self._budget_wait = wait
-                return  # nothing claimable now, or the Hub's budget is spent for longer than we wait inline
-            self.sleep(min(wait, 5.0))
-
-    def _await_progress(self) -> None:
-        """Until a poll starts or finishes (or IDLE_WAIT passes, for time-driven changes), not spinning."""
-        self._progressed.wait(IDLE_WAIT)
-        self._progressed.clear()
-
-    def _queued(self) -> int:
-        with self._lock:
-            return self._polls_queued
-
-    def _not_polled(self, row: RepoRow) -> PollResult:
-        """The result of a repo this run could not claim: another process holds it, or the Hub deferred it."""
-        result = PollResult(repo=row.repo_id, status=PollOutcome.BUSY)
-        fresh = self.store.repos.get(row.repo_id) or row
-        now = self.clock()
-        if fresh.defer_until is not None and fresh.defer_until > now:
-            result.status = PollOutcome.DEFERRED
-            result.error = f"rate limited until {fresh.defer_until.isoformat(timespec='seconds')}"
-            return result
-        owner, until = self.store.schedule.lease_of(fresh.pk)
-        if owner is None:
-            result.status = PollOutcome.DEFERRED
-            result.error = (f"not polled: the Hub request budget is spent for {self._budget_wait:.0f}s; "
-                            "the next cycle polls it")
-            return result
-        result.error = (f"being polled by another process ({owner or '?'}, lease until "
-                        f"{until.isoformat(timespec='seconds') if until else '?'}); skipped")
-        return result
 
     def _after(self, due: DueRepo, result: PollResult) -> datetime:
         now = self.clock()
@@ -648,14 +573,14 @@ class Cycle:
         """(repos watched, their most common interval, whether they all share it)."""
         counts = Counter(self.interval(repo_id, every) for repo_id, _branch, every in self.queue.schedule())
         if not counts:
-            return 0, self.settings.poll_every, True
+            return 0, self.settings.poll.every, True
         typical = counts.most_common(1)[0][0]
         return sum(counts.values()), typical, len(counts) == 1
 
     # -- lifecycle ----------------------------------------------------------------------------
 
     def close(self) -> None:
-        """After :meth:`run_once`: free the workers and the leases (the Poller keeps running)."""
+        """After a `tracker poll` run: free the workers and the leases (the Poller keeps running)."""
         self.pool.shutdown(wait=True)
         try:
             self.queue.release_all(self.owner)
@@ -688,4 +613,4 @@ def about(seconds: float) -> str:
     return f"{mins}m"
 
 
-__all__ = ["Cycle", "TickReport", "about"]
+__all__ = ["Cycle", "Scope", "TickReport", "about"]

@@ -140,7 +140,7 @@ class Poller:
                 return result
             started = self.clock()
             try:
-                with self.hub.deadline(self.settings.hub_poll_deadline):
+                with self.hub.deadline(self.settings.hub.poll_deadline):
                     self._poll_guarded(repo, result, backfill=backfill, progress=progress)
             except StoreBusy as exc:
                 result.status, result.error = PollOutcome.BUSY, first_line(exc)
@@ -173,7 +173,7 @@ class Poller:
 
     def _lease(self, repo: RepoRow) -> bool:
         now = self.clock()
-        until = now + timedelta(seconds=self.settings.hub_poll_deadline + LEASE_MARGIN_SECONDS)
+        until = now + timedelta(seconds=self.settings.hub.poll_deadline + LEASE_MARGIN_SECONDS)
         if self.store.schedule.acquire_lease(repo.pk, self.owner, now=now, until=until):
             return True
         # A lease left by a process of this host that is gone (killed) is free now, not at expiry.
@@ -196,7 +196,7 @@ class Poller:
         try:
             self._poll(repo, result, backfill=backfill, progress=progress)
         except HubRateLimited as exc:
-            wait = min(exc.retry_after or self.settings.poll_every, self.settings.hub_max_defer)
+            wait = min(exc.retry_after or self.settings.poll.every, self.settings.hub.max_defer)
             self.store.repos.update(repo.pk, defer_until=now + timedelta(seconds=wait), last_error=first_line(exc),
                                    unreachable_since=None)
             result.status, result.error = PollOutcome.DEFERRED, first_line(exc)
@@ -299,7 +299,7 @@ class Poller:
                                                                            now=self.clock())
                 result.status = PollOutcome.BASELINE
             else:
-                limit = self.settings.poll_max_new_commits
+                limit = self.settings.poll.max_new_commits
                 listing = self.hub.commits_since(repo.repo_id, repo.branch, repo.last_seen_sha, limit=limit + 1)
                 parent: CommitSha | None
                 if listing.truncated or (listing.reached_since and len(listing.commits) > limit):
@@ -364,7 +364,7 @@ class Poller:
         new = self.store.revisions.record_listing(repo, between, parent=last, baseline=False, backlog=True,
                                                   now=self.clock())
         new += self.store.revisions.record_listing(repo, [head], parent=last, baseline=False, now=self.clock())
-        limit = self.settings.poll_max_new_commits
+        limit = self.settings.poll.max_new_commits
         log.warning("%s: %s%d new commits (more than [poll] max_new_commits = %d): reading the head %s now, "
                     "the rest in the background", repo.repo_id, "" if listing.reached_since else "over ",
                     len(commits), limit, head.sha[:12])

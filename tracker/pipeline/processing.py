@@ -206,14 +206,15 @@ class Processor:
 
     def sources(self, repo_id: RepoId, *, old: Side | None, new: Side, strict: bool = False) -> HubSources:
         """The reads of one revision's analysis, with a fresh budget (``[limits] revision_*``)."""
-        budget = RevisionBudget(requests=self.settings.revision_requests,
-                                header_bytes=self.settings.revision_header_bytes,
-                                cpu_seconds=self.settings.revision_cpu)
+        budget = RevisionBudget(requests=self.settings.limits.revision_requests,
+                                header_bytes=self.settings.limits.revision_header_bytes,
+                                cpu_seconds=self.settings.limits.revision_cpu)
         sources = HubSources(self.hub, self.store.blobs, repo_id, {"old": old, "new": new},
-                             max_file_bytes=self.settings.max_file_bytes,
-                             max_header_bytes=self.settings.max_header_bytes, now=self.clock, strict=strict,
+                             max_file_bytes=self.settings.limits.max_file_bytes,
+                             max_header_bytes=self.settings.limits.max_header_bytes, now=self.clock, strict=strict,
                              budget=budget)
-        sources.weight_compare = (self.settings.weight_compare_requests, self.settings.weight_compare_bytes)
+        limits = self.settings.limits
+        sources.weight_compare = (limits.weight_compare_requests, limits.weight_compare_bytes)
         return sources
 
     def analyse(self, repo_id: RepoId, old: Side | None, new: Side, *,
@@ -389,7 +390,7 @@ class Processor:
         reach = self.store.advisories.reach(repo.pk, [sha or "", *(a.revision_sha or "" for a in advisories)])
         return AdvisoryContext(
             repo_id=repo.repo_id, endpoint=self.hub.endpoint, tracker_url=self.settings.public_url,
-            min_severity=self.settings.min_advisory_severity, advisories=advisories, now=now, reach=reach,
+            min_severity=self.settings.advisories.min_severity, advisories=advisories, now=now, reach=reach,
             snapshots=snapshots, diff_bases=diff_bases, commits=commits,
             inherited_ids=reads.kind(repo.pk, AdvisoryKind.INHERITED.value, self.store.advisories.versions_of_kind(
                 repo.pk, AdvisoryKind.INHERITED.value)),
@@ -406,7 +407,7 @@ class Processor:
         newer commit are read first, and the rest a few at a time, poll after poll.
         """
         done = 0
-        allowance = self.settings.poll_backlog_per_poll if backlog is None else backlog
+        allowance = self.settings.poll.backlog_per_poll if backlog is None else backlog
         for revision in self.store.revisions.pending(repo.pk):
             if should_stop():
                 break
@@ -435,12 +436,12 @@ class Processor:
         file list cannot be read, so that later revisions are not held behind it. Anything wrong
         with the content itself is a finding on the revision.
         """
-        strict = revision.attempts + 1 < self.settings.poll_max_attempts
+        strict = revision.attempts + 1 < self.settings.poll.max_attempts
         try:
             return self._process(repo, revision, strict=strict)
         except (HubUnavailable, HubRateLimited) as exc:
             attempts = self.store.revisions.note_attempt(revision.pk, _one_line(exc))
-            if attempts >= self.settings.poll_max_attempts and not strict:
+            if attempts >= self.settings.poll.max_attempts and not strict:
                 self.store.revisions.mark(revision.pk, RevisionStatus.UNREACHABLE)
                 log.warning("%s@%s: given up after %d attempts: %s", repo.repo_id, revision.sha[:12], attempts,
                             _one_line(exc))

@@ -288,7 +288,7 @@ def _api_state(tracker: Tracker, options: AppOptions) -> ApiState:
         webhook_secret=options.get("webhook_secret"),
         poll_soon=options.get("poll_soon") or tracker.poll_soon,
         scheduler_running=options.get("scheduler_running"),
-        gate=OnDemandGate(settings.api_on_demand_reads, settings.api_on_demand_per_client),
+        gate=OnDemandGate(settings.api.on_demand_reads, settings.api.on_demand_per_client),
         tokens=tracker.tokens, pages=tracker.store.pages)
 
 
@@ -332,7 +332,7 @@ def create_app(tracker: Tracker | Settings, **options: Unpack[AppOptions]) -> Fa
     """
     settings = tracker if isinstance(tracker, Settings) else tracker.settings
     if "webhook_secret" not in options:
-        options = {**options, "webhook_secret": settings.hub_webhook_secret}
+        options = {**options, "webhook_secret": settings.hub.webhook_secret}
     # /docs is a static page (tracker/surfaces/web): Swagger UI would load its script from a CDN.
     app = FastAPI(title="upstream-tracker", version="1", docs_url=None, redoc_url=None, lifespan=_lifespan)
     app.state.options = options
@@ -361,7 +361,7 @@ def _install_middleware(app: FastAPI, settings: Settings, options: AppOptions) -
         return ApiState.of(app.state).token_name(token) is not None
 
     app.add_middleware(BodyGate, webhook_secret=options.get("webhook_secret"), token_valid=token_valid)
-    if settings.api_read_requires_token:
+    if settings.api.read_requires_token:
         app.add_middleware(ReadGuard, check=token_valid)
     hosts = served_hosts(settings, options.get("bind_host"))
     if hosts is not None:

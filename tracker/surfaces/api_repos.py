@@ -294,7 +294,7 @@ def served_hosts(settings: Any, bind_host: str | None) -> list[str] | None:
     is set) any; else the address served on and localhost. An app built without ``bind_host`` (in
     process, as tests do) checks only what ``allowed_hosts`` names.
     """
-    configured = list(getattr(settings, "api_allowed_hosts", ()) or ())
+    configured = list(getattr(getattr(settings, "api", None), "allowed_hosts", ()) or ())
     if configured:
         return [_host_pattern(h) for h in configured]
     if getattr(settings, "public_url", None) or bind_host is None:

@@ -92,7 +92,7 @@ class Daemon:
         self.cycle = tracker.new_cycle(on_result=self._report)
         self.queue = tracker.queue
         # One summary per cycle, or every 10 minutes when cycles are longer: never silent for longer.
-        self.heartbeat_every = min(clamp_interval(tracker.settings.poll_every), HEARTBEAT_MAX_SECONDS)
+        self.heartbeat_every = min(clamp_interval(tracker.settings.poll.every), HEARTBEAT_MAX_SECONDS)
 
     def _report(self, result: PollResult) -> None:
         self.heartbeat.add(result)
@@ -187,7 +187,7 @@ def run_daemon(tracker: Tracker, scheduler: BackgroundScheduler, *, host: str, p
     # the signal it caught, which then lands here instead of killing the process mid-drain.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, on_signal)
-    with sqlite_single_daemon(tracker.settings.database_url):
+    with sqlite_single_daemon(tracker.settings.database.url):
         _run(Daemon(tracker, scheduler), stop, host=host, port=port, api=api)
 
 
@@ -211,10 +211,10 @@ def _run(daemon: Daemon, stop: threading.Event, *, host: str, port: int, api: bo
         tracker.poller.stopping.set()
         drain = threading.Thread(target=_drain, args=(daemon, sender), name="drain", daemon=True)
         drain.start()
-        drain.join(tracker.settings.poll_shutdown_grace)
+        drain.join(tracker.settings.poll.shutdown_grace)
         if drain.is_alive():
             log.warning("stopping: polls still in hand after %gs; exiting, their revisions stay pending",
-                        tracker.settings.poll_shutdown_grace)
+                        tracker.settings.poll.shutdown_grace)
             logging.shutdown()
             os._exit(0)
         log.info("stopped")

@@ -185,10 +185,10 @@ def start_line(tracker: Tracker, *, api: tuple[str, int] | None, polling: bool =
 
     count = len(tracker.store.repos.all()) if watched is None else watched
     where = f"http://{f'[{api[0]}]' if ':' in api[0] else api[0]}:{api[1]}" if api else "off (--no-api)"
-    places = (f"database {describe_url(tracker.settings.database_url)}, Hub {tracker.hub.endpoint}, "
+    places = (f"database {describe_url(tracker.settings.database.url)}, Hub {tracker.hub.endpoint}, "
               f"API {where}")
     if polling:
-        return (f"tracker started: polling {count} repo(s) (every {format_duration(tracker.settings.poll_every)} "
+        return (f"tracker started: polling {count} repo(s) (every {format_duration(tracker.settings.poll.every)} "
                 f"unless set per repo), {places}")
     return f"tracker serving the API (no polling here): {count} repo(s) watched, {places}"
 

@@ -218,7 +218,7 @@ def assess(rows: Sequence[RepoHealthRow], deliveries: DeliveryBacklog, *, now: d
 
 def gather(tracker: Tracker, *, max_cycles: int = DEFAULT_MAX_CYCLES) -> StatusReport:
     reads = tracker.store.health
-    return assess(reads.repos(), reads.deliveries(), now=tracker.clock(), default_every=tracker.settings.poll_every,
+    return assess(reads.repos(), reads.deliveries(), now=tracker.clock(), default_every=tracker.settings.poll.every,
                   max_cycles=max_cycles)
 
 

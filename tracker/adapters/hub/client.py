@@ -155,16 +155,16 @@ class HubClient(HubTransport):
     def from_settings(cls, settings: Settings, **overrides: Any) -> HubClient:
         """The client ``[hub]`` describes (``overrides``: e.g. ``sleep`` in tests)."""
         options: dict[str, Any] = {
-            "timeout": settings.hub_timeout,
-            "max_retries": settings.hub_max_retries,
-            "max_wait": settings.hub_max_wait,
-            "max_defer": settings.hub_max_defer,
-            "request_deadline": settings.hub_request_deadline,
-            "max_api_bytes": settings.hub_max_api_bytes,
-            "max_pages": settings.hub_max_pages,
+            "timeout": settings.hub.timeout,
+            "max_retries": settings.hub.max_retries,
+            "max_wait": settings.hub.max_wait,
+            "max_defer": settings.hub.max_defer,
+            "request_deadline": settings.hub.request_deadline,
+            "max_api_bytes": settings.hub.max_api_bytes,
+            "max_pages": settings.hub.max_pages,
         }
         options.update(overrides)
-        return cls(settings.hub_endpoint, **options)
+        return cls(settings.hub.endpoint, **options)
 
     # -- URLs ---------------------------------------------------------------------------------
 

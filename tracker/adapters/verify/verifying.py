@@ -45,25 +45,25 @@ class VerifyOptions:
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> VerifyOptions:
         options = cls(
-            endpoint=settings.hub_endpoint,
+            endpoint=settings.hub.endpoint,
             cache_dir=cache_dir(settings),
-            max_bytes=settings.verify_max_bytes,
-            max_params=settings.verify_max_params,
-            samples=settings.verify_samples,
-            device=settings.verify_device,
-            limits=Limits(settings.verify_max_memory, settings.verify_max_cpu, settings.verify_timeout),
+            max_bytes=settings.verify.max_bytes,
+            max_params=settings.verify.max_params,
+            samples=settings.verify.samples,
+            device=settings.verify.device,
+            limits=Limits(settings.verify.max_memory, settings.verify.max_cpu, settings.verify.timeout),
         )
         return replace(options, **{k: v for k, v in overrides.items() if v is not None})
 
 
 def cache_dir(settings: Settings) -> Path:
     """``[verify] cache_dir``, else ``verify-cache/`` beside the SQLite database, else ``data/verify-cache``."""
-    if settings.verify_cache_dir:
-        return Path(settings.verify_cache_dir)
+    if settings.verify.cache_dir:
+        return Path(settings.verify.cache_dir)
     if settings.is_sqlite:
         from sqlalchemy.engine import make_url
 
-        database = make_url(settings.database_url).database
+        database = make_url(settings.database.url).database
         if database and database != ":memory:":
             return Path(database).parent / "verify-cache"
     return Path("data") / "verify-cache"

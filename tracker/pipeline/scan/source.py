@@ -183,6 +183,21 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+class ScanHubSection(Protocol):
+    """``[hub]``: the Hub budget of a run."""
+
+    @property
+    def budget_api_per_5min(self) -> int: ...
+    @property
+    def budget_resolvers_per_5min(self) -> int: ...
+
+
+class ScanDatabaseSection(Protocol):
+    """``[database]``, a dataclass, so that a scratch tracker's can name its own database."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+
 class ScanSettings(Protocol):
     """What the scan reads of the settings (``tracker.adapters.settings.Settings``): the Hub budget of a run, and
     a dataclass's fields, so that a scratch tracker's settings are the same but for their own database."""
@@ -190,9 +205,9 @@ class ScanSettings(Protocol):
     __dataclass_fields__: ClassVar[dict[str, Any]]
 
     @property
-    def hub_budget_api(self) -> int: ...
+    def hub(self) -> ScanHubSection: ...
     @property
-    def hub_budget_resolvers(self) -> int: ...
+    def database(self) -> ScanDatabaseSection: ...
 
 
 # The composition root's make_tracker, handed in by the command (the pipeline does not import the root).
@@ -246,7 +261,8 @@ class AdvisorySource:
                 self._dir = Path(tempfile.mkdtemp(prefix="tracker-scan-"))
             url = f"sqlite:///{self._dir}/scratch-{len(self._scratch)}.sqlite3"
             # the scratch tracker opens its store, and closes it with itself
-            scratch = self.new_tracker(dataclasses.replace(self.settings, database_url=url), hub=self._hub)
+            own = dataclasses.replace(self.settings.database, url=url)
+            scratch = self.new_tracker(dataclasses.replace(self.settings, database=own), hub=self._hub)
             self._hub = scratch.hub
             self._scratch.append(scratch)
             return scratch
@@ -268,11 +284,11 @@ class AdvisorySource:
         if not counts:
             return None
         api, resolvers = counts.get("api", 0), counts.get("resolvers", 0)
-        if api < self.settings.hub_budget_api and resolvers < self.settings.hub_budget_resolvers:
+        if api < self.settings.hub.budget_api_per_5min and resolvers < self.settings.hub.budget_resolvers_per_5min:
             return None
         return (f"not read from the Hub: this run has sent its Hub request budget ({api} api and {resolvers} "
-                f"resolvers requests; [hub] budget_api_per_5min = {self.settings.hub_budget_api}, "
-                f"budget_resolvers_per_5min = {self.settings.hub_budget_resolvers}): watch the repo, "
+                f"resolvers requests; [hub] budget_api_per_5min = {self.settings.hub.budget_api_per_5min}, "
+                f"budget_resolvers_per_5min = {self.settings.hub.budget_resolvers_per_5min}): watch the repo, "
                 "or run again later")
 
     # -- the lookup -------------------------------------------------------------------------------

@@ -125,7 +125,7 @@ def serve(obj: Context, host: str | None, port: int | None) -> None:
     from tracker.surfaces.cli.listen import check_listen, serve_app
     from tracker.surfaces.logs import start_line
 
-    host, port = host or obj.settings.api_host, port or obj.settings.api_port
+    host, port = host or obj.settings.api.host, port or obj.settings.api.port
     check_listen(host, port)  # a busy port: one line and exit 1, before anything starts
 
     def opened(tracker: Tracker) -> None:

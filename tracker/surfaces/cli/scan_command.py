@@ -43,7 +43,7 @@ def has_store(settings: Settings) -> bool:
 
     A scan in CI should not leave a database behind in the checkout it scans.
     """
-    url = settings.database_url
+    url = settings.database.url
     if not url.startswith("sqlite"):
         return True
     database = url.split(":///", 1)[1] if ":///" in url else ""
@@ -91,7 +91,7 @@ def run_scan(path: Path, *, settings: Settings, user_tracker: Callable[[], Track
 
 def hub_url(settings: Settings) -> str:
     """Where the models live, for the BOM's links: the configured Hub (a mirror, the stand-in) or huggingface.co."""
-    return settings.hub_endpoint or "https://huggingface.co"
+    return settings.hub.endpoint or "https://huggingface.co"
 
 
 def bom_models(report: ScanReport) -> list[BomModel]:

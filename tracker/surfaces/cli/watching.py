@@ -37,7 +37,7 @@ def init(obj: Context) -> None:
     """Create or migrate the database schema (needed for PostgreSQL; SQLite does it itself)."""
     from tracker.adapters.store.db import make_engine, schema_status, upgrade_schema
 
-    engine = make_engine(obj.settings.database_url)
+    engine = make_engine(obj.settings.database.url)
     before, head = schema_status(engine)
     upgrade_schema(engine)
     where = engine.url.render_as_string(hide_password=True)
@@ -94,7 +94,7 @@ def watch_add(  # noqa: PLR0913
         verb = "watching" if watched.created else "updated" if branch or seconds else "already watching"
         row = watched.repo
         click.echo(f"{verb} {repo_id} ({row.branch}, every "
-                   f"{format_duration(row.every_seconds or obj.settings.poll_every)})")
+                   f"{format_duration(row.every_seconds or obj.settings.poll.every)})")
     if with_base and not _watch_bases(tracker, list(dict.fromkeys(valid)), branch=branch or "main", every=seconds):
         sys.exit(1)
 
@@ -182,8 +182,8 @@ def watch_list(tracker: Tracker, as_json: bool) -> None:
         emit_json([
             {
                 "repo": r.repo_id, "branch": r.branch,
-                "every": format_duration(r.every_seconds or tracker.settings.poll_every),
-                "every_seconds": r.every_seconds or tracker.settings.poll_every,
+                "every": format_duration(r.every_seconds or tracker.settings.poll.every),
+                "every_seconds": r.every_seconds or tracker.settings.poll.every,
                 "state": r.state, "last_seen_sha": r.last_seen_sha, "renamed_to": r.renamed_to,
                 "last_polled_at": iso(r.last_polled_at), "last_error": r.last_error, "rule": r.rule_id,
                 "rule_terms": terms.get(r.rule_id) if r.rule_id is not None else None,
@@ -197,7 +197,7 @@ def watch_list(tracker: Tracker, as_json: bool) -> None:
     click.echo(f"{'REPO':45} {'BRANCH':10} {'EVERY':6} {'STATE':9} {'HEAD READ':13} LAST POLLED")
     for r in rows:
         click.echo(
-            f"{r.repo_id:45} {r.branch:10} {format_duration(r.every_seconds or tracker.settings.poll_every):6} "
+            f"{r.repo_id:45} {r.branch:10} {format_duration(r.every_seconds or tracker.settings.poll.every):6} "
             f"{r.state:9} {(r.last_seen_sha or '-')[:12]:13} {minute(r.last_polled_at) or 'never'}"
             + (f"  (rule {r.rule_id})" if r.rule_id is not None else "")
         )
@@ -321,7 +321,7 @@ def run(obj: Context, host: str | None, port: int | None, no_api: bool, log_form
         from tracker.surfaces.logs import setup_logging
 
         setup_logging(obj.verbose, log_format, talkative=True)
-    host, port = host or obj.settings.api_host, port or obj.settings.api_port
+    host, port = host or obj.settings.api.host, port or obj.settings.api.port
     if not no_api:
         from tracker.surfaces.cli.listen import check_listen
 

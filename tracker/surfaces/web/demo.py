@@ -279,15 +279,23 @@ def run_demo(*, host: str = "127.0.0.1", port: int = 8080, keep: Path | None = N
     url = f"http://{host}:{port}"
     work = keep or Path(tempfile.mkdtemp(prefix="tracker-demo-"))
     _hermetic_environment(work)
-    from tracker.adapters.settings import DeliverySettings, Settings
+    from tracker.adapters.settings import (
+        ApiSettings,
+        DatabaseSettings,
+        DeliverySettings,
+        HubSettings,
+        OsvSettings,
+        Settings,
+    )
     from tracker.app import make_tracker
 
     hub = alerts = tracker = sender = None
     try:
         hub = HubStandin(work / "hub", host="127.0.0.1").start()
         alerts = AlertLog(say).start()
-        settings = Settings(database_url=f"sqlite:///{work}/tracker.sqlite3", hub_endpoint=hub.url,
-                            hub_timeout=30.0, api_public_url=url, osv_api_url=None,
+        settings = Settings(database=DatabaseSettings(url=f"sqlite:///{work}/tracker.sqlite3"),
+                            hub=HubSettings(endpoint=hub.url, timeout=30.0), api=ApiSettings(public_url=url),
+                            osv=OsvSettings(api_url=None),
                             delivery=DeliverySettings(allow_hosts=("127.0.0.1",), timeout=30.0))
         tracker = make_tracker(settings, auto_upgrade=True)
         say(f"Hub stand-in at {hub.url}; tracker database {work / 'tracker.sqlite3'}")
