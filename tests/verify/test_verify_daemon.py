@@ -30,8 +30,7 @@ SCHEMA = Path("/work/shared/osv/osv-schema.json")
 
 def tracker_for(hub: HubStandin, folder: Path, **verify):
     settings = Settings(database={"url": f"sqlite:///{folder}/tracker.sqlite3"}, hub={"endpoint": hub.url},
-                        verify={"enabled": True, "samples": 8, "cache_dir": str(folder / "verify-cache")},
-                        **verify)
+                        verify={"enabled": True, "samples": 8, "cache_dir": str(folder / "verify-cache"), **verify})
     client = HubClient(settings.hub.endpoint, timeout=30.0, sleep=lambda _seconds: None)
     return make_tracker(settings, hub=client)
 
@@ -113,7 +112,7 @@ def test_a_verification_over_the_memory_cap_is_one_line_and_the_daemon_carries_o
     files = {"config.json": repos.json_bytes(config), "model.safetensors": safetensors_bytes(8)}
     files.update({name: repos.minilm_dir() / name for name in repos.TOKENIZER_FILES})
     with HubStandin(tmp_path / "hub") as hub, \
-            tracker_for(hub, tmp_path, verify={"max_memory": int(1.5 * 1024**3)}) as tracker:
+            tracker_for(hub, tmp_path, max_memory=int(1.5 * 1024**3)) as tracker:
         with caplog.at_level(logging.WARNING, logger="tracker.pipeline.verification"):
             sha = history(hub, tracker, "t/memory", files, {"model.safetensors": safetensors_bytes(9)})
         (line,) = [r.getMessage() for r in caplog.records if r.name == "tracker.pipeline.verification"]
