@@ -159,6 +159,8 @@ class PageReads:
         out = []
         for r in rows:
             figures = {key: getattr(r, f"est_{key}") for key in CHART_KEYS}
+            if figures["supported"] is not None:  # SQLite's JSON path gives a true as 1
+                figures["supported"] = bool(figures["supported"])
             estimate = stored.estimate_of(r.sha, figures) if any(v is not None for v in figures.values()) else None
             out.append(TimelineRevision(sha=r.sha, seq=r.seq, date=r.date, title=r.title, status=r.status,
                                         baseline=bool(r.baseline), findings=stored.findings_of(r.sha, r.findings) or (),
