@@ -14,7 +14,17 @@ from tracker.adapters.store import open_store, schema_status
 from tracker.adapters.store.db import make_engine, upgrade_schema
 from tracker.core.advisory.record import to_osv
 from tracker.core.errors import AdvisoryConflict, SchemaBehind
-from tracker.core.model import Commit, CommitSha, FileEntry, Finding, RepoId, RepoState, Severity, Snapshot, StoredEstimate
+from tracker.core.model import (
+    Commit,
+    CommitSha,
+    FileEntry,
+    Finding,
+    RepoId,
+    RepoState,
+    Severity,
+    Snapshot,
+    StoredEstimate,
+)
 from tracker.core.report import AdvisoryWrite, EventReport, RevisionReport
 
 NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)

@@ -58,7 +58,7 @@ def test_a_hostile_revision_is_completed_with_findings_and_the_neighbours_are_re
     hostile = tracker.store.revisions.get(tracker.store.repos.get(HOSTILE).pk, bad)
     assert hostile.status == "done" and hostile.findings
     # Every analyser bounded its own parse: nothing fell through to the orchestrator's last resort.
-    assert [f["summary"] for f in hostile.findings if f["code"] == "analysis.failed"] == []
+    assert [f.summary for f in hostile.findings if f.code == "analysis.failed"] == []
     assert tracker.store.revisions.get(tracker.store.repos.get(FINE).pk, good).status == "done"
     assert json.dumps(hostile.findings, allow_nan=False)  # stored strict JSON
 

@@ -14,7 +14,17 @@ from pathlib import Path
 
 from tracker.adapters.store import SqlStore
 from tracker.core.estimate import estimate
-from tracker.core.model import Commit, CommitSha, FileEntry, Finding, RawDiff, RepoId, Severity, Snapshot, StoredEstimate
+from tracker.core.model import (
+    Commit,
+    CommitSha,
+    FileEntry,
+    Finding,
+    RawDiff,
+    RepoId,
+    Severity,
+    Snapshot,
+    StoredEstimate,
+)
 from tracker.core.report import AdvisoryWrite, RevisionReport
 
 E5_CONFIG = Path(__file__).resolve().parents[1] / "fixtures" / "configs" / "intfloat__multilingual-e5-large.json"
