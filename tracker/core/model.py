@@ -446,8 +446,8 @@ class StoredEstimate:
                 _expect(key, value, bool, none=key == "supported")
             elif key in _TEXTS:
                 _expect(key, value, str)
-            elif key in _COUNTS:
-                _expect(key, value, int)
+            elif key in _COUNTS:  # a config may say 2048.0: kept as it is, a whole number all the same
+                _expect(key, value, int if not (isinstance(value, float) and value.is_integer()) else float)
             elif key in _SIZES:
                 _expect(key, value, (float, int, str))
             elif key == "cards":
