@@ -172,7 +172,7 @@ def test_squash_with_the_same_content_is_a_rewrite_without_changes(hub_standin, 
     assert event.detail["unreachable_revisions"] == sorted([first, second])
     row = tracker.store.revisions.get(tracker.store.repos.get(REPO).pk, squashed)
     assert row.diff.files == {"added": [], "removed": [], "changed": []}
-    assert row.findings == []
+    assert row.findings == ()
 
 
 def test_rewrite_with_new_content_is_diffed_against_the_last_revision_read(hub_standin, watched):

@@ -625,8 +625,8 @@ def test_minilm_layers_change_reruns_the_estimator_and_a_config_behind_its_weigh
         f"parameters 22,713,216 -> {big:,}", 22_713_216, big)
     assert up.one(grown, "weights.tensors_added")["evidence"]["count"] == 96
     estimate = up.row(grown).estimate
-    assert (estimate["params"], estimate["checkpoint_params"], estimate["checkpoint_note"]) == (big, big, None)
-    assert estimate["delta"]["params"] == {"before": 22_713_216, "after": big}
+    assert (estimate.params, estimate.checkpoint_params, estimate.checkpoint_note) == (big, big, None)
+    assert estimate.delta["params"] == {"before": 22_713_216, "after": big}
 
     # The config goes back to 6 layers while the weights keep 12: the checkpoint no longer matches the graph.
     assert up.codes(behind) == [("estimate.checkpoint_mismatch", "critical"), ("config.shape_changed", "high"),
@@ -636,7 +636,7 @@ def test_minilm_layers_change_reruns_the_estimator_and_a_config_behind_its_weigh
                                    "config says 6 layers, weights hold 12")
     assert (mismatch["before"], mismatch["after"]) == (22_713_216, big)
     estimate = up.row(behind).estimate
-    assert (estimate["params"], estimate["checkpoint_params"], estimate["checkpoint_note"]) == (
+    assert (estimate.params, estimate.checkpoint_params, estimate.checkpoint_note) == (
         22_713_216, big, "config says 6 layers, weights hold 12")
     assert up.row(behind).worst_severity == "critical"
 
