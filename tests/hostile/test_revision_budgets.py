@@ -217,10 +217,10 @@ def test_past_the_cpu_budget_nothing_more_is_started_and_the_revision_completes(
         row = two_revisions(hub_standin, tracker, "acme/sd3-slow", diffusers_pipeline(spiece_model()),
                             diffusers_pipeline(spiece_model(PIECES[::-1])))
     [finding] = row.findings  # the diff was made; no analysis was started after it
-    assert (finding["code"], finding["severity"], finding["summary"]) == (
+    assert (finding.code, finding.severity.value, finding.summary) == (
         "analysis.budget_exceeded", "high", "the revision's budget of 1e-06 s of CPU time ([limits] revision_cpu) ran "
         "out: 17 skipped (the files analysis; the config analysis; the generation analysis; and 14 more)")
-    assert finding["evidence"]["skipped"][-3:] == ["the diffusers analysis", "the exports analysis", "the estimate"]
+    assert finding.evidence["skipped"][-3:] == ["the diffusers analysis", "the exports analysis", "the estimate"]
 
 
 def test_a_header_over_the_memory_budget_is_skipped_and_named(hub_standin, tmp_path):
