@@ -36,7 +36,7 @@ from tracker.adapters.store import SqlStore, open_store
 from tracker.core.bounded import json_object
 from tracker.core.errors import HubUnavailable, NotWatched
 from tracker.core.findings.rules import SeverityRules
-from tracker.core.model import RepoId, RepoRow
+from tracker.core.model import RepoId, RepoRow, StoredEstimate
 from tracker.pipeline.coalescing import PollCoalescer
 from tracker.pipeline.cycle import Cycle
 from tracker.pipeline.poll_run import PollRun
@@ -157,7 +157,7 @@ class Tracker:
         return sha, self.hub.snapshot(repo_id, sha)
 
     def analyse(self, repo_id: RepoId, old: Side | None, new: Side, *,
-                old_estimate: dict[str, Any] | None = None) -> Analysis:
+                old_estimate: StoredEstimate | None = None) -> Analysis:
         return self.processor.analyse(repo_id, old, new, old_estimate=old_estimate)
 
     def config_and_headers(self, repo_id: RepoId, side: Side) -> tuple[Any, dict[str, Any]]:

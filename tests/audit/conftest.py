@@ -100,8 +100,8 @@ def machine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Machine]:
         for sha in chat:
             revision = user.store.revisions.get(row.pk, sha)
             assert revision is not None and revision.status == "done", sha
-            if revision.estimate and revision.estimate.get("params"):
-                in_force = revision.estimate["params"]
+            if revision.estimate and revision.estimate.params:
+                in_force = revision.estimate.params
             assert in_force is not None
             params[sha] = in_force
         user.store.close()

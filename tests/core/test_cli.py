@@ -116,9 +116,11 @@ def test_revisions_print_each_finding_once_with_its_code_and_one_kind_of_arrow(c
 
 
 def test_past_six_findings_one_line_says_where_to_read_the_rest():
+    from tracker.core.model import Finding, Severity
     from tracker.surfaces.cli.reading import finding_lines
 
-    findings = [{"code": f"x.c{i}", "severity": "low", "summary": f"change number {i} of the config"} for i in range(9)]
+    findings = [Finding(code=f"x.c{i}", category="config", severity=Severity.LOW,
+                        summary=f"change number {i} of the config") for i in range(9)]
     assert finding_lines(findings, more="`tracker diff acme/x a b`") == [
         *(f"    - [low] change number {i} of the config  (x.c{i})" for i in range(6)),
         "    (+3 more: `tracker diff acme/x a b`)"]

@@ -47,7 +47,7 @@ def test_reading_a_repo_with_over_1_gb_of_weights_transfers_under_1_mb(hub_stand
     served = hub_standin.bytes_served()
     assert served < 1_000_000, served
     row = tracker.store.revisions.get(tracker.store.repos.get(repo).pk, sha)
-    added = {a["path"]: a["size"] for a in row.diff["files"]["added"]}
+    added = {a["path"]: a["size"] for a in row.diff.files["added"]}
     assert added[shard1.name] + added[shard2.name] == total
     # No request ever asked for a whole weight file.
     weight_gets = [r for r in hub_standin.requests if r.method == "GET" and r.url_path.endswith(".safetensors")]

@@ -52,7 +52,7 @@ def revisions(tracker: Tracker) -> list[tuple[str, str]]:
 def failed(tracker: Tracker, sha: str) -> list[dict]:
     row = tracker.store.revisions.get(tracker.store.repos.get(REPO).pk, sha)
     assert row is not None and row.status == RevisionStatus.DONE
-    return [f["evidence"] for f in row.findings if f["code"] == "analysis.failed"]
+    return [f.evidence for f in row.findings if f.code == "analysis.failed"]
 
 
 def boom(*args, **kwargs):

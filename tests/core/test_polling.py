@@ -40,15 +40,15 @@ def test_first_poll_takes_the_head_as_baseline_and_later_commits_are_read_in_ord
     ]
     assert rows[0].baseline and rows[0].diff is None
     assert [f.path for f in rows[0].snapshot.files] == ["README.md", "config.json", "model.safetensors"]
-    files = [r.diff["files"] for r in rows[1:]]
+    files = [r.diff.files for r in rows[1:]]
     assert [[c["path"] for c in f["changed"]] for f in files] == [["config.json"], [], []]
     assert [[a["path"] for a in f["added"]] for f in files] == [[], ["generation_config.json"], []]
     assert [[a["path"] for a in f["removed"]] for f in files] == [[], [], ["model.safetensors"]]
-    assert rows[1].diff["texts"]["config.json"] == {
+    assert rows[1].diff.texts["config.json"] == {
         "kind": "json",
         "deepdiff": {"values_changed": {"root['max_position_embeddings']": {"new_value": 1024, "old_value": 512}}},
     }
-    assert rows[2].diff["texts"]["generation_config.json"]["kind"] == "json"
+    assert rows[2].diff.texts["generation_config.json"]["kind"] == "json"
     removed = files[2]["removed"][0]
     assert removed["lfs_sha256"] is not None and removed["size"] == 16
 
@@ -72,6 +72,6 @@ def test_backfill_reads_the_last_revisions_on_the_first_poll(hub_standin, settin
     rows = tracker.store.revisions.of_repo(tracker.store.repos.get(REPO).pk)
     assert [r.sha for r in rows] == [base[1], *more]
     assert [r.baseline for r in rows] == [True, False, False]
-    assert rows[2].diff["texts"]["config.json"]["deepdiff"]["values_changed"] == {
+    assert rows[2].diff.texts["config.json"]["deepdiff"]["values_changed"] == {
         "root['num_hidden_layers']": {"new_value": 8, "old_value": 7}
     }

@@ -14,7 +14,17 @@ from tracker.adapters.store import open_store, schema_status
 from tracker.adapters.store.db import make_engine, upgrade_schema
 from tracker.core.advisory.record import to_osv
 from tracker.core.errors import AdvisoryConflict, SchemaBehind
-from tracker.core.model import Commit, CommitSha, FileEntry, Finding, RepoId, RepoState, Severity, Snapshot
+from tracker.core.model import (
+    Commit,
+    CommitSha,
+    FileEntry,
+    Finding,
+    RepoId,
+    RepoState,
+    Severity,
+    Snapshot,
+    StoredEstimate,
+)
 from tracker.core.report import AdvisoryWrite, EventReport, RevisionReport
 
 NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -90,7 +100,8 @@ def test_older_commits_are_put_ahead_of_the_baseline(db_url):
 def _report(row, *, advisories=(), analysed_at=NOW) -> RevisionReport:
     return RevisionReport(repo_pk=row.repo_pk, revision_pk=row.pk, sha=row.sha,
                           snapshot=Snapshot((FileEntry("config.json", 10, "b" * 40),)), diff=None,
-                          findings=(FINDING,), summary="baseline", estimate={"params": 7}, dependencies_pending=True,
+                          findings=(FINDING,), summary="baseline", estimate=StoredEstimate.from_json({"params": 7}),
+                          dependencies_pending=True,
                           analysed_at=analysed_at, advisories=tuple(advisories), repo_updates={"base_repo_id": "acme/base"},
                           libraries=("transformers",))
 
@@ -119,7 +130,8 @@ def test_a_revision_report_completes_the_revision_exactly_once_with_its_advisori
     done = store.revisions.get(repo.pk, sha(1)[:12])
     assert (done.status, done.snapshot, done.analysed_at, done.findings, done.worst_severity, done.estimate,
             done.dependencies_pending, done.libraries) == (
-        "done", Snapshot((FileEntry("config.json", 10, "b" * 40),)), NOW, [FINDING.to_json()], "high", {"params": 7},
+        "done", Snapshot((FileEntry("config.json", 10, "b" * 40),)), NOW, (FINDING,), "high",
+        StoredEstimate(keys=("params",), params=7),
         True, ("transformers",))
     assert store.revisions.pending(repo.pk) == []
     assert store.repos.get("acme/model").base_repo_id == "acme/base"

@@ -94,9 +94,9 @@ def test_malformed_json_in_an_upstream_file_is_recorded(hub_standin, watched):
     assert result.status == "new"
     row = tracker.store.revisions.get(tracker.store.repos.get(REPO).pk, bad)
     assert row.status == "done"
-    text = row.diff["texts"]["config.json"]
+    text = row.diff.texts["config.json"]
     assert text["kind"] == "error" and text["side"] == "new" and text["error"].startswith("JSONDecodeError")
-    assert "config.malformed" in [f["code"] for f in row.findings]
+    assert "config.malformed" in [f.code for f in row.findings]
 
 
 def test_a_file_cut_off_every_time_is_recorded_after_max_attempts(hub_standin, watched, sleeps):
@@ -112,8 +112,8 @@ def test_a_file_cut_off_every_time_is_recorded_after_max_attempts(hub_standin, w
     (result,) = tracker.poll()  # the last attempt completes it with what could be read
     row = tracker.store.revisions.get(pk, second)
     assert row.status == "done"
-    (problem,) = [f for f in row.findings if f["code"] == "upstream.file_unreadable"]
-    assert problem["path"] == "config.json" and problem["evidence"]["side"] == "new"
+    (problem,) = [f for f in row.findings if f.code == "upstream.file_unreadable"]
+    assert problem.path == "config.json" and problem.evidence["side"] == "new"
 
 
 def test_a_file_cut_off_once_is_read_whole_on_the_next_poll(hub_standin, watched, sleeps):
@@ -125,8 +125,8 @@ def test_a_file_cut_off_once_is_read_whole_on_the_next_poll(hub_standin, watched
     (result,) = tracker.poll()
     row = tracker.store.revisions.get(tracker.store.repos.get(REPO).pk, second)
     assert (result.status, row.status, row.attempts) == ("unchanged", "done", 1)
-    assert "upstream.file_unreadable" not in [f["code"] for f in row.findings]
-    assert "config.vocab_size_changed" in [f["code"] for f in row.findings]
+    assert "upstream.file_unreadable" not in [f.code for f in row.findings]
+    assert "config.vocab_size_changed" in [f.code for f in row.findings]
 
 
 def test_gated_then_deleted_repo_is_an_event_and_keeps_what_was_read(hub_standin, watched):
@@ -171,8 +171,8 @@ def test_squash_with_the_same_content_is_a_rewrite_without_changes(hub_standin, 
     assert event.detail["same_content"] is True
     assert event.detail["unreachable_revisions"] == sorted([first, second])
     row = tracker.store.revisions.get(tracker.store.repos.get(REPO).pk, squashed)
-    assert row.diff["files"] == {"added": [], "removed": [], "changed": []}
-    assert row.findings == []
+    assert row.diff.files == {"added": [], "removed": [], "changed": []}
+    assert row.findings == ()
 
 
 def test_rewrite_with_new_content_is_diffed_against_the_last_revision_read(hub_standin, watched):
@@ -184,7 +184,7 @@ def test_rewrite_with_new_content_is_diffed_against_the_last_revision_read(hub_s
     assert event.detail["same_content"] is False
     row = tracker.store.revisions.get(tracker.store.repos.get(REPO).pk, changed)
     assert row.parent_sha == first
-    assert [c["path"] for c in row.diff["files"]["changed"]] == ["config.json"]
+    assert [c["path"] for c in row.diff.files["changed"]] == ["config.json"]
 
 
 def test_a_rename_is_an_event_and_tracking_follows_the_redirect(hub_standin, watched):

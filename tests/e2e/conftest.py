@@ -61,7 +61,7 @@ class Upstream:
         return row
 
     def findings(self, sha: str) -> list[dict[str, Any]]:
-        return list(self.row(sha).findings or [])
+        return [f.to_json() for f in self.row(sha).findings or ()]  # as stored
 
     def codes(self, sha: str) -> list[tuple[str, str]]:
         """(code, severity) of every stored finding, in stored order (most severe first)."""

@@ -99,7 +99,7 @@ def test_llama3_eos_fix_in_generation_config(upstream, cli_diff):
     up = upstream(LLAMA3)
     base = up.start({"config.json": llama3_config(), "generation_config.json": llama3_generation_config(128001)})
     assert up.codes(base) == [("files.baseline", "info"), ("licence.detected", "info")]
-    assert up.row(base).estimate["params"] == 8_030_261_248  # Llama-3-8B, as published
+    assert up.row(base).estimate.params == 8_030_261_248  # Llama-3-8B, as published
 
     fix = up.push({"generation_config.json": llama3_generation_config([128001, 128009])},
                   "Update generation_config.json")
@@ -310,8 +310,8 @@ def test_minilm_weights_reuploaded_with_new_values_then_as_fp16(upstream, cli_di
         "model.safetensors: 103 tensors changed dtype (F32 → F16), e.g. embeddings.LayerNorm.bias")
     assert retyped["evidence"]["dtype_changes"] == ["F32 → F16"]
     # The estimator reran on both weight changes; the parameter count did not move.
-    assert up.row(v2).estimate["params"] == up.row(v3).estimate["params"] == 22_713_216
-    assert up.row(v3).estimate["checkpoint_params"] == 22_713_216
+    assert up.row(v2).estimate.params == up.row(v3).estimate.params == 22_713_216
+    assert up.row(v3).estimate.checkpoint_params == 22_713_216
 
     # Headers (one 100 kB first chunk each) and the sampled tensor data were read by range requests, each
     # within the comparison budget: no weight file was downloaded.
@@ -555,7 +555,7 @@ def test_phi3_rope_scaling_su_renamed_longrope(upstream, cli_diff):
 
     up = upstream("microsoft/Phi-3-mini-128k-instruct")
     base = up.start({"config.json": before})
-    assert up.row(base).estimate["params"] == 3_821_079_552
+    assert up.row(base).estimate.params == 3_821_079_552
     rev = up.push({"config.json": dump(config)}, "Update config.json")
     up.poll(1)
 
@@ -563,7 +563,7 @@ def test_phi3_rope_scaling_su_renamed_longrope(upstream, cli_diff):
     renamed = up.one(rev, "config.rope_type_renamed")
     assert (renamed["summary"], renamed["before"], renamed["after"]) == ("rope_scaling.type: su → longrope", "su",
                                                                           "longrope")
-    assert up.row(rev).estimate["params"] == 3_821_079_552  # rerun on the config change; nothing moved
+    assert up.row(rev).estimate.params == 3_821_079_552  # rerun on the config change; nothing moved
     assert_cli_agrees(cli_diff, up, base, rev)
 
 
@@ -574,7 +574,7 @@ def test_gemma2_query_pre_attn_scalar_fix(upstream, cli_diff):
 
     up = upstream("google/gemma-2-9b")
     base = up.start({"config.json": before})
-    assert up.row(base).estimate["params"] == 9_241_705_984
+    assert up.row(base).estimate.params == 9_241_705_984
     rev = up.push({"config.json": after}, "Update config.json")
     up.poll(1)
 
@@ -605,7 +605,7 @@ def test_minilm_layers_change_reruns_the_estimator_and_a_config_behind_its_weigh
 
     up = upstream(MINILM)
     base = up.start({"config.json": (model / "config.json").read_bytes(), "model.safetensors": original})
-    assert up.row(base).estimate["params"] == up.row(base).estimate["checkpoint_params"] == 22_713_216
+    assert up.row(base).estimate.params == up.row(base).estimate.checkpoint_params == 22_713_216
 
     grown = up.push({"config.json": dump(dict(config, num_hidden_layers=12)), "model.safetensors": twelve},
                     "12 layers")
@@ -625,8 +625,8 @@ def test_minilm_layers_change_reruns_the_estimator_and_a_config_behind_its_weigh
         f"parameters 22,713,216 -> {big:,}", 22_713_216, big)
     assert up.one(grown, "weights.tensors_added")["evidence"]["count"] == 96
     estimate = up.row(grown).estimate
-    assert (estimate["params"], estimate["checkpoint_params"], estimate["checkpoint_note"]) == (big, big, None)
-    assert estimate["delta"]["params"] == {"before": 22_713_216, "after": big}
+    assert (estimate.params, estimate.checkpoint_params, estimate.checkpoint_note) == (big, big, None)
+    assert estimate.delta["params"] == {"before": 22_713_216, "after": big}
 
     # The config goes back to 6 layers while the weights keep 12: the checkpoint no longer matches the graph.
     assert up.codes(behind) == [("estimate.checkpoint_mismatch", "critical"), ("config.shape_changed", "high"),
@@ -636,7 +636,7 @@ def test_minilm_layers_change_reruns_the_estimator_and_a_config_behind_its_weigh
                                    "config says 6 layers, weights hold 12")
     assert (mismatch["before"], mismatch["after"]) == (22_713_216, big)
     estimate = up.row(behind).estimate
-    assert (estimate["params"], estimate["checkpoint_params"], estimate["checkpoint_note"]) == (
+    assert (estimate.params, estimate.checkpoint_params, estimate.checkpoint_note) == (
         22_713_216, big, "config says 6 layers, weights hold 12")
     assert up.row(behind).worst_severity == "critical"
 

@@ -56,7 +56,7 @@ def test_a_flood_reads_the_head_at_once_and_the_next_real_commit(hub_standin, tm
     # The head, diffed against the last revision read: its eos fix is an update advisory already.
     row = tracker.store.revisions.get(pk, head)
     assert (row.status, row.parent_sha, row.backlog) == (RevisionStatus.DONE, last_read, False)
-    assert "generation.eos_token_id_changed" in [f["code"] for f in row.findings]
+    assert "generation.eos_token_id_changed" in [f.code for f in row.findings]
     fix = tracker.store.advisories.get(advisory_id(FLOODED, head, "update"))
     assert fix is not None
 

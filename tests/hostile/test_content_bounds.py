@@ -41,8 +41,8 @@ CHILD = """
         pk = tracker.store.repos.get("acme/ov").pk
         row = tracker.store.revisions.get(pk, NEW)
         print(json.dumps({"result": [result.status, result.error],
-                          "findings": [[f["code"], f["severity"], f["summary"]] for f in row.findings
-                                       if f["category"] in ("exports", "analysis")]}))
+                          "findings": [[f.code, f.severity.value, f.summary] for f in row.findings
+                                       if f.category in ("exports", "analysis")]}))
 """
 
 
@@ -84,11 +84,11 @@ def test_evidence_strings_are_cut_at_4_kib_with_their_full_size_stated(hub_stand
         assert (result.status, result.error) == ("new", None)
         row = tracker.store.revisions.get(tracker.store.repos.get(repo).pk, new)
     assert first != new
-    [added] = [f for f in row.findings if f["code"] == "tokenizer.added_tokens_added"]
+    [added] = [f for f in row.findings if f.code == "tokenizer.added_tokens_added"]
     suffix = "… (2,097,152 characters in all)"
-    assert [e["content"] for e in added["evidence"]["examples"]] == [
+    assert [e["content"] for e in added.evidence["examples"]] == [
         chr(97 + k) * (MAX_EVIDENCE_CHARS - len(suffix)) + suffix for k in range(5)]
-    assert len(json.dumps(added)) < 6 * MAX_EVIDENCE_CHARS  # 10 MB before
+    assert len(json.dumps(added.to_json())) < 6 * MAX_EVIDENCE_CHARS  # 10 MB before
 
 
 def test_diffs_an_analyser_already_bounded_keep_their_own_bound():

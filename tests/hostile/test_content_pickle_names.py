@@ -122,7 +122,7 @@ def test_a_joblib_file_importing_posix_system_is_critical_with_an_advisory(hub_s
     assert (result.status, result.processed, result.error) == ("new", 1, None)
     pk = tracker.store.repos.get(repo).pk
     row = tracker.store.revisions.get(pk, rev)
-    assert [(f["code"], f["severity"], f["path"]) for f in row.findings] == [
+    assert [(f.code, f.severity.value, f.path) for f in row.findings] == [
         ("weights.pickle_dangerous_import", "critical", "model.joblib"), ("files.added", "info", "model.joblib")]
     (advisory,) = tracker.store.advisories.find(repo_pk=pk)
     assert (advisory.kind, advisory.severity, advisory.revision_sha) == ("risk", "critical", rev)

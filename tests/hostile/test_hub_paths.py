@@ -113,7 +113,7 @@ def test_a_poll_of_a_repo_listing_hostile_paths_never_requests_them(hub_standin:
     assert not any("/etc/" in r.path or ".." in r.path or "%2e" in r.path.lower() for r in hub_standin.requests)
     # ...and the revision says so: one finding per path left out, never a silent drop.
     row = tracker.store.revisions.get(tracker.store.repos.get(REPO).pk, sha)
-    unsafe = sorted((f["path"], f["evidence"]["reason"]) for f in row.findings if f["code"] == "upstream.unsafe_path")
+    unsafe = sorted((f.path, f.evidence["reason"]) for f in row.findings if f.code == "upstream.unsafe_path")
     assert [path for path, _ in unsafe] == sorted(EVIL)
     assert ("../../etc/config.json", "'..' segment in path") in unsafe
-    assert all(f["severity"] == "high" for f in row.findings if f["code"] == "upstream.unsafe_path")
+    assert all(f.severity.value == "high" for f in row.findings if f.code == "upstream.unsafe_path")

@@ -144,11 +144,11 @@ def bidi(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bidi]:
 
 def test_a_findings_summary_escapes_the_name_and_the_path_stays_the_real_name(bidi):
     row = bidi.tracker.store.revisions.get(bidi.tracker.store.repos.get(bidi.repo).pk, bidi.rev)
-    (pickle_finding,) = [f for f in row.findings if f["code"] == "weights.pickle_dangerous_import"]
-    assert pickle_finding["summary"] == ("pickle-based file added: weights/model\\u202enib.pt would import "
+    (pickle_finding,) = [f for f in row.findings if f.code == "weights.pickle_dangerous_import"]
+    assert pickle_finding.summary == ("pickle-based file added: weights/model\\u202enib.pt would import "
                                          "posix.system when loaded")
-    assert pickle_finding["path"] == BIDI_PATH  # data: what to look for on the Hub
-    assert not any(RLO in f["summary"] for f in row.findings)
+    assert pickle_finding.path == BIDI_PATH  # data: what to look for on the Hub
+    assert not any(RLO in f.summary for f in row.findings)
     (advisory,) = bidi.tracker.store.advisories.find(repo_pk=bidi.tracker.store.repos.get(bidi.repo).pk)
     assert RLO not in to_osv(advisory.record)["summary"] and RLO not in to_osv(advisory.record)["details"]
     assert "`weights/model\\u202enib.pt`" in to_osv(advisory.record)["details"]

@@ -13,11 +13,13 @@ from pathlib import Path
 
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
+from sqlalchemy import select
 
 from tests.core.conftest import config_json
 from tests.waiting import wait_for
 from tracker.adapters.hub import HubClient
 from tracker.adapters.settings import Settings
+from tracker.adapters.store.tables import revisions
 from tracker.app import make_tracker
 from tracker.surfaces.api import create_app
 from tracker.surfaces.cli import main
@@ -60,9 +62,11 @@ def test_a_hostile_revision_is_completed_with_findings_and_the_neighbours_are_re
     hostile = tracker.store.revisions.get(tracker.store.repos.get(HOSTILE).pk, bad)
     assert hostile.status == "done" and hostile.findings
     # Every analyser bounded its own parse: nothing fell through to the orchestrator's last resort.
-    assert [f["summary"] for f in hostile.findings if f["code"] == "analysis.failed"] == []
+    assert [f.summary for f in hostile.findings if f.code == "analysis.failed"] == []
     assert tracker.store.revisions.get(tracker.store.repos.get(FINE).pk, good).status == "done"
-    assert json.dumps(hostile.findings, allow_nan=False)  # stored strict JSON
+    with tracker.store.db.read() as conn:
+        column = conn.execute(select(revisions.c.findings).where(revisions.c.id == hostile.pk)).scalar()
+    assert json.dumps(column, allow_nan=False)  # stored strict JSON
 
     fix = hub_standin.commit(HOSTILE, {"config.json": config_json(), "README.md": "---\nlicense: mit\n---\n",
                                        "generation_config.json": b'{"eos_token_id": 2}'}, message="fix")

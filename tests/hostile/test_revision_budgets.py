@@ -69,16 +69,16 @@ def test_sixteen_onnx_floods_spend_the_request_budget_and_say_what_was_skipped(h
     row = poll(tracker, repo, new)
 
     assert len(range_reads(hub_standin)) == 200  # [limits] revision_requests; 16,384 before
-    budget = [f for f in row.findings if f["code"] == "analysis.budget_exceeded"]
+    budget = [f for f in row.findings if f.code == "analysis.budget_exceeded"]
     skipped = [f"range reads of onnx/model_{i}.onnx" for i in range(12, 16)]
-    assert [(f["severity"], f["summary"]) for f in budget] == [
+    assert [(f.severity.value, f.summary) for f in budget] == [
         ("high", "the revision's budget of 200 range requests ([limits] revision_requests) ran out: 4 skipped "
                  f"({'; '.join(skipped[:3])}; and 1 more)")]
-    assert (budget[0]["evidence"]["skipped"], budget[0]["evidence"]["requests_spent"]) == (skipped, 200)
+    assert (budget[0].evidence["skipped"], budget[0].evidence["requests_spent"]) == (skipped, 200)
     # the files read before the budget ran out are compared; the rest say why they were not
     by_code = {}
     for f in row.findings:
-        by_code.setdefault(f["code"], []).append(f["summary"])
+        by_code.setdefault(f.code, []).append(f.summary)
     assert by_code["exports.onnx_opset_changed"] == [
         f"onnx/model_{i:02}.onnx: opset ai.onnx 14 → 17" for i in range(12)]
     assert by_code["exports.onnx_not_read"] == [
@@ -119,9 +119,9 @@ CHILD = """
         rows = {}
         for repo in ("acme/ggufs", "acme/after"):
             pk = tracker.store.repos.get(repo).pk
-            rows[repo] = [(f["code"], f["severity"], f["summary"]) for row in
-                          tracker.store.revisions.of_repo(pk) for f in row.findings or []
-                          if f["code"].startswith(("analysis.", "gguf.architecture"))]
+            rows[repo] = [(f.code, f.severity.value, f.summary) for row in
+                          tracker.store.revisions.of_repo(pk) for f in row.findings or ()
+                          if f.code.startswith(("analysis.", "gguf.architecture"))]
         print(json.dumps({"results": [[r.repo, r.status, r.error] for r in results], "rows": rows,
                           "growth_mb": peak_mb() - before}))
 """
@@ -209,9 +209,9 @@ def test_one_spiece_model_shared_by_six_tokenizer_folders_is_parsed_once_per_sid
         row = two_revisions(hub_standin, tracker, "acme/sd3", diffusers_pipeline(spiece_model()),
                             diffusers_pipeline(spiece_model(swapped)))
     assert sentencepiece.parsed_once.cache_info().misses == 2  # the old and the new model, once each
-    assert sorted({f["path"] for f in row.findings if f["code"].startswith("tokenizer.")}) == [
+    assert sorted({f.path for f in row.findings if f.code.startswith("tokenizer.")}) == [
         f"{folder}/spiece.model" for folder in TOKENIZER_FOLDERS]
-    assert [f["code"] for f in row.findings if f["code"].startswith("analysis.")] == []
+    assert [f.code for f in row.findings if f.code.startswith("analysis.")] == []
 
 
 def test_past_the_cpu_budget_nothing_more_is_started_and_the_revision_completes(hub_standin, tmp_path):
@@ -219,10 +219,10 @@ def test_past_the_cpu_budget_nothing_more_is_started_and_the_revision_completes(
         row = two_revisions(hub_standin, tracker, "acme/sd3-slow", diffusers_pipeline(spiece_model()),
                             diffusers_pipeline(spiece_model(PIECES[::-1])))
     [finding] = row.findings  # the diff was made; no analysis was started after it
-    assert (finding["code"], finding["severity"], finding["summary"]) == (
+    assert (finding.code, finding.severity.value, finding.summary) == (
         "analysis.budget_exceeded", "high", "the revision's budget of 1e-06 s of CPU time ([limits] revision_cpu) ran "
         "out: 17 skipped (the files analysis; the config analysis; the generation analysis; and 14 more)")
-    assert finding["evidence"]["skipped"][-3:] == ["the diffusers analysis", "the exports analysis", "the estimate"]
+    assert finding.evidence["skipped"][-3:] == ["the diffusers analysis", "the exports analysis", "the estimate"]
 
 
 def test_a_header_over_the_memory_budget_is_skipped_and_named(hub_standin, tmp_path):
@@ -233,7 +233,7 @@ def test_a_header_over_the_memory_budget_is_skipped_and_named(hub_standin, tmp_p
                       limits={"revision_header_bytes": 8192}) as tracker:  # 1 KiB of GGUF header
         row = two_revisions(hub_standin, tracker, "acme/gguf-small-budget", {"README.md": b"# q\n"},
                             {"README.md": b"# q\n", "q4.gguf": small})
-    assert [(f["code"], f["severity"], f["summary"]) for f in row.findings if f["category"] == "analysis"] == [
+    assert [(f.code, f.severity.value, f.summary) for f in row.findings if f.category == "analysis"] == [
         ("analysis.budget_exceeded", "high", "the revision's budget of 8,192 bytes of parsed headers ([limits] "
          "revision_header_bytes) ran out: 1 skipped (the GGUF header of q4.gguf (string of 390 bytes at offset 892 "
          "runs past the 1,024-byte cap))")]

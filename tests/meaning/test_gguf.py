@@ -185,7 +185,7 @@ def test_a_polled_gguf_only_repo_gets_an_estimate_from_its_header(hub_standin, t
     tracker.poll()
     (row,) = tracker.store.revisions.of_repo(tracker.store.repos.get("acme/gguf-only").pk)
     assert row.estimate is not None
-    assert (row.estimate["params"], row.estimate["checkpoint_params"]) == (1_316_608, 1_316_608)
+    assert (row.estimate.params, row.estimate.checkpoint_params) == (1_316_608, 1_316_608)
 
 
 @pytest.mark.parametrize("ours", [gguf_types.GGUFValueType, gguf_types.GGMLQuantizationType, gguf_types.LlamaFileType])

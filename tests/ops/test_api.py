@@ -74,7 +74,8 @@ def test_metrics_after_a_scripted_poll_and_deliveries(hub_standin, settings, mak
     assert delta(before, after, "tracker_hub_requests_total", "status") == dict(hub_answers)
     assert sum(hub_answers.values()) > 5
     assert delta(before, after, "tracker_revisions_read_total") == {"": 2}
-    stored = Counter(f["severity"] for r in tracker.store.revisions.of_repo(tracker.repo(REPO).pk) for f in r.findings or [])
+    stored = Counter(f.severity.value for r in tracker.store.revisions.of_repo(tracker.repo(REPO).pk)
+                     for f in r.findings or ())
     assert delta(before, after, "tracker_findings_total", "severity") == dict(stored)
     assert stored["high"] >= 1
     raised = Counter(a.severity for a in tracker.store.advisories.find())

@@ -68,7 +68,7 @@ def revision_advisory(tracker, repo_id: str, sha: str):
 
 def codes(tracker, repo_id: str, sha: str) -> list[tuple[str, str]]:
     repo = tracker.store.repos.get(repo_id)
-    return [(f["code"], f["severity"]) for f in tracker.store.revisions.get(repo.pk, sha).findings]
+    return [(f.code, f.severity.value) for f in tracker.store.revisions.get(repo.pk, sha).findings]
 
 
 def test_a_float16_re_save_inferred_incompatible_but_measured_valid_is_a_disagreement(world):

@@ -14,7 +14,17 @@ from pathlib import Path
 
 from tracker.adapters.store import SqlStore
 from tracker.core.estimate import estimate
-from tracker.core.model import Commit, CommitSha, FileEntry, Finding, RawDiff, RepoId, Severity, Snapshot
+from tracker.core.model import (
+    Commit,
+    CommitSha,
+    FileEntry,
+    Finding,
+    RawDiff,
+    RepoId,
+    Severity,
+    Snapshot,
+    StoredEstimate,
+)
 from tracker.core.report import AdvisoryWrite, RevisionReport
 
 E5_CONFIG = Path(__file__).resolve().parents[1] / "fixtures" / "configs" / "intfloat__multilingual-e5-large.json"
@@ -73,6 +83,7 @@ def build(store: SqlStore, repo_id: str, revisions: int, *, now: datetime = STAR
                                     fixed_sha=None),)
         store.revisions.save_report(RevisionReport(
             repo_pk=repo.pk, revision_pk=row.pk, sha=row.sha, snapshot=snapshot, diff=None if i == 0 else diff,
-            findings=findings, summary=findings[0].summary, estimate=est, dependencies_pending=False,
+            findings=findings, summary=findings[0].summary, estimate=StoredEstimate.from_json(est) if est else None,
+            dependencies_pending=False,
             analysed_at=now + timedelta(hours=i), advisories=writes))
     return shas

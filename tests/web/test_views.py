@@ -7,6 +7,7 @@ import re
 
 from tests.web.synthetic import E5_CONFIG
 from tracker.core.estimate import estimate
+from tracker.core.model import Finding, StoredEstimate
 from tracker.surfaces.web.charts import (
     MARKERS_SHOWN,
     NARROW,
@@ -115,15 +116,12 @@ def test_human_params():
 
 
 def test_findings_group_in_reading_order_most_severe_first():
-    findings = [{"category": "files", "severity": "info", "summary": "f"},
-                {"category": "tokenizer", "severity": "low", "summary": "t1"},
-                {"category": "tokenizer", "severity": "high", "summary": "t2"},
-                {"category": "zeta", "severity": "info", "summary": "z"},
-                {"category": "config", "severity": "moderate", "summary": "c"}]
+    findings = [Finding.from_json({"code": "x", "category": c, "severity": s, "summary": t})
+                for c, s, t in (("files", "info", "f"), ("tokenizer", "low", "t1"), ("tokenizer", "high", "t2"),
+                                ("config", "moderate", "c"))]
     groups = group_findings(findings)
-    assert [(g.label, g.worst, [f["summary"] for f in g.findings]) for g in groups] == [
-        ("Config", "moderate", ["c"]), ("Tokenizer", "high", ["t2", "t1"]), ("Files", "info", ["f"]),
-        ("Zeta", "info", ["z"])]
+    assert [(g.label, g.worst, [f.summary for f in g.findings]) for g in groups] == [
+        ("Config", "moderate", ["c"]), ("Tokenizer", "high", ["t2", "t1"]), ("Files", "info", ["f"])]
 
 
 def test_revision_sections_place_each_finding_once():
@@ -138,7 +136,7 @@ def test_revision_sections_place_each_finding_once():
          "path": "generation_config.json", "before": 2, "after": [2, 7], "evidence": {"key": "eos_token_id"}},
         {"code": "licence.detected", "category": "licence", "severity": "info", "summary": "mit"},
     ]
-    sections = revision_sections(findings, None)
+    sections = revision_sections([Finding.from_json(f) for f in findings], None)
     assert [(t.direction, t.examples) for t in sections.tokens] == [
         ("added", (("<|im_end|>", "id 32000"), ("<tool>", "id 32001"))), ("removed", (("▁cat", "id 7"),))]
     assert [t.tensors for t in sections.tensors] == [(("lm_head.weight", "BF16", "32000 × 4096"),)]
@@ -149,7 +147,7 @@ def test_revision_sections_place_each_finding_once():
 
 def test_the_card_table_is_the_reference_pages():
     est = estimate(json.loads(E5_CONFIG.read_text())).to_json()
-    view = estimate_view(est)
+    view = estimate_view(StoredEstimate.from_json(est))
     assert (view.params, view.full_gb, view.lora_gb, view.seq_len) == ("559,890,432", "11.2 GB", "1.69 GB", "514")
     rows = {c.card: (c.full, c.lora, c.serve) for c in view.cards}
     assert rows["T4 16 GB"] == ("batch 7, borderline", "batch 29", "batch 253")

@@ -396,6 +396,90 @@ class RawDiff:
                    texts=dict(data.get("texts") or {}))
 
 
+Figure = float | int | str | None
+"""A size an estimate stores, in GB; a non-finite one as its name (``json_safe``)."""
+
+_COUNTS = ("params", "active_params", "checkpoint_params", "seq_len", "context", "lora_rank", "lora_params")
+_SIZES = ("full_finetune_gb", "lora_gb")
+_TEXTS = ("model_type", "reason", "architecture", "checkpoint_note")
+
+
+@dataclass(frozen=True)
+class StoredEstimate:
+    """The memory estimate a revision stores: ``Estimate.to_json()`` (tracker/core/estimate/core.py) and, where
+    the estimator reran after an older estimate, ``delta`` ({figure: {"before", "after"}}).
+
+    Read once, where the store reads it; ``keys`` are the keys as stored, in their order, so that
+    :meth:`to_json` gives back what was read (an old row without a newer key stays without it). ``rest``
+    holds what no reader takes apart (structure, verifier, components, buffers), as stored.
+    """
+
+    keys: tuple[str, ...]
+    supported: bool | None = None
+    implausible: bool = False
+    model_type: str | None = None
+    reason: str | None = None
+    architecture: str | None = None
+    checkpoint_note: str | None = None
+    params: int | None = None
+    active_params: int | None = None
+    checkpoint_params: int | None = None
+    seq_len: int | None = None
+    context: int | None = None
+    lora_rank: int | None = None
+    lora_params: int | None = None
+    full_finetune_gb: Figure = None
+    lora_gb: Figure = None
+    cards: tuple[Mapping[str, Any], ...] = ()  # CardFit.to_json() of each card
+    delta: Mapping[str, Any] | None = None
+    rest: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> StoredEstimate:
+        """ValueError naming the key when a value has the wrong type."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"expected an object, not {type(data).__name__}")
+        values: dict[str, Any] = {}
+        rest: dict[str, Any] = {}
+        for key, value in data.items():
+            if key in ("supported", "implausible"):
+                _expect(key, value, bool, none=key == "supported")
+            elif key in _TEXTS:
+                _expect(key, value, str)
+            elif key in _COUNTS:  # a config may say 2048.0: kept as it is, a whole number all the same
+                _expect(key, value, int if not (isinstance(value, float) and value.is_integer()) else float)
+            elif key in _SIZES:
+                _expect(key, value, (float, int, str))
+            elif key == "cards":
+                if not isinstance(value, list) or not all(isinstance(c, Mapping) for c in value):
+                    raise ValueError("'cards' is not a list of objects")
+                value = tuple(value)
+            elif key == "delta":
+                _expect(key, value, Mapping)
+            else:
+                rest[key] = value
+                continue
+            values[key] = value
+        values["implausible"] = bool(values.get("implausible", False))
+        return cls(keys=tuple(data), rest=rest, **values)
+
+    def to_json(self) -> dict[str, Any]:
+        """The estimate as stored: the keys read, in their order."""
+        return {key: self.rest[key] if key in self.rest else _json_value(getattr(self, key)) for key in self.keys}
+
+
+def _expect(key: str, value: Any, kind: type | tuple[type, ...], *, none: bool = True) -> None:
+    if value is None and none:
+        return
+    if isinstance(value, kind) and (kind is bool or not isinstance(value, bool)):  # True is an int too
+        return
+    raise ValueError(f"{key!r} is {type(value).__name__}, not what an estimate stores there")
+
+
+def _json_value(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
 # -- what the store holds, as the rest of the tracker sees it ---------------------------------------
 
 
@@ -432,11 +516,11 @@ class RevisionRow:
     status: RevisionStatus
     baseline: bool
     snapshot: Snapshot | None
-    diff: dict[str, Any] | None
-    findings: list[dict[str, Any]] | None
+    diff: RawDiff | None  # the stored values parsed once, where the store reads them
+    findings: tuple[Finding, ...] | None
     worst_severity: str | None
     summary: str | None
-    estimate: dict[str, Any] | None
+    estimate: StoredEstimate | None
     analysed_at: datetime | None
     dependencies_pending: bool = False
     attempts: int = 0  # transient Hub failures while reading it

@@ -34,6 +34,7 @@ from tracker.core.model import (
     RevisionRow,
     Severity,
     Snapshot,
+    StoredEstimate,
 )
 from tracker.core.writes import AdvisoryContext, AdvisoryWrite, advisory_write
 
@@ -81,7 +82,7 @@ class RevisionReport:
     diff: RawDiff | None
     findings: tuple[Finding, ...]
     summary: str
-    estimate: dict[str, Any] | None
+    estimate: StoredEstimate | None
     dependencies_pending: bool
     analysed_at: datetime
     advisories: tuple[AdvisoryWrite, ...] = ()
@@ -126,13 +127,13 @@ class Analysed:
     snapshot: Snapshot
     findings: Sequence[Finding]
     diff: RawDiff | None = None  # None: it was compared with nothing (a baseline)
-    estimate: dict[str, Any] | None = None
+    estimate: StoredEstimate | None = None
     dependencies_pending: bool = False
     libraries: tuple[str, ...] = ()
 
 
 def revision_advisories(ctx: AdvisoryContext, revision: RevisionRow, findings: Sequence[Finding],
-                        estimate_delta: dict[str, Any] | None) -> list[AdvisoryWrite]:
+                        estimate_delta: Mapping[str, Any] | None) -> list[AdvisoryWrite]:
     """Build, rebuild or withdraw the advisories of one analysed revision (0, 1 or 2 records)."""
     sha = revision.sha
     related = sorted({i for f in findings if f.code == "dependencies.known_vulnerability"
@@ -201,7 +202,7 @@ def revision_report(ctx: AdvisoryContext, revision: RevisionRow, analysed: Analy
     sha, findings, snapshot = revision.sha, analysed.findings, analysed.snapshot
     writes: list[AdvisoryWrite] = []
     if not (revision.baseline or analysed.diff is None):
-        writes += revision_advisories(ctx, revision, findings, (analysed.estimate or {}).get("delta"))
+        writes += revision_advisories(ctx, revision, findings, analysed.estimate.delta if analysed.estimate else None)
     writes += undone_risks(ctx, sha=sha, snapshot=snapshot, findings=findings)
     if inherit is not None:
         writes += inherited_writes(ctx, inherit, sha=sha, written=writes)

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from tracker.core.advisory.record import OsvJson
-from tracker.core.model import RepoId, RepoRow, RepoState
+from tracker.core.model import Finding, RepoId, RepoRow, RepoState, StoredEstimate
 
 
 @dataclass(frozen=True)
@@ -133,10 +133,10 @@ class TimelineRevision:
     title: str
     status: str
     baseline: bool
-    findings: list[dict[str, Any]]
+    findings: tuple[Finding, ...]
     worst_severity: str | None
     summary: str | None
-    estimate: dict[str, Any] | None  # only the charted keys (pages.CHART_KEYS); None when the estimator did not rerun
+    estimate: StoredEstimate | None  # only the charted keys (pages.CHART_KEYS); None when the estimator did not rerun
 
 
 @dataclass(frozen=True)

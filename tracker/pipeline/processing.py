@@ -41,6 +41,7 @@ from tracker.core.model import (
     RevisionRow,
     RevisionStatus,
     Snapshot,
+    StoredEstimate,
     sort_findings,
 )
 from tracker.core.report import (
@@ -134,7 +135,7 @@ class Analysis:
     raw: RawDiff
     findings: list[Finding]
     sources: HubSources
-    estimate: dict[str, Any] | None
+    estimate: StoredEstimate | None
     libraries: tuple[str, ...] = ()  # what the new side is loaded with
     old_libraries: tuple[str, ...] = ()
 
@@ -218,7 +219,7 @@ class Processor:
         return sources
 
     def analyse(self, repo_id: RepoId, old: Side | None, new: Side, *,
-                old_estimate: dict[str, Any] | None = None, strict: bool = False) -> Analysis:
+                old_estimate: StoredEstimate | None = None, strict: bool = False) -> Analysis:
         """Raw diff, findings and estimate between two snapshots (either from the store or the Hub).
 
         Polling, ``reanalyse`` and ``tracker diff`` all come through here, so they agree.
@@ -240,7 +241,7 @@ class Processor:
                         sources=self.sources(repo_id, old=old, new=new, strict=strict), estimate=None)
 
     def _analyse(self, repo_id: RepoId, old: Side | None, new: Side, *,
-                 old_estimate: dict[str, Any] | None, strict: bool) -> Analysis:
+                 old_estimate: StoredEstimate | None, strict: bool) -> Analysis:
         sources = self.sources(repo_id, old=old, new=new, strict=strict)
         failures: list[Finding] = []
         try:
@@ -307,7 +308,7 @@ class Processor:
                                             "reason": _one_line(exc)})
 
     def _estimate(self, raw: RawDiff, sources: HubSources, has_old: bool,
-                  old_estimate: dict[str, Any] | None) -> tuple[dict[str, Any] | None, list[Finding]]:
+                  old_estimate: StoredEstimate | None) -> tuple[StoredEstimate | None, list[Finding]]:
         """Rerun the estimator when the config or the weights moved (and on the first revision)."""
         if has_old and not any(p == "config.json" or p.endswith((".safetensors", ".gguf")) for p in raw.touched()):
             return None, []
@@ -316,12 +317,10 @@ class Processor:
             return None, []
         old = None
         if has_old:
-            ckpt = (old_estimate or {}).get("checkpoint_params")
+            ckpt = old_estimate.checkpoint_params if old_estimate else None
             old = estimate_from_sources(sources, "old", checkpoint_params=ckpt, read_headers=False)
         findings = compare_estimates(old, new, self.rules)
-        data = new.to_json()
-        data["delta"] = estimate_delta(old, new)
-        return data, findings
+        return StoredEstimate.from_json({**new.to_json(), "delta": estimate_delta(old, new)}), findings
 
     def dependencies(self, raw: RawDiff, sources: HubSources, baseline: bool) -> tuple[list[Finding], bool]:
         """Known vulnerabilities of the packages a revision asks for (OSV.dev); (findings, retry later)."""
@@ -501,7 +500,7 @@ class Processor:
     # -- re-analysis ------------------------------------------------------------------------
 
     def _rebuild(self, repo: RepoRow, revision: RevisionRow, findings: Sequence[Finding],
-                 estimate: dict[str, Any] | None, *, dependencies_pending: bool | None,
+                 estimate: StoredEstimate | None, *, dependencies_pending: bool | None,
                  libraries: Sequence[str] | None = None) -> None:
         """Store re-analysed findings and the advisories they imply, in one transaction."""
         now = self.clock()
@@ -511,7 +510,7 @@ class Processor:
             seen: dict[str, datetime | None] = {}
             if not revision.baseline:
                 ctx = self.context(repo, now=now, sha=revision.sha)
-                writes = revision_advisories(ctx, revision, findings, (estimate or {}).get("delta"))
+                writes = revision_advisories(ctx, revision, findings, estimate.delta if estimate else None)
                 seen = seen_of(ctx)
             self.store.revisions.save_reanalysis(revision.pk, repo.pk, findings=findings, estimate=estimate, now=now,
                                                  dependencies_pending=dependencies_pending, advisories=writes,
@@ -533,9 +532,9 @@ class Processor:
             old = (base.sha, base.snapshot) if base and base.snapshot is not None else None
             analysis = self.analyse(repo.repo_id, old, (revision.sha, revision.snapshot),
                                     old_estimate=base.estimate if base else None)
-            kept = [f for f in map(Finding.from_json, revision.findings or []) if f.category == "dependencies"]
+            kept = [f for f in revision.findings or () if f.category == "dependencies"]
             findings = sort_findings([*analysis.findings, *kept])
-            if [f.to_json() for f in findings] != revision.findings:
+            if [f.to_json() for f in findings] != [f.to_json() for f in revision.findings or ()]:
                 changed += 1
             self._rebuild(repo, revision, findings, analysis.estimate or revision.estimate,
                           dependencies_pending=None, libraries=analysis.libraries)
@@ -552,11 +551,11 @@ class Processor:
             base = self.diff_base(repo, revision)
             old = (base.sha, base.snapshot) if base and base.snapshot is not None else None
             sources = self.sources(repo.repo_id, old=old, new=(revision.sha, revision.snapshot))
-            raw = RawDiff.from_json(revision.diff or {})
+            raw = revision.diff or RawDiff.from_json({})
             found, still_pending = self.dependencies(raw, sources, revision.baseline or base is None)
             if still_pending:
                 continue
-            kept = [f for f in map(Finding.from_json, revision.findings or []) if not f.code.startswith("dependencies.")]
+            kept = [f for f in revision.findings or () if not f.code.startswith("dependencies.")]
             self._rebuild(repo, revision, sort_findings([*kept, *found]), revision.estimate,
                           dependencies_pending=False)
             done += 1

@@ -69,7 +69,7 @@ class RevisionVerifier:
         stored = self.store.revisions.get(repo.pk, revision.sha)
         if stored is None or stored.findings is None:
             return
-        findings = [Finding.from_json(f) for f in stored.findings if f.get("code") != "verify.disagrees"]
+        findings = [f for f in stored.findings if f.code != "verify.disagrees"]
         disagrees = verify.disagreement(measurement, (f.code for f in findings))
         finding = None
         if disagrees is not None:

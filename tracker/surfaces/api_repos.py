@@ -246,12 +246,12 @@ def _revision(value: str, what: str) -> str:
 
 
 def _revision_out(rev: RevisionRow) -> RevisionOut:
-    findings = rev.findings or []
+    findings = rev.findings or ()
     return RevisionOut(
         sha=rev.sha, date=rev.date, title=rev.title, status=rev.status, baseline=rev.baseline,
         parent=rev.parent_sha, summary=rev.summary, worst_severity=rev.worst_severity, findings=len(findings),
-        top_findings=[TopFinding(code=f["code"], severity=f["severity"], summary=f["summary"]) for f in findings[:3]],
-        files={k: [e["path"] for e in v] for k, v in (rev.diff or {}).get("files", {}).items()},
+        top_findings=[TopFinding(code=f.code, severity=f.severity.value, summary=f.summary) for f in findings[:3]],
+        files={k: [e["path"] for e in v] for k, v in rev.diff.files.items()} if rev.diff is not None else {},
         libraries=list(rev.libraries),
     )
 

@@ -15,10 +15,11 @@ from typing import Any
 
 from sqlalchemy import and_, func, or_, select
 
+from tracker.adapters.store import stored
 from tracker.adapters.store.db import Database
 from tracker.adapters.store.repos import repo_row
 from tracker.adapters.store.tables import advisories, repos, revisions
-from tracker.core.model import RepoId, RepoRow, Severity
+from tracker.core.model import RepoId, RepoRow, Severity, StoredEstimate
 from tracker.core.store_types import (
     AdvisoryLine,
     LatestRevision,
@@ -158,9 +159,11 @@ class PageReads:
         out = []
         for r in rows:
             figures = {key: getattr(r, f"est_{key}") for key in CHART_KEYS}
-            estimate = figures if any(v is not None for v in figures.values()) else None
+            if figures["supported"] is not None:  # SQLite's JSON path gives a true as 1
+                figures["supported"] = bool(figures["supported"])
+            estimate = stored.estimate_of(r.sha, figures) if any(v is not None for v in figures.values()) else None
             out.append(TimelineRevision(sha=r.sha, seq=r.seq, date=r.date, title=r.title, status=r.status,
-                                        baseline=bool(r.baseline), findings=list(r.findings or []),
+                                        baseline=bool(r.baseline), findings=stored.findings_of(r.sha, r.findings) or (),
                                         worst_severity=r.worst_severity, summary=r.summary, estimate=estimate))
         return out
 
@@ -184,7 +187,7 @@ class PageReads:
                               published=r.published, measured=getattr(r, "measured", None)) for r in rows]
         return sorted(lines, key=lambda a: _SEVERITY_RANK.get(a.severity, len(_SEVERITY_RANK)))  # stable
 
-    def estimate_in_force(self, repo_pk: int, seq: int) -> tuple[str, dict[str, Any]] | None:
+    def estimate_in_force(self, repo_pk: int, seq: int) -> tuple[str, StoredEstimate] | None:
         """The newest estimate at or before revision ``seq``: (its revision's sha, the stored estimate)."""
         ran = revisions.c.estimate["supported"].as_boolean().is_not(None)
         with self.db.connect() as conn:
@@ -192,7 +195,8 @@ class PageReads:
                 select(revisions.c.sha, revisions.c.estimate)
                 .where(revisions.c.repo_pk == repo_pk, revisions.c.seq <= seq, ran)
                 .order_by(revisions.c.seq.desc()).limit(1)).first()
-        return (row.sha, row.estimate) if row is not None and isinstance(row.estimate, dict) else None
+        estimate = stored.estimate_of(row.sha, row.estimate) if row is not None else None
+        return (row.sha, estimate) if row is not None and estimate is not None else None
 
     # -- every advisory ---------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import Connection, and_, delete, func, insert, select, update
 
 from tracker.adapters.store import index as reach_index
+from tracker.adapters.store import stored
 from tracker.adapters.store.advisories import AdvisoryStore
 from tracker.adapters.store.db import Database
 from tracker.adapters.store.tables import blobs, commits, repos, revisions
@@ -23,6 +24,7 @@ from tracker.core.model import (
     RevisionStatus,
     Severity,
     Snapshot,
+    StoredEstimate,
 )
 from tracker.core.report import AdvisoryWrite, RevisionReport
 from tracker.core.store_types import SeenAdvisories
@@ -54,11 +56,11 @@ def revision_row(row: Any) -> RevisionRow:
         status=RevisionStatus(row.status),
         baseline=bool(row.baseline),
         snapshot=snapshot_from_json(row.snapshot) if row.snapshot is not None else None,
-        diff=row.diff,
-        findings=row.findings,
+        diff=stored.diff_of(row.sha, row.diff),
+        findings=stored.findings_of(row.sha, row.findings),
         worst_severity=row.worst_severity,
         summary=row.summary,
-        estimate=row.estimate,
+        estimate=stored.estimate_of(row.sha, row.estimate),
         analysed_at=row.analysed_at,
         dependencies_pending=bool(row.dependencies_pending),
         attempts=row.attempts or 0,
@@ -248,7 +250,8 @@ class RevisionStore:
                 .values(status=RevisionStatus.DONE, snapshot=snapshot_to_json(report.snapshot),
                         diff=report.diff.to_json() if report.diff is not None else None, findings=findings,
                         worst_severity=worst.value if worst else None, summary=report.summary,
-                        estimate=report.estimate, analysed_at=report.analysed_at,
+                        estimate=report.estimate.to_json() if report.estimate is not None else None,
+                        analysed_at=report.analysed_at,
                         dependencies_pending=report.dependencies_pending, libraries=list(report.libraries))
             ).rowcount == 1
             if not done:
@@ -260,14 +263,14 @@ class RevisionStore:
 
     # Keyword-only, one per column re-analysis replaces (and the advisories with what they were computed from).
     def save_reanalysis(self, revision_pk: int, repo_pk: int, *, findings: Sequence[Finding],  # noqa: PLR0913 - one keyword per column it replaces
-                        estimate: dict[str, Any] | None, now: datetime, dependencies_pending: bool | None,
+                        estimate: StoredEstimate | None, now: datetime, dependencies_pending: bool | None,
                         advisories: Iterable[AdvisoryWrite], libraries: Sequence[str] | None = None,
                         seen: SeenAdvisories | None = None) -> None:
         """Replace a done revision's findings (re-analysis, retried lookups) and its advisories, together."""
         worst = Severity.worst(f.severity for f in findings)
         values: dict[str, Any] = dict(findings=[f.to_json() for f in findings],
-                                      worst_severity=worst.value if worst else None, estimate=estimate,
-                                      analysed_at=now)
+                                      worst_severity=worst.value if worst else None,
+                                      estimate=estimate.to_json() if estimate is not None else None, analysed_at=now)
         if dependencies_pending is not None:
             values["dependencies_pending"] = dependencies_pending
         if libraries is not None:

@@ -416,12 +416,12 @@ class AdvisorySource:
             return None
         files = revision.snapshot.by_path()
         estimate = revision.estimate
-        if not (isinstance(estimate, dict) and estimate.get("params")):
+        if not (estimate is not None and estimate.params):
             # the estimate in force: the newest at or before it
             in_force = store.pages.estimate_in_force(row.pk, revision.seq)
             estimate = in_force[1] if in_force is not None else None
         contents = tuple(files[p].content_id if p in files else None for p in ("config.json", "README.md"))
-        key = (*contents, json.dumps(estimate, sort_keys=True, default=str))
+        key = (*contents, json.dumps(estimate.to_json() if estimate else None, sort_keys=True, default=str))
         with self._lock:
             if key in self._facts_seen:
                 return self._facts_seen[key]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 
 
 def _revision_json(rev: Any) -> dict[str, Any]:
-    findings = rev.findings or []
+    findings = rev.findings or ()
     return {
         "sha": rev.sha,
         "date": iso(rev.date),
@@ -43,9 +44,9 @@ def _revision_json(rev: Any) -> dict[str, Any]:
         "worst_severity": rev.worst_severity,
         "findings": len(findings),
         "top_findings": [
-            {"code": f["code"], "severity": f["severity"], "summary": f["summary"]} for f in findings[:3]
+            {"code": f.code, "severity": f.severity.value, "summary": f.summary} for f in findings[:3]
         ],
-        "files": {k: [e["path"] for e in v] for k, v in (rev.diff or {}).get("files", {}).items()},
+        "files": {k: [e["path"] for e in v] for k, v in rev.diff.files.items()} if rev.diff is not None else {},
         "libraries": list(rev.libraries),
     }
 
@@ -79,28 +80,28 @@ def revisions(tracker: Tracker, repo_id: str, as_json: bool, branch: str, limit:
         status = "" if r.status == "done" else f" ({r.status})"
         click.echo(f"{date}  {r.sha[:12]}  {worst}{escape_controls(r.title or '')}{status}")
         more = f"`tracker diff {repo.repo_id} {r.parent_sha[:12]} {r.sha[:12]}`" if r.parent_sha else "`--json`"
-        for line in finding_lines(r.findings or [], more=more):
+        for line in finding_lines(r.findings or (), more=more):
             click.echo(arrows(line))
 
 
 FINDING_LINES = 6  # per revision in `tracker revisions`; the rest is one line saying where to read it
 
 
-def finding_lines(findings: list[dict[str, Any]], *, more: str) -> list[str]:
+def finding_lines(findings: Sequence[Finding], *, more: str) -> list[str]:
     """Each finding once, with its code: findings that say the same thing (eos_token_id in config.json and in
     generation_config.json) share a line and list their codes; several of one code (serving on each of 8
     cards) are its first and a count."""
     entries: dict[str, list[Any]] = {}  # summary -> [severity, summary, codes, others of the same code]
     by_code: dict[str, str] = {}
     for f in findings:
-        code, summary = str(f["code"]), escape_controls(str(f["summary"])).replace(" -> ", " → ")
+        code, summary = f.code, escape_controls(f.summary).replace(" -> ", " → ")
         if code in by_code and by_code[code] != summary:
             entries[by_code[code]][3] += 1
             continue
         # The same change said twice (parameters, by the estimate and by the checkpoint's header): one line.
         summary = next((k for k in entries if len(min(k, summary, key=len)) >= 20 and (summary in k or k in summary)),
                        summary)
-        entry = entries.setdefault(summary, [f["severity"], summary, [], 0])
+        entry = entries.setdefault(summary, [f.severity.value, summary, [], 0])
         if code not in entry[2]:
             entry[2].append(code)
         by_code.setdefault(code, summary)

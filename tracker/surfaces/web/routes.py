@@ -276,13 +276,13 @@ def _revision_page(reads: Pages, store: Store, owner: str, name: str, sha: str) 
         raise _NotFound(str(exc)) from None
     if row is None:
         raise _NotFound(f"The tracker has not read revision {sha} of {repo_id}.")
-    findings = list(row.findings or [])
+    findings = list(row.findings or ())
     older, newer = reads.neighbours(repo.pk, row.seq)
     in_force = reads.estimate_in_force(repo.pk, row.seq)
     estimate = None
     if in_force is not None:
         estimate = {"view": estimate_view(in_force[1]), "sha": in_force[0], "here": in_force[0] == row.sha,
-                    "changes": estimate_changes(in_force[1].get("delta"))}
+                    "changes": estimate_changes(in_force[1].delta)}
     lines = reads.advisory_lines(repo.pk, revision_sha=row.sha)
     return _page("revision.html.jinja", title=f"{repo_id} @ {row.sha[:12]}", repo=repo, row=row,
                  sections=revision_sections(findings, row.diff), estimate=estimate, advisories=lines,

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tracker.core.estimate.cards import CARDS_BY_NAME
-from tracker.core.model import Category, Severity, clip_words
+from tracker.core.model import Category, Finding, RawDiff, Severity, StoredEstimate, clip_words
 from tracker.surfaces.web.diffs import SideBySide, side_by_side
 
 # The categories a reader looks for first (the reference page's "config, tokenizer, chat template
@@ -199,20 +199,20 @@ class FindingGroup:
     category: str
     label: str
     worst: str | None
-    findings: tuple[Mapping[str, Any], ...]
+    findings: tuple[Finding, ...]
 
 
-def group_findings(findings: Sequence[Mapping[str, Any]]) -> list[FindingGroup]:
+def group_findings(findings: Sequence[Finding]) -> list[FindingGroup]:
     """Findings by category, categories in reading order, findings most severe first within each."""
-    by_category: dict[str, list[Mapping[str, Any]]] = {}
+    by_category: dict[str, list[Finding]] = {}
     for f in findings:
-        by_category.setdefault(str(f.get("category") or "other"), []).append(f)
+        by_category.setdefault(f.category or "other", []).append(f)
     order = list(CATEGORY_LABELS)
     ranked = sorted(by_category, key=lambda c: (order.index(c) if c in order else len(order), c))
     return [
         FindingGroup(category=c, label=category_label(c),
-                     worst=worst(str(f.get("severity")) for f in by_category[c]),
-                     findings=tuple(sorted(by_category[c], key=lambda f: severity_rank(str(f.get("severity"))))))
+                     worst=worst(f.severity.value for f in by_category[c]),
+                     findings=tuple(sorted(by_category[c], key=lambda f: f.severity.rank)))
         for c in ranked
     ]
 
@@ -230,7 +230,7 @@ class RenderedPrompt:
 
 @dataclass(frozen=True)
 class TemplateChange:
-    finding: Mapping[str, Any]
+    finding: Finding
     text_diff: SideBySide | None
     prompts: tuple[RenderedPrompt, ...]
     tokens_changed: tuple[tuple[str, str, str], ...]  # (special token, before, after)
@@ -242,21 +242,21 @@ class KeyChange:
     key: str
     before: str
     after: str
-    finding: Mapping[str, Any]
+    finding: Finding
 
 
 @dataclass(frozen=True)
 class TokenChange:
     """A tokenizer finding and its examples, as (token, what happened to it) pairs."""
 
-    finding: Mapping[str, Any]
+    finding: Finding
     direction: str  # added | removed | changed
     examples: tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True)
 class TensorChange:
-    finding: Mapping[str, Any]
+    finding: Finding
     tensors: tuple[tuple[str, str, str], ...]  # (name, dtype, shape)
     names: tuple[tuple[str, tuple[str, ...]], ...]  # ("added", (...)), ("removed", ...), ("moved", ...)
 
@@ -267,33 +267,29 @@ class LibraryGroup:
 
     label: str
     worst: str
-    findings: tuple[Mapping[str, Any], ...]
+    findings: tuple[Finding, ...]
 
 
-def library_groups(findings: Sequence[Mapping[str, Any]]) -> tuple[LibraryGroup, ...]:
+def library_groups(findings: Sequence[Finding]) -> tuple[LibraryGroup, ...]:
     """The revision's findings grouped by the library whose analyser found them, most severe group first."""
     from tracker.core.findings.libraries import group_by_library, library_label
-    from tracker.core.model import Finding
 
-    parsed = [(Finding.from_json(f), f) for f in findings]
-    by_id = {id(finding): raw for finding, raw in parsed}
-    return tuple(LibraryGroup(label=library_label(name), worst=str(items[0].severity.value),
-                              findings=tuple(by_id[id(f)] for f in items))
-                 for name, items in group_by_library(sorted((f for f, _ in parsed), key=lambda f: f.severity.rank)))
+    return tuple(LibraryGroup(label=library_label(name), worst=str(items[0].severity.value), findings=tuple(items))
+                 for name, items in group_by_library(sorted(findings, key=lambda f: f.severity.rank)))
 
 
 @dataclass(frozen=True)
 class EmbeddingsVerdict:
     """``embeddings.incompatible``: why stored vectors no longer compare, and the module pipeline on each side."""
 
-    finding: Mapping[str, Any]
+    finding: Finding
     reasons: tuple[str, ...]
     before: tuple[str, ...]  # module types, in pipeline order
     after: tuple[str, ...]
 
 
-def _embeddings_verdict(f: Mapping[str, Any]) -> EmbeddingsVerdict:
-    evidence = f.get("evidence") or {}
+def _embeddings_verdict(f: Finding) -> EmbeddingsVerdict:
+    evidence = f.evidence
 
     def names(key: str) -> tuple[str, ...]:
         value = evidence.get(key)
@@ -330,8 +326,8 @@ def _prompts(evidence: Mapping[str, Any]) -> tuple[RenderedPrompt, ...]:
     return tuple(out)
 
 
-def _template_change(f: Mapping[str, Any]) -> TemplateChange:
-    evidence = f.get("evidence") or {}
+def _template_change(f: Finding) -> TemplateChange:
+    evidence = f.evidence
     text = evidence.get("text_diff")
     tokens = evidence.get("tokens_changed") or {}
     pairs = tuple((str(k), show_value(v[0]) if v[0] is not None else "(none)",
@@ -341,15 +337,15 @@ def _template_change(f: Mapping[str, Any]) -> TemplateChange:
                           prompts=_prompts(evidence), tokens_changed=pairs)
 
 
-def _key_change(f: Mapping[str, Any]) -> KeyChange:
-    evidence = f.get("evidence") or {}
+def _key_change(f: Finding) -> KeyChange:
+    evidence = f.evidence
     key = evidence.get("key")
     if not isinstance(key, str):
         keys = evidence.get("keys")
-        key = ", ".join(map(str, keys)) if isinstance(keys, list) and keys else str(f.get("code", ""))
-    return KeyChange(path=str(f.get("path") or ""), key=key,
-                     before="(absent)" if f.get("before") is None else show_value(f.get("before")),
-                     after="(absent)" if f.get("after") is None else show_value(f.get("after")), finding=f)
+        key = ", ".join(map(str, keys)) if isinstance(keys, list) and keys else f.code
+    return KeyChange(path=f.path or "", key=key,
+                     before="(absent)" if f.before is None else show_value(f.before),
+                     after="(absent)" if f.after is None else show_value(f.after), finding=f)
 
 
 def _distinct_keys(keys: Sequence[KeyChange]) -> list[KeyChange]:
@@ -359,8 +355,7 @@ def _distinct_keys(keys: Sequence[KeyChange]) -> list[KeyChange]:
     for k in keys:
         ident = (k.path, k.key, k.before, k.after)
         held = kept.get(ident)
-        if held is None or severity_rank(str(k.finding.get("severity"))) < severity_rank(
-                str(held.finding.get("severity"))):
+        if held is None or k.finding.severity.rank < held.finding.severity.rank:
             kept[ident] = k
     return list(kept.values())
 
@@ -382,10 +377,10 @@ def _token_detail(example: Mapping[str, Any]) -> str:
     return ""
 
 
-def _token_change(f: Mapping[str, Any]) -> TokenChange | None:
-    evidence = f.get("evidence") or {}
+def _token_change(f: Finding) -> TokenChange | None:
+    evidence = f.evidence
     examples = evidence.get("examples")
-    code = str(f.get("code", ""))
+    code = f.code
     if not isinstance(examples, list) or not examples:
         return None
     direction = "added" if "added" in code else "removed" if "removed" in code else "changed"
@@ -394,8 +389,8 @@ def _token_change(f: Mapping[str, Any]) -> TokenChange | None:
                                       else (show_value(e, 80), "") for e in examples))
 
 
-def _tensor_change(f: Mapping[str, Any]) -> TensorChange | None:
-    evidence = f.get("evidence") or {}
+def _tensor_change(f: Finding) -> TensorChange | None:
+    evidence = f.evidence
     tensors = evidence.get("tensors")
     rows: list[tuple[str, str, str]] = []
     if isinstance(tensors, Mapping):
@@ -411,18 +406,18 @@ def _tensor_change(f: Mapping[str, Any]) -> TensorChange | None:
     return TensorChange(finding=f, tensors=tuple(rows), names=names)
 
 
-def revision_sections(findings: Sequence[Mapping[str, Any]], diff: Mapping[str, Any] | None) -> RevisionSections:
+def revision_sections(findings: Sequence[Finding], diff: RawDiff | None) -> RevisionSections:
     """The revision page's sections; each finding appears in one section only (the rest under "Other")."""
     templates, keys, tokens, tensors, rest = [], [], [], [], []
     embeddings = []
     for f in findings:
-        category = f.get("category")
-        evidence = f.get("evidence") or {}
-        if f.get("code") == "embeddings.incompatible":
+        category = f.category
+        evidence = f.evidence
+        if f.code == "embeddings.incompatible":
             embeddings.append(_embeddings_verdict(f))
         elif category == "chat_template" and any(k in evidence for k in ("text_diff", "rendered_diff", "branches")):
             templates.append(_template_change(f))
-        elif category in ("config", "generation") and (f.get("before") is not None or f.get("after") is not None
+        elif category in ("config", "generation") and (f.before is not None or f.after is not None
                                                        or "key" in evidence):
             keys.append(_key_change(f))
         elif category == "tokenizer" and (token := _token_change(f)) is not None:
@@ -432,7 +427,7 @@ def revision_sections(findings: Sequence[Mapping[str, Any]], diff: Mapping[str, 
         else:
             rest.append(f)
     keys = _distinct_keys(keys)
-    files = diff.get("files") if isinstance(diff, Mapping) else None
+    files = diff.files if diff is not None else None
     paths = {kind: tuple(str(e.get("path")) for e in (files or {}).get(kind) or [] if isinstance(e, Mapping))
              for kind in ("added", "removed", "changed")}
     return RevisionSections(templates=tuple(templates), keys=tuple(keys), tokens=tuple(tokens),
@@ -482,10 +477,10 @@ def _count(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else "not read"
 
 
-def estimate_view(est: Mapping[str, Any]) -> EstimateView:
-    """The stored estimate (``Estimate.to_json()`` plus ``delta``) as the reference page's card table."""
+def estimate_view(est: StoredEstimate) -> EstimateView:
+    """The stored estimate as the reference page's card table."""
     cards = []
-    for c in est.get("cards") or []:
+    for c in est.cards:
         if not isinstance(c, Mapping):
             continue
         card = CARDS_BY_NAME.get(str(c.get("card")))
@@ -497,10 +492,10 @@ def estimate_view(est: Mapping[str, Any]) -> EstimateView:
             serve=_batch(c.get("serve_batch")),
             cost=f"${cost:,.2f} {c.get('cost_mode') or ''}".strip() if isinstance(cost, int | float) else "-"))
     return EstimateView(
-        supported=bool(est.get("supported")), reason=str(est.get("reason") or ""),
-        params=_count(est.get("params")), checkpoint=_count(est.get("checkpoint_params")),
-        full_gb=_gb(est.get("full_finetune_gb")), lora_gb=_gb(est.get("lora_gb")),
-        seq_len=str(est.get("seq_len") or "?"), lora_rank=str(est.get("lora_rank") or "?"),
+        supported=bool(est.supported), reason=str(est.reason or ""),
+        params=_count(est.params), checkpoint=_count(est.checkpoint_params),
+        full_gb=_gb(est.full_finetune_gb), lora_gb=_gb(est.lora_gb),
+        seq_len=str(est.seq_len or "?"), lora_rank=str(est.lora_rank or "?"),
         cards=tuple(cards))
 
 
