@@ -31,8 +31,8 @@ TOKENIZER = {"added_tokens": [{"id": 0, "content": "[PAD]", "special": True}], "
 
 
 def tracker_on(hub: Any, database: Path) -> Any:
-    settings = Settings(database_url=f"sqlite:///{database}", hub_endpoint=hub.url, hub_timeout=60.0)
-    return make_tracker(settings, hub=HubClient(settings.hub_endpoint, timeout=60.0, sleep=lambda _s: None))
+    settings = Settings(database={"url": f"sqlite:///{database}"}, hub={"endpoint": hub.url, "timeout": 60.0})
+    return make_tracker(settings, hub=HubClient(settings.hub.endpoint, timeout=60.0, sleep=lambda _s: None))
 
 
 @pytest.fixture(scope="module")
