@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "tracker"
-RANK = {"core": 0, "adapters": 1, "pipeline": 2, "app": 3, "usecases": 3, "surfaces": 4}
+RANK = {"core": 0, "adapters": 1, "pipeline": 2, "app": 3, "services": 3, "surfaces": 4}
 
 
 def _layer(module: str) -> str | None:

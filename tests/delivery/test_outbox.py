@@ -135,7 +135,7 @@ def test_unsubscribing_drops_what_was_not_sent(hub_standin, tracker_settings, ma
 
 
 def test_reanalyse_counts_what_it_changed(hub_standin, tracker_settings, make):
-    from tracker import usecases
+    from tracker import services as usecases
 
     start_repo(hub_standin)
     tracker = make(tracker_settings)

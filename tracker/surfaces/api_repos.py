@@ -37,7 +37,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from tracker import usecases
+from tracker import services as usecases
 from tracker.adapters import metrics
 from tracker.adapters.delivery import TargetRefused
 from tracker.adapters.settings import parse_interval

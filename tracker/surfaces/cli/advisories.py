@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from tracker import usecases
+from tracker import services as usecases
 from tracker.core.escaping import escape_controls
 from tracker.core.model import OUTPUT_FORMATS, SEVERITY_NAMES
 from tracker.surfaces.cli import (  # the group and the helpers every command shares

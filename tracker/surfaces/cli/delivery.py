@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tracker import usecases
+from tracker import services as usecases
 from tracker.core.errors import ConfigError
 from tracker.core.escaping import escape_controls
 from tracker.core.model import SEVERITY_NAMES, ChannelKind

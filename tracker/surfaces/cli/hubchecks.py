@@ -23,7 +23,7 @@ from tracker.core.errors import (
 )
 from tracker.core.model import RepoId
 from tracker.pipeline.ports import HubReader
-from tracker.usecases import existence, missing_message
+from tracker.services import existence, missing_message
 
 __all__ = ["ArgumentError", "existence", "missing_message", "naming"]
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from tracker import usecases
+from tracker import services as usecases
 from tracker.core.errors import ConfigError
 from tracker.surfaces.cli import (  # the group and the helpers every command shares
     Context,

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tracker import usecases
+from tracker import services as usecases
 from tracker.adapters.settings import format_duration, parse_interval
 from tracker.core.errors import NotFound, TrackerError
 from tracker.core.escaping import escape_controls
