@@ -41,7 +41,7 @@ class FeedWanted:
     """What a feed serves: a watched repo's advisories, an owner's, or all (both None); at least
     ``min_severity``; with a finding in one of ``categories`` (empty: any)."""
 
-    repo_id: RepoId | None = None
+    repo_id: str | None = None
     owner: str | None = None
     min_severity: Severity | None = None
     categories: frozenset[str] = frozenset()
@@ -62,7 +62,7 @@ class Advisories:
         with naming(self.tracker.hub, repo_id, argument, revision):
             return self.tracker.query(repo_id, revision)
 
-    def affecting(self, repo_id: RepoId | None, revision: str, budget: LookupBudget, *, offset: int = 0,
+    def affecting(self, repo_id: str | None, revision: str, budget: LookupBudget, *, offset: int = 0,
                   limit: int, records: bool = True) -> AdvisoryPage:
         """One page of the live advisories affecting ``revision``, of ``repo_id`` or (None: a full sha) of any
         watched repo; a commit not read yet is placed on the Hub within ``budget``.

@@ -9,8 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tracker.core.errors import NotFound, RepoGone
-from tracker.core.hub_types import Commit
-from tracker.core.model import EventRow, RepoId, RepoRow, RevisionRow
+from tracker.core.model import Commit, EventRow, RepoId, RepoRow, RevisionRow
 from tracker.services.hubcheck import naming
 
 if TYPE_CHECKING:
@@ -117,6 +116,10 @@ class Revisions:
         store = self.tracker.store
         repo = store.repos.get(repo_id)
         return store.revisions.get(repo.pk, sha) if repo is not None else None
+
+    def stored(self, repo: RepoRow, sha: str) -> RevisionRow | None:
+        """A revision read of the watched ``repo``, by sha or prefix (RevisionUnresolved: an ambiguous prefix)."""
+        return self.tracker.store.revisions.get(repo.pk, sha)
 
     def events(self, repo_id: RepoId | None = None) -> list[EventRow]:
         """The upstream surprises of one watched repo (NotWatched otherwise), or of all."""

@@ -103,7 +103,7 @@ class Subscriptions:
             raise NotFound(f"no subscription {subscription_id}")
         return dropped
 
-    def list(self) -> list[SubscriptionRow]:
+    def all(self) -> list[SubscriptionRow]:
         """The subscriptions (their secrets stay in the store)."""
         return self.tracker.store.outbox.list_subscriptions()
 

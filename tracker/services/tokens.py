@@ -32,7 +32,7 @@ class ApiTokens:
             raise ConfigError(str(exc)) from exc
         return self.tracker.tokens.create(name, now=self.tracker.clock())
 
-    def list(self) -> list[TokenRow]:
+    def all(self) -> list[TokenRow]:
         """The tokens by name (names and dates; the tokens themselves are not stored)."""
         return self.tracker.tokens.list()
 

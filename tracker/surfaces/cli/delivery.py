@@ -86,7 +86,7 @@ def _warn_unwatched(target: str) -> None:
 @pass_tracker
 def subscriptions(tracker: Tracker, as_json: bool) -> None:
     """List subscriptions (never their secrets)."""
-    rows = Subscriptions(tracker).list()
+    rows = Subscriptions(tracker).all()
     if as_json:
         emit_json([_subscription_json(s) for s in rows])
         return

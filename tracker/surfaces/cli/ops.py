@@ -85,7 +85,7 @@ def token_create(tracker: Tracker, name: str) -> None:
 @pass_tracker
 def token_list(tracker: Tracker, as_json: bool) -> None:
     """List tokens (names and dates; the tokens themselves are not stored)."""
-    rows = ApiTokens(tracker).list()
+    rows = ApiTokens(tracker).all()
     if as_json:
         emit_json([{"name": r.name, "id": r.key_id, "created_at": iso(r.created_at),
                      "last_used_at": iso(r.last_used_at)} for r in rows])
