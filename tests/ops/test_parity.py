@@ -79,6 +79,7 @@ CASES = [
      {"target": "*", "webhook": "ftp://127.0.0.1/x"}, 1, 400),
     (("unsubscribe", "99"), "delete", "/v1/subscriptions/99", None, 1, 404),
     (("watch", "add", REAL, "--every", "5s"), "post", "/v1/watch", {"repo": REAL, "every": "5s"}, 2, 400),
+    (("watch", "add", REAL, "--branch", "a b"), "post", "/v1/watch", {"repo": REAL, "branch": "a b"}, 2, 400),
     (("watch", "add", "acme/a..b"), "post", "/v1/watch", {"repo": "acme/a..b"}, 2, 400),
     (("watch", "remove", "acme/a..b"), "delete", "/v1/watch/acme/a..b", None, 2, 400),
 ]

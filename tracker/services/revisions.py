@@ -8,7 +8,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tracker.core.errors import NotFound, RepoGone
+from tracker.core.errors import ConfigError, NotFound, RepoGone
 from tracker.core.model import Commit, EventRow, RepoId, RepoRow, RevisionRow
 from tracker.services.hubcheck import naming
 
@@ -18,7 +18,15 @@ if TYPE_CHECKING:
     from tracker.app import Tracker
     from tracker.pipeline.processing import Analysis, Side
 
-__all__ = ["Compared", "Reanalysed", "RevisionListing", "Revisions"]
+__all__ = ["Compared", "Reanalysed", "RevisionListing", "Revisions", "checked_revision"]
+
+
+def checked_revision(value: str, what: str) -> str:
+    """A commit id, branch or tag as typed, checked: ConfigError (naming ``what``) for one with spaces or
+    control characters, an empty one, or one over 255 characters."""
+    if not value or len(value) > 255 or any(ord(ch) < 0x21 or ord(ch) == 0x7F for ch in value):
+        raise ConfigError(f"invalid {what}: a commit id, branch or tag without spaces or control characters")
+    return value
 
 
 @dataclass(frozen=True)

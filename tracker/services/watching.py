@@ -9,6 +9,7 @@ from tracker.core.errors import NotFound
 from tracker.core.model import RepoId, RepoRow
 from tracker.core.watchrules import DEFAULT_MAX, RuleRow, parse_rule
 from tracker.services.hubcheck import existence, missing_message
+from tracker.services.revisions import checked_revision
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -61,9 +62,15 @@ class Watching:
             raise NotFound(missing_message(repo_id, hub.endpoint, there.close))
         return None if there.found else there.reason
 
-    def add(self, repo_id: RepoId, *, branch: str | None = None, every: float | None = None) -> Watched:
+    def add(self, repo_id: RepoId, *, branch: str | None = None, every: float | None = None,
+            check: bool = False) -> Watched:
         """Watch ``repo_id`` (a validated id; on ``main`` unless ``branch``); watching it again updates the branch
-        and interval given, and never one not given."""
+        and interval given, and never one not given. ConfigError for a branch that cannot be one; with ``check``,
+        NotFound (with the close matches) when the Hub says it has no ``repo_id`` (:meth:`require_on_hub`)."""
+        if branch is not None:
+            branch = checked_revision(branch, "branch")
+        if check:
+            self.require_on_hub(repo_id)
         row, created = self.tracker.store.repos.add(repo_id, branch=branch, every=every, now=self.tracker.clock())
         return Watched(repo=row, created=created)
 

@@ -17,6 +17,7 @@ from fastapi import APIRouter, Depends, Path, Query
 
 from tracker.core.model import RepoId, RevisionRow, validate_repo_id
 from tracker.services import Revisions, RuleWithRepos, Watching
+from tracker.services.revisions import checked_revision
 from tracker.surfaces.api_deps import HubSlotDep, TrackerDep
 from tracker.surfaces.api_errors import BadRequest
 from tracker.surfaces.api_models import (
@@ -32,7 +33,7 @@ from tracker.surfaces.api_models import (
     TopFinding,
 )
 
-__all__ = ["MAX_UPSTREAM_COMMITS", "NAME", "checked_revision", "repo_of", "repos_router"]
+__all__ = ["MAX_UPSTREAM_COMMITS", "NAME", "repo_of", "repos_router"]
 
 NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$"  # a repo id part as the Hub allows it (checked fully below)
 MAX_UPSTREAM_COMMITS = 1000
@@ -46,12 +47,6 @@ def repo_of(owner: str, name: str) -> RepoId:
         return validate_repo_id(f"{owner}/{name}")
     except ValueError as exc:
         raise BadRequest(str(exc)) from exc
-
-
-def checked_revision(value: str, what: str) -> str:
-    if not value or len(value) > 255 or any(ord(ch) < 0x21 or ord(ch) == 0x7F for ch in value):
-        raise BadRequest(f"invalid {what}: a commit id, branch or tag without spaces or control characters")
-    return value
 
 
 def _revision_out(rev: RevisionRow) -> RevisionOut:

@@ -29,7 +29,7 @@ from tracker.surfaces.api_models import (
     WatchIn,
     WatchOut,
 )
-from tracker.surfaces.api_repos import checked_revision, repo_of
+from tracker.surfaces.api_repos import repo_of
 
 __all__ = ["writes_router"]
 
@@ -45,11 +45,8 @@ def watch(tracker: TrackerDep, body: WatchIn) -> WatchOut:
         every = parse_interval(body.every) if body.every else None
     except (ValueError, ConfigError) as exc:
         raise BadRequest(str(exc)) from exc
-    branch = checked_revision(body.branch, "branch")
-    watching = Watching(tracker)
-    if body.check:
-        watching.require_on_hub(repo_id)  # NotFound: 404 with the close matches, as the CLI says it
-    watched = watching.add(repo_id, branch=branch, every=every)
+    # ConfigError: 400 for a bad branch; NotFound: 404 with the close matches, as the CLI says it
+    watched = Watching(tracker).add(repo_id, branch=body.branch, every=every, check=body.check)
     row = watched.repo
     return WatchOut(repo=row.repo_id, branch=row.branch, every_seconds=row.every_seconds, created=watched.created)
 

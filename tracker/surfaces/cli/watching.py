@@ -13,6 +13,7 @@ from tracker.core.escaping import escape_controls
 from tracker.core.model import PollOutcome, RepoId, validate_repo_id
 from tracker.pipeline.polling import NOT_POLLED_INTERRUPTED, PollResult
 from tracker.services import Polling, Watching
+from tracker.services.revisions import checked_revision
 from tracker.surfaces.cli import (  # the group and the helpers every command shares
     Context,
     emit_json,
@@ -82,6 +83,7 @@ def watch_add(  # noqa: PLR0913
         raise click.UsageError("--max goes with --rule")
     valid = _valid_ids(_listed_ids(repo_ids, from_file))
     seconds = parse_interval(every) if every else None
+    branch = checked_revision(branch, "branch") if branch is not None else None  # before the Hub is asked
     tracker = obj.tracker()
     if not no_check and not _on_hub(tracker, list(dict.fromkeys(valid))):
         click.echo("nothing added: fix the ids above (or pass --no-check to add them anyway)", err=True)
