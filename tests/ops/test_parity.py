@@ -14,11 +14,13 @@ content type, an unread commit is a 404, and every error has OSV's shape.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from fastapi.testclient import TestClient
 
 from tests.ops.conftest import migrated
-from tracker.adapters.settings import DeliverySettings
+from tracker.adapters.settings import DeliverySettings, WatchSpec
 from tracker.core.errors import TrackerError
 from tracker.services import ApiTokens, Revisions, Subscriptions, Watching
 from tracker.surfaces.api import create_app
@@ -29,14 +31,14 @@ REAL = "intfloat/multilingual-e5-large"
 TYPO = "intfloat/multilingual-e5-larg"
 
 
-@pytest.fixture
-def surfaces(cli, cli_env, hub_standin, settings, make, db_url):
+def _surfaces(cli, cli_env, hub_standin, settings, make, db_url, **overrides):
+    """The CLI and the API over one database: (run, client, auth headers, the API's Tracker)."""
     hub_standin.create_repo(REAL)
     hub_standin.commit(REAL, {"config.json": b'{"model_type": "xlm-roberta"}'}, message="init")
     url = migrated(db_url)
     env = {**cli_env, "TRACKER_DATABASE_URL": url}
     token = cli("token", "create", "parity", env=env).stdout.strip()
-    tracker = make(settings, database_url=url, delivery=DeliverySettings(allow_hosts=("127.0.0.1",)))
+    tracker = make(settings, database_url=url, delivery=DeliverySettings(allow_hosts=("127.0.0.1",)), **overrides)
     client = TestClient(create_app(tracker))
     auth = {"Authorization": f"Bearer {token}"}
 
@@ -44,6 +46,11 @@ def surfaces(cli, cli_env, hub_standin, settings, make, db_url):
         return cli(*args, env=env)
 
     return run, client, auth, tracker
+
+
+@pytest.fixture
+def surfaces(cli, cli_env, hub_standin, settings, make, db_url):
+    return _surfaces(cli, cli_env, hub_standin, settings, make, db_url)
 
 
 @pytest.fixture
@@ -95,6 +102,22 @@ def test_the_same_bad_input_is_refused_alike_by_the_cli_and_the_api(both, args, 
     assert (by_cli.exit_code, by_api.status_code) == (exit_code, status), (by_cli.output, by_api.text)
     assert by_api.json()["code"] == {400: 3, 404: 5}[status]
     assert error_line(by_cli.output) == by_api.json()["message"]
+
+
+def test_a_repo_the_config_file_lists_is_kept_by_both(cli, cli_env, hub_standin, settings, make, db_url):
+    """Unwatched, a repo the config file lists would be watched again by the next command: both refuse."""
+    config = Path(cli_env["TRACKER_CONFIG"])
+    config.write_text(config.read_text() + f'\n[[watch]]\nrepo = "{REAL}"\n')
+    run, client, auth, _tracker = _surfaces(cli, cli_env, hub_standin, settings, make, db_url,
+                                            watch=(WatchSpec(repo=REAL),), config_path=config)
+    assert run("watch", "list").exit_code == 0  # every command watches the config's repos
+    by_cli = run("watch", "remove", REAL)
+    by_api = client.delete(f"/v1/watch/{REAL}", headers=auth)
+    expected = (f"{REAL} is listed in {config} ([[watch]] repo = \"{REAL}\"), which every command watches again: "
+                f"delete that entry, then run `tracker watch remove {REAL}`")
+    assert (by_cli.exit_code, error_line(by_cli.output)) == (1, expected)
+    assert (by_api.status_code, by_api.json()) == (400, {"code": 3, "message": expected})
+    assert [r["repo"] for r in client.get("/v1/repos").json()["repos"]] == [REAL]
 
 
 def test_a_typo_gets_the_same_suggestion_from_both(both, hub_standin):

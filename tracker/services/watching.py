@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tracker.core.errors import NotFound
+from tracker.core.errors import NotFound, TrackerError
 from tracker.core.model import RepoId, RepoRow
 from tracker.core.watchrules import DEFAULT_MAX, RuleRow, parse_rule
 from tracker.services.hubcheck import existence, missing_message
@@ -17,7 +17,11 @@ if TYPE_CHECKING:
     from tracker.app import Tracker
     from tracker.pipeline.lineage import Chain
 
-__all__ = ["RuleAdded", "RuleWithRepos", "Watched", "Watching"]
+__all__ = ["ListedInConfig", "RuleAdded", "RuleWithRepos", "Watched", "Watching"]
+
+
+class ListedInConfig(TrackerError):
+    """A repo asked to be unwatched that the config file lists: every command would watch it again."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +86,13 @@ class Watching:
         return watch_base_chain(tracker.store, tracker.hub, repo_id, branch=branch, every=every, now=tracker.clock())
 
     def remove(self, repo_id: RepoId) -> None:
-        """Stop watching ``repo_id``: its stored revisions go with it. Raises NotFound when it is not watched."""
+        """Stop watching ``repo_id``: its stored revisions go with it. Raises NotFound when it is not watched,
+        ListedInConfig when the config file lists it (removed, it would be back at the next command)."""
+        settings = self.tracker.settings
+        if any(spec.repo == repo_id for spec in settings.watch):
+            raise ListedInConfig(
+                f"{repo_id} is listed in {settings.config_path} ([[watch]] repo = \"{repo_id}\"), which every command "
+                f"watches again: delete that entry, then run `tracker watch remove {repo_id}`")
         if not self.tracker.store.repos.remove(repo_id):
             raise NotFound(f"not watched: {repo_id}")
 

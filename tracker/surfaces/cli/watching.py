@@ -231,13 +231,7 @@ def watch_remove(obj: Context, repo_id: str | None, rule_id: int | None = None) 
     if repo_id is None:
         raise click.UsageError("give a repo id, or --rule ID")
     repo = parse_repo_id(repo_id)
-    if any(spec.repo == repo for spec in obj.settings.watch):
-        # Every command adds the config's repos to the database: removed here, it would be back at the next one.
-        click.echo(f"error: {repo} is listed in {obj.settings.config_path} ([[watch]] repo = \"{repo}\"), which "
-                   f"every command watches again: delete that entry, then run `tracker watch remove {repo}`",
-                   err=True)
-        sys.exit(1)
-    Watching(obj.tracker()).remove(repo)  # NotFound: one line, exit 1
+    Watching(obj.tracker()).remove(repo)  # NotFound, ListedInConfig: one line, exit 1
     click.echo(f"removed {repo}")
 
 
