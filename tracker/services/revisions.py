@@ -119,12 +119,6 @@ class Revisions:
         """The config.json (as parsed, any JSON) and the safetensors headers of a revision of any repo."""
         return self.tracker.config_and_headers(repo_id, self.side(repo_id, revision, argument=argument))
 
-    def get(self, repo_id: RepoId, sha: str) -> RevisionRow | None:
-        """A revision read of a watched repo, by sha or prefix; None when the repo or the revision is not stored."""
-        store = self.tracker.store
-        repo = store.repos.get(repo_id)
-        return store.revisions.get(repo.pk, sha) if repo is not None else None
-
     def stored(self, repo: RepoRow, sha: str) -> RevisionRow | None:
         """A revision read of the watched ``repo``, by sha or prefix (RevisionUnresolved: an ambiguous prefix)."""
         return self.tracker.store.revisions.get(repo.pk, sha)

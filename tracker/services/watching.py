@@ -100,13 +100,6 @@ class Watching:
         """The watched repo, None when it is not watched."""
         return self.tracker.store.repos.get(repo_id)
 
-    def require(self, repo_id: RepoId) -> RepoRow:
-        """The watched repo; NotWatched when it is not."""
-        return self.tracker.repo(repo_id)
-
-    def owner_watched(self, owner: str) -> bool:
-        return self.tracker.store.repos.owner_watched(owner)
-
     def repos(self, *, with_config: bool = False) -> list[RepoRow]:
         """The watched repos, by id; ``with_config`` first adds those the config file lists."""
         if with_config:
