@@ -11,10 +11,10 @@ and statuses in the API, HTML in the pages). The services:
   events, re-analysis;
 - :class:`Advisories` (advisories.py): which advisories affect a revision, lists, feeds, the pages' reads;
 - :class:`Subscriptions` (subscriptions.py): subscriptions and the outbox of deliveries;
-- :class:`ApiTokens` (tokens.py): the API's bearer tokens.
-
-(Scanning a local folder and auditing a Hub cache read no store and no Hub of the Tracker: their commands
-call the pipeline's scan and audit directly.)
+- :class:`ApiTokens` (tokens.py): the API's bearer tokens;
+- :class:`Scanning` (scanning.py): scan a codebase, audit a Hugging Face cache (built on the settings and
+  the user's tracker, opened only when there is a store to read);
+- database.py: the schema brought to the newest migration (`tracker init`).
 
 The errors, by what the caller did:
 
@@ -37,6 +37,7 @@ from tracker.services.advisories import Advisories, AdvisoryPage, FeedWanted
 from tracker.services.hubcheck import ArgumentError, Existence, close_matches, existence, missing_message
 from tracker.services.polling import Figures, Polling
 from tracker.services.revisions import Compared, Reanalysed, RevisionListing, Revisions
+from tracker.services.scanning import Scanning
 from tracker.services.subscriptions import (
     ONE_CHANNEL,
     NewSubscription,
@@ -55,7 +56,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ONE_CHANNEL", "Advisories", "AdvisoryPage", "ApiTokens", "ArgumentError", "Compared", "Existence",
     "FeedWanted", "Figures", "NewSubscription", "NotRetried", "Polling", "Reanalysed", "RevisionListing",
-    "Revisions", "RuleAdded", "RuleWithRepos", "Services", "Subscribed", "Subscriptions", "Watched", "Watching",
+    "Revisions", "RuleAdded", "RuleWithRepos", "Scanning", "Services", "Subscribed", "Subscriptions", "Watched", "Watching",
     "close_matches", "daemon_would_refuse", "existence", "missing_message", "redacted_url",
 ]
 
