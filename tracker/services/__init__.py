@@ -14,6 +14,7 @@ and statuses in the API, HTML in the pages). The services:
 - :class:`ApiTokens` (tokens.py): the API's bearer tokens;
 - :class:`Scanning` (scanning.py): scan a codebase, audit a Hugging Face cache (built on the settings and
   the user's tracker, opened only when there is a store to read);
+- verifying.py: ``verify``, two revisions run and what moved measured (``tracker verify``);
 - database.py: the schema brought to the newest migration (`tracker init`).
 
 The errors, by what the caller did:
