@@ -62,6 +62,10 @@ class Advisories:
         with naming(self.tracker.hub, repo_id, argument, revision):
             return self.tracker.query(repo_id, revision)
 
+    def lookup_budget(self) -> LookupBudget:
+        """The Hub look-ups one call may make to place commits not read yet (``[api] max_hub_requests``)."""
+        return self.tracker.querier.budget()
+
     def affecting(self, repo_id: str | None, revision: str, budget: LookupBudget, *, offset: int = 0,
                   limit: int, records: bool = True) -> AdvisoryPage:
         """One page of the live advisories affecting ``revision``, of ``repo_id`` or (None: a full sha) of any

@@ -157,7 +157,7 @@ def query(state: StateDep, payload: JsonBody) -> Response:
     payload = json_payload(payload)
     if not isinstance(payload, dict):
         raise BadRequest("a query must be an object")
-    rows, token = _matches(state, payload, state.tracker.querier.budget())
+    rows, token = _matches(state, payload, Advisories(state.tracker).lookup_budget())
     # The stored records are served as they are: no decode and re-encode on the hot path.
     parts = []
     if rows:
@@ -175,7 +175,7 @@ def querybatch(state: StateDep, payload: JsonBody) -> JSONResponse:
         raise BadRequest("queries must be a list")
     if len(queries) > 1000:
         raise BadRequest("at most 1000 queries per batch")
-    budget = state.tracker.querier.budget()  # one budget of Hub look-ups for the whole batch
+    budget = Advisories(state.tracker).lookup_budget()  # one budget of Hub look-ups for the whole batch
     return JSONResponse({"results": [_batch_result(state, q, budget) for q in queries]})
 
 
