@@ -12,8 +12,9 @@ and statuses in the API, HTML in the pages). The services:
 - :class:`Advisories` (advisories.py): which advisories affect a revision, lists, feeds, the pages' reads;
 - :class:`Subscriptions` (subscriptions.py): subscriptions and the outbox of deliveries;
 - :class:`ApiTokens` (tokens.py): the API's bearer tokens;
-- :class:`Scanning` (scanning.py): scan a codebase, audit a Hugging Face cache (built on the settings and
-  the user's tracker, opened only when there is a store to read);
+- ``Scanning`` (scanning.py, imported from there: the scan's libraries load only for a scan): scan a
+  codebase, audit a Hugging Face cache (built on the settings and the user's tracker, opened only when
+  there is a store to read);
 - verifying.py: ``verify``, two revisions run and what moved measured (``tracker verify``);
 - database.py: the schema brought to the newest migration (`tracker init`).
 
@@ -38,7 +39,6 @@ from tracker.services.advisories import Advisories, AdvisoryPage, FeedWanted
 from tracker.services.hubcheck import ArgumentError, Existence, close_matches, existence, missing_message
 from tracker.services.polling import Figures, Polling
 from tracker.services.revisions import Compared, Reanalysed, RevisionListing, Revisions
-from tracker.services.scanning import Scanning
 from tracker.services.subscriptions import (
     ONE_CHANNEL,
     NewSubscription,
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ONE_CHANNEL", "Advisories", "AdvisoryPage", "ApiTokens", "ArgumentError", "Compared", "Existence",
     "FeedWanted", "Figures", "NewSubscription", "NotRetried", "Polling", "Reanalysed", "RevisionListing",
-    "Revisions", "RuleAdded", "RuleWithRepos", "Scanning", "Services", "Subscribed", "Subscriptions", "Watched", "Watching",
+    "Revisions", "RuleAdded", "RuleWithRepos", "Services", "Subscribed", "Subscriptions", "Watched", "Watching",
     "close_matches", "daemon_would_refuse", "existence", "missing_message", "redacted_url",
 ]
 

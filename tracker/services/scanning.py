@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Protocol
 
 from tracker.adapters.settings import Settings
-from tracker.app import make_tracker
 from tracker.core.model import RepoId
 from tracker.pipeline.audit.cache import default_cache_dir, read_cache
 from tracker.pipeline.audit.report import AuditReport
@@ -92,6 +91,8 @@ class Scanning:
     def scan(self, path: Path, *, fail_on: Iterable[str] = (), watch: bool = False, cards: bool = False) -> ScanReport:
         """The references a codebase makes to Hub models, each with what changed upstream since its pin;
         ``watch`` adds the repos found to the watch list; ``cards`` reads each model's card (a BOM's)."""
+        from tracker.app import make_tracker
+
         found = find_references(path)
         tracker = self.user_tracker() if (watch or has_store(self.settings)) and found.references else None
         # Nothing found: nothing to look up or watch, and no store opened for it.
@@ -105,6 +106,8 @@ class Scanning:
     def audit(self, cache_dir: Path | None, *, fail_on: Iterable[str] = (), cards: bool = False) -> AuditReport:
         """The revisions a Hugging Face cache holds (``cache_dir``, else the default one), each with the
         advisories affecting it. Raises ``CacheUnreadable`` (one line) when the cache cannot be read at all."""
+        from tracker.app import make_tracker
+
         cache = read_cache(cache_dir if cache_dir is not None else default_cache_dir())
         by_repo: dict[RepoId, list[str | None]] = {}
         for revision in cache.revisions:
