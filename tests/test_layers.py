@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "tracker"
-RANK = {"core": 0, "adapters": 1, "pipeline": 2, "app": 3, "usecases": 3, "surfaces": 4}
+RANK = {"core": 0, "adapters": 1, "pipeline": 2, "app": 3, "services": 3, "surfaces": 4}
 
 
 def _layer(module: str) -> str | None:
@@ -193,3 +193,58 @@ def test_the_checks_see_an_adapter_in_the_pipeline_and_huggingface_hub_elsewhere
     assert _huggingface_hub_imports(hub / "client.py", root) == []
     assert _pipeline_adapter_imports(pipeline / "ok.py", root) == []
     assert _huggingface_hub_imports(pipeline / "ok.py", root) == []
+
+
+# The surfaces (CLI, API, pages) reach the store and the Hub only through the services (tracker/services/).
+# What stays: the demo's ``hub.store`` is the Hub stand-in's own folder of repos (tracker/surfaces/web/demo.py
+# builds a stand-in beside its Tracker), not the Tracker's store.
+SURFACE_REACH_ALLOWED = {("tracker/surfaces/web/demo.py", "hub.store")}
+
+
+def _surface_reaches(path: Path, root: Path = ROOT) -> list[str]:
+    """A surface's imports of the store adapter, and its uses of the Tracker's ``.store`` or ``.hub``
+    (``tracker.store``, ``state.tracker.hub``, ``obj.tracker().store``, ``hub.store``...), lazy ones included;
+    a report's own ``hub`` line (``report.hub``) is no Tracker's."""
+    relative = path.relative_to(root.parent)
+    if relative.parts[:2] != ("tracker", "surfaces"):
+        return []
+    tree = ast.parse(path.read_text())
+    found = [f"{relative}:{line} imports {module}" for line, module in _imported_modules(path, root)
+             if module == "tracker.adapters.store" or module.startswith("tracker.adapters.store.")]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in ("store", "hub") \
+                and ast.unparse(node.value).removesuffix("()").split(".")[-1] in ("tracker", "hub"):
+            used = ast.unparse(node)
+            if (relative.as_posix(), used) not in SURFACE_REACH_ALLOWED:
+                found.append(f"{relative}:{node.lineno} uses {used}")
+    return sorted(set(found))
+
+
+def test_the_surfaces_reach_the_store_and_the_hub_only_through_the_services():
+    found = [line for path in sorted(ROOT.rglob("*.py")) for line in _surface_reaches(path)]
+    assert found == []
+
+
+def test_the_check_sees_a_surface_reaching_the_store_or_the_hub(tmp_path):
+    cli = tmp_path / "tracker" / "surfaces" / "cli"
+    cli.mkdir(parents=True)
+    (cli / "bad.py").write_text(
+        "from tracker.services import Watching\n"
+        "def f(tracker, state):\n"
+        "    from tracker.adapters.store.db import describe_url\n"
+        "    rows = tracker.store.repos.all()\n"
+        "    state.tracker.hub.endpoint\n"
+        "    obj.tracker().store.outbox\n"
+        "    report.hub\n"
+        "    return Watching(tracker).repos()\n")
+    (cli / "ok.py").write_text('"""tracker.store and tracker.hub: named in a docstring, not used."""\n'
+                               "from tracker.services import Polling\n")
+    root = tmp_path / "tracker"
+    assert _surface_reaches(cli / "bad.py", root) == [
+        "tracker/surfaces/cli/bad.py:3 imports tracker.adapters.store.db",
+        "tracker/surfaces/cli/bad.py:3 imports tracker.adapters.store.db.describe_url",
+        "tracker/surfaces/cli/bad.py:4 uses tracker.store",
+        "tracker/surfaces/cli/bad.py:5 uses state.tracker.hub",
+        "tracker/surfaces/cli/bad.py:6 uses obj.tracker().store",
+    ]
+    assert _surface_reaches(cli / "ok.py", root) == []

@@ -7,7 +7,7 @@ import typing
 import click
 
 from tracker.core.model import CATEGORIES, OUTPUT_FORMATS, SEVERITY_NAMES, Category, OutputFormat, Severity
-from tracker.surfaces.api_repos import SubscriptionIn
+from tracker.surfaces.api_models import SubscriptionIn
 from tracker.surfaces.cli import main
 
 

@@ -17,7 +17,7 @@ from tests.core.conftest import config_json
 from tracker.core.advisory import advisory_id, validate
 from tracker.core.advisory.record import to_osv
 from tracker.core.model import RepoId
-from tracker.surfaces import api
+from tracker.services import advisories
 from tracker.surfaces.api import create_app
 from tracker.surfaces.cli import main
 
@@ -88,7 +88,7 @@ def test_query_pages_end_at_the_versions_budget_and_together_answer_everything(
     tracker.poll()
     # The fix at shas[k] affects shas[0..k-1]: k commits, min(k, 3) of them listed.
     listed = {advisory_id(REPO, shas[k], "update"): min(k, 3) for k in range(1, 8)}
-    monkeypatch.setattr(api, "PAGE_VERSIONS", 3)
+    monkeypatch.setattr(advisories, "PAGE_VERSIONS", 3)
     client = TestClient(create_app(tracker))
     pages, token = [], None
     while True:

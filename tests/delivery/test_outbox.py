@@ -135,7 +135,7 @@ def test_unsubscribing_drops_what_was_not_sent(hub_standin, tracker_settings, ma
 
 
 def test_reanalyse_counts_what_it_changed(hub_standin, tracker_settings, make):
-    from tracker import usecases
+    from tracker.services import Revisions
 
     start_repo(hub_standin)
     tracker = make(tracker_settings)
@@ -144,10 +144,10 @@ def test_reanalyse_counts_what_it_changed(hub_standin, tracker_settings, make):
     subscribe(tracker, REPO)
     hub_standin.commit(REPO, {"generation_config.json": b'{"eos_token_id": [1, 2]}'}, message="fix eos")
     tracker.poll()
-    (same,) = usecases.reanalyse(tracker, [REPO])
+    (same,) = Revisions(tracker).reanalyse([REPO])
     assert same.line() == (f"{REPO}: 2 revision(s) re-analysed, 0 changed; advisories: 0 new, 0 updated, "
                            "0 withdrawn; 0 alert(s) queued")
     newer = make(tracker_settings, severity={"generation.eos_token_id_changed": "info"})
-    (done,) = usecases.reanalyse(newer, [REPO])
+    (done,) = Revisions(newer).reanalyse([REPO])
     assert done.line() == (f"{REPO}: 2 revision(s) re-analysed, 1 changed; advisories: 0 new, 0 updated, "
                            "1 withdrawn; 1 alert(s) queued")

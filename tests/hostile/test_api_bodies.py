@@ -29,7 +29,8 @@ from tracker.app import make_tracker
 from tracker.core.model import RepoId
 from tracker.surfaces.api import create_app
 from tracker.surfaces.api_bodies import BODY_LIMITS, DEFAULT_BODY_LIMIT
-from tracker.surfaces.api_repos import Busy, OnDemandGate
+from tracker.surfaces.api_deps import OnDemandGate
+from tracker.surfaces.api_errors import Busy
 
 MiB = 1024 * 1024
 SECRET = "hub-webhook-secret"

@@ -204,7 +204,9 @@ def test_reads_of_a_repo_that_is_not_watched_come_from_the_hub_and_store_nothing
 
 
 @pytest.mark.parametrize(("path", "params", "status", "message"), [
-    ("/v1/repos/acme/nope/revisions", {}, 404, "repository not found"),
+    # the same message as `tracker revisions acme/nope` (one service lists a repo that is not watched)
+    ("/v1/repos/acme/nope/revisions", {}, 404, "acme/nope is not watched, and not found on the Hub (check the id; "
+                                               "private and gated repos need HF_TOKEN)"),
     ("/v1/repos/acme/nope/estimate", {}, 404, "repository not found"),
     (f"/v1/repos/{REPO}/diff", {"from": "0" * 40, "to": "main"}, 404, "Revision Not Found for url: "),
     (f"/v1/repos/{REPO}/diff", {"from": "a b", "to": "main"}, 400,

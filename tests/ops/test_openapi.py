@@ -16,7 +16,7 @@ from tests.core.conftest import config_json
 from tracker.surfaces.api import create_app
 
 MAX_EXAMPLES = 12
-# The routes of tracker/surfaces/api_repos.py must also answer as documented (status codes, bodies).
+# The routes of tracker/surfaces/api_repos.py, api_ops.py and api_writes.py must also answer as documented (status codes, bodies).
 OURS = {"/v1/repos", "/v1/repos/{owner}/{name}/revisions", "/v1/repos/{owner}/{name}/diff",
         "/v1/repos/{owner}/{name}/estimate", "/readyz", "/metrics", "/v1/watch", "/v1/watch/{owner}/{name}",
         "/v1/subscriptions", "/v1/subscriptions/{subscription_id}"}

@@ -12,7 +12,8 @@ from tracker.core.model import RepoId
 from tracker.pipeline.scan.model import Found, PinStatus, Reference, SourceKind
 from tracker.pipeline.scan.report import ScanReport
 from tracker.pipeline.scan.source import AdvisorySource
-from tracker.surfaces.cli.scan_command import has_store, run_scan
+from tracker.services.scanning import has_store
+from tracker.surfaces.cli.scan_command import run_scan
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 

@@ -74,3 +74,13 @@ def test_a_bad_max_params_is_a_usage_error(tmp_path: Path):
                                        "--max-params", "lots"])
     assert result.exit_code == 2
     assert "'lots' is not a parameter count: use e.g. 1B, 500M or 7000000" in result.output
+
+
+@pytest.mark.parametrize("old, new, said", [
+    ("main v2", "dev", "OLD must be a revision (a commit sha, a branch or a tag), not 'main v2'"),
+    ("main", "  ", "NEW must be a revision (a commit sha, a branch or a tag), not '  '"),
+])
+def test_a_revision_that_cannot_be_one_is_a_usage_error_before_anything_runs(tmp_path: Path, old, new, said):
+    (tmp_path / "t.toml").write_text("")
+    result = CliRunner().invoke(main, ["--config", str(tmp_path / "t.toml"), "verify", "a/b", old, new])
+    assert (result.exit_code, result.output.splitlines()[-1]) == (2, f"Error: {said}")

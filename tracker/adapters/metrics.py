@@ -2,7 +2,7 @@
 
 The edges call these functions (never prometheus_client directly): the Poller for each poll,
 the Hub transport for each answer, the Processor for each revision saved, the delivery worker
-for each attempt. ``GET /metrics`` (tracker/surfaces/api_repos.py) serves them with the backlog gauges,
+for each attempt. ``GET /metrics`` (tracker/surfaces/api_ops.py) serves them with the backlog gauges,
 read from the database at scrape time.
 
 Counters live in the process (``REGISTRY``), so they start from zero when the daemon starts,

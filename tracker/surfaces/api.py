@@ -31,26 +31,18 @@ from tracker.core.bounded import UntrustedInput, json_safe, loads_json
 from tracker.core.errors import NotFound, NotWatched, RevisionUnresolved, TrackerError
 from tracker.core.model import SHA_RE, validate_repo_id
 from tracker.pipeline.querying import LookupBudget
+from tracker.services import Advisories, ApiTokens, Watching
 from tracker.surfaces.api_bodies import BodyGate
-from tracker.surfaces.api_deps import ApiState, OnDemandGate, StateDep, StoreDep
+from tracker.surfaces.api_deps import ApiState, OnDemandGate, StateDep, TrackerDep
 from tracker.surfaces.api_errors import BadRequest, WrongSecret, answer_of, install_error_handlers
 from tracker.surfaces.api_feeds import feeds_router
-from tracker.surfaces.api_repos import (
-    KnownHosts,
-    ReadGuard,
-    ops_router,
-    repos_router,
-    served_hosts,
-    writes_router,
-)
+from tracker.surfaces.api_guards import KnownHosts, ReadGuard, served_hosts
+from tracker.surfaces.api_ops import ops_router
+from tracker.surfaces.api_repos import repos_router
+from tracker.surfaces.api_writes import writes_router
 from tracker.surfaces.web import install_site, pages_router
 
 PAGE_SIZE = 1000
-# A page of /v1/query also ends (after at least one record) once the records' computed ``versions``
-# reach this many: a commit affected by thousands of advisories is answered in pages of bounded
-# size (5 records of 1,000 versions, about 225 KB), and the client follows next_page_token as for
-# any page. At 20,000 a page was 900 KB, serialised per request.
-PAGE_VERSIONS = 5_000
 # FastAPI parses only ``application/json`` bodies; any other type arrives as the raw bytes.
 JsonBody = Annotated[Any, Body()]
 Page = tuple[list[tuple[str, str, str]], str | None]  # (id, modified, record JSON) rows, next page token
@@ -111,32 +103,6 @@ def _revision_of(query: dict[str, Any]) -> str:
     return revision
 
 
-def _target(tracker: Tracker, query: Any, budget: LookupBudget) -> tuple[str, int | None, list[str] | None] | None:
-    """The (commit, repo, advisory ids when computed) a query is about; None when it can match nothing.
-
-    A commit the tracker listed is answered from the index (ids None: the hot path); one it has
-    not seen is placed on the Hub within ``budget`` and its advisories computed. Raises
-    RevisionUnresolved when the revision cannot be resolved.
-    """
-    if not isinstance(query, dict):
-        raise BadRequest("a query must be an object")
-    repo_id = _package_repo(query.get("package"))
-    revision = _revision_of(query)
-    if repo_id is None:
-        if not SHA_RE.match(revision):
-            raise BadRequest("commit must be a full 40-hex sha")
-        return revision, None, None  # any watched repo; no repo to look an unseen commit up in
-    repo = tracker.store.repos.get(repo_id)
-    if repo is None:
-        raise NotWatched(repo_id)
-    placement = tracker.querier.place(repo, revision, budget)
-    if not placement.on_graph:
-        return None
-    if not placement.edges:
-        return placement.sha, repo.pk, None
-    return placement.sha, repo.pk, tracker.querier.advisory_ids(repo, placement)
-
-
 def _offset_of(token: Any) -> int:
     if token is None or token == "":
         return 0
@@ -148,30 +114,21 @@ def _offset_of(token: Any) -> int:
 def _matches(state: ApiState, query: Any, budget: LookupBudget, *, records: bool = True) -> Page:
     """One page of (id, modified, record JSON) and the next page token.
 
-    ``records=False`` (querybatch: ids only): the records' versions are not computed. A page
-    with records ends early once their versions reach PAGE_VERSIONS (after one record at least).
+    A commit the tracker listed is answered from the index (the hot path); one it has not seen is
+    placed on the Hub within ``budget`` and its advisories computed. ``records=False`` (querybatch:
+    ids only): the records' versions are not computed. Raises RevisionUnresolved when the revision
+    cannot be resolved.
     """
-    store = state.tracker.store
     offset = _offset_of(query.get("page_token") if isinstance(query, dict) else None)
-    found = _target(state.tracker, query, budget)
-    if found is None:
-        return [], None
-    sha, repo_pk, ids = found
-    if ids is None:
-        rows, next_offset = store.advisories.live_records_for_commit(
-            sha, repo_pk, limit=state.page_size, offset=offset, versions=records, versions_budget=PAGE_VERSIONS)
-        if not rows and repo_pk is None and not store.revisions.find_commit(sha):
-            # No advisory, and no watched repo has this commit: "{}" would read as "safe".
-            raise NotFound(f"the tracker has not read commit {sha}: it is in no watched repo's history; "
-                           "name its repo (package.name) to have it looked up on the Hub")
-        return rows, (str(next_offset) if next_offset is not None else None)
-    live = [r for r in store.advisories.by_ids(ids, versions=records) if not r.withdrawn][offset:]
-    shown, listed = 0, 0
-    while shown < min(len(live), state.page_size) and (shown == 0 or listed < PAGE_VERSIONS):
-        listed += sum(len(a.versions) for a in live[shown].record.affected[:1])
-        shown += 1
-    page = [(r.id, r.record.modified, json.dumps(r.osv, allow_nan=False)) for r in live[:shown]]
-    return page, (str(offset + shown) if len(live) > shown else None)
+    if not isinstance(query, dict):
+        raise BadRequest("a query must be an object")
+    repo_id = _package_repo(query.get("package"))
+    revision = _revision_of(query)
+    if repo_id is None and not SHA_RE.match(revision):
+        raise BadRequest("commit must be a full 40-hex sha")  # any watched repo: none to look an unseen commit up in
+    page = Advisories(state.tracker).affecting(repo_id, revision, budget, offset=offset, limit=state.page_size,
+                                               records=records)
+    return page.rows, (str(page.next_offset) if page.next_offset is not None else None)
 
 
 def _batch_result(state: ApiState, query: Any, budget: LookupBudget) -> dict[str, Any]:
@@ -200,7 +157,7 @@ def query(state: StateDep, payload: JsonBody) -> Response:
     payload = json_payload(payload)
     if not isinstance(payload, dict):
         raise BadRequest("a query must be an object")
-    rows, token = _matches(state, payload, state.tracker.querier.budget())
+    rows, token = _matches(state, payload, Advisories(state.tracker).lookup_budget())
     # The stored records are served as they are: no decode and re-encode on the hot path.
     parts = []
     if rows:
@@ -218,13 +175,13 @@ def querybatch(state: StateDep, payload: JsonBody) -> JSONResponse:
         raise BadRequest("queries must be a list")
     if len(queries) > 1000:
         raise BadRequest("at most 1000 queries per batch")
-    budget = state.tracker.querier.budget()  # one budget of Hub look-ups for the whole batch
+    budget = Advisories(state.tracker).lookup_budget()  # one budget of Hub look-ups for the whole batch
     return JSONResponse({"results": [_batch_result(state, q, budget) for q in queries]})
 
 
 @osv_router.get("/v1/vulns/{vuln_id}")
-def get_vuln(store: StoreDep, vuln_id: str) -> JSONResponse:
-    row = store.advisories.get(vuln_id)
+def get_vuln(tracker: TrackerDep, vuln_id: str) -> JSONResponse:
+    row = Advisories(tracker).get(vuln_id)
     if row is None:
         raise NotFound("Bug not found.")
     return JSONResponse(json_safe(row.osv))
@@ -254,7 +211,7 @@ def hub_webhook(state: StateDep, request: Request, payload: JsonBody) -> JSONRes
         repo_id = validate_repo_id(str(repo.get("name", "")))
     except ValueError as exc:
         raise BadRequest(str(exc)) from exc
-    if state.tracker.store.repos.get(repo_id) is None:
+    if Watching(state.tracker).get(repo_id) is None:
         return JSONResponse({"status": "ignored", "reason": f"{repo_id} is not watched"}, status_code=200)
     state.poll_soon(repo_id)
     return JSONResponse({"status": "queued", "repo": repo_id}, status_code=202)
@@ -289,7 +246,7 @@ def _api_state(tracker: Tracker, options: AppOptions) -> ApiState:
         poll_soon=options.get("poll_soon") or tracker.poll_soon,
         scheduler_running=options.get("scheduler_running"),
         gate=OnDemandGate(settings.api.on_demand_reads, settings.api.on_demand_per_client),
-        tokens=tracker.tokens, pages=tracker.store.pages)
+        tokens=ApiTokens(tracker), pages=Advisories(tracker).pages())
 
 
 @asynccontextmanager
@@ -325,7 +282,7 @@ def create_app(tracker: Tracker | Settings, **options: Unpack[AppOptions]) -> Fa
     hands it to its scheduler; by default a small coalescing pool polls). ``scheduler_running``
     is how the daemon tells ``/readyz`` its scheduler runs (None: no scheduler, as in ``tracker serve``).
     ``bind_host`` is the address the server listens on: the Hosts answered by default are it and
-    localhost (see :func:`tracker.surfaces.api_repos.served_hosts`). ``page_size``: advisories per
+    localhost (see :func:`tracker.surfaces.api_guards.served_hosts`). ``page_size``: advisories per
     page of ``/v1/query``. ``webhook_secret`` defaults to the settings' ``[hub] webhook_secret``
     (None turns the hooks off). ``opened(tracker)`` is told the Tracker the lifespan opened (``tracker
     serve`` logs its start line); a tracker error opening it is left in ``app.state.startup_error``.
@@ -344,7 +301,7 @@ def create_app(tracker: Tracker | Settings, **options: Unpack[AppOptions]) -> Fa
     install_error_handlers(app)  # before install_site: its HTML 404s for browsers replace the JSON one
     install_site(app)  # HEAD, the favicon, /docs, HTML 404s for browsers (OSV's error shape for the rest)
     app.include_router(osv_router)
-    # Repos, readyz, metrics and the authenticated writes: tracker/surfaces/api_repos.py.
+    # Repos (api_repos.py), readyz and metrics (api_ops.py), the authenticated writes (api_writes.py).
     for router in (repos_router, ops_router, writes_router):
         app.include_router(router)
     _install_middleware(app, settings, options)

@@ -2,7 +2,7 @@
 
 ``create_app`` (:mod:`tracker.surfaces.api`) puts one :class:`ApiState` in ``app.state.api``: at once
 when it is handed an open Tracker, or in its lifespan when it opens the Tracker itself. Routes name
-what they need (``tracker: TrackerDep``, ``store: StoreDep``, ``slot: HubSlotDep``...) and never
+what they need (``tracker: TrackerDep``, ``reads: PagesDep``, ``slot: HubSlotDep``...) and never
 reach the state any other way, so every router is a module-level ``APIRouter``.
 """
 
@@ -21,7 +21,8 @@ from starlette.datastructures import State
 
 from tracker.app import Tracker
 from tracker.core.findings.rules import SeverityRules
-from tracker.pipeline.ports import Pages, Store, Tokens
+from tracker.pipeline.ports import Pages
+from tracker.services import ApiTokens
 from tracker.surfaces.api_errors import Busy, Unauthorized
 
 HubSlot = Callable[[], AbstractContextManager[None]]
@@ -72,7 +73,7 @@ class ApiState:
     poll_soon: Callable[[str], None]  # how a Hub webhook asks for a poll
     scheduler_running: Callable[[], bool] | None  # None: no scheduler in this process (tracker serve)
     gate: OnDemandGate
-    tokens: Tokens
+    tokens: ApiTokens
     pages: Pages
 
     @classmethod
@@ -84,7 +85,7 @@ class ApiState:
 
     def token_name(self, token: str) -> str | None:
         """The name of a valid token, None for an unknown or revoked one."""
-        return self.tokens.check(token, now=self.tracker.clock())
+        return self.tokens.name_of(token)
 
 
 # Trivial dependencies are ``async``: a plain ``def`` would cost a hop to the threadpool per request.
@@ -99,10 +100,6 @@ StateDep = Annotated[ApiState, Depends(api_state)]
 
 async def _tracker(state: StateDep) -> Tracker:
     return state.tracker
-
-
-async def _store(state: StateDep) -> Store:
-    return state.tracker.store
 
 
 async def _pages(state: StateDep) -> Pages:
@@ -125,7 +122,6 @@ async def _hub_slot(request: Request, state: StateDep) -> HubSlot:
 
 
 TrackerDep = Annotated[Tracker, Depends(_tracker)]
-StoreDep = Annotated[Store, Depends(_store)]
 PagesDep = Annotated[Pages, Depends(_pages)]
 RulesDep = Annotated[SeverityRules, Depends(_finding_rules)]
 HubSlotDep = Annotated[HubSlot, Depends(_hub_slot)]

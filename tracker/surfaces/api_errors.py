@@ -43,6 +43,8 @@ from tracker.core.errors import (
     TrackerError,
     UpstreamFileError,
 )
+from tracker.services.subscriptions import NotRetried
+from tracker.services.watching import ListedInConfig
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +95,8 @@ ERROR_TABLE: Final[tuple[tuple[type[Exception], ErrorAnswer], ...]] = (
     (BodyTooLarge, ErrorAnswer(413, 3)),
     (Busy, ErrorAnswer(429, 8, {"Retry-After": "5"})),
     (ConfigError, INVALID),  # a malformed repo id or revision reached the Hub client
+    (ListedInConfig, INVALID),  # unwatching a repo the config file lists: it would be back at once
+    (NotRetried, INVALID),  # retrying a delivery that is not dead
     (NotWatched, NOT_FOUND),
     (NotFound, NOT_FOUND),  # no subscription, token, rule, advisory, feed... by that id or name
     (RepoGone, NOT_FOUND),  # the Hub: no such repo (or private, gated)

@@ -15,12 +15,12 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
-from tracker.adapters.delivery.plan import CATEGORIES, record_categories
+from tracker.adapters.delivery.plan import CATEGORIES
 from tracker.adapters.feeds import FEED_LIMIT, ID_PREFIX, FeedHead, feed_etag, not_modified, render_feed
-from tracker.adapters.store.advisories import FeedItem
 from tracker.app import Tracker
 from tracker.core.errors import NotFound
-from tracker.core.model import Severity, validate_repo_id
+from tracker.core.model import AdvisoryRow, Severity, validate_repo_id
+from tracker.services import Advisories, FeedWanted
 from tracker.surfaces.api_deps import TrackerDep
 from tracker.surfaces.api_errors import BadRequest
 
@@ -73,18 +73,9 @@ class FeedScope:
         return wanted
 
 
-def _items(tracker: Tracker, scope: FeedScope, threshold: Severity | None, wanted: set[str]) -> list[FeedItem]:
-    store = tracker.store
-    if scope.repo_id is not None and store.repos.get(scope.repo_id) is None:
-        raise NotFound(f"not watched: {scope.repo_id}")
-    if scope.owner is not None and not store.repos.owner_watched(scope.owner):
-        raise NotFound(f"no watched repo belongs to {scope.owner}")
-    # Category filtering happens here (categories are a JSON list), so ask for more than a page.
-    items = store.advisories.feed_items(repo_id=scope.repo_id, owner=scope.owner, min_severity=threshold,
-                             limit=FEED_LIMIT * 10 if wanted else FEED_LIMIT)
-    if wanted:
-        items = [i for i in items if wanted & set(record_categories(i.record))][:FEED_LIMIT]
-    return items
+def _items(tracker: Tracker, scope: FeedScope, threshold: Severity | None, wanted: set[str]) -> list[AdvisoryRow]:
+    return Advisories(tracker).feed(FeedWanted(repo_id=scope.repo_id, owner=scope.owner, min_severity=threshold,
+                                               categories=frozenset(wanted), limit=FEED_LIMIT))
 
 
 def _serve(request: Request, tracker: Tracker, scope: FeedScope) -> Response:

@@ -31,6 +31,7 @@ from tracker.core.errors import StoreBusy, TrackerError, first_line
 from tracker.core.intervals import clamp_interval
 from tracker.core.model import PollOutcome
 from tracker.pipeline.polling import PollResult
+from tracker.services import Polling, Watching
 from tracker.surfaces.logs import Heartbeat, log_poll, start_line
 
 if TYPE_CHECKING:
@@ -104,7 +105,7 @@ class Daemon:
         next_try = None
         if result.status in (PollOutcome.ERROR, PollOutcome.NOT_FOUND):  # the cycle has rescheduled it by now
             try:
-                next_try = self.tracker.store.health.next_poll_at(result.repo)
+                next_try = Polling(self.tracker).next_poll_at(result.repo)
             except TrackerError:
                 pass  # the line goes out without it
         log_poll(log, result, next_try=next_try)  # one line when it found something or failed (tracker/surfaces/logs.py)
@@ -118,7 +119,7 @@ class Daemon:
     def beat(self) -> None:
         """The heartbeat: a summary of the polls since the last one (nothing when none ran)."""
         try:
-            pending: int | None = self.tracker.store.health.pending_revisions()
+            pending: int | None = Polling(self.tracker).pending_revisions()
         except TrackerError:
             pending = None
         self._outage_said = False  # an outage still going on is said again in the next period
@@ -128,7 +129,7 @@ class Daemon:
 
     def reconcile(self) -> None:
         """Keep the watched repos' intervals (the count the logs show) and the budget check current."""
-        watched = {r.repo_id: r for r in self.tracker.store.repos.all()}
+        watched = {r.repo_id: r for r in Watching(self.tracker).repos()}
         intervals: dict[str, float] = {repo_id: self.cycle.interval(repo_id, row.every_seconds) for repo_id, row in watched.items()}
         if intervals != self._intervals:
             self._intervals = intervals

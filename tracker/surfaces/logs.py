@@ -181,11 +181,13 @@ def start_line(tracker: Tracker, *, api: tuple[str, int] | None, polling: bool =
                watched: int | None = None) -> str:
     """The one line at start: repos watched, database (password hidden), Hub endpoint, API address."""
     from tracker.adapters.settings import format_duration
-    from tracker.adapters.store.db import describe_url
+    from tracker.services import Polling
+    from tracker.services.database import describe_database
 
-    count = len(tracker.store.repos.all()) if watched is None else watched
+    reads = Polling(tracker)
+    count = reads.watched_count() if watched is None else watched
     where = f"http://{f'[{api[0]}]' if ':' in api[0] else api[0]}:{api[1]}" if api else "off (--no-api)"
-    places = (f"database {describe_url(tracker.settings.database.url)}, Hub {tracker.hub.endpoint}, "
+    places = (f"database {describe_database(tracker.settings.database.url)}, Hub {reads.hub_endpoint()}, "
               f"API {where}")
     if polling:
         return (f"tracker started: polling {count} repo(s) (every {format_duration(tracker.settings.poll.every)} "

@@ -31,6 +31,7 @@ from tracker.core.escaping import escape_lines
 from tracker.core.intervals import clamp_interval
 from tracker.core.model import PollOutcome, RepoState
 from tracker.core.store_types import DeliveryBacklog, RepoHealthRow
+from tracker.services import Polling
 
 if TYPE_CHECKING:
     from tracker.app import Tracker
@@ -217,8 +218,8 @@ def assess(rows: Sequence[RepoHealthRow], deliveries: DeliveryBacklog, *, now: d
 
 
 def gather(tracker: Tracker, *, max_cycles: int = DEFAULT_MAX_CYCLES) -> StatusReport:
-    reads = tracker.store.health
-    return assess(reads.repos(), reads.deliveries(), now=tracker.clock(), default_every=tracker.settings.poll.every,
+    polling = Polling(tracker)
+    return assess(polling.repo_health(), polling.deliveries(), now=tracker.clock(), default_every=tracker.settings.poll.every,
                   max_cycles=max_cycles)
 
 

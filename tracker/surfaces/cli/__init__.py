@@ -3,8 +3,8 @@
 This module holds the group, the shared context, the helpers and the one table of exit codes;
 the commands live in the modules beside it, by what they are for (watching, reading,
 advisories, delivery, ops). A command that needs a Tracker takes it through :func:`pass_tracker`,
-which opens it for the command and closes it when the command ends, however it ends. What the
-CLI and the API both do is in :mod:`tracker.usecases`; the commands parse and format. Exit codes:
+which opens it for the command and closes it when the command ends, however it ends. What a
+command does is a service's (:mod:`tracker.services`); the commands parse, call and format. Exit codes:
 0 success, 1 a tracker error (one line on stderr), 2 bad usage.
 """
 
@@ -23,7 +23,7 @@ import click
 from tracker.adapters.settings import Settings, load_settings
 from tracker.core.errors import ConfigError, SettingsError, TrackerError, first_line
 from tracker.core.escaping import escape_controls
-from tracker.core.model import RepoId, RepoRow, validate_repo_id
+from tracker.core.model import RepoId, validate_repo_id
 
 if TYPE_CHECKING:
     from tracker.app import Tracker
@@ -170,10 +170,6 @@ def main(ctx: click.Context, config: str | None, verbose: int, log_format: str) 
     setup_logging(verbose, log_format, talkative=ctx.invoked_subcommand in ("run", "serve"))
     ctx.obj = Context(config)
     ctx.obj.verbose = verbose
-
-
-def require_repo(tracker: Tracker, repo_id: str) -> RepoRow:
-    return tracker.repo(parse_repo_id(repo_id))
 
 
 # Importing the command modules registers their commands on ``main``.

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from tracker import usecases
 from tracker.core.escaping import escape_controls
 from tracker.core.model import OUTPUT_FORMATS, SEVERITY_NAMES
+from tracker.services import Advisories, Revisions
 from tracker.surfaces.cli import (  # the group and the helpers every command shares
     Context,
     emit_json,
@@ -20,9 +20,7 @@ from tracker.surfaces.cli import (  # the group and the helpers every command sh
     main,
     parse_repo_id,
     pass_tracker,
-    require_repo,
 )
-from tracker.surfaces.cli.hubchecks import naming
 
 if TYPE_CHECKING:
     from tracker.app import Tracker
@@ -38,8 +36,7 @@ if TYPE_CHECKING:
 def query(tracker: Tracker, repo_id: str, revision: str, as_json: bool) -> None:
     """Which advisories affect REVISION of a repo, and how far it is behind the branch head."""
     repo = parse_repo_id(repo_id)
-    with naming(tracker.hub, repo, "--revision", revision):
-        result = tracker.query(repo, revision)
+    result = Advisories(tracker).query(repo, revision, argument="--revision")
     if as_json:
         emit_json(result.to_json())
         return
@@ -60,7 +57,7 @@ def query(tracker: Tracker, repo_id: str, revision: str, as_json: bool) -> None:
 @pass_tracker
 def advisories(tracker: Tracker, repo_id: str | None, since: str | None, as_json: bool) -> None:
     """List advisories, oldest first."""
-    repo_pk = require_repo(tracker, repo_id).pk if repo_id else None
+    repo = parse_repo_id(repo_id) if repo_id else None
     since_dt = None
     if since:
         try:
@@ -69,7 +66,7 @@ def advisories(tracker: Tracker, repo_id: str | None, since: str | None, as_json
             raise click.BadParameter(f"invalid date {since!r}: use YYYY-MM-DD or an ISO timestamp") from exc
         if since_dt.tzinfo is None:
             since_dt = since_dt.replace(tzinfo=UTC)
-    rows = tracker.store.advisories.find(repo_pk=repo_pk, since=since_dt)
+    rows = Advisories(tracker).find(repo, since=since_dt)
     if as_json:
         emit_json([r.osv for r in rows])
         return
@@ -103,7 +100,7 @@ def export_osv(tracker: Tracker, directory: str) -> None:
     partial = out / (ALL_ZIP + ".partial")
     count = 0
     with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for row in tracker.store.advisories.iter_all():
+        for row in Advisories(tracker).every():
             record = row.osv
             record_id = checked(record)
             data = record_bytes(record)
@@ -142,7 +139,7 @@ def serve(obj: Context, host: str | None, port: int | None) -> None:
 def reanalyse(obj: Context, repo_ids: tuple[str, ...]) -> None:
     """Re-run the analysis of every stored revision with the current rules; advisories follow."""
     ids = [parse_repo_id(r) for r in repo_ids]  # bad ids are bad usage, before anything opens
-    for done in usecases.reanalyse(obj.tracker(), ids):
+    for done in Revisions(obj.tracker()).reanalyse(ids):
         click.echo(done.line())
 
 

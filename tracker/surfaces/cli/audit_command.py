@@ -1,4 +1,5 @@
-"""``tracker audit`` end to end: read the cache, look up each repo once, report. The CLI only parses and prints."""
+"""``tracker audit``'s output: the scanning service (tracker/services/scanning.py) reads the cache, looks up
+each repo once and reports; this renders the report (text, JSON, SARIF, CycloneDX)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracker.adapters.settings import Settings
-from tracker.app import make_tracker
-from tracker.core.model import OUTPUT_FORMATS, RepoId
-from tracker.pipeline.audit.cache import default_cache_dir, read_cache
+from tracker.core.model import OUTPUT_FORMATS
 from tracker.pipeline.audit.report import AuditReport
-from tracker.pipeline.scan.source import AdvisorySource, TrackerLike
-from tracker.surfaces.cli.scan_command import has_store, hub_url, look_up_all
+from tracker.pipeline.scan.source import TrackerLike
+from tracker.services.scanning import Scanning
+from tracker.surfaces.cli.scan_command import hub_url, progress
 
 if TYPE_CHECKING:
     from tracker.pipeline.scan.cyclonedx import BomModel
@@ -29,16 +29,8 @@ def run_audit(cache_dir: Path | None, *, settings: Settings, user_tracker: Calla
     """
     if output_format not in FORMATS:
         raise ValueError(f"unknown format {output_format!r}: use one of {', '.join(FORMATS)}")
-    cache = read_cache(cache_dir if cache_dir is not None else default_cache_dir())
-    by_repo: dict[RepoId, list[str | None]] = {}
-    for revision in cache.revisions:
-        by_repo.setdefault(revision.repo, []).append(revision.sha)
-    tracker = user_tracker() if has_store(settings) and by_repo else None
-    with AdvisorySource(settings, tracker=tracker, new_tracker=make_tracker, cards=output_format == "cyclonedx") as source:
-        statuses = look_up_all(by_repo, source)
-        watched = set(source.from_store)
-    report = AuditReport.build(cache, {(r, str(s)): v for (r, s), v in statuses.items()}, watched=watched,
-                               fail_on=fail_on)
+    scanning = Scanning(settings, user_tracker, progress=progress)
+    report = scanning.audit(cache_dir, fail_on=fail_on, cards=output_format == "cyclonedx")
     return render(report, output_format, version=version, hub_url=hub_url(settings)), report.exit_code
 
 

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from tracker import usecases
 from tracker.core.errors import ConfigError
 from tracker.core.escaping import escape_controls
-from tracker.core.model import SEVERITY_NAMES, ChannelKind
+from tracker.core.model import SEVERITY_NAMES
+from tracker.services import NewSubscription, Subscriptions, daemon_would_refuse, redacted_url
 from tracker.surfaces.cli import (  # the group and the helpers every command shares
     Context,
     emit_json,
@@ -27,7 +26,7 @@ if TYPE_CHECKING:
 
 
 def _subscription_json(sub: Any) -> dict[str, Any]:
-    return {"id": sub.id, "target": sub.target, "kind": sub.kind, "url": usecases.redacted_url(sub.kind, sub.url),
+    return {"id": sub.id, "target": sub.target, "kind": sub.kind, "url": redacted_url(sub.kind, sub.url),
             "min_severity": sub.min_severity, "categories": list(sub.categories), "created_at": iso(sub.created_at)}
 
 
@@ -48,16 +47,16 @@ def subscribe(obj: Context, target: str, *, slack_url: str | None, webhook_url: 
               min_severity: str, categories: tuple[str, ...], as_json: bool) -> None:
     """Send alerts about TARGET (a repo owner/name, an owner, or '*') to Slack or a signed webhook."""
     try:
-        wanted = usecases.NewSubscription.to_one_of(target, slack=slack_url, webhook=webhook_url,
-                                                    min_severity=min_severity, categories=categories)
+        wanted = NewSubscription.to_one_of(target, slack=slack_url, webhook=webhook_url,
+                                           min_severity=min_severity, categories=categories)
     except ConfigError as exc:  # not exactly one channel
         raise click.BadParameter(str(exc)) from exc
     kind = wanted.kind
-    warning = _daemon_would_refuse(obj, wanted.url, unresolved_ok=kind == ChannelKind.SLACK)
+    warning = daemon_would_refuse(obj.config, wanted.url, kind=kind, config_path=obj.settings.config_path)
     if warning:
         click.echo(f"warning: {warning}", err=True)
     try:
-        done = usecases.subscribe(obj.tracker(), wanted)  # TargetRefused: one line, exit 1
+        done = Subscriptions(obj.tracker()).subscribe(wanted)  # TargetRefused: one line, exit 1
     except ConfigError as exc:  # the target or a category
         raise click.BadParameter(str(exc)) from exc
     sub = done.subscription
@@ -70,29 +69,6 @@ def subscribe(obj: Context, target: str, *, slack_url: str | None, webhook_url: 
         click.echo(f"signing secret (shown once, keep it safe): {done.secret}")
     if not done.watched:
         _warn_unwatched(sub.target)
-
-
-def _daemon_would_refuse(obj: Context, url: str, *, unresolved_ok: bool) -> str | None:
-    """Why a daemon reading only the config file would refuse ``url``, when this shell allows it through
-    ``TRACKER_DELIVERY_ALLOW_HOSTS`` alone (a `tracker run` started elsewhere does not have it); else None."""
-    import os
-
-    from tracker.adapters.delivery.guard import TargetGuard, TargetRefused
-    from tracker.adapters.settings import load_settings, load_with_sources
-
-    _, sources = load_with_sources(obj.config)
-    origin = sources.get("delivery.allow_hosts", "")
-    if not origin.startswith("env "):
-        return None  # the file's setting (or none): the daemon reads the same
-    variable = origin.removeprefix("env ")
-    from_file = load_settings(obj.config, env={k: v for k, v in os.environ.items() if k != variable})
-    try:
-        TargetGuard(from_file.delivery.allow_hosts).check(url, unresolved_ok=unresolved_ok)
-    except TargetRefused as exc:
-        where = obj.settings.config_path or "config/tracker.toml"
-        return (f"{variable} of this shell allows this target, the config file does not ({exc}); a `tracker run` "
-                f"without {variable} will not send to it: set [delivery] allow_hosts once in {where}")
-    return None
 
 
 def _warn_unwatched(target: str) -> None:
@@ -110,7 +86,7 @@ def _warn_unwatched(target: str) -> None:
 @pass_tracker
 def subscriptions(tracker: Tracker, as_json: bool) -> None:
     """List subscriptions (never their secrets)."""
-    rows = tracker.store.outbox.list_subscriptions()
+    rows = Subscriptions(tracker).all()
     if as_json:
         emit_json([_subscription_json(s) for s in rows])
         return
@@ -120,7 +96,7 @@ def subscriptions(tracker: Tracker, as_json: bool) -> None:
     click.echo(f"{'ID':>4}  {'KIND':7}  {'TARGET':40}  SEVERITY [CATEGORIES]  URL")
     for s in rows:
         scope = f" [{', '.join(s.categories)}]" if s.categories else ""
-        click.echo(f"{s.id:>4}  {s.kind:7}  {s.target:40}  {s.min_severity}+{scope}  {usecases.redacted_url(s.kind, s.url)}")
+        click.echo(f"{s.id:>4}  {s.kind:7}  {s.target:40}  {s.min_severity}+{scope}  {redacted_url(s.kind, s.url)}")
 
 
 @main.command()
@@ -128,7 +104,7 @@ def subscriptions(tracker: Tracker, as_json: bool) -> None:
 @pass_tracker
 def unsubscribe(tracker: Tracker, subscription_id: int) -> None:
     """Remove a subscription; its deliveries not yet sent are dropped."""
-    dropped = usecases.unsubscribe(tracker, subscription_id)  # NotFound: one line, exit 1
+    dropped = Subscriptions(tracker).unsubscribe(subscription_id)  # NotFound: one line, exit 1
     click.echo(f"removed subscription {subscription_id}" + (f" ({dropped} pending deliveries dropped)"
                                                              if dropped else ""))
 
@@ -153,7 +129,7 @@ def deliveries(ctx: click.Context, failed: bool, as_json: bool) -> None:
 
 @fail_cleanly
 def _list_deliveries(obj: Context, failed: bool, as_json: bool) -> None:
-    rows = obj.tracker().store.outbox.list_deliveries(failed=failed)
+    rows = Subscriptions(obj.tracker()).deliveries(failed=failed)
     if as_json:
         emit_json([_delivery_json(d) for d in rows])
         return
@@ -176,18 +152,10 @@ def deliveries_retry(tracker: Tracker, delivery_id: int | None, every: bool = Fa
     if every == (delivery_id is not None):
         raise click.UsageError("give a delivery ID, or --all")
     if delivery_id is None:
-        dead = [d.id for d in tracker.store.outbox.list_deliveries(failed=True) if d.state == "dead"]
-        queued = sum(tracker.store.outbox.retry_delivery(i, now=tracker.clock()) for i in dead)
+        queued = Subscriptions(tracker).retry_dead()
         noun = "delivery" if queued == 1 else "deliveries"
         click.echo(f"{queued} dead {noun} queued again; `tracker run` sends them" if queued
                    else "no dead deliveries to retry")
         return
-    row = tracker.store.outbox.get_delivery(delivery_id)
-    if row is None:
-        click.echo(f"error: no delivery {delivery_id}", err=True)
-        sys.exit(1)
-    if not tracker.store.outbox.retry_delivery(delivery_id, now=tracker.clock()):
-        click.echo(f"error: delivery {delivery_id} is {row.state}, not dead: only a dead delivery is retried",
-                   err=True)
-        sys.exit(1)
+    Subscriptions(tracker).retry(delivery_id)  # NotFound, NotRetried: one line, exit 1
     click.echo(f"delivery {delivery_id} queued again; `tracker run` sends it")

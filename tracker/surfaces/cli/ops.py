@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from tracker import usecases
 from tracker.core.errors import ConfigError
+from tracker.services import ApiTokens
 from tracker.surfaces.cli import (  # the group and the helpers every command shares
     Context,
     emit_json,
@@ -72,7 +72,7 @@ def token() -> None:
 def token_create(tracker: Tracker, name: str) -> None:
     """Make a token called NAME and print it, once (only a salted hash of it is stored)."""
     try:
-        text = usecases.create_token(tracker, name)
+        text = ApiTokens(tracker).create(name)
     except ConfigError as exc:  # the name
         raise click.BadParameter(str(exc)) from exc
     click.echo(text)
@@ -85,7 +85,7 @@ def token_create(tracker: Tracker, name: str) -> None:
 @pass_tracker
 def token_list(tracker: Tracker, as_json: bool) -> None:
     """List tokens (names and dates; the tokens themselves are not stored)."""
-    rows = usecases.list_tokens(tracker)
+    rows = ApiTokens(tracker).all()
     if as_json:
         emit_json([{"name": r.name, "id": r.key_id, "created_at": iso(r.created_at),
                      "last_used_at": iso(r.last_used_at)} for r in rows])
@@ -103,7 +103,7 @@ def token_list(tracker: Tracker, as_json: bool) -> None:
 @pass_tracker
 def token_revoke(tracker: Tracker, name: str) -> None:
     """Revoke the token called NAME: requests with it are refused (401) from now on."""
-    usecases.revoke_token(tracker, name)  # NotFound: one line, exit 1
+    ApiTokens(tracker).revoke(name)  # NotFound: one line, exit 1
     click.echo(f"revoked {name}")
 
 

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tracker.core.errors import TrackerError
 from tracker.core.escaping import escape_controls
-from tracker.core.model import Finding, RepoId, sort_findings
+from tracker.core.model import Finding, sort_findings
+from tracker.services import Revisions
 from tracker.surfaces.cli import (  # the group and the helpers every command shares
     Context,
     arrows,
@@ -21,12 +21,11 @@ from tracker.surfaces.cli import (  # the group and the helpers every command sh
     minute,
     parse_repo_id,
     pass_tracker,
-    require_repo,
 )
-from tracker.surfaces.cli.hubchecks import naming
 
 if TYPE_CHECKING:
     from tracker.app import Tracker
+    from tracker.services import RevisionListing
 
 # -- reading back -------------------------------------------------------------------------------
 
@@ -63,11 +62,11 @@ def revisions(tracker: Tracker, repo_id: str, as_json: bool, branch: str, limit:
 
     A repo that is not watched is listed from the Hub (its newest commits; nothing is analysed or stored).
     """
-    repo = tracker.store.repos.get(parse_repo_id(repo_id))
-    if repo is None:
-        _upstream_revisions(tracker, parse_repo_id(repo_id), branch=branch, limit=limit, as_json=as_json)
+    listing = Revisions(tracker).listing(parse_repo_id(repo_id), branch=branch, limit=limit)  # NotFound: exit 1
+    if listing.repo is None:
+        _upstream_revisions(listing, branch=branch, as_json=as_json)
         return
-    rows = tracker.store.revisions.of_repo(repo.pk)
+    repo, rows = listing.repo, listing.revisions
     if as_json:
         emit_json([_revision_json(r) for r in rows])
         return
@@ -112,15 +111,9 @@ def finding_lines(findings: Sequence[Finding], *, more: str) -> list[str]:
     return lines
 
 
-def _upstream_revisions(tracker: Tracker, repo_id: RepoId, *, branch: str, limit: int, as_json: bool) -> None:
+def _upstream_revisions(listing: RevisionListing, *, branch: str, as_json: bool) -> None:
     """The newest commits of a repo that is not watched, read from the Hub, oldest first."""
-    from tracker.core.errors import RepoGone
-
-    try:
-        commits = tracker.hub.commits_since(repo_id, branch, None, limit=limit).commits
-    except RepoGone as exc:
-        raise TrackerError(f"{repo_id} is not watched, and not found on the Hub (check the id; private and gated "
-                           "repos need HF_TOKEN)") from exc
+    repo_id, commits = listing.repo_id, listing.commits
     if as_json:
         emit_json([{"sha": c.sha, "date": iso(c.date), "title": c.title, "status": "not_read", "baseline": False,
                      "parent": c.parents[0] if c.parents else None, "summary": None, "worst_severity": None,
@@ -174,21 +167,15 @@ def format_findings(findings: list[Finding]) -> list[str]:
 def diff(tracker: Tracker, repo_id: str, old: str, new: str, as_json: bool) -> None:
     """Show what changed between two revisions of any repo (stored when watched, else read from the Hub)."""
     repo_id = parse_repo_id(repo_id)
-    with naming(tracker.hub, repo_id, "OLD", old):
-        old_side = tracker.snapshot_of(repo_id, old)
-    with naming(tracker.hub, repo_id, "NEW", new):
-        new_side = tracker.snapshot_of(repo_id, new)
-    repo = tracker.store.repos.get(repo_id)
-    stored_old = tracker.store.revisions.get(repo.pk, old_side[0]) if repo is not None else None
-    analysis = tracker.analyse(repo_id, old_side, new_side,
-                               old_estimate=stored_old.estimate if stored_old else None)
+    compared = Revisions(tracker).compare(repo_id, old, new, arguments=("OLD", "NEW"))
+    analysis = compared.analysis
     raw, findings = analysis.raw, analysis.findings
     if as_json:
-        emit_json(analysis.diff_json(old_side[0], new_side[0]))
+        emit_json(analysis.diff_json(compared.old_sha, compared.new_sha))
         return
     for line in verdict_lines(findings, analysis.libraries):  # what a team with a vector index reads first
         click.echo(arrows(line))
-    click.echo(arrows(f"{repo_id}: {old_side[0][:12]} -> {new_side[0][:12]}"))
+    click.echo(arrows(f"{repo_id}: {compared.old_sha[:12]} -> {compared.new_sha[:12]}"))
     if analysis.libraries or analysis.old_libraries:
         libs = analysis.libraries if analysis.libraries == analysis.old_libraries else None
         click.echo(arrows(f"libraries: {', '.join(libs)}" if libs else
@@ -210,8 +197,7 @@ def diff(tracker: Tracker, repo_id: str, old: str, new: str, as_json: bool) -> N
 @pass_tracker
 def events(tracker: Tracker, repo_id: str | None, as_json: bool) -> None:
     """Upstream surprises: history rewritten, renamed, deleted, re-created, gated, disabled."""
-    repo_pk = require_repo(tracker, repo_id).pk if repo_id else None
-    rows = tracker.store.events.all(repo_pk)
+    rows = Revisions(tracker).events(parse_repo_id(repo_id) if repo_id else None)
     if as_json:
         emit_json([{"repo": e.repo_id, "kind": e.kind, "revision": e.revision_sha, "detail": e.detail,
                      "created_at": iso(e.created_at)} for e in rows])
@@ -253,10 +239,7 @@ def estimate(obj: Context, target: str, *, revision: str | None, seq_len: int | 
             headers = _local_headers(path)
     else:
         repo = parse_repo_id(target)
-        tracker = obj.tracker()
-        with naming(tracker.hub, repo, "--revision", revision or "main"):
-            side = tracker.snapshot_of(repo, revision or "main")
-        config, headers = tracker.config_and_headers(repo, side)
+        config, headers = Revisions(obj.tracker()).estimate_inputs(repo, revision or "main", argument="--revision")
     if not isinstance(config, dict):
         raise click.BadParameter("config.json must hold a JSON object")
     result = run_estimate(config, seq_len=seq_len, lora_rank=lora_rank, checkpoint_headers=headers or None)

@@ -12,7 +12,6 @@ import re
 import click
 
 from tracker.core import verify
-from tracker.core.errors import ConfigError
 from tracker.surfaces.cli import Context, emit_json, fail_cleanly, main, parse_repo_id
 
 _PARAMS_RE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmbt]?)", re.IGNORECASE)
@@ -72,16 +71,12 @@ def verify_command(obj: Context, *, repo: str, old: str, new: str, as_json: bool
     Downloads safetensors weights only (never a pickle), never runs the repo's own code, and runs the
     models in a process limited in memory, CPU time and wall clock ([verify] in the config).
     """
-    from tracker.adapters.verify.verifying import VerifyOptions, verify_revisions
+    from tracker.services.verifying import VerifyAsked, verify
 
     repo_id = parse_repo_id(repo)
-    for name, value in (("OLD", old), ("NEW", new)):
-        if not value.strip() or any(c.isspace() or ord(c) < 32 for c in value.strip()):
-            raise ConfigError(f"{name} must be a revision (a commit sha, a branch or a tag), not {value!r:.60}")
-    options = VerifyOptions.from_settings(
-        obj.settings, samples=samples, device=device,
-        max_params=parse_params(max_params) if max_params is not None else None)
-    result = verify_revisions(repo_id, old.strip(), new.strip(), options)
+    asked = VerifyAsked(samples=samples, device=device,
+                        max_params=parse_params(max_params) if max_params is not None else None)
+    result = verify(obj.settings, repo_id, old, new, asked)  # ConfigError: a bad OLD or NEW, exit 2
     if as_json:
         emit_json(result.to_json())
         return

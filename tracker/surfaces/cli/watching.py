@@ -7,12 +7,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tracker import usecases
 from tracker.adapters.settings import format_duration, parse_interval
 from tracker.core.errors import NotFound, TrackerError
 from tracker.core.escaping import escape_controls
 from tracker.core.model import PollOutcome, RepoId, validate_repo_id
 from tracker.pipeline.polling import NOT_POLLED_INTERRUPTED, PollResult
+from tracker.services import Polling, Watching
+from tracker.services.revisions import checked_revision
 from tracker.surfaces.cli import (  # the group and the helpers every command shares
     Context,
     emit_json,
@@ -35,16 +36,13 @@ if TYPE_CHECKING:
 @fail_cleanly
 def init(obj: Context) -> None:
     """Create or migrate the database schema (needed for PostgreSQL; SQLite does it itself)."""
-    from tracker.adapters.store.db import make_engine, schema_status, upgrade_schema
+    from tracker.services.database import migrate
 
-    engine = make_engine(obj.settings.database.url)
-    before, head = schema_status(engine)
-    upgrade_schema(engine)
-    where = engine.url.render_as_string(hide_password=True)
-    if before == head:
-        click.echo(f"{where}: schema already at {head}")
+    done = migrate(obj.settings.database.url)
+    if not done.changed:
+        click.echo(f"{done.where}: schema already at {done.head}")
     else:
-        click.echo(f"{where}: schema migrated from {before or 'empty'} to {head}")
+        click.echo(f"{done.where}: schema migrated from {done.before or 'empty'} to {done.head}")
 
 
 # -- watch list ---------------------------------------------------------------------------------
@@ -85,12 +83,13 @@ def watch_add(  # noqa: PLR0913
         raise click.UsageError("--max goes with --rule")
     valid = _valid_ids(_listed_ids(repo_ids, from_file))
     seconds = parse_interval(every) if every else None
+    branch = checked_revision(branch, "branch") if branch is not None else None  # before the Hub is asked
     tracker = obj.tracker()
     if not no_check and not _on_hub(tracker, list(dict.fromkeys(valid))):
         click.echo("nothing added: fix the ids above (or pass --no-check to add them anyway)", err=True)
         sys.exit(1)
     for repo_id in dict.fromkeys(valid):
-        watched = usecases.watch(tracker, repo_id, branch=branch, every=seconds)
+        watched = Watching(tracker).add(repo_id, branch=branch, every=seconds)
         verb = "watching" if watched.created else "updated" if branch or seconds else "already watching"
         row = watched.repo
         click.echo(f"{verb} {repo_id} ({row.branch}, every "
@@ -131,8 +130,9 @@ def _valid_ids(ids: list[str]) -> list[RepoId]:
 
 def _add_rule(obj: Context, text: str, max_repos: int | None) -> None:
     """``watch add --rule``: store the rule; the next cycle (`tracker poll`, `tracker run`) watches its matches."""
-    row, created = usecases.add_rule(obj.tracker(), text, max_repos=max_repos)  # a ConfigError: bad usage, exit 2
-    click.echo(f"{'rule' if created else 'updated rule'} {row.id}: {row.text} (at most {row.max_repos} repos); "
+    added = Watching(obj.tracker()).add_rule(text, max_repos=max_repos)  # a ConfigError: bad usage, exit 2
+    row = added.rule
+    click.echo(f"{'rule' if added.created else 'updated rule'} {row.id}: {row.text} (at most {row.max_repos} repos); "
                "the next poll cycle watches what it matches")
 
 
@@ -141,7 +141,7 @@ def _on_hub(tracker: Tracker, repo_ids: list[RepoId]) -> bool:
     ok = True
     for repo_id in repo_ids:
         try:
-            unasked = usecases.require_on_hub(tracker, repo_id)
+            unasked = Watching(tracker).require_on_hub(repo_id)
         except NotFound as exc:
             click.echo(f"error: {exc}", err=True)
             ok = False
@@ -154,11 +154,9 @@ def _on_hub(tracker: Tracker, repo_ids: list[RepoId]) -> bool:
 
 def _watch_bases(tracker: Tracker, repo_ids: list[RepoId], *, branch: str, every: float | None) -> bool:
     """``watch add --with-base``: watch each repo's base chain (tracker/pipeline/lineage.py); False if one was refused."""
-    from tracker.pipeline.lineage import watch_base_chain
-
     ok = True
     for repo_id in repo_ids:
-        chain = watch_base_chain(tracker.store, tracker.hub, repo_id, branch=branch, every=every, now=tracker.clock())
+        chain = Watching(tracker).add_bases(repo_id, branch=branch, every=every)
         for child, base, created in chain.links:
             click.echo(f"{'watching' if created else 'already watching'} {base} as the base of {child}")
         if chain.note:
@@ -174,9 +172,9 @@ def _watch_bases(tracker: Tracker, repo_ids: list[RepoId], *, branch: str, every
 @pass_tracker
 def watch_list(tracker: Tracker, as_json: bool) -> None:
     """List watched repos."""
-    tracker.sync_config_watches()
-    rows = tracker.store.repos.all()
-    rules = tracker.store.rules.all()
+    watching = Watching(tracker)
+    rows = watching.repos(with_config=True)
+    rules = watching.rules()
     if as_json:
         terms = {rule.id: rule.text for rule in rules}
         emit_json([
@@ -227,19 +225,13 @@ def watch_remove(obj: Context, repo_id: str | None, rule_id: int | None = None) 
     if rule_id is not None:
         if repo_id is not None:
             raise click.UsageError("give a repo id or --rule ID, not both")
-        removed = usecases.remove_rule(obj.tracker(), rule_id)  # NotFound: one line, exit 1
+        removed = Watching(obj.tracker()).remove_rule(rule_id)  # NotFound: one line, exit 1
         click.echo(f"removed rule {rule_id} and the {len(removed)} repo(s) it watched")
         return
     if repo_id is None:
         raise click.UsageError("give a repo id, or --rule ID")
     repo = parse_repo_id(repo_id)
-    if any(spec.repo == repo for spec in obj.settings.watch):
-        # Every command adds the config's repos to the database: removed here, it would be back at the next one.
-        click.echo(f"error: {repo} is listed in {obj.settings.config_path} ([[watch]] repo = \"{repo}\"), which "
-                   f"every command watches again: delete that entry, then run `tracker watch remove {repo}`",
-                   err=True)
-        sys.exit(1)
-    usecases.unwatch(obj.tracker(), repo)  # NotFound: one line, exit 1
+    Watching(obj.tracker()).remove(repo)  # NotFound, ListedInConfig: one line, exit 1
     click.echo(f"removed {repo}")
 
 
@@ -296,7 +288,7 @@ def _interrupted_summary(tracker: Tracker, results: list[PollResult]) -> str:
     left = [r for r in results if r.error == NOT_POLLED_INTERRUPTED]
     analysed = sum(r.processed for r in results)
     try:
-        pending: int | str = tracker.store.health.pending_revisions()
+        pending: int | str = Polling(tracker).pending_revisions()
     except TrackerError:
         pending = "?"
     return (f"interrupted: polled {len(results) - len(left)} of {len(results)} repo(s), {analysed} revision(s) "

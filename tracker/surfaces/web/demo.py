@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from tracker.core.advisory.record import AdvisoryParseError, parse_advisory
 from tracker.core.model import RepoId
+from tracker.services import NewSubscription, Subscriptions, Watching
 
 if TYPE_CHECKING:
     from tracker.app import Tracker
@@ -197,7 +198,7 @@ def play(hub: Any, tracker: Tracker, work: Path, *, say: Callable[[str], None] =
     shas = []
     steps = history()
     hub.create_repo(REPO)
-    tracker.store.repos.add(REPO, now=tracker.clock())
+    Watching(tracker).add(REPO)
     for step in steps:
         shas.append(hub.commit(REPO, step.files(work), message=step.message))
         for result in tracker.poll([REPO]):
@@ -318,7 +319,7 @@ def run_demo(*, host: str = "127.0.0.1", port: int = 8080, keep: Path | None = N
         if hub is not None:
             hub.stop()
         if tracker is not None:
-            tracker.store.close()
+            tracker.close()
         listening.close()
         if keep is None:
             shutil.rmtree(work, ignore_errors=True)
@@ -335,15 +336,11 @@ def kept_line(keep: Path) -> str:
 def _play_and_alert(hub: Any, tracker: Tracker, alerts: AlertLog, work: Path, *, url: str,
                     say: Callable[[str], None]) -> Any:
     """Subscribe the alert log, play the history, send its alerts; the delivery worker, to keep sending."""
-    from tracker.adapters.delivery.worker import DeliveryWorker
-
-    subscription = tracker.store.outbox.add_subscription(
-        target="*", kind="webhook", url=alerts.url, secret=_secret(), min_severity="info", categories=[],
-        now=tracker.clock())
-    alerts.secret = subscription.secret
+    subscribed = Subscriptions(tracker).subscribe(NewSubscription(target="*", kind="webhook", url=alerts.url))
+    alerts.secret = subscribed.secret
     say(f"Playing the history of {REPO} (4 revisions), polling after each:")
     play(hub, tracker, work, say=say)
-    sender = DeliveryWorker(tracker.store.outbox, tracker.settings.delivery, tracker_url=url)
+    sender = tracker.delivery  # the Tracker's outbox sender, its links to ``url`` (the settings' public_url)
     for _ in range(20):  # one alert per subscription per round, in order
         if not sender.run_once():
             break
@@ -379,9 +376,3 @@ def _serve_pages(tracker: Tracker, listening: socket.socket, *, host: str, url: 
     except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it drained on: that is the way out
         pass
     say("stopped")
-
-
-def _secret() -> str:
-    from tracker.adapters.delivery.webhook import new_secret
-
-    return new_secret()

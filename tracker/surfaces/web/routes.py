@@ -4,8 +4,9 @@
 ``/repos/{owner}/{name}/revisions/{sha}`` (side-by-side diffs, the card table, the advisories),
 ``/advisories/{id}`` (the OSV record, readable; ``/advisories/{id}/download`` as a JSON file) and
 ``/assets/pages.css``. No script anywhere: every page reads the same without JavaScript, and a
-strict Content-Security-Policy says so. Each page costs a fixed number of queries
-(``tracker.adapters.store.pages``), whatever the number of revisions.
+strict Content-Security-Policy says so. Each page costs a fixed number of queries (the pages' reads,
+``Advisories.pages()`` in tracker/services/advisories.py), whatever the number of revisions; a revision
+and an advisory are read through the services.
 
 Bad input never becomes a 500: a repo id that is not ``owner/name``, a sha that is not hex, an
 id that is not an advisory id, or anything the store does not hold is a 404 page; a store that
@@ -31,14 +32,16 @@ from markupsafe import Markup
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from tracker.app import Tracker
 from tracker.core.advisory.ids import ID_RE
 from tracker.core.bounded import json_safe
 from tracker.core.errors import RevisionUnresolved, StoreError
 from tracker.core.escaping import escape_controls
 from tracker.core.findings.rules import SeverityRules, severity_policy
 from tracker.core.model import AdvisoryRow, RepoId, validate_repo_id
-from tracker.pipeline.ports import Pages, Store
-from tracker.surfaces.api_deps import PagesDep, RulesDep, StoreDep
+from tracker.pipeline.ports import Pages
+from tracker.services import Advisories, Revisions
+from tracker.surfaces.api_deps import PagesDep, RulesDep, TrackerDep
 from tracker.surfaces.api_errors import http_error
 from tracker.surfaces.web import apidoc, charts
 from tracker.surfaces.web.measured import measured_view, revision_measured
@@ -263,7 +266,7 @@ def repo_page(reads: PagesDep, owner: str, name: str, page: str = "1") -> HTMLRe
     return _guard(lambda: _repo_page(reads, owner, name, page))
 
 
-def _revision_page(reads: Pages, store: Store, owner: str, name: str, sha: str) -> HTMLResponse:
+def _revision_page(reads: Pages, tracker: Tracker, owner: str, name: str, sha: str) -> HTMLResponse:
     repo_id = _repo_id(owner, name)
     if not SHA_PREFIX_RE.match(sha):
         raise _NotFound(f"{sha[:80]!r} is not a revision: give 7 to 40 hex digits of a commit sha.")
@@ -271,7 +274,7 @@ def _revision_page(reads: Pages, store: Store, owner: str, name: str, sha: str) 
     if repo is None:
         raise _NotFound(f"{repo_id} is not watched here.")
     try:
-        row = store.revisions.get(repo.pk, sha)
+        row = Revisions(tracker).stored(repo, sha)
     except RevisionUnresolved as exc:
         raise _NotFound(str(exc)) from None
     if row is None:
@@ -291,14 +294,14 @@ def _revision_page(reads: Pages, store: Store, owner: str, name: str, sha: str) 
 
 
 @pages_router.get("/repos/{owner}/{name}/revisions/{sha}", response_class=HTMLResponse)
-def revision_page(reads: PagesDep, store: StoreDep, owner: str, name: str, sha: str) -> HTMLResponse:
-    return _guard(lambda: _revision_page(reads, store, owner, name, sha))
+def revision_page(reads: PagesDep, tracker: TrackerDep, owner: str, name: str, sha: str) -> HTMLResponse:
+    return _guard(lambda: _revision_page(reads, tracker, owner, name, sha))
 
 
-def _advisory_row(store: Store, vuln_id: str) -> AdvisoryRow:
+def _advisory_row(tracker: Tracker, vuln_id: str) -> AdvisoryRow:
     if not ID_RE.match(vuln_id):
         raise _NotFound(f"{vuln_id[:80]!r} is not an advisory id here (they look like x_HFUT-xxxx-xxxx-xxxx).")
-    row = store.advisories.get(vuln_id)
+    row = Advisories(tracker).get(vuln_id)
     if row is None:
         raise _NotFound(f"There is no advisory {vuln_id}.")
     return row
@@ -377,8 +380,8 @@ def finding_page(rules: RulesDep, code: str) -> HTMLResponse:
     return _guard(lambda: _finding_page(rules, code))
 
 
-def _advisory_page(store: Store, vuln_id: str) -> HTMLResponse:
-    row = _advisory_row(store, vuln_id)
+def _advisory_page(tracker: Tracker, vuln_id: str) -> HTMLResponse:
+    row = _advisory_row(tracker, vuln_id)
     record = row.record
     details, excerpts = advisory_details(record.details or "")
     estimate = estimate_changes(record.specific.estimate_delta)
@@ -391,14 +394,14 @@ def _advisory_page(store: Store, vuln_id: str) -> HTMLResponse:
 
 
 @pages_router.get("/advisories/{vuln_id}", response_class=HTMLResponse)
-def advisory_page(store: StoreDep, vuln_id: str) -> HTMLResponse:
-    return _guard(lambda: _advisory_page(store, vuln_id))
+def advisory_page(tracker: TrackerDep, vuln_id: str) -> HTMLResponse:
+    return _guard(lambda: _advisory_page(tracker, vuln_id))
 
 
 @pages_router.get("/advisories/{vuln_id}/download")
-def advisory_download(store: StoreDep, vuln_id: str) -> Response:
+def advisory_download(tracker: TrackerDep, vuln_id: str) -> Response:
     try:
-        row = _advisory_row(store, vuln_id)
+        row = _advisory_row(tracker, vuln_id)
     except _NotFound as exc:
         return _page("not_found.html.jinja", 404, title="Not found", message=exc.what)
     except StoreError as exc:
