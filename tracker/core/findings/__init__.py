@@ -1,14 +1,14 @@
 """Turn the raw difference between two revisions into findings. Pure: no I/O.
 
-Each analyser module exposes ``analyse(change, sources, rules) -> list[Finding]``
-and is listed in ``ANALYSERS``. ``analyse_revision`` runs them all, isolates
+Each analyser module exposes ``analyse(change, sources, rules) -> list[Finding]``,
+registered by ``@analyser`` (:mod:`tracker.core.findings.registry`). ``analyse_revision`` runs them all, isolates
 failures (an analyser that raises yields an ``analysis.failed`` finding rather
 than aborting the poll) and returns the findings most severe first.
 
 Severities are not chosen in the analysers: they pick a stable *code* and the
 severity comes from the rules table (``severity.toml``, overridable in config).
 
-Analysers register per library (``ANALYSERS``): one for a library runs when either side is
+Analysers register per library (``@analyser(library=...)``): one for a library runs when either side is
 loaded with it (:func:`tracker.core.findings.libraries.detect_libraries`), and its findings carry
 that library's name; one registered for ``None`` runs on every revision.
 """
@@ -16,57 +16,55 @@ that library's name; one registered for ``None`` runs on every revision.
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import importlib.util
 from collections.abc import Callable
 
 from tracker.core.errors import HubRateLimited, HubUnavailable, RevisionGone
 from tracker.core.findings import libraries as lib
+from tracker.core.findings.registry import registered
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.model import Finding, RevisionChange, RevisionSources, Snapshot, sort_findings
 
 Analyser = Callable[[RevisionChange, RevisionSources, SeverityRules], list[Finding]]
 
-# (module under tracker.core.findings, library): each module exposes analyse(change, sources, rules).
-# A library-specific analyser runs only when the library is on either side; transformers'
-# analysers run always (each reads only its own files) and label their findings transformers.
-ANALYSERS: tuple[tuple[str, str | None], ...] = (
-    ("files", None),
-    ("config", lib.TRANSFORMERS),
-    ("generation", lib.TRANSFORMERS),
-    ("tokenizer", lib.TRANSFORMERS),
-    ("slow_tokenizer", lib.TRANSFORMERS),
-    ("sentencepiece", lib.TRANSFORMERS),
-    ("chat_template", lib.TRANSFORMERS),
-    ("weights", None),
-    ("manifests", None),
-    ("gguf", lib.GGUF),
-    ("processor", lib.TRANSFORMERS),
-    ("remote_code", None),
-    ("licence", None),
-    ("consistency", lib.TRANSFORMERS),
-    ("sentence_transformers", lib.SENTENCE_TRANSFORMERS),
-    ("diffusers", lib.DIFFUSERS),
-    ("timm_config", lib.TIMM),
-    ("open_clip_config", lib.OPEN_CLIP),
-    ("exports", None),  # runs where either side has an export; decided from the file lists
+# Each analyser module registers its analyse() with @analyser (tracker/core/findings/registry.py) when it
+# is imported; the package imports them here, by name, so a misspelt or removed one fails at import.
+from tracker.core.findings import (  # noqa: E402  (after the names the analysers import from the package)
+    chat_template,
+    config,
+    consistency,
+    diffusers,
+    exports,
+    files,
+    generation,
+    gguf,
+    licence,
+    manifests,
+    open_clip_config,
+    processor,
+    remote_code,
+    sentence_transformers,
+    sentencepiece,
+    slow_tokenizer,
+    timm_config,
+    tokenizer,
+    weights,
 )
+
+del (chat_template, config, consistency, diffusers, exports, files, generation, gguf, licence, manifests,
+     open_clip_config, processor, remote_code, sentence_transformers, sentencepiece, slow_tokenizer, timm_config,
+     tokenizer, weights)
+
+# (module under tracker.core.findings, library), in run order: a library-specific analyser runs only
+# when the library is on either side; transformers' analysers run always (each reads only its own
+# files) and label their findings transformers; exports' runs where either side has an export.
+ANALYSERS: tuple[tuple[str, str | None], ...] = tuple((r.name, r.library) for r in registered())
 ALWAYS = frozenset({lib.TRANSFORMERS, lib.GGUF, None})  # their analysers look for their files themselves
 ANALYSER_MODULES: tuple[str, ...] = tuple(name for name, _ in ANALYSERS)
-
-
-def _missing(names: tuple[str, ...]) -> list[str]:
-    """The analyser modules of ``ANALYSERS`` that do not exist (a misspelt name)."""
-    return [name for name in names if importlib.util.find_spec(f"tracker.core.findings.{name}") is None]
-
-
-# A misspelt or removed analyser fails here, when the package is imported, never silently at analysis time.
-if _missing(ANALYSER_MODULES):
-    raise ImportError(f"ANALYSERS names no module tracker.core.findings.{_missing(ANALYSER_MODULES)[0]}")
+_BY_NAME = {r.name: r for r in registered()}
 
 
 def _load(name: str) -> Analyser:
-    analyse: Analyser = importlib.import_module(f"tracker.core.findings.{name}").analyse
+    analyse: Analyser = _BY_NAME[name].analyse
     return analyse
 
 

@@ -41,6 +41,8 @@ from typing import Any
 
 from tracker.core.bounded import loads_json
 from tracker.core.diff import common_affixes
+from tracker.core.findings import libraries as lib
+from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.findings.template_sandbox import Limits, Outcome, TemplateSandbox
 from tracker.core.model import Finding, RevisionChange, RevisionSources, Snapshot
@@ -560,6 +562,7 @@ class _Renderer:
         return self._renders[key]
 
 
+@analyser(library=lib.TRANSFORMERS, order=70, renders=True)
 def analyse(
     change: RevisionChange, sources: RevisionSources, rules: SeverityRules, *, limits: Limits | None = None
 ) -> list[Finding]:

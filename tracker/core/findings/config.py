@@ -24,6 +24,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from tracker.core.bounded import NestedTooDeep, TooManyItems, UntrustedInput, loads_json
+from tracker.core.findings import libraries as lib
+from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.model import Finding, RevisionChange, RevisionSources, Snapshot
 
@@ -337,6 +339,7 @@ def _leaf_code(key: str) -> str:
 # --------------------------------------------------------------------------- the analyser
 
 
+@analyser(library=lib.TRANSFORMERS, order=20)
 def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
     """Findings for config.json at this revision; nothing when it did not change.
 

@@ -16,7 +16,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from tracker.core.findings import libraries as lib
 from tracker.core.findings.config import JsonProblem, file_changed, fmt_value, load_json_object
+from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.findings.tokenizer import (
     DEFAULT_LIMITS,
@@ -208,6 +210,7 @@ def _template_token_problems(
     return found
 
 
+@analyser(library=lib.TRANSFORMERS, order=140)
 def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
     """New cross-file problems at this revision (all of them at the first revision)."""
     if change.old is not None and not any(file_changed(change, p) for p in INVOLVED):

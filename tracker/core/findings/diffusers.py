@@ -31,6 +31,7 @@ from typing import Any
 
 from tracker.core.estimate.checkpoint import ImplausibleHeader
 from tracker.core.estimate.pipeline import component_bytes, fmt_bytes
+from tracker.core.findings import libraries as lib
 from tracker.core.findings import sentencepiece, slow_tokenizer, tokenizer
 from tracker.core.findings.config import (
     Unreadable,
@@ -41,6 +42,7 @@ from tracker.core.findings.config import (
     json_value,
     read_side_json,
 )
+from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.findings.weights import measured_resave
 from tracker.core.model import Finding, RevisionChange, RevisionSources, Snapshot
@@ -254,8 +256,8 @@ def _tokenizers(change: RevisionChange, sources: RevisionSources, folders: list[
             continue
         view = dataclasses.replace(change, old=old, new=new)
         folder_sources = FolderSources(sources, folder)
-        for analyser in TOKENIZER_ANALYSERS:
-            for f in analyser(view, folder_sources, rules):
+        for analyse_folder in TOKENIZER_ANALYSERS:
+            for f in analyse_folder(view, folder_sources, rules):
                 path = f"{folder}/{f.path}" if f.path else folder
                 summary = (f"{folder}/{f.summary}" if f.path and f.summary.startswith(f.path)
                            else f"{path}: {f.summary}")
@@ -263,6 +265,7 @@ def _tokenizers(change: RevisionChange, sources: RevisionSources, folders: list[
     return out
 
 
+@analyser(library=lib.DIFFUSERS, order=160)
 def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
     try:
         new_index = _load(sources, change.new, "new", INDEX)

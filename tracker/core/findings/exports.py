@@ -21,6 +21,7 @@ from typing import Any
 from tracker.core.findings import openvino_ir
 from tracker.core.findings.libraries import ONNX, OPENVINO
 from tracker.core.findings.onnx_model import describe
+from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.findings.weights import measured_resave
 from tracker.core.model import Finding, RevisionChange, RevisionSources, Snapshot
@@ -54,6 +55,7 @@ def _replaced(old: Snapshot, new: Snapshot, keep: Callable[[str], bool]) -> list
     return out
 
 
+@analyser(library=None, order=190)
 def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
     if change.old is None:
         return []

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.model import FileEntry, Finding, RevisionChange, RevisionSources
 
@@ -38,6 +39,7 @@ def _storage(entry: FileEntry) -> str:
     return "lfs" if entry.is_lfs else "git"
 
 
+@analyser(library=None, order=10)
 def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
     new = change.new.by_path()
     if change.old is None:

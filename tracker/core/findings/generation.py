@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracker.core.findings import libraries as lib
 from tracker.core.findings.config import (
     MISSING,
     JsonProblem,
@@ -29,6 +30,7 @@ from tracker.core.findings.config import (
     json_value,
     load_json_object,
 )
+from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.model import Finding, RevisionChange, RevisionSources
 
@@ -141,6 +143,7 @@ def _effective(sources: RevisionSources, side: str, findings: list[Finding], rul
     return {k: parsed[k] for k in FROM_MODEL_CONFIG if k in parsed}, CONFIG
 
 
+@analyser(library=lib.TRANSFORMERS, order=30)
 def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
     """Findings for the effective generation defaults at this revision."""
     gen_changed = file_changed(change, PATH)

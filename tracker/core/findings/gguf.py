@@ -41,8 +41,10 @@ from dataclasses import replace
 from typing import Any
 
 from tracker.core.findings import chat_template, tokenizer
+from tracker.core.findings import libraries as lib
 from tracker.core.findings.files import renames
 from tracker.core.findings.gguf_types import GGMLQuantizationType, GGUFValueType, LlamaFileType
+from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.model import FileEntry, Finding, RevisionChange, RevisionSources
 
@@ -349,6 +351,7 @@ def _pairs(old: Mapping[str, FileEntry], new: Mapping[str, FileEntry]) -> list[t
     return out
 
 
+@analyser(library=lib.GGUF, order=100)
 def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
     old = change.old.by_path() if change.old is not None else {}
     new = change.new.by_path()

@@ -35,6 +35,7 @@ from typing import Any
 import yaml
 
 from tracker.core.bounded import UntrustedInput, load_yaml
+from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.model import Finding, RevisionChange, RevisionSources
 
@@ -143,6 +144,7 @@ def _json(value: Any) -> Any:
     return str(value)
 
 
+@analyser(library=None, order=130)
 def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
     old_entry = change.old.get(README) if change.old is not None else None
     new_entry = change.new.get(README)

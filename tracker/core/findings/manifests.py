@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracker.core.bounded import json_object
+from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.findings.weights import SHARD_RE
 from tracker.core.model import FileEntry, Finding, RevisionChange, RevisionSources, Snapshot
@@ -201,6 +202,7 @@ def _relevant(path: str, change: RevisionChange) -> bool:
                for p in keys)
 
 
+@analyser(library=None, order=90)
 def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
     findings: list[Finding] = []
     for path in sorted(p for p in change.new.by_path() if index_format(p)):

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracker.core.findings import libraries as lib
 from tracker.core.findings.config import (
     JsonProblem,
     change_summary,
@@ -42,6 +43,7 @@ from tracker.core.findings.config import (
     json_value,
     load_json_object,
 )
+from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.model import Finding, RevisionChange, RevisionSources
 
@@ -101,6 +103,7 @@ def code_for(dotted: str) -> str:
     return "processor.value_changed"
 
 
+@analyser(library=lib.TRANSFORMERS, order=110)
 def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
     findings: list[Finding] = []
     for path in PATHS:

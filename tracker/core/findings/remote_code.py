@@ -29,6 +29,7 @@ from typing import Any
 
 from tracker.core.bounded import loads_json
 from tracker.core.diff import text_diff
+from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.model import FileEntry, Finding, RevisionChange, RevisionSources
 
@@ -215,6 +216,7 @@ def _diff(old: str, new: str, path: str) -> tuple[str, int | None, int | None, b
     return text[:MAX_DIFF_CHARS], diff.added, diff.removed, truncated
 
 
+@analyser(library=None, order=120)
 def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
     old = change.old.by_path() if change.old is not None else {}
     new = change.new.by_path()

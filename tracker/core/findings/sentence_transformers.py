@@ -32,8 +32,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from tracker.core.findings import libraries as lib
 from tracker.core.findings import st_tokenization
 from tracker.core.findings.config import Unreadable, change_summary, fmt_value, read_side_json
+from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.findings.tokenizer import TokenizerLoadError, drift_sample, encode_sample
 from tracker.core.findings.tokenizer_precedence import effective_tokenizer, lowercases
@@ -507,6 +509,7 @@ def _migration(out: _Collect) -> Finding:
         path=MODULES, evidence={"migrated": out.migrated})
 
 
+@analyser(library=lib.SENTENCE_TRANSFORMERS, order=150)
 def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
     out = _Collect(rules, change, sources, [], [])
     try:

@@ -15,8 +15,10 @@ import hashlib
 import posixpath
 from typing import Any
 
+from tracker.core.findings import libraries as lib
 from tracker.core.findings.config import file_changed
 from tracker.core.findings.protobuf import ProtobufError, as_text, fields
+from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.findings.tokenizer import CATEGORY, diff_vocab
 from tracker.core.model import Finding, RevisionChange, RevisionSources
@@ -82,6 +84,7 @@ def vocab_findings(old_data: bytes, new_data: bytes, rules: SeverityRules) -> li
     return found
 
 
+@analyser(library=lib.TRANSFORMERS, order=60)
 def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
     if change.old is None or change.new.get("tokenizer.json") is not None:
         return []  # the fast tokenizer is what loads

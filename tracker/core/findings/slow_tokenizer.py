@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from tracker.core.findings import libraries as lib
 from tracker.core.findings.config import file_changed
+from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.findings.tokenizer import CATEGORY, diff_merges, diff_vocab
 from tracker.core.model import Finding, RevisionChange, RevisionSources
@@ -44,6 +46,7 @@ def merges(data: bytes) -> list[str]:
     return [line for line in _lines(data, MERGES) if line.strip() and not line.startswith("#version")]
 
 
+@analyser(library=lib.TRANSFORMERS, order=50)
 def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
     if change.old is None or change.new.get("tokenizer.json") is not None:
         return []  # the fast tokenizer is what loads; these files are unused then

@@ -30,6 +30,7 @@ from typing import Any
 
 from tracker.core.bounded import MAX_JSON_ITEMS
 from tracker.core.errors import first_line
+from tracker.core.findings import libraries as lib
 from tracker.core.findings.config import (
     MISSING,
     JsonProblem,
@@ -41,6 +42,7 @@ from tracker.core.findings.config import (
     json_value,
     load_json_object,
 )
+from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.findings.tokenizer_precedence import dumps, effective_tokenizer, precedence, tokenizer_class
 from tracker.core.model import Finding, RevisionChange, RevisionSources
@@ -812,6 +814,7 @@ def _added_tokens_json(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- the analyser
 
 
+@analyser(library=lib.TRANSFORMERS, order=40)
 def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
     return analyse_tokenizer(change, sources, rules, DEFAULT_LIMITS)
 

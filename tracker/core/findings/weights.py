@@ -71,6 +71,7 @@ from tracker.core.estimate.checkpoint import MAX_TENSOR_DIM, MAX_TENSOR_DIMS
 from tracker.core.findings import weight_delta
 from tracker.core.findings.files import renames
 from tracker.core.findings.picklescan_zip import MAX_LEGACY_BYTES, UNKNOWN
+from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.model import FileEntry, Finding, RevisionChange, RevisionSources, Severity
 
@@ -354,6 +355,7 @@ def _params(tensors: Mapping[str, tuple[str, tuple[int, ...]]]) -> int:
 # ---------------------------------------------------------------------------- analyser
 
 
+@analyser(library=None, order=80)
 def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules, *,
             max_content_sniffs: int = MAX_CONTENT_SNIFFS) -> list[Finding]:
     """Weight-file findings; ``max_content_sniffs``: files judged by content (see :func:`content_sniffs_for`)."""
