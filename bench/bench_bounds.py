@@ -19,10 +19,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tracker.core.findings.template_sandbox import Limits, TemplateSandbox
+
 from tests.findings.sources import make_change
 from tracker.core.findings import chat_template
 from tracker.core.findings.rules import SeverityRules
-from tracker.core.findings.template_sandbox import Limits, TemplateSandbox
 from tracker.core.findings.tokenizer import analyse as analyse_tokenizer
 
 RULES = SeverityRules.default()

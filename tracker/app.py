@@ -33,15 +33,17 @@ from tracker.adapters.hub import HubClient
 from tracker.adapters.hub.budget import HubBudget
 from tracker.adapters.settings import Settings
 from tracker.adapters.store import SqlStore, open_store
+from tracker.adapters.template_sandbox import LeasedSandbox
 from tracker.core.bounded import json_object
 from tracker.core.errors import HubUnavailable, NotWatched
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.model import RepoId, RepoRow
+from tracker.pipeline.analysis import Analysis, RevisionAnalyst, Side, safetensors_headers
 from tracker.pipeline.coalescing import PollCoalescer
 from tracker.pipeline.cycle import Cycle
 from tracker.pipeline.polling import Poller, PollResult
 from tracker.pipeline.ports import Clock, HubReader, OsvLookup, Schedule, Store, Tokens
-from tracker.pipeline.processing import Analysis, Processor, Side, safetensors_headers
+from tracker.pipeline.processing import Processor
 from tracker.pipeline.querying import Querier, QueryResult, pin
 from tracker.pipeline.verification import RevisionVerifier
 
@@ -202,7 +204,9 @@ def make_tracker(
         osv = _osv_client(settings, opened)
         rules = SeverityRules.default().with_overrides(settings.severity)
         verifier = _verifier(settings, store, rules=rules, clock=clock) if settings.verify_enabled else None
-        processor = Processor(settings, store, hub, clock=clock, rules=rules, metrics=metrics, osv=osv,
+        analyst = RevisionAnalyst(settings, store.blobs, hub, clock=clock, rules=rules, osv=osv,
+                                  renderers=LeasedSandbox)
+        processor = Processor(settings, store, hub, clock=clock, rules=rules, metrics=metrics, analyst=analyst,
                               verifier=verifier)
         poller = Poller(settings, store, hub, processor, clock=clock, metrics=metrics)
         querier = Querier(store, hub, requests_per_call=settings.query_hub_requests)

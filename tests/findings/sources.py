@@ -106,3 +106,20 @@ def make_change(
         new_sha=CommitSha("b" * 40),
     )
     return change, DictSources(old or {}, new)
+
+
+def analyse_revision(change: RevisionChange, sources: Any, rules: Any = None) -> list:
+    """The revision's findings as a poll computes them: ``sources`` is the reader the pipeline plans its
+    rounds of reads through, then the pure analysers run on what was read (strict in the test suite)."""
+    from tracker.adapters.template_sandbox import LeasedSandbox
+    from tracker.pipeline.analysis import analyse_change
+
+    return analyse_change(change, sources, rules, renderers=LeasedSandbox).findings
+
+
+def rendered(analyse: Any, change: RevisionChange, sources: Any, rules: Any, *, limits: Any = None) -> list:
+    """``analyse`` (an analyser that renders chat templates) with a sandbox of its own ``limits``."""
+    from tracker.adapters.template_sandbox import LeasedSandbox
+
+    with LeasedSandbox(limits) as renderer:
+        return analyse(change, sources, rules, renderer=renderer)

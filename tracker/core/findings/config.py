@@ -25,9 +25,10 @@ from typing import Any
 
 from tracker.core.bounded import NestedTooDeep, TooManyItems, UntrustedInput, loads_json
 from tracker.core.findings import libraries as lib
+from tracker.core.findings.inputs import RevisionInputs
 from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
-from tracker.core.model import Finding, RevisionChange, RevisionSources, Snapshot
+from tracker.core.model import Finding, RevisionChange, Snapshot
 
 CATEGORY = "config"
 PATH = "config.json"
@@ -88,7 +89,7 @@ class Unreadable(Exception):
     """A side file (a pipeline's or a module's config) that is there but cannot be used; shown to users."""
 
 
-def read_side_json(sources: RevisionSources, snapshot: Snapshot, side: str, path: str, *, max_bytes: int,
+def read_side_json(sources: RevisionInputs, snapshot: Snapshot, side: str, path: str, *, max_bytes: int,
                    array: bool = False) -> Any:
     """A bounded JSON object (or ``array``) of one side; None when absent; Unreadable when present but unusable.
 
@@ -340,7 +341,7 @@ def _leaf_code(key: str) -> str:
 
 
 @analyser(library=lib.TRANSFORMERS, order=20)
-def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
+def analyse(change: RevisionChange, sources: RevisionInputs, rules: SeverityRules) -> list[Finding]:
     """Findings for config.json at this revision; nothing when it did not change.
 
     At the first revision only validity is checked (there is nothing to compare).

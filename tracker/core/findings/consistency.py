@@ -18,6 +18,7 @@ from typing import Any
 
 from tracker.core.findings import libraries as lib
 from tracker.core.findings.config import JsonProblem, file_changed, fmt_value, load_json_object
+from tracker.core.findings.inputs import RevisionInputs
 from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.findings.tokenizer import (
@@ -26,7 +27,7 @@ from tracker.core.findings.tokenizer import (
     token_ids,
     tokenizer_vocab_size,
 )
-from tracker.core.model import Finding, RevisionChange, RevisionSources
+from tracker.core.model import Finding, RevisionChange
 
 CATEGORY = "consistency"
 INVOLVED = (
@@ -49,7 +50,7 @@ MAX_ID_DIGITS = 12
 SPECIAL_TOKEN_RE = re.compile(r"<\|[^<>|\s]{1,64}\|>|<[a-z][a-z0-9]*(?:_[a-z0-9]+)+>")
 
 
-def _json(sources: RevisionSources, side: str, path: str, cap: int = 16 * 1024 * 1024) -> dict[str, Any] | None:
+def _json(sources: RevisionInputs, side: str, path: str, cap: int = 16 * 1024 * 1024) -> dict[str, Any] | None:
     data = sources.text(side, path)
     if data is None:
         return None
@@ -78,7 +79,7 @@ def _ids(value: Any) -> set[int]:
 Problems = dict[tuple[str, str], dict[str, Any]]
 
 
-def problems(sources: RevisionSources, side: str) -> Problems:
+def problems(sources: RevisionInputs, side: str) -> Problems:
     """The consistency problems on one side, keyed by (code, subject) so sides can be compared."""
     config = _json(sources, side, "config.json") or {}
     gen = _json(sources, side, "generation_config.json")
@@ -95,7 +96,7 @@ def problems(sources: RevisionSources, side: str) -> Problems:
 
 
 def _vocabulary(
-    sources: RevisionSources, side: str, tok_config: dict[str, Any], added_json: dict[str, Any]
+    sources: RevisionInputs, side: str, tok_config: dict[str, Any], added_json: dict[str, Any]
 ) -> tuple[dict[str, int] | None, int | None]:
     """The tokenizer's token -> id map with the added tokens, and the number of ids it can produce."""
     vocab: dict[str, int] | None = None
@@ -177,7 +178,7 @@ def _eos_problems(
 
 
 def _template_token_problems(
-    sources: RevisionSources, side: str, tok_config: dict[str, Any], vocab: dict[str, int]
+    sources: RevisionInputs, side: str, tok_config: dict[str, Any], vocab: dict[str, int]
 ) -> Problems:
     """Literal special tokens in the chat template that the vocabulary lacks."""
     found: Problems = {}
@@ -211,7 +212,7 @@ def _template_token_problems(
 
 
 @analyser(library=lib.TRANSFORMERS, order=140)
-def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
+def analyse(change: RevisionChange, sources: RevisionInputs, rules: SeverityRules) -> list[Finding]:
     """New cross-file problems at this revision (all of them at the first revision)."""
     if change.old is not None and not any(file_changed(change, p) for p in INVOLVED):
         return []

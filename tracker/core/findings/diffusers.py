@@ -26,7 +26,6 @@ Text encoder configs get the ``config.*`` codes, at their own path; tokenizer fo
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tracker.core.estimate.checkpoint import ImplausibleHeader
@@ -42,10 +41,11 @@ from tracker.core.findings.config import (
     json_value,
     read_side_json,
 )
+from tracker.core.findings.inputs import RevisionInputs
 from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.findings.weights import measured_resave
-from tracker.core.model import Finding, RevisionChange, RevisionSources, Snapshot
+from tracker.core.model import Finding, RevisionChange, Snapshot
 
 CATEGORY = "diffusers"
 INDEX = "model_index.json"
@@ -61,7 +61,7 @@ VAE_KEYS = {"scaling_factor", "shift_factor", "latent_channels", "block_out_chan
 TEXT_ENCODERS = ("text_encoder", "text_encoder_2", "text_encoder_3")
 
 
-def _load(sources: RevisionSources, snapshot: Snapshot, side: str, path: str) -> dict[str, Any] | None:
+def _load(sources: RevisionInputs, snapshot: Snapshot, side: str, path: str) -> dict[str, Any] | None:
     loaded: dict[str, Any] | None = read_side_json(sources, snapshot, side, path, max_bytes=MAX_BYTES)
     return loaded
 
@@ -142,7 +142,7 @@ def _config_path(snapshot: Snapshot, name: str) -> str | None:
     return None
 
 
-def _weights(change: RevisionChange, sources: RevisionSources, name: str, rules: SeverityRules) -> list[Finding]:
+def _weights(change: RevisionChange, sources: RevisionInputs, name: str, rules: SeverityRules) -> list[Finding]:
     """The component's weight files replaced in place, but for those measured as re-saved with the same values."""
     assert change.old is not None
     replaced = []
@@ -160,7 +160,7 @@ def _weights(change: RevisionChange, sources: RevisionSources, name: str, rules:
                      replaced[0], component=name, files=replaced[:100])]
 
 
-def pipeline_memory(snapshot: Snapshot, sources: RevisionSources, side: str,
+def pipeline_memory(snapshot: Snapshot, sources: RevisionInputs, side: str,
                     names: list[str]) -> dict[str, int] | None:
     """``{component: bytes}`` of the components with default safetensors weights; None if a header is unreadable."""
     paths = [f.path for f in snapshot.files]
@@ -181,7 +181,7 @@ def pipeline_memory(snapshot: Snapshot, sources: RevisionSources, side: str,
     return out
 
 
-def _memory(change: RevisionChange, sources: RevisionSources, names: list[str],
+def _memory(change: RevisionChange, sources: RevisionInputs, names: list[str],
             rules: SeverityRules) -> list[Finding]:
     assert change.old is not None
     if not any(file_changed(change, p) for p in {f.path for f in change.old.files} | {f.path for f in change.new.files}
@@ -203,36 +203,6 @@ def _memory(change: RevisionChange, sources: RevisionSources, names: list[str],
                      INDEX, before=total_before, after=total_after, components={n: [before.get(n), after.get(n)] for n in changed})]
 
 
-class FolderSources:
-    """One component folder's files as if they were at the repo root, for the root-level tokenizer analysers."""
-
-    def __init__(self, sources: RevisionSources, folder: str) -> None:
-        self._sources, self._prefix = sources, f"{folder}/"
-
-    def text(self, side: str, path: str) -> bytes | None:
-        return self._sources.text(side, self._prefix + path)
-
-    def safetensors_header(self, side: str, path: str) -> Mapping[str, Any] | None:
-        return self._sources.safetensors_header(side, self._prefix + path)
-
-    def pickle_globals(self, side: str, path: str) -> list[tuple[str, str]] | None:
-        return self._sources.pickle_globals(side, self._prefix + path)
-
-    def gguf_header(self, side: str, path: str) -> Mapping[str, Any] | None:
-        return self._sources.gguf_header(side, self._prefix + path)
-
-    def onnx_model(self, side: str, path: str) -> Mapping[str, Any] | None:
-        return self._sources.onnx_model(side, self._prefix + path)
-
-    def allows(self, what: str) -> bool:
-        return self._sources.allows(what)
-    def read_ranges(self, side: str, path: str, ranges: Sequence[tuple[int, int]]) -> Sequence[bytes] | None:
-        return self._sources.read_ranges(side, self._prefix + path, ranges)
-
-    def weight_budget(self) -> tuple[int, int]:
-        return self._sources.weight_budget()
-
-
 def folder_view(snapshot: Snapshot, folder: str) -> Snapshot:
     """The files directly inside ``folder``, renamed as if at the root."""
     prefix = f"{folder}/"
@@ -243,7 +213,7 @@ def folder_view(snapshot: Snapshot, folder: str) -> Snapshot:
 TOKENIZER_ANALYSERS = (tokenizer.analyse, slow_tokenizer.analyse, sentencepiece.analyse)
 
 
-def _tokenizers(change: RevisionChange, sources: RevisionSources, folders: list[str],
+def _tokenizers(change: RevisionChange, sources: RevisionInputs, folders: list[str],
                 rules: SeverityRules) -> list[Finding]:
     """The tokenizer findings of each tokenizer folder, with the folder in their path and summary."""
     out = []
@@ -255,7 +225,7 @@ def _tokenizers(change: RevisionChange, sources: RevisionSources, folders: list[
         if not sources.allows(f"the tokenizer folder {folder}/"):
             continue
         view = dataclasses.replace(change, old=old, new=new)
-        folder_sources = FolderSources(sources, folder)
+        folder_sources = sources.in_folder(folder, old, new)
         for analyse_folder in TOKENIZER_ANALYSERS:
             for f in analyse_folder(view, folder_sources, rules):
                 path = f"{folder}/{f.path}" if f.path else folder
@@ -266,7 +236,7 @@ def _tokenizers(change: RevisionChange, sources: RevisionSources, folders: list[
 
 
 @analyser(library=lib.DIFFUSERS, order=160)
-def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
+def analyse(change: RevisionChange, sources: RevisionInputs, rules: SeverityRules) -> list[Finding]:
     try:
         new_index = _load(sources, change.new, "new", INDEX)
         new_components = components(new_index) if new_index is not None else {}

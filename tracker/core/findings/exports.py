@@ -19,12 +19,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tracker.core.findings import openvino_ir
+from tracker.core.findings.inputs import RevisionInputs
 from tracker.core.findings.libraries import ONNX, OPENVINO
 from tracker.core.findings.onnx_model import describe
 from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.findings.weights import measured_resave
-from tracker.core.model import Finding, RevisionChange, RevisionSources, Snapshot
+from tracker.core.model import Finding, RevisionChange, Snapshot
 
 CATEGORY = "exports"
 SOURCE_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt")
@@ -56,7 +57,7 @@ def _replaced(old: Snapshot, new: Snapshot, keep: Callable[[str], bool]) -> list
 
 
 @analyser(library=None, order=190)
-def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
+def analyse(change: RevisionChange, sources: RevisionInputs, rules: SeverityRules) -> list[Finding]:
     if change.old is None:
         return []
     # a source measured as re-saved with the same values leaves every export as current as it was
@@ -93,7 +94,7 @@ def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRul
     return out
 
 
-def _openvino_findings(path: str, change: RevisionChange, sources: RevisionSources,
+def _openvino_findings(path: str, change: RevisionChange, sources: RevisionInputs,
                        rules: SeverityRules) -> list[Finding]:
     assert change.old is not None
     sides: dict[str, dict[str, Any]] = {}

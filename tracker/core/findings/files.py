@@ -22,9 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from tracker.core.findings.inputs import RevisionInputs
 from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
-from tracker.core.model import FileEntry, Finding, RevisionChange, RevisionSources
+from tracker.core.model import FileEntry, Finding, RevisionChange
 
 CATEGORY = "files"
 MAX_BASELINE_LISTED = 2000
@@ -40,7 +41,7 @@ def _storage(entry: FileEntry) -> str:
 
 
 @analyser(library=None, order=10)
-def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
+def analyse(change: RevisionChange, sources: RevisionInputs, rules: SeverityRules) -> list[Finding]:
     new = change.new.by_path()
     if change.old is None:
         return [_baseline(new, rules)]

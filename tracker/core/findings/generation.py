@@ -30,9 +30,10 @@ from tracker.core.findings.config import (
     json_value,
     load_json_object,
 )
+from tracker.core.findings.inputs import RevisionInputs
 from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
-from tracker.core.model import Finding, RevisionChange, RevisionSources
+from tracker.core.model import Finding, RevisionChange
 
 CATEGORY = "generation"
 PATH = "generation_config.json"
@@ -116,7 +117,7 @@ def _same_ids(a: Any, b: Any) -> bool:
         return False
 
 
-def _effective(sources: RevisionSources, side: str, findings: list[Finding], rules: SeverityRules,
+def _effective(sources: RevisionInputs, side: str, findings: list[Finding], rules: SeverityRules,
                report_errors: bool) -> tuple[dict[str, Any] | None, str]:
     """The generation defaults transformers would use on ``side``, and the file they come from."""
     data = sources.text(side, PATH)
@@ -144,7 +145,7 @@ def _effective(sources: RevisionSources, side: str, findings: list[Finding], rul
 
 
 @analyser(library=lib.TRANSFORMERS, order=30)
-def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
+def analyse(change: RevisionChange, sources: RevisionInputs, rules: SeverityRules) -> list[Finding]:
     """Findings for the effective generation defaults at this revision."""
     gen_changed = file_changed(change, PATH)
     uses_config = change.new.get(PATH) is None or (change.old is not None and change.old.get(PATH) is None)

@@ -35,9 +35,10 @@ from typing import Any
 import yaml
 
 from tracker.core.bounded import UntrustedInput, load_yaml
+from tracker.core.findings.inputs import RevisionInputs
 from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
-from tracker.core.model import Finding, RevisionChange, RevisionSources
+from tracker.core.model import Finding, RevisionChange
 
 CATEGORY = "licence"
 README = "README.md"
@@ -145,7 +146,7 @@ def _json(value: Any) -> Any:
 
 
 @analyser(library=None, order=130)
-def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
+def analyse(change: RevisionChange, sources: RevisionInputs, rules: SeverityRules) -> list[Finding]:
     old_entry = change.old.get(README) if change.old is not None else None
     new_entry = change.new.get(README)
     if change.old is not None and (

@@ -43,10 +43,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracker.core.bounded import json_object
+from tracker.core.findings.inputs import RevisionInputs
 from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.findings.weights import SHARD_RE
-from tracker.core.model import FileEntry, Finding, RevisionChange, RevisionSources, Snapshot
+from tracker.core.model import FileEntry, Finding, RevisionChange, Snapshot
 
 CATEGORY = "manifest"
 ADAPTER_CATEGORY = "adapter"
@@ -87,7 +88,7 @@ class IndexState:
         self.problems.setdefault(code, {})[item] = detail
 
 
-def _load_index(sources: RevisionSources, side: str, path: str) -> dict[str, Any] | None:
+def _load_index(sources: RevisionInputs, side: str, path: str) -> dict[str, Any] | None:
     raw = sources.text(side, path)
     if raw is None or len(raw) > MAX_INDEX_BYTES:
         return None
@@ -102,7 +103,7 @@ def _data_bytes(info: Mapping[str, Any]) -> int | None:
     return None
 
 
-def check_index(sources: RevisionSources, side: str, path: str, snapshot: Snapshot) -> IndexState | None:
+def check_index(sources: RevisionInputs, side: str, path: str, snapshot: Snapshot) -> IndexState | None:
     """The problems of the index at ``path`` against ``snapshot``'s files and shard headers; None if unreadable."""
     data = _load_index(sources, side, path)
     if data is None:
@@ -143,7 +144,7 @@ def check_index(sources: RevisionSources, side: str, path: str, snapshot: Snapsh
 
 
 def _check_headers(
-    sources: RevisionSources,
+    sources: RevisionInputs,
     side: str,
     folder: str,
     by_file: Mapping[str, list[str]],
@@ -203,7 +204,7 @@ def _relevant(path: str, change: RevisionChange) -> bool:
 
 
 @analyser(library=None, order=90)
-def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
+def analyse(change: RevisionChange, sources: RevisionInputs, rules: SeverityRules) -> list[Finding]:
     findings: list[Finding] = []
     for path in sorted(p for p in change.new.by_path() if index_format(p)):
         if not _relevant(path, change):
@@ -263,7 +264,7 @@ _SETUP_KEYS = ("peft_type", "task_type", "r", "lora_alpha", "lora_dropout", "use
                "modules_to_save", "layers_to_transform", "bias", "fan_in_fan_out", "rank_pattern", "alpha_pattern")
 
 
-def _adapter_config(sources: RevisionSources, side: str, path: str) -> dict[str, Any] | None:
+def _adapter_config(sources: RevisionInputs, side: str, path: str) -> dict[str, Any] | None:
     raw = sources.text(side, path)
     if raw is None or len(raw) > MAX_INDEX_BYTES:
         return None
@@ -276,7 +277,7 @@ def _modules(value: Any) -> list[str] | str | None:
     return value if value is None or isinstance(value, str) else str(value)
 
 
-def _adapter(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
+def _adapter(change: RevisionChange, sources: RevisionInputs, rules: SeverityRules) -> list[Finding]:
     if change.old is None:
         return []
     out: list[Finding] = []

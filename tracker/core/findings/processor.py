@@ -43,9 +43,10 @@ from tracker.core.findings.config import (
     json_value,
     load_json_object,
 )
+from tracker.core.findings.inputs import RevisionInputs
 from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
-from tracker.core.model import Finding, RevisionChange, RevisionSources
+from tracker.core.model import Finding, RevisionChange
 
 CATEGORY = "processor"
 PATHS = ("processor_config.json", "preprocessor_config.json", "video_preprocessor_config.json")
@@ -104,7 +105,7 @@ def code_for(dotted: str) -> str:
 
 
 @analyser(library=lib.TRANSFORMERS, order=110)
-def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
+def analyse(change: RevisionChange, sources: RevisionInputs, rules: SeverityRules) -> list[Finding]:
     findings: list[Finding] = []
     for path in PATHS:
         if not file_changed(change, path):
@@ -119,7 +120,7 @@ def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRul
     return findings
 
 
-def _load(sources: RevisionSources, side: str, path: str, rules: SeverityRules | None,
+def _load(sources: RevisionInputs, side: str, path: str, rules: SeverityRules | None,
           findings: list[Finding]) -> dict[str, Any] | None:
     data = sources.text(side, path)
     if data is None:

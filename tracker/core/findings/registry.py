@@ -15,7 +15,7 @@ the same place fail when the module is imported, never silently at analysis time
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -35,12 +35,16 @@ class Registered:
     order: int
     analyse: Callable[..., Any]
     renders: bool = False  # it renders chat templates: the run hands it the revision's TemplateRenderer
+    # Independent parts (one GGUF file each...): analyse(..., only=[part]) analyses one, and the pipeline
+    # fetches and holds one part's inputs at a time (their parsed headers do not pile up).
+    parts: Callable[[Any], Sequence[Any]] | None = None
 
 
 _REGISTRY: dict[str, Registered] = {}
 
 
-def analyser(*, library: str | None, order: int, renders: bool = False) -> Callable[[F], F]:
+def analyser(*, library: str | None, order: int, renders: bool = False,
+             parts: Callable[[Any], Sequence[Any]] | None = None) -> Callable[[F], F]:
     """Register the decorated ``analyse`` of its module (the function itself is returned unchanged)."""
     if library is not None and library not in lib.LIBRARIES:
         raise ValueError(f"@analyser(library={library!r}): not a library of tracker.core.findings.libraries "
@@ -56,7 +60,7 @@ def analyser(*, library: str | None, order: int, renders: bool = False) -> Calla
         taken = [r.name for r in _REGISTRY.values() if r.order == order]
         if taken:
             raise ValueError(f"@analyser(order={order}) of {module}: {PACKAGE}.{taken[0]} already runs there")
-        _REGISTRY[name] = Registered(name, library, order, function, renders)
+        _REGISTRY[name] = Registered(name, library, order, function, renders, parts)
         return function
 
     return register

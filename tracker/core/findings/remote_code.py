@@ -29,9 +29,10 @@ from typing import Any
 
 from tracker.core.bounded import loads_json
 from tracker.core.diff import text_diff
+from tracker.core.findings.inputs import RevisionInputs
 from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
-from tracker.core.model import FileEntry, Finding, RevisionChange, RevisionSources
+from tracker.core.model import FileEntry, Finding, RevisionChange
 
 CATEGORY = "code"
 
@@ -76,7 +77,7 @@ def _module_paths(reference: str) -> list[str]:
     return sorted({f"{module}.py", module.replace(".", "/") + ".py"})
 
 
-def auto_map_modules(change: RevisionChange, sources: RevisionSources) -> dict[str, list[str]]:
+def auto_map_modules(change: RevisionChange, sources: RevisionInputs) -> dict[str, list[str]]:
     """``{module path: ["config.json:AutoModelForCausalLM", ...]}`` for the new revision's auto_maps."""
     present = change.new.by_path()
     refs: dict[str, list[str]] = {}
@@ -127,7 +128,7 @@ def _relative_imports(tree: ast.Module, path: str) -> set[str]:
 
 
 def loaded_modules(
-    direct: Mapping[str, list[str]], new: Mapping[str, FileEntry], sources: RevisionSources
+    direct: Mapping[str, list[str]], new: Mapping[str, FileEntry], sources: RevisionInputs
 ) -> dict[str, list[str]]:
     """auto_map modules plus everything they import relatively, with who pulls each in."""
     loaded = {p: list(v) for p, v in direct.items() if p in new}
@@ -217,7 +218,7 @@ def _diff(old: str, new: str, path: str) -> tuple[str, int | None, int | None, b
 
 
 @analyser(library=None, order=120)
-def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
+def analyse(change: RevisionChange, sources: RevisionInputs, rules: SeverityRules) -> list[Finding]:
     old = change.old.by_path() if change.old is not None else {}
     new = change.new.by_path()
     changed = [p for p in sorted(new) if p.endswith(".py") and (p not in old or old[p].content_id != new[p].content_id)]
@@ -240,7 +241,7 @@ def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRul
 
 
 def _one_file(
-    path: str, added: bool, referenced_by: list[str] | None, sources: RevisionSources, rules: SeverityRules
+    path: str, added: bool, referenced_by: list[str] | None, sources: RevisionInputs, rules: SeverityRules
 ) -> list[Finding]:
     new_text = _decode(sources.text("new", path))
     old_text = "" if added else _decode(sources.text("old", path))

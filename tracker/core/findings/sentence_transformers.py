@@ -35,12 +35,13 @@ from typing import Any
 from tracker.core.findings import libraries as lib
 from tracker.core.findings import st_tokenization
 from tracker.core.findings.config import Unreadable, change_summary, fmt_value, read_side_json
+from tracker.core.findings.inputs import RevisionInputs
 from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.findings.tokenizer import TokenizerLoadError, drift_sample, encode_sample
 from tracker.core.findings.tokenizer_precedence import effective_tokenizer, lowercases
 from tracker.core.findings.weights import embedding_cause
-from tracker.core.model import Finding, RevisionChange, RevisionSources, Snapshot
+from tracker.core.model import Finding, RevisionChange, Snapshot
 
 CATEGORY = "sentence_transformers"
 MODULES = "modules.json"
@@ -97,7 +98,7 @@ def module_kind(type_path: str) -> str:
     return last
 
 
-def _json(sources: RevisionSources, snapshot: Snapshot, side: str, path: str, *, array: bool = False) -> Any:
+def _json(sources: RevisionInputs, snapshot: Snapshot, side: str, path: str, *, array: bool = False) -> Any:
     return read_side_json(sources, snapshot, side, path, max_bytes=MAX_BYTES, array=array)
 
 
@@ -111,7 +112,7 @@ def _safe_folder(path: Any) -> str:
     return path.rstrip("/")
 
 
-def read_modules(sources: RevisionSources, snapshot: Snapshot, side: str) -> list[Module] | None:
+def read_modules(sources: RevisionInputs, snapshot: Snapshot, side: str) -> list[Module] | None:
     """The pipeline ``modules.json`` lists, in order; None when the revision has none."""
     value = _json(sources, snapshot, side, MODULES, array=True)
     if value is None:
@@ -175,7 +176,7 @@ def _where(folder: str) -> str:
 class _Collect:
     rules: SeverityRules
     change: RevisionChange
-    sources: RevisionSources
+    sources: RevisionInputs
     findings: list[Finding]
     reasons: list[str]
     migrated: list[str] = field(default_factory=list)
@@ -199,7 +200,7 @@ class _Collect:
             self.reasons.append(reason)
 
 
-def weight_causes(change: RevisionChange, sources: RevisionSources, old_folder: str, new_folder: str,
+def weight_causes(change: RevisionChange, sources: RevisionInputs, old_folder: str, new_folder: str,
                   measured: dict[str, Any] | None = None) -> list[tuple[str, str]]:
     """Why a module's weights make stored vectors incomparable: (weight file, cause) for each cause of
     ``embeddings.incompatible``.
@@ -510,7 +511,7 @@ def _migration(out: _Collect) -> Finding:
 
 
 @analyser(library=lib.SENTENCE_TRANSFORMERS, order=150)
-def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
+def analyse(change: RevisionChange, sources: RevisionInputs, rules: SeverityRules) -> list[Finding]:
     out = _Collect(rules, change, sources, [], [])
     try:
         new_modules = read_modules(sources, change.new, "new")

@@ -17,11 +17,12 @@ from typing import Any
 
 from tracker.core.findings import libraries as lib
 from tracker.core.findings.config import file_changed
+from tracker.core.findings.inputs import RevisionInputs
 from tracker.core.findings.protobuf import ProtobufError, as_text, fields
 from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.findings.tokenizer import CATEGORY, diff_vocab
-from tracker.core.model import Finding, RevisionChange, RevisionSources
+from tracker.core.model import Finding, RevisionChange
 
 NAMES = ("tokenizer.model", "spiece.model", "sentencepiece.bpe.model", "sentencepiece.model")
 MAX_BYTES = 32 * 1024 * 1024
@@ -85,7 +86,7 @@ def vocab_findings(old_data: bytes, new_data: bytes, rules: SeverityRules) -> li
 
 
 @analyser(library=lib.TRANSFORMERS, order=60)
-def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
+def analyse(change: RevisionChange, sources: RevisionInputs, rules: SeverityRules) -> list[Finding]:
     if change.old is None or change.new.get("tokenizer.json") is not None:
         return []  # the fast tokenizer is what loads
     out: list[Finding] = []

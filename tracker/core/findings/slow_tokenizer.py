@@ -12,10 +12,11 @@ import dataclasses
 
 from tracker.core.findings import libraries as lib
 from tracker.core.findings.config import file_changed
+from tracker.core.findings.inputs import RevisionInputs
 from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.findings.tokenizer import CATEGORY, diff_merges, diff_vocab
-from tracker.core.model import Finding, RevisionChange, RevisionSources
+from tracker.core.model import Finding, RevisionChange
 
 VOCAB = "vocab.txt"
 MERGES = "merges.txt"
@@ -47,7 +48,7 @@ def merges(data: bytes) -> list[str]:
 
 
 @analyser(library=lib.TRANSFORMERS, order=50)
-def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
+def analyse(change: RevisionChange, sources: RevisionInputs, rules: SeverityRules) -> list[Finding]:
     if change.old is None or change.new.get("tokenizer.json") is not None:
         return []  # the fast tokenizer is what loads; these files are unused then
     out: list[Finding] = []

@@ -42,10 +42,11 @@ from tracker.core.findings.config import (
     json_value,
     load_json_object,
 )
+from tracker.core.findings.inputs import RevisionInputs
 from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.findings.tokenizer_precedence import dumps, effective_tokenizer, precedence, tokenizer_class
-from tracker.core.model import Finding, RevisionChange, RevisionSources
+from tracker.core.model import Finding, RevisionChange
 
 CATEGORY = "tokenizer"
 TOKENIZER_JSON = "tokenizer.json"
@@ -815,11 +816,11 @@ def _added_tokens_json(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 @analyser(library=lib.TRANSFORMERS, order=40)
-def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
+def analyse(change: RevisionChange, sources: RevisionInputs, rules: SeverityRules) -> list[Finding]:
     return analyse_tokenizer(change, sources, rules, DEFAULT_LIMITS)
 
 
-def analyse_tokenizer(change: RevisionChange, sources: RevisionSources, rules: SeverityRules,
+def analyse_tokenizer(change: RevisionChange, sources: RevisionInputs, rules: SeverityRules,
                       limits: TokenizerLimits = DEFAULT_LIMITS) -> list[Finding]:
     """Findings for every tokenizer file that changed at this revision.
 
@@ -865,7 +866,7 @@ def _dropped_with_tokenizer_json(finding: Finding, rules: SeverityRules) -> Find
     )
 
 
-def _load_side(sources: RevisionSources, side: str, path: str, *, cap: int, rules: SeverityRules | None,
+def _load_side(sources: RevisionInputs, side: str, path: str, *, cap: int, rules: SeverityRules | None,
                findings: list[Finding]) -> dict[str, Any] | None:
     data = sources.text(side, path)
     if data is None:
@@ -908,7 +909,7 @@ def _too_many_items(rules: SeverityRules, exc: JsonTooLarge) -> Finding:
     return _too_large(rules, TOKENIZER_JSON, why, {"error": why, "limit": MAX_JSON_ITEMS})
 
 
-def _analyse_tokenizer_json(change: RevisionChange, sources: RevisionSources, rules: SeverityRules,
+def _analyse_tokenizer_json(change: RevisionChange, sources: RevisionInputs, rules: SeverityRules,
                             limits: TokenizerLimits) -> list[Finding]:
     entry = change.new.get(TOKENIZER_JSON)
     if entry is None:
@@ -948,7 +949,7 @@ def _analyse_tokenizer_json(change: RevisionChange, sources: RevisionSources, ru
     return [_ignored_if_overridden(f, configs, rules) for f in findings]
 
 
-def _config_or_empty(sources: RevisionSources, side: str, limits: TokenizerLimits) -> dict[str, Any]:
+def _config_or_empty(sources: RevisionInputs, side: str, limits: TokenizerLimits) -> dict[str, Any]:
     """tokenizer_config.json of one side, or {} (its own problems are reported by its own diff)."""
     data = sources.text(side, TOKENIZER_CONFIG)
     if data is None:
@@ -977,7 +978,7 @@ def _ignored_if_overridden(finding: Finding, configs: tuple[dict[str, Any], dict
     )
 
 
-def _tokenizer_doc(sources: RevisionSources, side: str, snapshot_size: int | None,
+def _tokenizer_doc(sources: RevisionInputs, side: str, snapshot_size: int | None,
                    limits: TokenizerLimits) -> tuple[bytes, dict[str, Any]] | None:
     if snapshot_size is None or snapshot_size > limits.max_bytes:
         return None
@@ -998,7 +999,7 @@ def effective_bytes(data: bytes, doc: dict[str, Any], config: dict[str, Any], lo
     return data if effective == doc else dumps(effective)
 
 
-def _effective_drift(change: RevisionChange, sources: RevisionSources, rules: SeverityRules,
+def _effective_drift(change: RevisionChange, sources: RevisionInputs, rules: SeverityRules,
                      limits: TokenizerLimits) -> list[Finding]:
     """Drift of the tokenizer the loader builds from tokenizer.json and tokenizer_config.json together."""
     if change.old is None or not (file_changed(change, TOKENIZER_JSON) or file_changed(change, TOKENIZER_CONFIG)):

@@ -70,10 +70,11 @@ from tracker.core.bounded import loads_json
 from tracker.core.estimate.checkpoint import MAX_TENSOR_DIM, MAX_TENSOR_DIMS
 from tracker.core.findings import weight_delta
 from tracker.core.findings.files import renames
+from tracker.core.findings.inputs import RevisionInputs
 from tracker.core.findings.picklescan_zip import MAX_LEGACY_BYTES, UNKNOWN
 from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
-from tracker.core.model import FileEntry, Finding, RevisionChange, RevisionSources, Severity
+from tracker.core.model import FileEntry, Finding, RevisionChange, Severity
 
 CATEGORY = "weights"
 
@@ -356,7 +357,7 @@ def _params(tensors: Mapping[str, tuple[str, tuple[int, ...]]]) -> int:
 
 
 @analyser(library=None, order=80)
-def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules, *,
+def analyse(change: RevisionChange, sources: RevisionInputs, rules: SeverityRules, *,
             max_content_sniffs: int = MAX_CONTENT_SNIFFS) -> list[Finding]:
     """Weight-file findings; ``max_content_sniffs``: files judged by content (see :func:`content_sniffs_for`)."""
     old = change.old.by_path() if change.old is not None else {}
@@ -429,7 +430,7 @@ def _file_set(
     return out
 
 
-def _load_index(sources: RevisionSources, side: str, path: str) -> dict[str, Any] | None | str:
+def _load_index(sources: RevisionInputs, side: str, path: str) -> dict[str, Any] | None | str:
     raw = sources.text(side, path)
     if raw is None:
         return None
@@ -445,7 +446,7 @@ def _load_index(sources: RevisionSources, side: str, path: str) -> dict[str, Any
 
 
 def _indexes(
-    old: Mapping[str, FileEntry], new: Mapping[str, FileEntry], sources: RevisionSources, rules: SeverityRules
+    old: Mapping[str, FileEntry], new: Mapping[str, FileEntry], sources: RevisionInputs, rules: SeverityRules
 ) -> list[Finding]:
     """Compare each sharded index's weight_map: tensors gained, lost, moved; total_size."""
     out: list[Finding] = []
@@ -506,7 +507,7 @@ def _group(files: Mapping[str, FileEntry]) -> dict[str, dict[str, FileEntry]]:
 
 
 def _merged_tensors(
-    sources: RevisionSources, side: str, members: Mapping[str, FileEntry], rules: SeverityRules, out: list[Finding]
+    sources: RevisionInputs, side: str, members: Mapping[str, FileEntry], rules: SeverityRules, out: list[Finding]
 ) -> tuple[dict[str, tuple[str, tuple[int, ...]]], dict[str, Any]] | None:
     tensors: dict[str, tuple[str, tuple[int, ...]]] = {}
     metadata: dict[str, Any] = {}
@@ -567,7 +568,7 @@ def changed_checkpoints(
 
 
 def _safetensors(
-    old: Mapping[str, FileEntry], new: Mapping[str, FileEntry], sources: RevisionSources, rules: SeverityRules
+    old: Mapping[str, FileEntry], new: Mapping[str, FileEntry], sources: RevisionInputs, rules: SeverityRules
 ) -> list[Finding]:
     out: list[Finding] = []
     changed, parts = changed_checkpoints(old, new), measured_parts(old, new)
@@ -592,7 +593,7 @@ def measured_parts(old: Mapping[str, FileEntry], new: Mapping[str, FileEntry]) -
 
 
 def _ggufs(
-    old: Mapping[str, FileEntry], new: Mapping[str, FileEntry], sources: RevisionSources, rules: SeverityRules
+    old: Mapping[str, FileEntry], new: Mapping[str, FileEntry], sources: RevisionInputs, rules: SeverityRules
 ) -> list[Finding]:
     """A replaced GGUF file whose tensors kept their names, shapes and quantization types, measured."""
     out: list[Finding] = []
@@ -611,7 +612,7 @@ def _ggufs(
     return out
 
 
-def _measure_gguf(sources: RevisionSources, path: str, old: tuple[Mapping[str, Any], FileEntry],
+def _measure_gguf(sources: RevisionInputs, path: str, old: tuple[Mapping[str, Any], FileEntry],
                   new: tuple[Mapping[str, Any], FileEntry], parts: int) -> weight_delta.Measurement | None:
     """None when the tensor sets differ (gguf.py says how) or a quantization type changed
     (``weights.quantization_changed``): only the same tensors in the same types are compared."""
@@ -744,7 +745,7 @@ def _parameter_count_change(rules: SeverityRules, ck: _Checkpoint) -> list[Findi
 # ---------------------------------------------------------------------------- measured deltas
 
 
-def measure_checkpoint(sources: RevisionSources, old: Mapping[str, FileEntry], new: Mapping[str, FileEntry],
+def measure_checkpoint(sources: RevisionInputs, old: Mapping[str, FileEntry], new: Mapping[str, FileEntry],
                        parts: int) -> weight_delta.Measurement | None:
     """Sampled tensors of one checkpoint compared between the revisions, within its share of the budget.
 
@@ -762,7 +763,7 @@ def measure_checkpoint(sources: RevisionSources, old: Mapping[str, FileEntry], n
     return weight_delta.measure(pairs, weight_delta.Budget(requests, nbytes).share(parts), sources.read_ranges)
 
 
-def _placed(sources: RevisionSources, side: str, members: Mapping[str, FileEntry]) -> dict[str, weight_delta.Placed] | None:
+def _placed(sources: RevisionInputs, side: str, members: Mapping[str, FileEntry]) -> dict[str, weight_delta.Placed] | None:
     out: dict[str, weight_delta.Placed] = {}
     for path, entry in sorted(members.items()):
         header = sources.safetensors_header(side, path)
@@ -826,7 +827,7 @@ def _what_differs(ck: _Checkpoint, m: weight_delta.Measurement) -> list[str]:
     return differs or ["header bytes"]
 
 
-def measure_path(change: RevisionChange, sources: RevisionSources, path: str) -> weight_delta.Measurement | None:
+def measure_path(change: RevisionChange, sources: RevisionInputs, path: str) -> weight_delta.Measurement | None:
     """The measured delta of the checkpoint a changed ``.safetensors`` or ``.gguf`` file belongs to, as the weights
     analyser measured it (the same plan, so the reads come from the sources' cache); None when not measured."""
     old, new = (change.old.by_path() if change.old is not None else {}), change.new.by_path()
@@ -841,13 +842,13 @@ def measure_path(change: RevisionChange, sources: RevisionSources, path: str) ->
     return measure_checkpoint(sources, *changed[key], parts) if key is not None and key in changed else None
 
 
-def measured_resave(change: RevisionChange, sources: RevisionSources, path: str) -> bool:
+def measured_resave(change: RevisionChange, sources: RevisionInputs, path: str) -> bool:
     """Whether a re-uploaded weight file was measured to hold the very same tensor values (``weights.resaved``)."""
     measured = measure_path(change, sources, path)
     return measured is not None and measured.identical and not measured.dtype_changes
 
 
-def embedding_cause(change: RevisionChange, sources: RevisionSources, path: str) -> tuple[str, dict[str, Any]] | None:
+def embedding_cause(change: RevisionChange, sources: RevisionInputs, path: str) -> tuple[str, dict[str, Any]] | None:
     """Why a changed weight file of an embedding model makes stored vectors stale, with the measurement as
     evidence; None when the measured change is within numeric noise (:data:`weight_delta.EMBEDDING_NOISE_L2`).
 
@@ -864,7 +865,7 @@ def embedding_cause(change: RevisionChange, sources: RevisionSources, path: str)
 
 
 def _pickles(
-    old: Mapping[str, FileEntry], new: Mapping[str, FileEntry], sources: RevisionSources, rules: SeverityRules,
+    old: Mapping[str, FileEntry], new: Mapping[str, FileEntry], sources: RevisionInputs, rules: SeverityRules,
     max_content_sniffs: int = MAX_CONTENT_SNIFFS,
 ) -> list[Finding]:
     out: list[Finding] = []
@@ -911,7 +912,7 @@ def _not_scanned(rules: SeverityRules, new: Mapping[str, FileEntry], paths: list
 
 
 def _pickle_finding(
-    rules: SeverityRules, sources: RevisionSources, path: str, entry: FileEntry, *, kind: str, added: bool
+    rules: SeverityRules, sources: RevisionInputs, path: str, entry: FileEntry, *, kind: str, added: bool
 ) -> Finding | None:
     """What a new or replaced pickle-bearing file would import when loaded, if worth saying."""
     globals_ = sources.pickle_globals("new", path)
@@ -968,7 +969,7 @@ def _ambiguous(rules: SeverityRules, path: str, entry: FileEntry, evidence: dict
     return finding
 
 
-def _harmless_or_unknown(rules: SeverityRules, sources: RevisionSources, path: str, entry: FileEntry, *,
+def _harmless_or_unknown(rules: SeverityRules, sources: RevisionInputs, path: str, entry: FileEntry, *,
                          classes: dict[str, str], evidence: dict[str, Any], verb: str, partly: str) -> Finding | None:
     """The finding for a pickle whose scan is unambiguous and imports nothing dangerous."""
     added = verb == "added"
