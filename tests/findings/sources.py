@@ -1,4 +1,4 @@
-"""A dict-backed ``RevisionSources`` and helpers to build a ``RevisionChange`` for analyser tests.
+"""A dict-backed reader (what the pipeline plans a revision's ``RevisionInputs`` through) and helpers to build a ``RevisionChange`` for analyser tests.
 
 Analysers read files only through ``sources``; tests give them the bytes of each
 side directly, so they exercise the same code path as the Hub-backed
@@ -15,7 +15,7 @@ from tracker.core.model import CommitSha, FileEntry, RepoId, RevisionChange, Sna
 
 
 class DictSources:
-    """``RevisionSources`` over two ``{path: bytes}`` dicts (``old`` and ``new``).
+    """A reader (``tracker.pipeline.analysis.InputReader``) over two ``{path: bytes}`` dicts (``old`` and ``new``).
 
     ``text`` returns the bytes or None when the path is absent on that side.
     ``headers`` / ``globals_`` / ``ggufs`` optionally supply safetensors headers, pickle

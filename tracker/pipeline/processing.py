@@ -1,4 +1,4 @@
-"""Processing one revision: read (Hub) → report (pure) → save (one transaction).
+"""Processing one revision: read and analyse (``tracker/pipeline/analysis.py``) → report (pure) → save (one transaction).
 
 ``Processor.process`` is the only way a revision becomes done. Everything the revision
 implies — findings, estimate and its delta, advisories created, updated, withdrawn or
