@@ -88,3 +88,22 @@ def test_an_analyser_that_keeps_wanting_more_is_bounded(monkeypatch, caplog):
         assert rounds.complete(greedy) == analysis.round_bound(change)  # in production: the rest read as absent
     assert f"past {analysis.round_bound(change)} rounds of reads, {10_000 - analysis.round_bound(change)} more" \
            in caplog.text
+
+
+def test_an_analysers_rounds_hold_parsed_gguf_headers_only_within_the_revisions_header_memory():
+    from tracker.pipeline.sources import RevisionBudget
+
+    files = {name: b"GGUF" for name in ("a.gguf", "b.gguf", "c.gguf")}
+    change, _ = make_change(None, files)
+    header = {"header_bytes": 5 * 1024 * 1024, "metadata": {}, "tensors": {}}  # parses to some 40 MiB
+    reader = DictSources({}, files, ggufs={"new": dict.fromkeys(files, header)})
+    budget = RevisionBudget(header_bytes=64 * 1024 * 1024, cpu_clock=lambda: 0.0)
+    rounds = Rounds(change, reader, None, budget)
+
+    def read_all(inputs: RevisionInputs) -> list[bool]:
+        return [inputs.gguf_header("new", name) is not None for name in sorted(files)]
+
+    assert rounds.complete(read_all) == [True, True, False]  # 40 MiB held, then 80 MiB: no third
+    assert budget.skipped == {"header_bytes": [
+        "the GGUF header of c.gguf (the analysis holds 83,886,080 bytes of parsed headers)"]}
+    assert rounds.complete(read_all) == [True, True, False]  # each analyser (or part) holds its own

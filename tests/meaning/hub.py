@@ -48,7 +48,7 @@ def analyse_on_hub(hub_standin, tmp_path: Path, repo: str, old_sha: str | None, 
     )
     change = RevisionChange(repo=rid, old=old_snapshot, new=new_snapshot,
                             old_sha=CommitSha(old_sha) if old_sha else None, new_sha=CommitSha(new_sha))
-    findings = analyse_change(change, sources, renderers=LeasedSandbox).findings
+    findings = analyse_change(change, sources, renderers=LeasedSandbox, budget=sources.budget).findings
     assert sources.problems == [], sources.problems
     return findings
 

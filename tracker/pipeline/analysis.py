@@ -29,7 +29,7 @@ it yields the same findings.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -57,7 +57,7 @@ from tracker.core.findings.rules import SeverityRules
 from tracker.core.model import CommitSha, Finding, RawDiff, RepoId, RevisionChange, Snapshot, sort_findings
 from tracker.core.templates import TemplateRenderer
 from tracker.pipeline.ports import BlobCache, Clock, HubReader, OsvLookup, PipelineSettings
-from tracker.pipeline.sources import HubSources, RevisionBudget
+from tracker.pipeline.sources import GGUF_EXPANSION, HubSources, RevisionBudget
 
 log = logging.getLogger("tracker.processing")
 
@@ -111,6 +111,7 @@ class Rounds:
     change: RevisionChange
     reader: InputReader
     seen: dict[InputKey, Any] | None  # the union of every analyser's inputs, when kept (tests: it holds every header)
+    budget: RevisionBudget | None = None  # the reader's: what one analyser's parsed GGUF headers may hold
 
     def inputs(self, values: dict[InputKey, Any], *, strict: bool = True) -> RevisionInputs:
         return RevisionInputs({"old": self.change.old, "new": self.change.new}, values,
@@ -131,13 +132,14 @@ class Rounds:
     def complete(self, run: Callable[[RevisionInputs], T], values: dict[InputKey, Any] | None = None) -> T:
         """``run`` on inputs that grow, one wanted key per round, until it completes (see the module)."""
         values = {} if values is None else values
+        held = [0]
         for _ in range(round_bound(self.change)):
             try:
                 return run(self.inputs(values))
             except NotRead as missing:
                 if missing.key in values:
                     raise  # it holds the key and still lacks it: a bug, never a loop
-                values[missing.key] = self.get(missing.key)
+                values[missing.key] = self.held(missing.key, self.get(missing.key), held)
         inputs = self.inputs(values, strict=UNPLANNED_RAISES)
         result = run(inputs)
         if inputs.unplanned:
@@ -145,6 +147,23 @@ class Rounds:
                         self.change.new_sha[:12], round_bound(self.change), len(inputs.unplanned),
                         ", ".join(map(repr, inputs.unplanned[:5])))
         return result
+
+
+    def held(self, key: InputKey, value: Any, held: list[int]) -> Any:
+        """``value``, unless it is a parsed GGUF header and the analyser's rounds already hold the revision's
+        header memory (``[limits] revision_header_bytes``) of them: then None, skipped as over that budget.
+
+        The reader's cache evicts by size; an analyser's inputs are held for all its rounds, so a GGUF
+        header (up to some 8 bytes parsed per byte read) is held only while they fit (one always does).
+        """
+        if key[0] != GGUF or self.budget is None or not isinstance(value, Mapping):
+            return value
+        if held[0] >= self.budget.header_bytes:
+            self.budget.skip("header_bytes", f"the GGUF header of {key[2]} (the analysis holds "
+                                             f"{held[0]:,} bytes of parsed headers)")
+            return None
+        held[0] += int(value.get("header_bytes", 0)) * GGUF_EXPANSION
+        return value
 
 
 @dataclass(frozen=True)
@@ -160,16 +179,18 @@ def _renderer(entry: Registered, renderers: Renderers | None) -> AbstractContext
 
 
 def analyse_change(change: RevisionChange, reader: InputReader, rules: SeverityRules | None = None, *,
-                   renderers: Renderers | None = None, keep_inputs: bool = False) -> PlannedAnalysis:
+                   renderers: Renderers | None = None, keep_inputs: bool = False,
+                   budget: RevisionBudget | None = None) -> PlannedAnalysis:
     """Plan, fetch and analyse one revision (see the module): its findings, most severe first.
 
     ``renderers`` opens the chat templates' renderer (``tracker/adapters/template_sandbox.py``), one
     per analyser that renders. Transient Hub failures and ``MemoryError`` propagate. ``keep_inputs``
     also returns every input the analysers were given, as one RevisionInputs (a poll does not keep
-    them: each analyser's, or each part's, are dropped when it completes).
+    them: each analyser's, or each part's, are dropped when it completes). ``budget``: the reader's
+    (:class:`RevisionBudget`), which bounds the parsed GGUF headers one analyser's rounds hold.
     """
     rules = rules or SeverityRules.default()
-    rounds = Rounds(change, reader, {} if keep_inputs else None)
+    rounds = Rounds(change, reader, {} if keep_inputs else None, budget)
     detected: dict[InputKey, Any] = {}
     present = rounds.complete(lambda inputs: libraries_present(change, inputs), detected)
     findings: list[Finding] = []
@@ -372,7 +393,8 @@ class RevisionAnalyst:
         change = RevisionChange(repo=repo_id, old=old[1] if old else None, new=new[1],
                                 old_sha=CommitSha(old[0]) if old else None, new_sha=CommitSha(new[0]))
         try:
-            findings = analyse_change(change, sources, self.rules, renderers=self.renderers).findings
+            findings = analyse_change(change, sources, self.rules, renderers=self.renderers,
+                                      budget=sources.budget).findings
         except (*TRANSIENT_READS, MemoryError):
             raise
         except Exception as exc:
