@@ -70,13 +70,13 @@ class TextReader(Protocol):
     def text(self, side: str, path: str) -> bytes | None: ...
 
 
-def libraries_of(snapshot: Snapshot | None, sources: TextReader, side: str) -> tuple[str, ...]:
+def libraries_of(snapshot: Snapshot | None, inputs: TextReader, side: str) -> tuple[str, ...]:
     """The libraries one side is loaded with (reads its README.md and config.json)."""
     if snapshot is None:
         return ()
     from tracker.core.diff import readme_front_matter
 
-    return lib.detect_libraries(snapshot, lambda path: sources.text(side, path), readme_front_matter)
+    return lib.detect_libraries(snapshot, lambda path: inputs.text(side, path), readme_front_matter)
 
 
 def libraries_present(change: RevisionChange, inputs: TextReader) -> set[str]:

@@ -22,7 +22,7 @@ Every compile and render goes through the analysis's ``TemplateRenderer`` (``tra
 in production ``tracker/adapters/template_sandbox.py``:
 Jinja's immutable sandbox in a worker process with time, output and memory
 limits, so a hostile template yields a finding, never a hang or an escape.
-The analyser reads files only through ``sources``.
+The analyser reads files only through ``inputs``.
 """
 
 from __future__ import annotations
@@ -272,16 +272,16 @@ def _token_content(value: Any) -> str | None:
     return content if isinstance(content, str) else None
 
 
-def resolve_templates(sources: RevisionInputs, side_name: str, snapshot: Snapshot) -> SideTemplates:
+def resolve_templates(inputs: RevisionInputs, side_name: str, snapshot: Snapshot) -> SideTemplates:
     """The templates and special tokens of one revision, with transformers' precedence."""
     side = SideTemplates()
     config: dict[str, Any] | None = None
-    raw_config = sources.text(side_name, TOKENIZER_CONFIG)
+    raw_config = inputs.text(side_name, TOKENIZER_CONFIG)
     if raw_config is not None:
         config = _load_json(raw_config, TOKENIZER_CONFIG, side)
 
     # Special tokens: tokenizer_config.json wins over special_tokens_map.json, as in transformers.
-    raw_map = sources.text(side_name, SPECIAL_TOKENS_MAP)
+    raw_map = inputs.text(side_name, SPECIAL_TOKENS_MAP)
     special_map = _load_json(raw_map, SPECIAL_TOKENS_MAP, side) if raw_map is not None else None
     for source in (special_map, config):
         for key in TOKEN_KEYS:
@@ -289,10 +289,10 @@ def resolve_templates(sources: RevisionInputs, side_name: str, snapshot: Snapsho
             if token is not None:
                 side.tokens[key] = token
 
-    if _read_jinja_files(sources, side_name, snapshot, side):
+    if _read_jinja_files(inputs, side_name, snapshot, side):
         return side
 
-    raw_legacy = sources.text(side_name, LEGACY_TEMPLATE_JSON)
+    raw_legacy = inputs.text(side_name, LEGACY_TEMPLATE_JSON)
     if raw_legacy is not None:
         legacy = _load_json(raw_legacy, LEGACY_TEMPLATE_JSON, side)
         found = (
@@ -316,18 +316,18 @@ def resolve_templates(sources: RevisionInputs, side_name: str, snapshot: Snapsho
     return side
 
 
-def _read_jinja_files(sources: RevisionInputs, side_name: str, snapshot: Snapshot, side: SideTemplates) -> bool:
+def _read_jinja_files(inputs: RevisionInputs, side_name: str, snapshot: Snapshot, side: SideTemplates) -> bool:
     """Read ``chat_template.jinja`` and ``additional_chat_templates/*.jinja`` into ``side``; False if there are none.
 
     Where they exist they win: the legacy JSON file and tokenizer_config.json are not read.
     """
     jinja_files: list[tuple[str, str]] = []  # (name, path)
-    if sources.text(side_name, TEMPLATE_FILE) is not None:
+    if inputs.text(side_name, TEMPLATE_FILE) is not None:
         jinja_files.append(("default", TEMPLATE_FILE))
     for path in _extra_template_paths(snapshot):
         jinja_files.append((path[len(EXTRA_TEMPLATE_DIR) : -len(".jinja")], path))
     for name, path in jinja_files:
-        raw = sources.text(side_name, path)
+        raw = inputs.text(side_name, path)
         text = _decode(raw, path, side) if raw is not None else None
         if text is None:
             side.complete = False
@@ -531,7 +531,7 @@ class _Renderer:
 
 @analyser(library=lib.TRANSFORMERS, order=70, renders=True)
 def analyse(
-    change: RevisionChange, sources: RevisionInputs, rules: SeverityRules, *, renderer: TemplateRenderer | None = None
+    change: RevisionChange, inputs: RevisionInputs, rules: SeverityRules, *, renderer: TemplateRenderer | None = None
 ) -> list[Finding]:
     """Findings for the chat templates of ``change``.
 
@@ -544,7 +544,7 @@ def analyse(
         if old_entries and old_entries == new_entries:
             return []  # no file that holds a template or a special token changed
 
-    new = resolve_templates(sources, "new", change.new)
+    new = resolve_templates(inputs, "new", change.new)
     findings = [
         rules.finding(
             "chat_template.unreadable",
@@ -558,7 +558,7 @@ def analyse(
     if not new.complete:
         return findings
 
-    old = resolve_templates(sources, "old", change.old) if change.old is not None else None
+    old = resolve_templates(inputs, "old", change.old) if change.old is not None else None
     baseline = old is None or not old.complete
     old_templates = {} if baseline or old is None else old.templates
     old_tokens = {} if old is None else old.tokens

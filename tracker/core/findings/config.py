@@ -89,7 +89,7 @@ class Unreadable(Exception):
     """A side file (a pipeline's or a module's config) that is there but cannot be used; shown to users."""
 
 
-def read_side_json(sources: RevisionInputs, snapshot: Snapshot, side: str, path: str, *, max_bytes: int,
+def read_side_json(inputs: RevisionInputs, snapshot: Snapshot, side: str, path: str, *, max_bytes: int,
                    array: bool = False) -> Any:
     """A bounded JSON object (or ``array``) of one side; None when absent; Unreadable when present but unusable.
 
@@ -100,7 +100,7 @@ def read_side_json(sources: RevisionInputs, snapshot: Snapshot, side: str, path:
         return None
     if entry.size > max_bytes:
         raise Unreadable(f"{path}: {entry.size:,} bytes, over the {max_bytes:,}-byte limit; not read")
-    data = sources.text(side, path)
+    data = inputs.text(side, path)
     if data is None:
         return None
     try:
@@ -341,7 +341,7 @@ def _leaf_code(key: str) -> str:
 
 
 @analyser(library=lib.TRANSFORMERS, order=20)
-def analyse(change: RevisionChange, sources: RevisionInputs, rules: SeverityRules) -> list[Finding]:
+def analyse(change: RevisionChange, inputs: RevisionInputs, rules: SeverityRules) -> list[Finding]:
     """Findings for config.json at this revision; nothing when it did not change.
 
     At the first revision only validity is checked (there is nothing to compare).
@@ -349,7 +349,7 @@ def analyse(change: RevisionChange, sources: RevisionInputs, rules: SeverityRule
     """
     if not file_changed(change, PATH):
         return []
-    new_bytes = sources.text("new", PATH)
+    new_bytes = inputs.text("new", PATH)
     if new_bytes is None:
         return []
     try:
@@ -368,7 +368,7 @@ def analyse(change: RevisionChange, sources: RevisionInputs, rules: SeverityRule
         return []  # a timm config, not a transformers one: tracker/core/findings/timm_config.py reads it
     if change.old is None:
         return []
-    old_bytes = sources.text("old", PATH)
+    old_bytes = inputs.text("old", PATH)
     if old_bytes is None:
         return []
     try:

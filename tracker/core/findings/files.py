@@ -15,7 +15,7 @@ download link to the old name now answers 404 (black-forest-labs/FLUX.1-dev's
 On the first revision read (no old snapshot) a single ``files.baseline``
 finding lists the whole tree, instead of one "added" per file.
 
-Pure: uses only the two file lists, never ``sources``.
+Pure: uses only the two file lists, never ``inputs``.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def _storage(entry: FileEntry) -> str:
 
 
 @analyser(library=None, order=10)
-def analyse(change: RevisionChange, sources: RevisionInputs, rules: SeverityRules) -> list[Finding]:
+def analyse(change: RevisionChange, inputs: RevisionInputs, rules: SeverityRules) -> list[Finding]:
     new = change.new.by_path()
     if change.old is None:
         return [_baseline(new, rules)]

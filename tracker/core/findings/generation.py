@@ -117,10 +117,10 @@ def _same_ids(a: Any, b: Any) -> bool:
         return False
 
 
-def _effective(sources: RevisionInputs, side: str, findings: list[Finding], rules: SeverityRules,
+def _effective(inputs: RevisionInputs, side: str, findings: list[Finding], rules: SeverityRules,
                report_errors: bool) -> tuple[dict[str, Any] | None, str]:
     """The generation defaults transformers would use on ``side``, and the file they come from."""
-    data = sources.text(side, PATH)
+    data = inputs.text(side, PATH)
     if data is not None:
         try:
             return load_json_object(data), PATH
@@ -134,7 +134,7 @@ def _effective(sources: RevisionInputs, side: str, findings: list[Finding], rule
                     evidence={"error": str(exc)},
                 ))
             return None, PATH
-    config = sources.text(side, CONFIG)
+    config = inputs.text(side, CONFIG)
     if config is None:
         return {}, CONFIG
     try:
@@ -145,17 +145,17 @@ def _effective(sources: RevisionInputs, side: str, findings: list[Finding], rule
 
 
 @analyser(library=lib.TRANSFORMERS, order=30)
-def analyse(change: RevisionChange, sources: RevisionInputs, rules: SeverityRules) -> list[Finding]:
+def analyse(change: RevisionChange, inputs: RevisionInputs, rules: SeverityRules) -> list[Finding]:
     """Findings for the effective generation defaults at this revision."""
     gen_changed = file_changed(change, PATH)
     uses_config = change.new.get(PATH) is None or (change.old is not None and change.old.get(PATH) is None)
     if not gen_changed and not (uses_config and file_changed(change, CONFIG)):
         return []
     findings: list[Finding] = []
-    new, new_path = _effective(sources, "new", findings, rules, report_errors=True)
+    new, new_path = _effective(inputs, "new", findings, rules, report_errors=True)
     if change.old is None or new is None:
         return findings
-    old, old_path = _effective(sources, "old", findings, rules, report_errors=False)
+    old, old_path = _effective(inputs, "old", findings, rules, report_errors=False)
     if old is None:
         return findings
     if old_path != new_path:

@@ -27,7 +27,7 @@ The format's vocabulary (value types, quantization types, file types) is in
 ``tracker.core.findings.gguf_types``. Every length read from the file is checked
 against the bytes that can remain before anything is allocated.
 
-Pure: the analyser reads only through ``sources``.
+Pure: the analyser reads only through ``inputs``.
 """
 
 from __future__ import annotations
@@ -362,15 +362,15 @@ def gguf_pairs(change: RevisionChange) -> list[tuple[str | None, str]]:
 
 
 @analyser(library=lib.GGUF, order=100, renders=True, parts=gguf_pairs)
-def analyse(change: RevisionChange, sources: RevisionInputs, rules: SeverityRules, *,
+def analyse(change: RevisionChange, inputs: RevisionInputs, rules: SeverityRules, *,
             renderer: TemplateRenderer | None = None,
             only: Sequence[tuple[str | None, str]] | None = None) -> list[Finding]:
     findings: list[Finding] = []
     for old_path, new_path in gguf_pairs(change) if only is None else only:
-        after = sources.gguf_header("new", new_path)
+        after = inputs.gguf_header("new", new_path)
         if after is None:
-            continue  # unreadable: the sources record why
-        before = sources.gguf_header("old", old_path) if old_path is not None else None
+            continue  # unreadable: the reader recorded why
+        before = inputs.gguf_header("old", old_path) if old_path is not None else None
         if old_path is not None and before is None:
             continue
         findings += _compare(rules, old_path, new_path, before, after, baseline=change.old is None, renderer=renderer)

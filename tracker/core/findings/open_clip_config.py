@@ -12,7 +12,7 @@ from tracker.core.model import Finding, RevisionChange
 
 
 @analyser(library=lib.OPEN_CLIP, order=180)
-def analyse(change: RevisionChange, sources: RevisionInputs, rules: SeverityRules) -> list[Finding]:
-    return preprocessing.analyse_file(change, sources, rules, path="open_clip_config.json",
+def analyse(change: RevisionChange, inputs: RevisionInputs, rules: SeverityRules) -> list[Finding]:
+    return preprocessing.analyse_file(change, inputs, rules, path="open_clip_config.json",
                                       sections={"preprocess_cfg": "preprocess_cfg", "model_cfg": "model_cfg"},
                                       library=OPEN_CLIP)

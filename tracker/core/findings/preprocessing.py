@@ -60,12 +60,12 @@ def compare(path: str, old: Any, new: Any, prefix: str, *, rules: SeverityRules,
     return out
 
 
-def load(sources: RevisionInputs, side: str, path: str) -> dict[str, Any] | None:
-    data = sources.text(side, path)
+def load(inputs: RevisionInputs, side: str, path: str) -> dict[str, Any] | None:
+    data = inputs.text(side, path)
     return None if data is None else load_json_object(data, max_bytes=MAX_BYTES)
 
 
-def analyse_file(change: RevisionChange, sources: RevisionInputs, rules: SeverityRules, *, path: str,
+def analyse_file(change: RevisionChange, inputs: RevisionInputs, rules: SeverityRules, *, path: str,
                  sections: dict[str, str], library: str, report_malformed: bool = True) -> list[Finding]:
     """Compare the ``sections`` (key -> dotted prefix) of one JSON file between the two sides.
 
@@ -74,7 +74,7 @@ def analyse_file(change: RevisionChange, sources: RevisionInputs, rules: Severit
     if change.old is None or not file_changed(change, path):
         return []
     try:
-        new = load(sources, "new", path)
+        new = load(inputs, "new", path)
     except JsonProblem as exc:
         if not report_malformed:
             return []
@@ -82,7 +82,7 @@ def analyse_file(change: RevisionChange, sources: RevisionInputs, rules: Severit
             "preprocessing.malformed", CATEGORY, f"{path} cannot be parsed: {exc}; {library} cannot load the model",
             path=path, evidence={"error": str(exc)}), library=library)]
     try:
-        old = load(sources, "old", path)
+        old = load(inputs, "old", path)
     except JsonProblem:
         return []
     if old is None or new is None:

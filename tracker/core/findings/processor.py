@@ -27,7 +27,7 @@ what it changes:
 * ``processor.malformed`` (high): the file no longer parses; loading the processor fails.
 
 Keys nested in a combined ``processor_config.json`` (``image_processor.size``) are
-judged by their last component. Pure: reads only through ``sources``.
+judged by their last component. Pure: reads only through ``inputs``.
 """
 
 from __future__ import annotations
@@ -105,24 +105,24 @@ def code_for(dotted: str) -> str:
 
 
 @analyser(library=lib.TRANSFORMERS, order=110)
-def analyse(change: RevisionChange, sources: RevisionInputs, rules: SeverityRules) -> list[Finding]:
+def analyse(change: RevisionChange, inputs: RevisionInputs, rules: SeverityRules) -> list[Finding]:
     findings: list[Finding] = []
     for path in PATHS:
         if not file_changed(change, path):
             continue
-        new = _load(sources, "new", path, rules, findings)
+        new = _load(inputs, "new", path, rules, findings)
         if new is None or change.old is None:
             continue
-        old = _load(sources, "old", path, None, findings)
+        old = _load(inputs, "old", path, None, findings)
         if old is None:
             continue  # added now, or the old one was broken (reported then): nothing to compare
         findings += diff_processor(path, old, new, rules)
     return findings
 
 
-def _load(sources: RevisionInputs, side: str, path: str, rules: SeverityRules | None,
+def _load(inputs: RevisionInputs, side: str, path: str, rules: SeverityRules | None,
           findings: list[Finding]) -> dict[str, Any] | None:
-    data = sources.text(side, path)
+    data = inputs.text(side, path)
     if data is None:
         return None
     try:

@@ -86,7 +86,7 @@ def vocab_findings(old_data: bytes, new_data: bytes, rules: SeverityRules) -> li
 
 
 @analyser(library=lib.TRANSFORMERS, order=60)
-def analyse(change: RevisionChange, sources: RevisionInputs, rules: SeverityRules) -> list[Finding]:
+def analyse(change: RevisionChange, inputs: RevisionInputs, rules: SeverityRules) -> list[Finding]:
     if change.old is None or change.new.get("tokenizer.json") is not None:
         return []  # the fast tokenizer is what loads
     out: list[Finding] = []
@@ -101,8 +101,8 @@ def analyse(change: RevisionChange, sources: RevisionInputs, rules: SeverityRule
             out.append(rules.finding("tokenizer.too_large", CATEGORY, f"{path}: {entry.size:,} bytes, over the "
                                      f"{MAX_BYTES:,}-byte cap: not read or compared", path=path))
             continue
-        new_data = sources.text("new", path)
-        old_data = sources.text("old", path) if old_entry.size <= MAX_BYTES else None
+        new_data = inputs.text("new", path)
+        old_data = inputs.text("old", path) if old_entry.size <= MAX_BYTES else None
         if new_data is None:
             continue
         try:

@@ -48,7 +48,7 @@ def merges(data: bytes) -> list[str]:
 
 
 @analyser(library=lib.TRANSFORMERS, order=50)
-def analyse(change: RevisionChange, sources: RevisionInputs, rules: SeverityRules) -> list[Finding]:
+def analyse(change: RevisionChange, inputs: RevisionInputs, rules: SeverityRules) -> list[Finding]:
     if change.old is None or change.new.get("tokenizer.json") is not None:
         return []  # the fast tokenizer is what loads; these files are unused then
     out: list[Finding] = []
@@ -65,7 +65,7 @@ def analyse(change: RevisionChange, sources: RevisionInputs, rules: SeverityRule
             continue
         if old_entry.size > MAX_BYTES:
             continue
-        old_data, new_data = sources.text("old", path), sources.text("new", path)
+        old_data, new_data = inputs.text("old", path), inputs.text("new", path)
         if old_data is None or new_data is None:
             continue
         try:

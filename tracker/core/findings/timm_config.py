@@ -12,7 +12,7 @@ from tracker.core.model import Finding, RevisionChange
 
 
 @analyser(library=lib.TIMM, order=170)
-def analyse(change: RevisionChange, sources: RevisionInputs, rules: SeverityRules) -> list[Finding]:
-    return preprocessing.analyse_file(change, sources, rules, path="config.json",
+def analyse(change: RevisionChange, inputs: RevisionInputs, rules: SeverityRules) -> list[Finding]:
+    return preprocessing.analyse_file(change, inputs, rules, path="config.json",
                                       sections={"pretrained_cfg": "pretrained_cfg", "": ""}, library=TIMM,
                                       report_malformed=False)  # config.malformed says it
