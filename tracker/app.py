@@ -158,7 +158,7 @@ class Tracker:
 
     def analyse(self, repo_id: RepoId, old: Side | None, new: Side, *,
                 old_estimate: dict[str, Any] | None = None) -> Analysis:
-        return self.processor.analyse(repo_id, old, new, old_estimate=old_estimate)
+        return self.processor.analyst.analyse(repo_id, old, new, old_estimate=old_estimate)
 
     def config_and_headers(self, repo_id: RepoId, side: Side) -> tuple[Any, dict[str, Any]]:
         """A repo's config.json and safetensors headers at a revision (its sha and file list, as
@@ -166,7 +166,7 @@ class Tracker:
         sha, snapshot = side
         if snapshot.get("config.json") is None:
             raise HubUnavailable(f"{repo_id}@{sha[:12]} has no config.json")
-        sources = self.processor.sources(repo_id, old=None, new=(sha, snapshot))
+        sources = self.processor.analyst.sources(repo_id, old=None, new=(sha, snapshot))
         return json_object(sources.text("new", "config.json")), safetensors_headers(sources, "new")
 
 

@@ -92,7 +92,7 @@ def _one_line(exc: BaseException) -> str:
 
 
 class Processor:
-    """Reads, reports and saves revisions; also ``tracker diff``, ``reanalyse`` and retried lookups."""
+    """Processes revisions: its RevisionAnalyst reads and analyses them, it reports and saves; also ``reanalyse`` and retried lookups."""
 
     def __init__(self, settings: PipelineSettings, store: Store, hub: HubReader, *, clock: Clock,
                  rules: SeverityRules, metrics: Metrics, analyst: RevisionAnalyst,
@@ -105,10 +105,7 @@ class Processor:
         self.clock = clock
         self.rules = rules
         self.analyst = analyst  # reads and analyses (tracker/pipeline/analysis.py); the processor reports and saves
-        self.sources = analyst.sources
-        self.analyse = analyst.analyse
-        self.dependencies = analyst.dependencies
-        self.tree = ModelTree(store, sources=self.sources, diff_base=self.diff_base)
+        self.tree = ModelTree(store, sources=analyst.sources, diff_base=self.diff_base)
 
     # -- the stored side of a comparison ----------------------------------------------------
 
@@ -215,13 +212,13 @@ class Processor:
         snapshot, rejected = self.hub.snapshot_checked(repo.repo_id, revision.sha)
         base = self.diff_base(repo, revision)
         old = (base.sha, base.snapshot) if base and base.snapshot is not None else None
-        analysis = self.analyse(repo.repo_id, old, (revision.sha, snapshot),
+        analysis = self.analyst.analyse(repo.repo_id, old, (revision.sha, snapshot),
                                 old_estimate=base.estimate if base else None, strict=strict)
         unsafe = [self.rules.finding("upstream.unsafe_path", "files",
                                      f"{r.path!r}: {r.reason}; left out and never requested",
                                      path=r.path, evidence={"reason": r.reason}) for r in rejected]
         try:
-            dependency_findings, retry = self.dependencies(analysis.raw, analysis.sources, old is None)
+            dependency_findings, retry = self.analyst.dependencies(analysis.raw, analysis.sources, old is None)
         except TrackerError as exc:
             dependency_findings, retry = [], True
             log.warning("%s@%s: dependency lookups failed: %s", repo.repo_id, revision.sha[:12], exc)
@@ -295,7 +292,7 @@ class Processor:
                 continue
             base = self.diff_base(repo, revision)
             old = (base.sha, base.snapshot) if base and base.snapshot is not None else None
-            analysis = self.analyse(repo.repo_id, old, (revision.sha, revision.snapshot),
+            analysis = self.analyst.analyse(repo.repo_id, old, (revision.sha, revision.snapshot),
                                     old_estimate=base.estimate if base else None)
             kept = [f for f in map(Finding.from_json, revision.findings or []) if f.category == "dependencies"]
             findings = sort_findings([*analysis.findings, *kept])
@@ -315,9 +312,9 @@ class Processor:
                 continue
             base = self.diff_base(repo, revision)
             old = (base.sha, base.snapshot) if base and base.snapshot is not None else None
-            sources = self.sources(repo.repo_id, old=old, new=(revision.sha, revision.snapshot))
+            sources = self.analyst.sources(repo.repo_id, old=old, new=(revision.sha, revision.snapshot))
             raw = RawDiff.from_json(revision.diff or {})
-            found, still_pending = self.dependencies(raw, sources, revision.baseline or base is None)
+            found, still_pending = self.analyst.dependencies(raw, sources, revision.baseline or base is None)
             if still_pending:
                 continue
             kept = [f for f in map(Finding.from_json, revision.findings or []) if not f.code.startswith("dependencies.")]
