@@ -62,7 +62,7 @@ from tracker.pipeline.sources import GGUF_EXPANSION, HubSources, RevisionBudget
 log = logging.getLogger("tracker.processing")
 
 T = TypeVar("T")
-TRANSIENT = (HubUnavailable, HubRateLimited, RevisionGone)  # the Hub failed, not the content: raised on
+TRANSIENT = (HubUnavailable, HubRateLimited, RevisionGone)  # the Hub failed, not the content: propagated
 UNPLANNED_RAISES = False  # the test suite sets it: a read past the rounds' bound fails instead of reading None
 Renderers = Callable[[], AbstractContextManager[TemplateRenderer]]
 
@@ -148,7 +148,6 @@ class Rounds:
                         ", ".join(map(repr, inputs.unplanned[:5])))
         return result
 
-
     def held(self, key: InputKey, value: Any, held: list[int]) -> Any:
         """``value``, unless it is a parsed GGUF header and the analyser's rounds already hold the revision's
         header memory (``[limits] revision_header_bytes``) of them: then None, skipped as over that budget.
@@ -230,8 +229,6 @@ def _analysed(rounds: Rounds, entry: Registered, rules: SeverityRules, renderers
 # ----------------------------------------------------------------------------- one revision, read and analysed
 
 Side = tuple[str, Snapshot]  # (sha, file list)
-
-
 
 
 def safetensors_headers(sources: HubSources, side: str) -> dict[str, Any]:
@@ -318,8 +315,6 @@ class Analysis:
         }
 
 
-# Failures that say nothing about the content: the revision is read again later (see Processor.process).
-TRANSIENT_READS = (RevisionGone, HubUnavailable, HubRateLimited)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -385,7 +380,7 @@ class RevisionAnalyst:
         failures: list[Finding] = []
         try:
             raw = RawDiff.from_json(diff_revisions(old[1] if old else None, new[1], sources.text))
-        except (*TRANSIENT_READS, MemoryError):
+        except (*TRANSIENT, MemoryError):
             raise
         except Exception as exc:  # hostile content must not stop the revision
             raw = RawDiff.from_json({"files": {}, "texts": {}})
@@ -395,8 +390,8 @@ class RevisionAnalyst:
         try:
             findings = analyse_change(change, sources, self.rules, renderers=self.renderers,
                                       budget=sources.budget).findings
-        except (*TRANSIENT_READS, MemoryError):
-            raise
+        except (*TRANSIENT, MemoryError, NotRead):
+            raise  # NotRead: only where UNPLANNED_RAISES (the test suite) asks for it
         except Exception as exc:
             findings = []
             failures.append(self._failed("findings", exc))
@@ -408,14 +403,14 @@ class RevisionAnalyst:
         try:
             estimate_json, estimate_findings = (self._estimate(raw, sources, old is not None, old_estimate)
                                                 if sources.allows("the estimate") else (None, []))
-        except (*TRANSIENT_READS, MemoryError):
+        except (*TRANSIENT, MemoryError):
             raise
         except Exception as exc:
             estimate_json, estimate_findings = None, [self._failed("estimate", exc)]
         try:
             libraries = libraries_of(change.new, sources, "new")
             old_libraries = libraries_of(change.old, sources, "old")
-        except (*TRANSIENT_READS, MemoryError):
+        except (*TRANSIENT, MemoryError):
             raise
         except Exception as exc:
             libraries, old_libraries = (), ()

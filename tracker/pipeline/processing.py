@@ -56,8 +56,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("tracker.processing")  # the name operators filter logs by, not the module path
 
 
-# Failures that say nothing about the content: the revision is read again later (see ``process``).
-TRANSIENT = (RevisionGone, HubUnavailable, HubRateLimited)
 SAVE_ATTEMPTS = 3  # a save whose advisories another process changed meanwhile is recomputed this often, at most
 
 T = TypeVar("T")
