@@ -107,3 +107,23 @@ def test_an_analysers_rounds_hold_parsed_gguf_headers_only_within_the_revisions_
     assert budget.skipped == {"header_bytes": [
         "the GGUF header of c.gguf (the analysis holds 83,886,080 bytes of parsed headers)"]}
     assert rounds.complete(read_all) == [True, True, False]  # each analyser (or part) holds its own
+
+
+def test_chat_templates_are_rendered_by_the_renderer_handed_in_and_core_starts_none():
+    template = ("{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}"
+                "{% if add_generation_prompt %}<assistant>{% endif %}")
+    old = {"chat_template.jinja": template.encode()}
+    new = {"chat_template.jinja": template.replace("{% if add_generation_prompt %}<assistant>{% endif %}",
+                                                   "<assistant>").encode()}
+    inputs = RevisionInputs.of_files(snapshot(old), snapshot(new), old_files=old, new_files=new)
+    change, _ = make_change(old, new)
+    changed = ("files.changed", "info", "changed chat_template.jinja (122 bytes → 81 bytes)")
+    assert [(f.code, f.severity.value, f.summary) for f in analyse_revision(change, inputs)] == [
+        ("analysis.failed", "moderate", "chat_template analysis failed: TypeError: rendering chat templates needs a "
+                                        "TemplateRenderer (tracker/core/templates.py), handed to the analysis by the "
+                                        "pipeline"), changed]
+    with LeasedSandbox() as renderer:
+        assert [(f.code, f.severity.value, f.summary) for f in analyse_revision(change, inputs, renderer=renderer)] == [
+            ("chat_template.rendered_prompt_changed", "high", "rendered prompt changed for 4 of 8 conversations "
+             "(exactly those without the generation prompt); one user turn, no generation prompt: adds '<assistant>' "
+             "at the end"), changed]
