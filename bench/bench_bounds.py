@@ -19,11 +19,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.findings.sources import make_change
+from tests.findings.sources import make_change, rendered
+from tracker.adapters.template_sandbox import TemplateSandbox
 from tracker.core.findings import chat_template
 from tracker.core.findings.rules import SeverityRules
-from tracker.core.findings.template_sandbox import Limits, TemplateSandbox
 from tracker.core.findings.tokenizer import analyse as analyse_tokenizer
+from tracker.core.templates import Limits
 
 RULES = SeverityRules.default()
 FAST = Limits(render_seconds=0.5, kill_grace_seconds=0.3)
@@ -64,7 +65,7 @@ def main() -> None:
     def template_change(old: str, new: str) -> None:
         change, sources = make_change({"chat_template.jinja": old.encode(), "tokenizer_config.json": config},
                                       {"chat_template.jinja": new.encode(), "tokenizer_config.json": config})
-        chat_template.analyse(change, sources, RULES, limits=FAST)
+        rendered(chat_template.analyse, change, sources, RULES, limits=FAST)
 
     timed("chat template: a looping template over 8 conversations, one limit", 3.0,
           lambda: template_change("{{ 1 }}", LOOP_BOMB))
@@ -76,7 +77,7 @@ def main() -> None:
                                         {"name": "tool_use", "template": SLOW}]}).encode()
     change, sources = make_change({"tokenizer_config.json": old}, {"tokenizer_config.json": new})
     timed("chat template: a slow template x 2 names x 8 conversations, one limit", 3.0,
-          lambda: chat_template.analyse(change, sources, RULES, limits=COOPERATIVE))
+          lambda: rendered(chat_template.analyse, change, sources, RULES, limits=COOPERATIVE))
 
     pad = "x" * 250
     vocab = {f"{pad}{i:07d}": i for i in range(200_000)}

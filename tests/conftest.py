@@ -109,3 +109,12 @@ def db_url(request, tmp_path):
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path}/tracker.sqlite3"
     return fresh_database(request.getfixturevalue("postgres_server_url"))
+
+
+@pytest.fixture(autouse=True)
+def unplanned_reads_fail(monkeypatch):
+    """An analyser that still reads something past its rounds of planned reads fails the test (production
+    reads it as absent and logs it): every revision analysed in the suite proves its plan complete."""
+    from tracker.pipeline import analysis
+
+    monkeypatch.setattr(analysis, "UNPLANNED_RAISES", True)

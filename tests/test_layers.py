@@ -248,3 +248,64 @@ def test_the_check_sees_a_surface_reaching_the_store_or_the_hub(tmp_path):
         "tracker/surfaces/cli/bad.py:6 uses obj.tracker().store",
     ]
     assert _surface_reaches(cli / "ok.py", root) == []
+
+
+# What core may not import: processes, sockets, threads, the file system's side of the standard library,
+# and any client of the network. Core computes; the adapters do the I/O and the pipeline hands core its inputs.
+IO_MODULES = frozenset({
+    "subprocess", "socket", "ssl", "select", "selectors", "signal", "threading", "_thread", "multiprocessing",
+    "concurrent", "asyncio", "atexit", "shutil", "tempfile", "http", "urllib", "ftplib", "smtplib", "requests",
+    "httpx", "urllib3", "aiohttp", "psutil", "sqlalchemy", "psycopg", "huggingface_hub", "hf_xet",
+})
+
+
+def _core_io_imports(path: Path, root: Path = ROOT) -> list[str]:
+    """Core's imports of a module that starts processes or threads, or speaks to the network or the disk."""
+    relative = path.relative_to(root.parent)
+    if relative.parts[:2] != ("tracker", "core"):
+        return []
+    return sorted({f"{relative}:{line} imports {module}" for line, module in _imported_modules(path, root)
+                   if module.split(".")[0] in IO_MODULES})
+
+
+def test_core_imports_no_process_thread_or_network_module():
+    found = [line for path in sorted(ROOT.rglob("*.py")) for line in _core_io_imports(path)]
+    assert found == []
+
+
+def test_the_check_sees_core_starting_a_process(tmp_path):
+    core = tmp_path / "tracker" / "core" / "findings"
+    core.mkdir(parents=True)
+    (core / "bad.py").write_text("import json\ndef f():\n    import subprocess\n    from threading import Lock\n"
+                                 "    from urllib.request import urlopen\n")
+    assert _core_io_imports(core / "bad.py", tmp_path / "tracker") == [
+        "tracker/core/findings/bad.py:3 imports subprocess",
+        "tracker/core/findings/bad.py:4 imports threading",
+        "tracker/core/findings/bad.py:4 imports threading.Lock",
+        "tracker/core/findings/bad.py:5 imports urllib.request",
+        "tracker/core/findings/bad.py:5 imports urllib.request.urlopen",
+    ]
+
+
+def test_every_analyser_reads_a_revision_inputs_and_holds_no_hub_handle():
+    """Each registered analyser takes (change, inputs: RevisionInputs, rules, *keyword-only extras): no reader,
+    no Hub client, no store; the one extra service is the template renderer, a core port."""
+    import inspect
+    import typing
+
+    from tracker.core.findings.inputs import RevisionInputs
+    from tracker.core.findings.registry import registered
+    from tracker.core.findings.rules import SeverityRules
+    from tracker.core.model import RevisionChange
+    from tracker.core.templates import TemplateRenderer
+
+    for entry in registered():
+        hints = typing.get_type_hints(entry.analyse)
+        params = list(inspect.signature(entry.analyse).parameters.values())
+        positional = [p.name for p in params if p.kind is not inspect.Parameter.KEYWORD_ONLY]
+        assert [hints[name] for name in positional] == [RevisionChange, RevisionInputs, SeverityRules], entry.name
+        extras = {p.name: hints[p.name] for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
+        assert set(extras) <= {"renderer", "only", "max_content_sniffs"}, entry.name
+        assert ("renderer" in extras) == entry.renders, entry.name
+        if entry.renders:
+            assert extras["renderer"] == TemplateRenderer | None, entry.name

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import typing
+from pathlib import Path
 
 import click
+import pytest
 
 from tracker.core.model import CATEGORIES, OUTPUT_FORMATS, SEVERITY_NAMES, Category, OutputFormat, Severity
 from tracker.surfaces.api_models import SubscriptionIn
@@ -51,13 +53,37 @@ def test_every_channel_kind_has_a_channel():
     assert channel("webhook").new_secret().startswith("whsec_")
 
 
-def test_a_misspelt_analyser_fails_when_the_package_is_imported():
-    import subprocess
-    import sys
+def test_a_misspelt_analyser_fails_when_its_module_is_imported():
+    from tracker.core.findings.registry import analyser
 
-    code = ("import tracker.core.findings.libraries\n"
-            "import tracker.core.findings as f\n"
-            "assert f._missing(f.ANALYSER_MODULES) == []\n"
-            "assert f._missing(('files', 'tokenzier')) == ['tokenzier']\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+    with pytest.raises(ValueError, match="library='sentence_transformers'"):
+        analyser(library="sentence_transformers", order=999)  # the name is sentence-transformers
+
+
+def test_an_analyser_registered_twice_or_at_a_taken_place_fails():
+    from tracker.core.findings.registry import analyser
+
+    def analyse(change, inputs, rules):
+        return []
+
+    analyse.__module__ = "tracker.core.findings.files"
+    with pytest.raises(ValueError, match="registers a second analyser"):
+        analyser(library=None, order=999)(analyse)
+    analyse.__module__ = "tracker.core.findings.not_registered"
+    with pytest.raises(ValueError, match="tracker.core.findings.files already runs there"):
+        analyser(library=None, order=10)(analyse)
+
+
+def test_every_module_with_an_analyse_is_registered_in_the_run_order():
+    import tracker.core.findings as f
+
+    assert f.ANALYSERS == (
+        ("files", None), ("config", "transformers"), ("generation", "transformers"), ("tokenizer", "transformers"),
+        ("slow_tokenizer", "transformers"), ("sentencepiece", "transformers"), ("chat_template", "transformers"),
+        ("weights", None), ("manifests", None), ("gguf", "gguf"), ("processor", "transformers"),
+        ("remote_code", None), ("licence", None), ("consistency", "transformers"),
+        ("sentence_transformers", "sentence-transformers"), ("diffusers", "diffusers"), ("timm_config", "timm"),
+        ("open_clip_config", "open_clip"), ("exports", None))
+    folder = Path(f.__file__).parent
+    with_analyse = sorted(p.stem for p in folder.glob("*.py") if "\ndef analyse(" in p.read_text())
+    assert with_analyse == sorted(f.ANALYSER_MODULES)

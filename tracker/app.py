@@ -33,16 +33,18 @@ from tracker.adapters.hub import HubClient
 from tracker.adapters.hub.budget import HubBudget
 from tracker.adapters.settings import Settings
 from tracker.adapters.store import SqlStore, open_store
+from tracker.adapters.template_sandbox import LeasedSandbox
 from tracker.core.bounded import json_object
 from tracker.core.errors import HubUnavailable, NotWatched
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.model import RepoId, RepoRow, StoredEstimate
+from tracker.pipeline.analysis import Analysis, RevisionAnalyst, Side, safetensors_headers
 from tracker.pipeline.coalescing import PollCoalescer
 from tracker.pipeline.cycle import Cycle
 from tracker.pipeline.poll_run import PollRun
 from tracker.pipeline.polling import Poller, PollResult
 from tracker.pipeline.ports import Clock, HubReader, OsvLookup, Schedule, Store, Tokens
-from tracker.pipeline.processing import Analysis, Processor, Side, safetensors_headers
+from tracker.pipeline.processing import Processor
 from tracker.pipeline.querying import Querier, QueryResult, pin
 from tracker.pipeline.verification import RevisionVerifier
 
@@ -158,7 +160,7 @@ class Tracker:
 
     def analyse(self, repo_id: RepoId, old: Side | None, new: Side, *,
                 old_estimate: StoredEstimate | None = None) -> Analysis:
-        return self.processor.analyse(repo_id, old, new, old_estimate=old_estimate)
+        return self.processor.analyst.analyse(repo_id, old, new, old_estimate=old_estimate)
 
     def config_and_headers(self, repo_id: RepoId, side: Side) -> tuple[Any, dict[str, Any]]:
         """A repo's config.json and safetensors headers at a revision (its sha and file list, as
@@ -166,7 +168,7 @@ class Tracker:
         sha, snapshot = side
         if snapshot.get("config.json") is None:
             raise HubUnavailable(f"{repo_id}@{sha[:12]} has no config.json")
-        sources = self.processor.sources(repo_id, old=None, new=(sha, snapshot))
+        sources = self.processor.analyst.sources(repo_id, old=None, new=(sha, snapshot))
         return json_object(sources.text("new", "config.json")), safetensors_headers(sources, "new")
 
 
@@ -204,7 +206,9 @@ def make_tracker(
         osv = _osv_client(settings, opened)
         rules = SeverityRules.default().with_overrides(settings.severity)
         verifier = _verifier(settings, store, rules=rules, clock=clock) if settings.verify.enabled else None
-        processor = Processor(settings, store, hub, clock=clock, rules=rules, metrics=metrics, osv=osv,
+        analyst = RevisionAnalyst(settings, store.blobs, hub, clock=clock, rules=rules, osv=osv,
+                                  renderers=LeasedSandbox)
+        processor = Processor(settings, store, hub, clock=clock, rules=rules, metrics=metrics, analyst=analyst,
                               verifier=verifier)
         poller = Poller(settings, store, hub, processor, clock=clock, metrics=metrics)
         querier = Querier(store, hub, requests_per_call=settings.api.max_hub_requests)

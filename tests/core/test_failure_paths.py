@@ -16,7 +16,7 @@ from tracker.adapters.settings import Settings
 from tracker.app import Tracker, make_tracker
 from tracker.core.errors import HubUnavailable, RevisionGone, StoreBusy
 from tracker.core.model import PollOutcome, RepoId, RevisionStatus
-from tracker.pipeline import processing
+from tracker.pipeline import analysis
 
 REPO = RepoId("acme/tiny")
 CONFIG = {"architectures": ["BertModel"], "model_type": "bert", "hidden_size": 384, "num_hidden_layers": 6,
@@ -62,8 +62,8 @@ def boom(*args, **kwargs):
 @pytest.mark.parametrize("step", ["diff", "findings", "estimate"])
 def test_a_step_that_raises_is_an_analysis_failed_finding_and_the_revision_is_done(
         hub, tracker, monkeypatch, step) -> None:
-    target = {"diff": (processing, "diff_revisions"), "findings": (processing, "analyse_revision"),
-              "estimate": (processing.Processor, "_estimate")}[step]
+    target = {"diff": (analysis, "diff_revisions"), "findings": (analysis, "analyse_change"),
+              "estimate": (analysis.RevisionAnalyst, "_estimate")}[step]
     monkeypatch.setattr(*target, boom)
     new = hub.commit(REPO, {"config.json": dict(CONFIG, vocab_size=1000)}, title="second")
     [result] = tracker.poll()

@@ -1,4 +1,4 @@
-"""A dict-backed ``RevisionSources`` and helpers to build a ``RevisionChange`` for analyser tests.
+"""A dict-backed reader (what the pipeline plans a revision's ``RevisionInputs`` through) and helpers to build a ``RevisionChange`` for analyser tests.
 
 Analysers read files only through ``sources``; tests give them the bytes of each
 side directly, so they exercise the same code path as the Hub-backed
@@ -15,7 +15,7 @@ from tracker.core.model import CommitSha, FileEntry, RepoId, RevisionChange, Sna
 
 
 class DictSources:
-    """``RevisionSources`` over two ``{path: bytes}`` dicts (``old`` and ``new``).
+    """A reader (``tracker.pipeline.analysis.InputReader``) over two ``{path: bytes}`` dicts (``old`` and ``new``).
 
     ``text`` returns the bytes or None when the path is absent on that side.
     ``headers`` / ``globals_`` / ``ggufs`` optionally supply safetensors headers, pickle
@@ -106,3 +106,20 @@ def make_change(
         new_sha=CommitSha("b" * 40),
     )
     return change, DictSources(old or {}, new)
+
+
+def analyse_revision(change: RevisionChange, sources: Any, rules: Any = None) -> list:
+    """The revision's findings as a poll computes them: ``sources`` is the reader the pipeline plans its
+    rounds of reads through, then the pure analysers run on what was read (strict in the test suite)."""
+    from tracker.adapters.template_sandbox import LeasedSandbox
+    from tracker.pipeline.analysis import analyse_change
+
+    return analyse_change(change, sources, rules, renderers=LeasedSandbox).findings
+
+
+def rendered(analyse: Any, change: RevisionChange, sources: Any, rules: Any, *, limits: Any = None) -> list:
+    """``analyse`` (an analyser that renders chat templates) with a sandbox of its own ``limits``."""
+    from tracker.adapters.template_sandbox import LeasedSandbox
+
+    with LeasedSandbox(limits) as renderer:
+        return analyse(change, sources, rules, renderer=renderer)

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.findings.sources import make_change
+from tests.findings.sources import analyse_revision, make_change, rendered
 from tests.shared import INCIDENTS
-from tracker.core.findings import analyse_revision, chat_template
+from tracker.core.findings import chat_template
 from tracker.core.findings.chat_template import analyse, canonical_conversations
 from tracker.core.findings.rules import SeverityRules
-from tracker.core.findings.template_sandbox import Limits
 from tracker.core.model import Severity
+from tracker.core.templates import Limits
 
 INCIDENT = INCIDENTS / "02-llama3-8b-instruct-chat-template-genprompt"
 if not INCIDENT.is_dir():  # pragma: no cover - the shared real data lives outside the repository
@@ -47,7 +47,7 @@ def side(template: str, **fields) -> dict[str, bytes]:
 
 def run(old, new, **kw):
     change, sources = make_change(old, new)
-    return analyse(change, sources, RULES, **kw)
+    return rendered(analyse, change, sources, RULES, **kw)
 
 
 def codes(findings):
@@ -369,7 +369,7 @@ def test_revision_without_template_changes_reads_nothing():
         "model.safetensors": b"1",
     }
     change, sources = make_change(files, {**files, "model.safetensors": b"2"})
-    assert analyse(change, sources, RULES) == []
+    assert rendered(analyse, change, sources, RULES) == []
     assert sources.reads == []
 
 

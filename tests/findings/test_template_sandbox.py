@@ -14,7 +14,7 @@ import os
 import pytest
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from tracker.core.findings.template_sandbox import (
+from tracker.adapters.template_sandbox import (
     ChatTemplateSandbox,
     Limits,
     Outcome,

@@ -1,4 +1,4 @@
-"""A ``RevisionSources`` test double for weight analysis: LFS entries, headers, pickle globals.
+"""A reader test double for weight analysis: LFS entries, headers, pickle globals.
 
 ``tests/findings/sources.py`` builds snapshots from file bytes (blob ids only).
 Weight files are never downloaded, so their tests need to state each file's

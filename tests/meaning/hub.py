@@ -11,8 +11,9 @@ from pathlib import Path
 
 from tracker.adapters.hub import HubClient
 from tracker.adapters.store import open_store
-from tracker.core.findings import analyse_revision
+from tracker.adapters.template_sandbox import LeasedSandbox
 from tracker.core.model import CommitSha, Finding, RepoId, RevisionChange
+from tracker.pipeline.analysis import analyse_change
 from tracker.pipeline.sources import HubSources
 
 
@@ -47,7 +48,7 @@ def analyse_on_hub(hub_standin, tmp_path: Path, repo: str, old_sha: str | None, 
     )
     change = RevisionChange(repo=rid, old=old_snapshot, new=new_snapshot,
                             old_sha=CommitSha(old_sha) if old_sha else None, new_sha=CommitSha(new_sha))
-    findings = analyse_revision(change, sources)
+    findings = analyse_change(change, sources, renderers=LeasedSandbox, budget=sources.budget).findings
     assert sources.problems == [], sources.problems
     return findings
 

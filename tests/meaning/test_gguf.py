@@ -8,6 +8,7 @@ import pytest
 from gguf import GGMLQuantizationType, LlamaFileType
 
 from tests.findings.sources import make_change
+from tests.findings.sources import rendered as with_renderer
 from tracker.core.estimate import estimate
 from tracker.core.estimate.architectures import config_from_gguf
 from tracker.core.findings import gguf, gguf_types
@@ -71,7 +72,7 @@ def test_requantization_names_the_type_change(tmp_path):
     q40 = header_of(write_gguf(tmp_path / "b.gguf", file_type=LlamaFileType.MOSTLY_Q4_0, quant=all_q40))
     sources.ggufs = {"old": {"model.gguf": q4km}, "new": {"model.gguf": q40}}
 
-    findings = gguf.analyse(change, sources, RULES)
+    findings = with_renderer(gguf.analyse, change, sources, RULES)
 
     assert [(f.code, f.severity, f.summary) for f in findings] == [
         ("weights.quantization_changed", Severity.HIGH,
@@ -88,7 +89,7 @@ def test_embedded_special_tokens_and_vocabulary_get_the_tokenizer_codes(tmp_path
         "old": {"m.gguf": header_of(write_gguf(tmp_path / "a.gguf", template=None))},
         "new": {"m.gguf": header_of(write_gguf(tmp_path / "b.gguf", template=None, tokens=renamed, eos=2))},
     }
-    findings = gguf.analyse(change, sources, RULES)
+    findings = with_renderer(gguf.analyse, change, sources, RULES)
     assert [(f.code, f.summary) for f in findings] == [
         ("tokenizer.tokens_removed", '1 token removed from the vocabulary (e.g. "ab" (8))'),
         ("tokenizer.tokens_added", '1 token added to the vocabulary (e.g. "ba" (8))'),
@@ -105,7 +106,7 @@ def test_a_template_change_in_a_renamed_quantization_is_compared(tmp_path):
         "new": {"m-Q4_0.gguf": header_of(write_gguf(tmp_path / "b.gguf", file_type=LlamaFileType.MOSTLY_Q4_0,
                                                     quant=all_q40))},
     }
-    findings = gguf.analyse(change, sources, RULES)
+    findings = with_renderer(gguf.analyse, change, sources, RULES)
     assert codes(findings) == [("chat_template.rendered_prompt_changed", "high"),
                                ("weights.quantization_changed", "high")]
     assert [f.summary for f in findings if f.code == "weights.quantization_changed"] == [
@@ -120,7 +121,7 @@ def test_context_length_and_architecture_changes(tmp_path):
         "old": {"m.gguf": header_of(write_gguf(tmp_path / "a.gguf", template=None))},
         "new": {"m.gguf": header_of(write_gguf(tmp_path / "b.gguf", template=None, context=131072))},
     }
-    assert [(f.code, f.severity, f.summary) for f in gguf.analyse(change, sources, RULES)] == [
+    assert [(f.code, f.severity, f.summary) for f in with_renderer(gguf.analyse, change, sources, RULES)] == [
         ("gguf.context_length_changed", Severity.MODERATE, "m.gguf: context length 8192 → 131072"),
     ]
 

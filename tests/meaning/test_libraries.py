@@ -15,9 +15,8 @@ import pytest
 from click.testing import CliRunner
 from hubstandin import HubStandin
 
-from tests.findings.sources import make_change
+from tests.findings.sources import analyse_revision, make_change
 from tracker.core.diff import readme_front_matter
-from tracker.core.findings import analyse_revision
 from tracker.core.findings.libraries import detect_libraries
 from tracker.core.model import FileEntry, Snapshot
 from tracker.surfaces.cli import main

@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from tests.findings.sources import make_change
-from tracker.core.findings import analyse_revision, manifests
+from tests.findings.sources import analyse_revision, make_change
+from tracker.core.findings import manifests
 from tracker.core.findings.rules import SeverityRules
 
 RULES = SeverityRules.default()

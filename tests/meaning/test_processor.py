@@ -12,8 +12,8 @@ import json
 
 import pytest
 
-from tests.findings.sources import make_change
-from tracker.core.findings import analyse_revision, processor
+from tests.findings.sources import analyse_revision, make_change
+from tracker.core.findings import processor
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.model import Severity
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 
-from tests.findings.sources import make_change
+from tests.findings.sources import make_change, rendered
+from tracker.adapters.template_sandbox import TemplateSandbox
 from tracker.core.findings.chat_template import analyse
 from tracker.core.findings.rules import SeverityRules
-from tracker.core.findings.template_sandbox import Limits, Outcome, TemplateSandbox
 from tracker.core.model import Severity
+from tracker.core.templates import Limits, Outcome
 
 RULES = SeverityRules.default()
 
@@ -24,7 +25,7 @@ DEVELOPER_TEMPLATE = (
 
 def run(old: str, new: str, **kw):
     change, sources = make_change({"chat_template.jinja": old.encode()}, {"chat_template.jinja": new.encode()})
-    return analyse(change, sources, RULES, **kw)
+    return rendered(analyse, change, sources, RULES, **kw)
 
 
 def test_a_change_only_inside_the_developer_branch_is_a_rendered_prompt_change():
@@ -110,7 +111,7 @@ def test_a_slow_template_pays_its_time_limit_once_across_conversations_and_named
     new = json.dumps({"chat_template": [{"name": "default", "template": SLOW},
                                         {"name": "tool_use", "template": SLOW}]}).encode()
     change, sources = make_change({"tokenizer_config.json": old}, {"tokenizer_config.json": new})
-    findings = analyse(change, sources, RULES, limits=COOPERATIVE)
+    findings = rendered(analyse, change, sources, RULES, limits=COOPERATIVE)
     # 2 templates x 8 conversations would be 8 s at 0.5 s each; remembered, it is one limit
     # (bench/bench_bounds.py times it)
     assert [(f.code, f.summary) for f in findings] == [

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, NewType, Protocol
+from typing import TYPE_CHECKING, Any, NewType
 
 if TYPE_CHECKING:
     from tracker.core.advisory.record import Advisory
@@ -293,50 +293,6 @@ def clip_words(text: str, limit: int) -> str:
 def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
     """Most severe first, then by category, code and path, so output is stable."""
     return sorted(findings, key=lambda f: (f.severity.rank, f.category, f.code, f.path or ""))
-
-
-class RevisionSources(Protocol):
-    """What an analyser may read about the two revisions being compared.
-
-    ``side`` is ``"old"`` or ``"new"``. Every read is capped by the caller and
-    cached by content id; None means the file is absent at that revision (or
-    could not be read, in which case the implementation records why).
-    Implementations: the Hub-backed one in the service, a dict-backed one in tests.
-    """
-
-    def text(self, side: str, path: str) -> bytes | None:
-        """Raw bytes of a small tracked file (config, tokenizer, template, code, README)."""
-
-    def safetensors_header(self, side: str, path: str) -> Mapping[str, Any] | None:
-        """The parsed JSON header of a ``.safetensors`` file, read by range requests."""
-
-    def pickle_globals(self, side: str, path: str) -> list[tuple[str, str]] | None:
-        """(module, name) pairs a pickle-based checkpoint would import, found statically."""
-
-    def gguf_header(self, side: str, path: str) -> Mapping[str, Any] | None:
-        """The parsed header of a ``.gguf`` file (metadata and tensor infos, never tensor data), by range reads.
-
-        The shape is what :func:`tracker.core.findings.gguf.read_gguf_header` returns.
-        """
-
-    def onnx_model(self, side: str, path: str) -> Mapping[str, Any] | None:
-        """A ``.onnx`` file's IR version, opsets and graph inputs/outputs, by capped range reads (never the weights).
-
-        The shape is what :func:`tracker.core.findings.onnx_model.read_onnx_model` returns, or
-        ``{"not_read": why}`` past the read cap, or ``{"malformed": why}``.
-        """
-
-    def allows(self, what: str) -> bool:
-        """Whether the revision's CPU time allows ``what`` (an analysis, a parse) to run; False records it skipped."""
-    def read_ranges(self, side: str, path: str, ranges: Sequence[tuple[int, int]]) -> Sequence[bytes] | None:
-        """The bytes at each ``(start, length)`` of a weight file, one range request each, cached by content id.
-
-        Within the revision's weight-comparison budget (:meth:`weight_budget`); None when the file is
-        absent, a read fails, or the ranges would spend more than is left.
-        """
-
-    def weight_budget(self) -> tuple[int, int]:
-        """``(requests, bytes)`` that comparing weight deltas may spend on each side of this revision."""
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,7 @@
-"""HubSources: what analysers read about two revisions, fetched lazily from the Hub.
+"""HubSources: the reader a revision's inputs are fetched through, from the Hub and the blob cache.
+
+The analysers never see it: ``tracker/pipeline/analysis.py`` plans what they read, fetches each
+input through this reader and hands them a frozen ``RevisionInputs`` (``tracker/core/findings/inputs.py``).
 
 Small files are content-addressed by blob id in the store, so each version
 of a file is fetched from the Hub once, whichever revision asks for it.
@@ -14,7 +17,7 @@ Each revision's analysis has a :class:`RevisionBudget` (``[limits] revision_requ
 (:meth:`HubSources.range_reader` is the one way to read a range), parsed headers are kept
 in a :class:`HeaderCache` evicted by size, and a parse is not started once the CPU time is
 spent. What does not fit is recorded in ``budget.skipped`` (the processor's
-``analysis.budget_exceeded``), never raised to the analysers.
+``analysis.budget_exceeded``), never raised to the planner.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
     from tracker.app import Tracker
-    from tracker.pipeline.processing import Analysis, Side
+    from tracker.pipeline.analysis import Analysis, Side
 
 __all__ = ["Compared", "Reanalysed", "RevisionListing", "Revisions", "checked_revision"]
 

@@ -2,7 +2,7 @@
 
 The prompts are the tracker's own: the canonical conversations of ``data/conversations.json`` (with the
 generation prompt), then one user turn per text of the multilingual sample. A revision with a chat
-template gets them rendered by :class:`~tracker.core.findings.template_sandbox.TemplateSandbox` (never
+template gets them rendered by :class:`~tracker.adapters.template_sandbox.TemplateSandbox` (never
 by Jinja in this process); one without gets the user's text as it is. The template is found with
 transformers' precedence: ``chat_template.jinja``, then ``chat_template.json``, then
 ``tokenizer_config.json``.
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tracker.adapters.template_sandbox import TemplateSandbox
 from tracker.core.findings.chat_template import RENDER_CLOCK, TOKEN_KEYS, canonical_conversations
-from tracker.core.findings.template_sandbox import TemplateSandbox
 
 _MAX_TEMPLATE_BYTES = 1024 * 1024
 

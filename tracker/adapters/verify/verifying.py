@@ -17,10 +17,10 @@ from typing import Any
 
 from tracker.adapters.hub.verify_fetching import Fetched, Fetcher, NotVerifiable, VerifyError
 from tracker.adapters.settings import Settings
+from tracker.adapters.template_sandbox import TemplateSandbox
 from tracker.adapters.verify.prompts import conversations, render_prompts
 from tracker.adapters.verify.runner import Limits, run_worker
 from tracker.core import verify
-from tracker.core.findings.template_sandbox import TemplateSandbox
 from tracker.core.findings.tokenizer import drift_sample
 from tracker.core.verify import Verification
 

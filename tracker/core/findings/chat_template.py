@@ -18,21 +18,19 @@ Where templates live, and which wins (as transformers' tokenizer loads them):
 3. otherwise ``tokenizer_config.json`` ``chat_template``: a string (the
    ``default``) or a list of ``{"name", "template"}``.
 
-Every compile and render goes through ``template_sandbox.TemplateSandbox``:
+Every compile and render goes through the analysis's ``TemplateRenderer`` (``tracker/core/templates.py``),
+in production ``tracker/adapters/template_sandbox.py``:
 Jinja's immutable sandbox in a worker process with time, output and memory
 limits, so a hostile template yields a finding, never a hang or an escape.
-The analyser reads files only through ``sources``.
+The analyser reads files only through ``inputs``.
 """
 
 from __future__ import annotations
 
-import atexit
 import difflib
 import json
 import re
-import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
@@ -41,9 +39,12 @@ from typing import Any
 
 from tracker.core.bounded import loads_json
 from tracker.core.diff import common_affixes
+from tracker.core.findings import libraries as lib
+from tracker.core.findings.inputs import RevisionInputs
+from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
-from tracker.core.findings.template_sandbox import Limits, Outcome, TemplateSandbox
-from tracker.core.model import Finding, RevisionChange, RevisionSources, Snapshot
+from tracker.core.model import Finding, RevisionChange, Snapshot
+from tracker.core.templates import Outcome, TemplateRenderer
 
 CATEGORY = "chat_template"
 
@@ -271,16 +272,16 @@ def _token_content(value: Any) -> str | None:
     return content if isinstance(content, str) else None
 
 
-def resolve_templates(sources: RevisionSources, side_name: str, snapshot: Snapshot) -> SideTemplates:
+def resolve_templates(inputs: RevisionInputs, side_name: str, snapshot: Snapshot) -> SideTemplates:
     """The templates and special tokens of one revision, with transformers' precedence."""
     side = SideTemplates()
     config: dict[str, Any] | None = None
-    raw_config = sources.text(side_name, TOKENIZER_CONFIG)
+    raw_config = inputs.text(side_name, TOKENIZER_CONFIG)
     if raw_config is not None:
         config = _load_json(raw_config, TOKENIZER_CONFIG, side)
 
     # Special tokens: tokenizer_config.json wins over special_tokens_map.json, as in transformers.
-    raw_map = sources.text(side_name, SPECIAL_TOKENS_MAP)
+    raw_map = inputs.text(side_name, SPECIAL_TOKENS_MAP)
     special_map = _load_json(raw_map, SPECIAL_TOKENS_MAP, side) if raw_map is not None else None
     for source in (special_map, config):
         for key in TOKEN_KEYS:
@@ -288,10 +289,10 @@ def resolve_templates(sources: RevisionSources, side_name: str, snapshot: Snapsh
             if token is not None:
                 side.tokens[key] = token
 
-    if _read_jinja_files(sources, side_name, snapshot, side):
+    if _read_jinja_files(inputs, side_name, snapshot, side):
         return side
 
-    raw_legacy = sources.text(side_name, LEGACY_TEMPLATE_JSON)
+    raw_legacy = inputs.text(side_name, LEGACY_TEMPLATE_JSON)
     if raw_legacy is not None:
         legacy = _load_json(raw_legacy, LEGACY_TEMPLATE_JSON, side)
         found = (
@@ -315,18 +316,18 @@ def resolve_templates(sources: RevisionSources, side_name: str, snapshot: Snapsh
     return side
 
 
-def _read_jinja_files(sources: RevisionSources, side_name: str, snapshot: Snapshot, side: SideTemplates) -> bool:
+def _read_jinja_files(inputs: RevisionInputs, side_name: str, snapshot: Snapshot, side: SideTemplates) -> bool:
     """Read ``chat_template.jinja`` and ``additional_chat_templates/*.jinja`` into ``side``; False if there are none.
 
     Where they exist they win: the legacy JSON file and tokenizer_config.json are not read.
     """
     jinja_files: list[tuple[str, str]] = []  # (name, path)
-    if sources.text(side_name, TEMPLATE_FILE) is not None:
+    if inputs.text(side_name, TEMPLATE_FILE) is not None:
         jinja_files.append(("default", TEMPLATE_FILE))
     for path in _extra_template_paths(snapshot):
         jinja_files.append((path[len(EXTRA_TEMPLATE_DIR) : -len(".jinja")], path))
     for name, path in jinja_files:
-        raw = sources.text(side_name, path)
+        raw = inputs.text(side_name, path)
         text = _decode(raw, path, side) if raw is not None else None
         if text is None:
             side.complete = False
@@ -477,45 +478,13 @@ def _clean(text: str | None) -> str | None:
     return text.encode("utf-8", "replace").decode("utf-8")
 
 
-# ----------------------------------------------------------------------------- the sandbox lease
-
-_shared_sandbox: TemplateSandbox | None = None
-_shared_lock = threading.Lock()
-
-
-@contextmanager
-def _sandbox(limits: Limits | None) -> Iterator[TemplateSandbox]:
-    """A sandbox for one analysis: the shared one when free (its worker stays warm), else a private one.
-
-    Workers are stateless between requests, so sharing saves a process start
-    (~0.3 s) per analysed revision without letting one revision affect another.
-    Custom limits (tests) always get a private sandbox.
-    """
-    global _shared_sandbox
-    if limits is None and _shared_lock.acquire(blocking=False):
-        try:
-            if _shared_sandbox is None:
-                _shared_sandbox = TemplateSandbox()
-                atexit.register(_shared_sandbox.close)
-            _shared_sandbox.forget_timeouts()
-            yield _shared_sandbox
-        finally:
-            _shared_lock.release()
-        return
-    private = TemplateSandbox(limits)
-    try:
-        yield private
-    finally:
-        private.close()
-
-
 # ----------------------------------------------------------------------------- the analyser
 
 
 class _Renderer:
-    """Compiles and renders through one sandbox, caching by (template, tokens, conversation)."""
+    """Compiles and renders through the analysis's renderer, caching by (template, tokens, conversation)."""
 
-    def __init__(self, sandbox: TemplateSandbox) -> None:
+    def __init__(self, sandbox: TemplateRenderer) -> None:
         self.sandbox = sandbox
         self._checks: dict[str, Outcome] = {}
         self._renders: dict[tuple[str, str, str], Outcome] = {}
@@ -560,8 +529,9 @@ class _Renderer:
         return self._renders[key]
 
 
+@analyser(library=lib.TRANSFORMERS, order=70, renders=True)
 def analyse(
-    change: RevisionChange, sources: RevisionSources, rules: SeverityRules, *, limits: Limits | None = None
+    change: RevisionChange, inputs: RevisionInputs, rules: SeverityRules, *, renderer: TemplateRenderer | None = None
 ) -> list[Finding]:
     """Findings for the chat templates of ``change``.
 
@@ -574,7 +544,7 @@ def analyse(
         if old_entries and old_entries == new_entries:
             return []  # no file that holds a template or a special token changed
 
-    new = resolve_templates(sources, "new", change.new)
+    new = resolve_templates(inputs, "new", change.new)
     findings = [
         rules.finding(
             "chat_template.unreadable",
@@ -588,7 +558,7 @@ def analyse(
     if not new.complete:
         return findings
 
-    old = resolve_templates(sources, "old", change.old) if change.old is not None else None
+    old = resolve_templates(inputs, "old", change.old) if change.old is not None else None
     baseline = old is None or not old.complete
     old_templates = {} if baseline or old is None else old.templates
     old_tokens = {} if old is None else old.tokens
@@ -597,14 +567,20 @@ def analyse(
     if not names:
         return findings
 
-    with _sandbox(limits) as sandbox:
-        renderer = _Renderer(sandbox)
-        for name in names:
-            findings.extend(
-                _one_template(rules, renderer, old_templates.get(name), new.templates.get(name),
-                              old_tokens=old_tokens, new_tokens=new.tokens, baseline=baseline)
-            )
+    rendering = _Renderer(_required(renderer))
+    for name in names:
+        findings.extend(
+            _one_template(rules, rendering, old_templates.get(name), new.templates.get(name),
+                          old_tokens=old_tokens, new_tokens=new.tokens, baseline=baseline)
+        )
     return findings
+
+
+def _required(renderer: TemplateRenderer | None) -> TemplateRenderer:
+    if renderer is None:
+        raise TypeError("rendering chat templates needs a TemplateRenderer (tracker/core/templates.py), "
+                        "handed to the analysis by the pipeline")
+    return renderer
 
 
 def template_findings(
@@ -615,7 +591,7 @@ def template_findings(
     new_tokens: Mapping[str, str],
     *,
     baseline: bool = False,
-    limits: Limits | None = None,
+    renderer: TemplateRenderer | None = None,
 ) -> list[Finding]:
     """The findings for one template found elsewhere (e.g. embedded in a GGUF file), as for a tokenizer's.
 
@@ -624,9 +600,8 @@ def template_findings(
     """
     if before is None and after is None:
         return []
-    with _sandbox(limits) as sandbox:
-        return _one_template(rules, _Renderer(sandbox), before, after,
-                             old_tokens=old_tokens, new_tokens=new_tokens, baseline=baseline)
+    return _one_template(rules, _Renderer(_required(renderer)), before, after,
+                         old_tokens=old_tokens, new_tokens=new_tokens, baseline=baseline)
 
 
 def _one_template(

@@ -24,8 +24,11 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from tracker.core.bounded import NestedTooDeep, TooManyItems, UntrustedInput, loads_json
+from tracker.core.findings import libraries as lib
+from tracker.core.findings.inputs import RevisionInputs
+from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
-from tracker.core.model import Finding, RevisionChange, RevisionSources, Snapshot
+from tracker.core.model import Finding, RevisionChange, Snapshot
 
 CATEGORY = "config"
 PATH = "config.json"
@@ -86,7 +89,7 @@ class Unreadable(Exception):
     """A side file (a pipeline's or a module's config) that is there but cannot be used; shown to users."""
 
 
-def read_side_json(sources: RevisionSources, snapshot: Snapshot, side: str, path: str, *, max_bytes: int,
+def read_side_json(inputs: RevisionInputs, snapshot: Snapshot, side: str, path: str, *, max_bytes: int,
                    array: bool = False) -> Any:
     """A bounded JSON object (or ``array``) of one side; None when absent; Unreadable when present but unusable.
 
@@ -97,7 +100,7 @@ def read_side_json(sources: RevisionSources, snapshot: Snapshot, side: str, path
         return None
     if entry.size > max_bytes:
         raise Unreadable(f"{path}: {entry.size:,} bytes, over the {max_bytes:,}-byte limit; not read")
-    data = sources.text(side, path)
+    data = inputs.text(side, path)
     if data is None:
         return None
     try:
@@ -337,7 +340,8 @@ def _leaf_code(key: str) -> str:
 # --------------------------------------------------------------------------- the analyser
 
 
-def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
+@analyser(library=lib.TRANSFORMERS, order=20)
+def analyse(change: RevisionChange, inputs: RevisionInputs, rules: SeverityRules) -> list[Finding]:
     """Findings for config.json at this revision; nothing when it did not change.
 
     At the first revision only validity is checked (there is nothing to compare).
@@ -345,7 +349,7 @@ def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRul
     """
     if not file_changed(change, PATH):
         return []
-    new_bytes = sources.text("new", PATH)
+    new_bytes = inputs.text("new", PATH)
     if new_bytes is None:
         return []
     try:
@@ -364,7 +368,7 @@ def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRul
         return []  # a timm config, not a transformers one: tracker/core/findings/timm_config.py reads it
     if change.old is None:
         return []
-    old_bytes = sources.text("old", PATH)
+    old_bytes = inputs.text("old", PATH)
     if old_bytes is None:
         return []
     try:

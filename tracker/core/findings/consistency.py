@@ -16,7 +16,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from tracker.core.findings import libraries as lib
 from tracker.core.findings.config import JsonProblem, file_changed, fmt_value, load_json_object
+from tracker.core.findings.inputs import RevisionInputs
+from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.findings.tokenizer import (
     DEFAULT_LIMITS,
@@ -24,7 +27,7 @@ from tracker.core.findings.tokenizer import (
     token_ids,
     tokenizer_vocab_size,
 )
-from tracker.core.model import Finding, RevisionChange, RevisionSources
+from tracker.core.model import Finding, RevisionChange
 
 CATEGORY = "consistency"
 INVOLVED = (
@@ -47,8 +50,8 @@ MAX_ID_DIGITS = 12
 SPECIAL_TOKEN_RE = re.compile(r"<\|[^<>|\s]{1,64}\|>|<[a-z][a-z0-9]*(?:_[a-z0-9]+)+>")
 
 
-def _json(sources: RevisionSources, side: str, path: str, cap: int = 16 * 1024 * 1024) -> dict[str, Any] | None:
-    data = sources.text(side, path)
+def _json(inputs: RevisionInputs, side: str, path: str, cap: int = 16 * 1024 * 1024) -> dict[str, Any] | None:
+    data = inputs.text(side, path)
     if data is None:
         return None
     try:
@@ -76,29 +79,29 @@ def _ids(value: Any) -> set[int]:
 Problems = dict[tuple[str, str], dict[str, Any]]
 
 
-def problems(sources: RevisionSources, side: str) -> Problems:
+def problems(inputs: RevisionInputs, side: str) -> Problems:
     """The consistency problems on one side, keyed by (code, subject) so sides can be compared."""
-    config = _json(sources, side, "config.json") or {}
-    gen = _json(sources, side, "generation_config.json")
-    tok_config = _json(sources, side, "tokenizer_config.json") or {}
-    stm = _json(sources, side, "special_tokens_map.json") or {}
-    added_json = _json(sources, side, "added_tokens.json") or {}
-    vocab, size = _vocabulary(sources, side, tok_config, added_json)
+    config = _json(inputs, side, "config.json") or {}
+    gen = _json(inputs, side, "generation_config.json")
+    tok_config = _json(inputs, side, "tokenizer_config.json") or {}
+    stm = _json(inputs, side, "special_tokens_map.json") or {}
+    added_json = _json(inputs, side, "added_tokens.json") or {}
+    vocab, size = _vocabulary(inputs, side, tok_config, added_json)
     found: Problems = {}
     found.update(_vocab_size_problem(config, size))
     found.update(_eos_problems(config, gen, tok_config, stm, vocab=vocab, size=size))
     if vocab is not None:
-        found.update(_template_token_problems(sources, side, tok_config, vocab))
+        found.update(_template_token_problems(inputs, side, tok_config, vocab))
     return found
 
 
 def _vocabulary(
-    sources: RevisionSources, side: str, tok_config: dict[str, Any], added_json: dict[str, Any]
+    inputs: RevisionInputs, side: str, tok_config: dict[str, Any], added_json: dict[str, Any]
 ) -> tuple[dict[str, int] | None, int | None]:
     """The tokenizer's token -> id map with the added tokens, and the number of ids it can produce."""
     vocab: dict[str, int] | None = None
     size: int | None = None
-    data = sources.text(side, "tokenizer.json")
+    data = inputs.text(side, "tokenizer.json")
     if data is not None and len(data) <= DEFAULT_LIMITS.max_bytes:
         try:
             doc = parse_tokenizer_json(data)
@@ -175,7 +178,7 @@ def _eos_problems(
 
 
 def _template_token_problems(
-    sources: RevisionSources, side: str, tok_config: dict[str, Any], vocab: dict[str, int]
+    inputs: RevisionInputs, side: str, tok_config: dict[str, Any], vocab: dict[str, int]
 ) -> Problems:
     """Literal special tokens in the chat template that the vocabulary lacks."""
     found: Problems = {}
@@ -186,7 +189,7 @@ def _template_token_problems(
     elif isinstance(raw, list):
         templates += [("tokenizer_config.json", t["template"]) for t in raw
                       if isinstance(t, dict) and isinstance(t.get("template"), str)]
-    jinja = sources.text(side, "chat_template.jinja")
+    jinja = inputs.text(side, "chat_template.jinja")
     if jinja is not None:
         templates.append(("chat_template.jinja", jinja.decode("utf-8", errors="replace")))
     for path, text in templates:
@@ -208,14 +211,15 @@ def _template_token_problems(
     return found
 
 
-def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
+@analyser(library=lib.TRANSFORMERS, order=140)
+def analyse(change: RevisionChange, inputs: RevisionInputs, rules: SeverityRules) -> list[Finding]:
     """New cross-file problems at this revision (all of them at the first revision)."""
     if change.old is not None and not any(file_changed(change, p) for p in INVOLVED):
         return []
-    new = problems(sources, "new")
+    new = problems(inputs, "new")
     if not new:
         return []
-    old = problems(sources, "old") if change.old is not None else {}
+    old = problems(inputs, "old") if change.old is not None else {}
     return [
         rules.finding(code, CATEGORY, p["summary"], path=p["path"], before=p["before"], after=p["after"],
                       evidence={"subject": subject})

@@ -20,17 +20,17 @@ configs), ``safety_checker/``. A text-model diff sees none of it. Codes (categor
 
 Text encoder configs get the ``config.*`` codes, at their own path; tokenizer folders (``tokenizer/``,
 ``tokenizer_2/``, ...) get the repo root's tokenizer findings (``tokenizer.*``), at their own path. Bounded: 1 MiB per file,
-64 components. Pure: reads only through ``sources``.
+64 components. Pure: reads only through ``inputs``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tracker.core.estimate.checkpoint import ImplausibleHeader
 from tracker.core.estimate.pipeline import component_bytes, fmt_bytes
+from tracker.core.findings import libraries as lib
 from tracker.core.findings import sentencepiece, slow_tokenizer, tokenizer
 from tracker.core.findings.config import (
     Unreadable,
@@ -41,9 +41,11 @@ from tracker.core.findings.config import (
     json_value,
     read_side_json,
 )
+from tracker.core.findings.inputs import RevisionInputs
+from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.findings.weights import measured_resave
-from tracker.core.model import Finding, RevisionChange, RevisionSources, Snapshot
+from tracker.core.model import Finding, RevisionChange, Snapshot
 
 CATEGORY = "diffusers"
 INDEX = "model_index.json"
@@ -59,8 +61,8 @@ VAE_KEYS = {"scaling_factor", "shift_factor", "latent_channels", "block_out_chan
 TEXT_ENCODERS = ("text_encoder", "text_encoder_2", "text_encoder_3")
 
 
-def _load(sources: RevisionSources, snapshot: Snapshot, side: str, path: str) -> dict[str, Any] | None:
-    loaded: dict[str, Any] | None = read_side_json(sources, snapshot, side, path, max_bytes=MAX_BYTES)
+def _load(inputs: RevisionInputs, snapshot: Snapshot, side: str, path: str) -> dict[str, Any] | None:
+    loaded: dict[str, Any] | None = read_side_json(inputs, snapshot, side, path, max_bytes=MAX_BYTES)
     return loaded
 
 
@@ -140,7 +142,7 @@ def _config_path(snapshot: Snapshot, name: str) -> str | None:
     return None
 
 
-def _weights(change: RevisionChange, sources: RevisionSources, name: str, rules: SeverityRules) -> list[Finding]:
+def _weights(change: RevisionChange, inputs: RevisionInputs, name: str, rules: SeverityRules) -> list[Finding]:
     """The component's weight files replaced in place, but for those measured as re-saved with the same values."""
     assert change.old is not None
     replaced = []
@@ -148,7 +150,7 @@ def _weights(change: RevisionChange, sources: RevisionSources, name: str, rules:
         if entry.path.startswith(f"{name}/") and entry.path.endswith(WEIGHT_SUFFIXES):
             before = change.old.get(entry.path)
             if before is not None and before.content_id != entry.content_id \
-                    and not measured_resave(change, sources, entry.path):
+                    and not measured_resave(change, inputs, entry.path):
                 replaced.append(entry.path)
     if not replaced:
         return []
@@ -158,7 +160,7 @@ def _weights(change: RevisionChange, sources: RevisionSources, name: str, rules:
                      replaced[0], component=name, files=replaced[:100])]
 
 
-def pipeline_memory(snapshot: Snapshot, sources: RevisionSources, side: str,
+def pipeline_memory(snapshot: Snapshot, inputs: RevisionInputs, side: str,
                     names: list[str]) -> dict[str, int] | None:
     """``{component: bytes}`` of the components with default safetensors weights; None if a header is unreadable."""
     paths = [f.path for f in snapshot.files]
@@ -167,7 +169,7 @@ def pipeline_memory(snapshot: Snapshot, sources: RevisionSources, side: str,
         files = [p for p in paths if p.startswith(f"{name}/") and p.endswith(".safetensors")]
         if not files:
             continue
-        headers = {p: sources.safetensors_header(side, p) for p in files if p.count("/") == 1}
+        headers = {p: inputs.safetensors_header(side, p) for p in files if p.count("/") == 1}
         try:
             size = component_bytes(files, name, headers)
         except ImplausibleHeader:
@@ -179,14 +181,14 @@ def pipeline_memory(snapshot: Snapshot, sources: RevisionSources, side: str,
     return out
 
 
-def _memory(change: RevisionChange, sources: RevisionSources, names: list[str],
+def _memory(change: RevisionChange, inputs: RevisionInputs, names: list[str],
             rules: SeverityRules) -> list[Finding]:
     assert change.old is not None
     if not any(file_changed(change, p) for p in {f.path for f in change.old.files} | {f.path for f in change.new.files}
                if p.endswith(".safetensors") and p.split("/", 1)[0] in names):
         return []
-    before = pipeline_memory(change.old, sources, "old", names)
-    after = pipeline_memory(change.new, sources, "new", names)
+    before = pipeline_memory(change.old, inputs, "old", names)
+    after = pipeline_memory(change.new, inputs, "new", names)
     if not before or not after or before == after:
         return []
     changed = [n for n in names if before.get(n) != after.get(n)]
@@ -201,36 +203,6 @@ def _memory(change: RevisionChange, sources: RevisionSources, names: list[str],
                      INDEX, before=total_before, after=total_after, components={n: [before.get(n), after.get(n)] for n in changed})]
 
 
-class FolderSources:
-    """One component folder's files as if they were at the repo root, for the root-level tokenizer analysers."""
-
-    def __init__(self, sources: RevisionSources, folder: str) -> None:
-        self._sources, self._prefix = sources, f"{folder}/"
-
-    def text(self, side: str, path: str) -> bytes | None:
-        return self._sources.text(side, self._prefix + path)
-
-    def safetensors_header(self, side: str, path: str) -> Mapping[str, Any] | None:
-        return self._sources.safetensors_header(side, self._prefix + path)
-
-    def pickle_globals(self, side: str, path: str) -> list[tuple[str, str]] | None:
-        return self._sources.pickle_globals(side, self._prefix + path)
-
-    def gguf_header(self, side: str, path: str) -> Mapping[str, Any] | None:
-        return self._sources.gguf_header(side, self._prefix + path)
-
-    def onnx_model(self, side: str, path: str) -> Mapping[str, Any] | None:
-        return self._sources.onnx_model(side, self._prefix + path)
-
-    def allows(self, what: str) -> bool:
-        return self._sources.allows(what)
-    def read_ranges(self, side: str, path: str, ranges: Sequence[tuple[int, int]]) -> Sequence[bytes] | None:
-        return self._sources.read_ranges(side, self._prefix + path, ranges)
-
-    def weight_budget(self) -> tuple[int, int]:
-        return self._sources.weight_budget()
-
-
 def folder_view(snapshot: Snapshot, folder: str) -> Snapshot:
     """The files directly inside ``folder``, renamed as if at the root."""
     prefix = f"{folder}/"
@@ -241,7 +213,7 @@ def folder_view(snapshot: Snapshot, folder: str) -> Snapshot:
 TOKENIZER_ANALYSERS = (tokenizer.analyse, slow_tokenizer.analyse, sentencepiece.analyse)
 
 
-def _tokenizers(change: RevisionChange, sources: RevisionSources, folders: list[str],
+def _tokenizers(change: RevisionChange, inputs: RevisionInputs, folders: list[str],
                 rules: SeverityRules) -> list[Finding]:
     """The tokenizer findings of each tokenizer folder, with the folder in their path and summary."""
     out = []
@@ -250,12 +222,12 @@ def _tokenizers(change: RevisionChange, sources: RevisionSources, folders: list[
         new = folder_view(change.new, folder)
         if old is not None and old.by_path() == new.by_path():
             continue
-        if not sources.allows(f"the tokenizer folder {folder}/"):
+        if not inputs.allows(f"the tokenizer folder {folder}/"):
             continue
         view = dataclasses.replace(change, old=old, new=new)
-        folder_sources = FolderSources(sources, folder)
-        for analyser in TOKENIZER_ANALYSERS:
-            for f in analyser(view, folder_sources, rules):
+        folder_sources = inputs.in_folder(folder, old, new)
+        for analyse_folder in TOKENIZER_ANALYSERS:
+            for f in analyse_folder(view, folder_sources, rules):
                 path = f"{folder}/{f.path}" if f.path else folder
                 summary = (f"{folder}/{f.summary}" if f.path and f.summary.startswith(f.path)
                            else f"{path}: {f.summary}")
@@ -263,20 +235,21 @@ def _tokenizers(change: RevisionChange, sources: RevisionSources, folders: list[
     return out
 
 
-def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
+@analyser(library=lib.DIFFUSERS, order=160)
+def analyse(change: RevisionChange, inputs: RevisionInputs, rules: SeverityRules) -> list[Finding]:
     try:
-        new_index = _load(sources, change.new, "new", INDEX)
+        new_index = _load(inputs, change.new, "new", INDEX)
         new_components = components(new_index) if new_index is not None else {}
     except Unreadable as exc:
         return [_finding(rules, "diffusers.malformed", f"{exc}; DiffusionPipeline.from_pretrained fails", INDEX,
                          error=str(exc))]
     folders = [n for n in new_components if n.startswith("tokenizer")]
-    tokenizer_findings = _tokenizers(change, sources, folders, rules)
+    tokenizer_findings = _tokenizers(change, inputs, folders, rules)
     if change.old is None or {f.path: f.content_id for f in change.old.files} == \
             {f.path: f.content_id for f in change.new.files}:
         return tokenizer_findings
     try:
-        old_index = _load(sources, change.old, "old", INDEX)
+        old_index = _load(inputs, change.old, "old", INDEX)
         old_components = components(old_index) if old_index is not None else {}
     except Unreadable:
         return tokenizer_findings  # the index was reported at the revision that broke it
@@ -287,15 +260,15 @@ def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRul
         old_path, new_path = _config_path(change.old, name), _config_path(change.new, name)
         if old_path and new_path and change.old.get(old_path) != change.new.get(new_path):
             try:
-                old_cfg = _load(sources, change.old, "old", old_path)
-                new_cfg = _load(sources, change.new, "new", new_path)
+                old_cfg = _load(inputs, change.old, "old", old_path)
+                new_cfg = _load(inputs, change.new, "new", new_path)
             except Unreadable as exc:
                 out.append(_finding(rules, "diffusers.malformed", f"{exc}; the {name} component fails to load",
                                     new_path, error=str(exc), component=name))
                 continue
             if old_cfg is not None and new_cfg is not None:
                 out += _compare_component(name, new_path, old_cfg, new_cfg, rules)
-        out += _weights(change, sources, name, rules)
+        out += _weights(change, inputs, name, rules)
     names = list(old_components) + [n for n in new_components if n not in old_components]
-    out += _memory(change, sources, names[:MAX_COMPONENTS], rules)
+    out += _memory(change, inputs, names[:MAX_COMPONENTS], rules)
     return out

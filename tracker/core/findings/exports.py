@@ -19,11 +19,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tracker.core.findings import openvino_ir
+from tracker.core.findings.inputs import RevisionInputs
 from tracker.core.findings.libraries import ONNX, OPENVINO
 from tracker.core.findings.onnx_model import describe
+from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.findings.weights import measured_resave
-from tracker.core.model import Finding, RevisionChange, RevisionSources, Snapshot
+from tracker.core.model import Finding, RevisionChange, Snapshot
 
 CATEGORY = "exports"
 SOURCE_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt")
@@ -54,12 +56,13 @@ def _replaced(old: Snapshot, new: Snapshot, keep: Callable[[str], bool]) -> list
     return out
 
 
-def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
+@analyser(library=None, order=190)
+def analyse(change: RevisionChange, inputs: RevisionInputs, rules: SeverityRules) -> list[Finding]:
     if change.old is None:
         return []
     # a source measured as re-saved with the same values leaves every export as current as it was
     sources_replaced = [p for p in _replaced(change.old, change.new, _is_source)
-                        if not measured_resave(change, sources, p)]
+                        if not measured_resave(change, inputs, p)]
     out: list[Finding] = []
     for fmt, label in ((ONNX, "ONNX"), (OPENVINO, "OpenVINO")):
         old_exports = sorted(f.path for f in change.old.files if export_format(f.path) == fmt)
@@ -83,15 +86,15 @@ def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRul
                 path=exports_replaced[0], evidence={"format": fmt, "exports": exports_replaced[:50]}))
     replaced_onnx = [p for p in _replaced(change.old, change.new, lambda p: p.lower().endswith(".onnx"))]
     for path in replaced_onnx[:MAX_ONNX_FILES]:
-        out += _onnx_findings(path, sources.onnx_model("old", path), sources.onnx_model("new", path), rules)
+        out += _onnx_findings(path, inputs.onnx_model("old", path), inputs.onnx_model("new", path), rules)
     replaced_ir = _replaced(change.old, change.new,
                             lambda p: p.lower().endswith(".xml") and export_format(p) == OPENVINO)
     for path in replaced_ir[:MAX_ONNX_FILES]:
-        out += _openvino_findings(path, change, sources, rules)
+        out += _openvino_findings(path, change, inputs, rules)
     return out
 
 
-def _openvino_findings(path: str, change: RevisionChange, sources: RevisionSources,
+def _openvino_findings(path: str, change: RevisionChange, inputs: RevisionInputs,
                        rules: SeverityRules) -> list[Finding]:
     assert change.old is not None
     sides: dict[str, dict[str, Any]] = {}
@@ -103,7 +106,7 @@ def _openvino_findings(path: str, change: RevisionChange, sources: RevisionSourc
             return [rules.finding("exports.openvino_not_read", CATEGORY,
                                   f"{path} changed and was not compared: {entry.size:,} bytes ({side}) is over the "
                                   f"{openvino_ir.MAX_BYTES:,}-byte cap", path=path)]
-        data = sources.text(side, path)
+        data = inputs.text(side, path)
         if data is None:
             return []
         try:

@@ -15,15 +15,17 @@ download link to the old name now answers 404 (black-forest-labs/FLUX.1-dev's
 On the first revision read (no old snapshot) a single ``files.baseline``
 finding lists the whole tree, instead of one "added" per file.
 
-Pure: uses only the two file lists, never ``sources``.
+Pure: uses only the two file lists, never ``inputs``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from tracker.core.findings.inputs import RevisionInputs
+from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
-from tracker.core.model import FileEntry, Finding, RevisionChange, RevisionSources
+from tracker.core.model import FileEntry, Finding, RevisionChange
 
 CATEGORY = "files"
 MAX_BASELINE_LISTED = 2000
@@ -38,7 +40,8 @@ def _storage(entry: FileEntry) -> str:
     return "lfs" if entry.is_lfs else "git"
 
 
-def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
+@analyser(library=None, order=10)
+def analyse(change: RevisionChange, inputs: RevisionInputs, rules: SeverityRules) -> list[Finding]:
     new = change.new.by_path()
     if change.old is None:
         return [_baseline(new, rules)]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracker.core.findings import libraries as lib
 from tracker.core.findings.config import (
     MISSING,
     JsonProblem,
@@ -29,8 +30,10 @@ from tracker.core.findings.config import (
     json_value,
     load_json_object,
 )
+from tracker.core.findings.inputs import RevisionInputs
+from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
-from tracker.core.model import Finding, RevisionChange, RevisionSources
+from tracker.core.model import Finding, RevisionChange
 
 CATEGORY = "generation"
 PATH = "generation_config.json"
@@ -114,10 +117,10 @@ def _same_ids(a: Any, b: Any) -> bool:
         return False
 
 
-def _effective(sources: RevisionSources, side: str, findings: list[Finding], rules: SeverityRules,
+def _effective(inputs: RevisionInputs, side: str, findings: list[Finding], rules: SeverityRules,
                report_errors: bool) -> tuple[dict[str, Any] | None, str]:
     """The generation defaults transformers would use on ``side``, and the file they come from."""
-    data = sources.text(side, PATH)
+    data = inputs.text(side, PATH)
     if data is not None:
         try:
             return load_json_object(data), PATH
@@ -131,7 +134,7 @@ def _effective(sources: RevisionSources, side: str, findings: list[Finding], rul
                     evidence={"error": str(exc)},
                 ))
             return None, PATH
-    config = sources.text(side, CONFIG)
+    config = inputs.text(side, CONFIG)
     if config is None:
         return {}, CONFIG
     try:
@@ -141,17 +144,18 @@ def _effective(sources: RevisionSources, side: str, findings: list[Finding], rul
     return {k: parsed[k] for k in FROM_MODEL_CONFIG if k in parsed}, CONFIG
 
 
-def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
+@analyser(library=lib.TRANSFORMERS, order=30)
+def analyse(change: RevisionChange, inputs: RevisionInputs, rules: SeverityRules) -> list[Finding]:
     """Findings for the effective generation defaults at this revision."""
     gen_changed = file_changed(change, PATH)
     uses_config = change.new.get(PATH) is None or (change.old is not None and change.old.get(PATH) is None)
     if not gen_changed and not (uses_config and file_changed(change, CONFIG)):
         return []
     findings: list[Finding] = []
-    new, new_path = _effective(sources, "new", findings, rules, report_errors=True)
+    new, new_path = _effective(inputs, "new", findings, rules, report_errors=True)
     if change.old is None or new is None:
         return findings
-    old, old_path = _effective(sources, "old", findings, rules, report_errors=False)
+    old, old_path = _effective(inputs, "old", findings, rules, report_errors=False)
     if old is None:
         return findings
     if old_path != new_path:

@@ -27,7 +27,7 @@ The format's vocabulary (value types, quantization types, file types) is in
 ``tracker.core.findings.gguf_types``. Every length read from the file is checked
 against the bytes that can remain before anything is allocated.
 
-Pure: the analyser reads only through ``sources``.
+Pure: the analyser reads only through ``inputs``.
 """
 
 from __future__ import annotations
@@ -36,15 +36,19 @@ import hashlib
 import math
 import posixpath
 import struct
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from tracker.core.findings import chat_template, tokenizer
+from tracker.core.findings import libraries as lib
 from tracker.core.findings.files import renames
 from tracker.core.findings.gguf_types import GGMLQuantizationType, GGUFValueType, LlamaFileType
+from tracker.core.findings.inputs import RevisionInputs
+from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
-from tracker.core.model import FileEntry, Finding, RevisionChange, RevisionSources
+from tracker.core.model import FileEntry, Finding, RevisionChange
+from tracker.core.templates import TemplateRenderer
 
 CATEGORY = "gguf"
 MAGIC = b"GGUF"
@@ -349,22 +353,27 @@ def _pairs(old: Mapping[str, FileEntry], new: Mapping[str, FileEntry]) -> list[t
     return out
 
 
-def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
-    old = change.old.by_path() if change.old is not None else {}
+def gguf_pairs(change: RevisionChange) -> list[tuple[str | None, str]]:
+    """The GGUF files compared, (old path or None, new path): each is analysed on its own."""
     new = change.new.by_path()
     if change.old is None:
-        pairs: list[tuple[str | None, str]] = [(None, p) for p in sorted(new) if p.lower().endswith(".gguf")]
-    else:
-        pairs = _pairs(old, new)
+        return [(None, p) for p in sorted(new) if p.lower().endswith(".gguf")]
+    return _pairs(change.old.by_path(), new)
+
+
+@analyser(library=lib.GGUF, order=100, renders=True, parts=gguf_pairs)
+def analyse(change: RevisionChange, inputs: RevisionInputs, rules: SeverityRules, *,
+            renderer: TemplateRenderer | None = None,
+            only: Sequence[tuple[str | None, str]] | None = None) -> list[Finding]:
     findings: list[Finding] = []
-    for old_path, new_path in pairs:
-        after = sources.gguf_header("new", new_path)
+    for old_path, new_path in gguf_pairs(change) if only is None else only:
+        after = inputs.gguf_header("new", new_path)
         if after is None:
-            continue  # unreadable: the sources record why
-        before = sources.gguf_header("old", old_path) if old_path is not None else None
+            continue  # unreadable: the reader recorded why
+        before = inputs.gguf_header("old", old_path) if old_path is not None else None
         if old_path is not None and before is None:
             continue
-        findings += _compare(rules, old_path, new_path, before, after, baseline=change.old is None)
+        findings += _compare(rules, old_path, new_path, before, after, baseline=change.old is None, renderer=renderer)
     return findings
 
 
@@ -376,6 +385,7 @@ def _compare(
     after: Mapping[str, Any],
     *,
     baseline: bool,
+    renderer: TemplateRenderer | None,
 ) -> list[Finding]:
     out: list[Finding] = []
     # The embedded chat templates: the same findings as tokenizer_config.json's.
@@ -386,7 +396,7 @@ def _compare(
     for name in sorted(set(old_templates) | set(new_templates), key=lambda n: (n != "default", n)):
         out += chat_template.template_findings(
             rules, old_templates.get(name), new_templates.get(name), old_tokens, new_tokens,
-            baseline=before is None and baseline,
+            baseline=before is None and baseline, renderer=renderer,
         )
     if before is None:
         return out

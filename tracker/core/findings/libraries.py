@@ -4,7 +4,7 @@ A repo on the Hub is rarely "a transformers model" alone: intfloat/multilingual-
 loaded by sentence-transformers (``modules.json``), a Stable Diffusion repo by diffusers
 (``model_index.json``), a vision backbone by timm (``pretrained_cfg`` in ``config.json``).
 What a change means depends on the library, so analysers register per library
-(:data:`tracker.core.findings.ANALYSERS`) and their findings are grouped by it.
+(``@analyser`` in :mod:`tracker.core.findings.registry`) and their findings are grouped by it.
 
 The card's ``library_name`` and ``tags`` count, and so does the layout: a card can be silent
 or wrong, the files are what the library reads.

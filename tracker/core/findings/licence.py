@@ -24,7 +24,7 @@ Python tags) that bounds nesting depth and the expanded size of the document,
 aliases and merge keys (``<<``) counted in full, so an alias bomb (tiny on disk,
 exponential to walk), wherever its aliases sit (values, mapping keys, merges),
 is refused as it is composed; over-long numbers stay text. The block is also
-size-capped. Pure: reads only through ``sources``.
+size-capped. Pure: reads only through ``inputs``.
 """
 
 from __future__ import annotations
@@ -35,8 +35,10 @@ from typing import Any
 import yaml
 
 from tracker.core.bounded import UntrustedInput, load_yaml
+from tracker.core.findings.inputs import RevisionInputs
+from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
-from tracker.core.model import Finding, RevisionChange, RevisionSources
+from tracker.core.model import Finding, RevisionChange
 
 CATEGORY = "licence"
 README = "README.md"
@@ -143,7 +145,8 @@ def _json(value: Any) -> Any:
     return str(value)
 
 
-def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
+@analyser(library=None, order=130)
+def analyse(change: RevisionChange, inputs: RevisionInputs, rules: SeverityRules) -> list[Finding]:
     old_entry = change.old.get(README) if change.old is not None else None
     new_entry = change.new.get(README)
     if change.old is not None and (
@@ -155,9 +158,9 @@ def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRul
     new_meta: dict[str, Any] = {}
     problem: str | None = None
     if new_entry is not None:
-        raw = sources.text("new", README)
+        raw = inputs.text("new", README)
         if raw is None:
-            return []  # unreadable: the sources record why; do not guess
+            return []  # unreadable: the reader recorded why; do not guess
         new_meta, problem = front_matter(raw)
     if problem:
         out.append(rules.finding(
@@ -169,7 +172,7 @@ def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRul
         return out + _detected(new_meta, rules)
     old_meta: dict[str, Any] = {}
     if old_entry is not None:
-        raw_old = sources.text("old", README)
+        raw_old = inputs.text("old", README)
         if raw_old is None:
             return out
         old_meta, _ = front_matter(raw_old)  # a malformed old block showed no metadata either

@@ -31,7 +31,7 @@ revision (``adapter.base_model_changed``), other target modules
 (``adapter.target_modules_changed``) and the rest of the LoRA setup
 (``adapter.config_changed``).
 
-Pure: reads only through ``sources`` (small JSON files, safetensors headers).
+Pure: reads only through ``inputs`` (small JSON files, safetensors headers).
 """
 
 from __future__ import annotations
@@ -43,9 +43,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracker.core.bounded import json_object
+from tracker.core.findings.inputs import RevisionInputs
+from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.findings.weights import SHARD_RE
-from tracker.core.model import FileEntry, Finding, RevisionChange, RevisionSources, Snapshot
+from tracker.core.model import FileEntry, Finding, RevisionChange, Snapshot
 
 CATEGORY = "manifest"
 ADAPTER_CATEGORY = "adapter"
@@ -86,8 +88,8 @@ class IndexState:
         self.problems.setdefault(code, {})[item] = detail
 
 
-def _load_index(sources: RevisionSources, side: str, path: str) -> dict[str, Any] | None:
-    raw = sources.text(side, path)
+def _load_index(inputs: RevisionInputs, side: str, path: str) -> dict[str, Any] | None:
+    raw = inputs.text(side, path)
     if raw is None or len(raw) > MAX_INDEX_BYTES:
         return None
     data = json_object(raw)  # None when unreadable: weights.index_unreadable reports it
@@ -101,9 +103,9 @@ def _data_bytes(info: Mapping[str, Any]) -> int | None:
     return None
 
 
-def check_index(sources: RevisionSources, side: str, path: str, snapshot: Snapshot) -> IndexState | None:
+def check_index(inputs: RevisionInputs, side: str, path: str, snapshot: Snapshot) -> IndexState | None:
     """The problems of the index at ``path`` against ``snapshot``'s files and shard headers; None if unreadable."""
-    data = _load_index(sources, side, path)
+    data = _load_index(inputs, side, path)
     if data is None:
         return None
     ext = index_format(path) or ""
@@ -137,12 +139,12 @@ def check_index(sources: RevisionSources, side: str, path: str, snapshot: Snapsh
             continue
         state.add("manifest.shard_orphaned", p, f"{files[p].size:,} bytes")
     if ext == ".safetensors":
-        _check_headers(sources, side, folder, by_file, files=files, state=state)
+        _check_headers(inputs, side, folder, by_file, files=files, state=state)
     return state
 
 
 def _check_headers(
-    sources: RevisionSources,
+    inputs: RevisionInputs,
     side: str,
     folder: str,
     by_file: Mapping[str, list[str]],
@@ -159,9 +161,9 @@ def _check_headers(
         if resolved not in files:
             complete = False
             continue
-        header = sources.safetensors_header(side, resolved)
+        header = inputs.safetensors_header(side, resolved)
         if not isinstance(header, Mapping):
-            complete = False  # unreadable: the sources record why
+            complete = False  # unreadable: the reader recorded why
             continue
         held = {name: info for name, info in header.items() if name != "__metadata__" and isinstance(info, Mapping)}
         for tensor in sorted(set(tensors) - set(held)):
@@ -201,19 +203,20 @@ def _relevant(path: str, change: RevisionChange) -> bool:
                for p in keys)
 
 
-def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
+@analyser(library=None, order=90)
+def analyse(change: RevisionChange, inputs: RevisionInputs, rules: SeverityRules) -> list[Finding]:
     findings: list[Finding] = []
     for path in sorted(p for p in change.new.by_path() if index_format(p)):
         if not _relevant(path, change):
             continue
-        new = check_index(sources, "new", path, change.new)
+        new = check_index(inputs, "new", path, change.new)
         if new is None:
             continue
         old = None
         if change.old is not None and change.old.get(path) is not None:
-            old = check_index(sources, "old", path, change.old)
+            old = check_index(inputs, "old", path, change.old)
         findings += _report(rules, path, new, old)
-    findings += _adapter(change, sources, rules)
+    findings += _adapter(change, inputs, rules)
     return findings
 
 
@@ -261,8 +264,8 @@ _SETUP_KEYS = ("peft_type", "task_type", "r", "lora_alpha", "lora_dropout", "use
                "modules_to_save", "layers_to_transform", "bias", "fan_in_fan_out", "rank_pattern", "alpha_pattern")
 
 
-def _adapter_config(sources: RevisionSources, side: str, path: str) -> dict[str, Any] | None:
-    raw = sources.text(side, path)
+def _adapter_config(inputs: RevisionInputs, side: str, path: str) -> dict[str, Any] | None:
+    raw = inputs.text(side, path)
     if raw is None or len(raw) > MAX_INDEX_BYTES:
         return None
     return json_object(raw)
@@ -274,7 +277,7 @@ def _modules(value: Any) -> list[str] | str | None:
     return value if value is None or isinstance(value, str) else str(value)
 
 
-def _adapter(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
+def _adapter(change: RevisionChange, inputs: RevisionInputs, rules: SeverityRules) -> list[Finding]:
     if change.old is None:
         return []
     out: list[Finding] = []
@@ -283,7 +286,7 @@ def _adapter(change: RevisionChange, sources: RevisionSources, rules: SeverityRu
         a, b = old_files.get(path), new_files[path]
         if a is None or a.content_id == b.content_id:
             continue
-        before, after = _adapter_config(sources, "old", path), _adapter_config(sources, "new", path)
+        before, after = _adapter_config(inputs, "old", path), _adapter_config(inputs, "new", path)
         if before is None or after is None:
             continue
         base_changes = {k: [before.get(k), after.get(k)] for k in _BASE_KEYS if before.get(k) != after.get(k)}

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from tracker.core.findings import libraries as lib
 from tracker.core.findings import preprocessing
+from tracker.core.findings.inputs import RevisionInputs
 from tracker.core.findings.libraries import OPEN_CLIP
+from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
-from tracker.core.model import Finding, RevisionChange, RevisionSources
+from tracker.core.model import Finding, RevisionChange
 
 
-def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
-    return preprocessing.analyse_file(change, sources, rules, path="open_clip_config.json",
+@analyser(library=lib.OPEN_CLIP, order=180)
+def analyse(change: RevisionChange, inputs: RevisionInputs, rules: SeverityRules) -> list[Finding]:
+    return preprocessing.analyse_file(change, inputs, rules, path="open_clip_config.json",
                                       sections={"preprocess_cfg": "preprocess_cfg", "model_cfg": "model_cfg"},
                                       library=OPEN_CLIP)

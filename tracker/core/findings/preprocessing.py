@@ -21,8 +21,9 @@ from tracker.core.findings.config import (
     json_value,
     load_json_object,
 )
+from tracker.core.findings.inputs import RevisionInputs
 from tracker.core.findings.rules import SeverityRules
-from tracker.core.model import Finding, RevisionChange, RevisionSources
+from tracker.core.model import Finding, RevisionChange
 
 CATEGORY = "preprocessing"
 MAX_BYTES = 4 * 1024 * 1024
@@ -59,12 +60,12 @@ def compare(path: str, old: Any, new: Any, prefix: str, *, rules: SeverityRules,
     return out
 
 
-def load(sources: RevisionSources, side: str, path: str) -> dict[str, Any] | None:
-    data = sources.text(side, path)
+def load(inputs: RevisionInputs, side: str, path: str) -> dict[str, Any] | None:
+    data = inputs.text(side, path)
     return None if data is None else load_json_object(data, max_bytes=MAX_BYTES)
 
 
-def analyse_file(change: RevisionChange, sources: RevisionSources, rules: SeverityRules, *, path: str,
+def analyse_file(change: RevisionChange, inputs: RevisionInputs, rules: SeverityRules, *, path: str,
                  sections: dict[str, str], library: str, report_malformed: bool = True) -> list[Finding]:
     """Compare the ``sections`` (key -> dotted prefix) of one JSON file between the two sides.
 
@@ -73,7 +74,7 @@ def analyse_file(change: RevisionChange, sources: RevisionSources, rules: Severi
     if change.old is None or not file_changed(change, path):
         return []
     try:
-        new = load(sources, "new", path)
+        new = load(inputs, "new", path)
     except JsonProblem as exc:
         if not report_malformed:
             return []
@@ -81,7 +82,7 @@ def analyse_file(change: RevisionChange, sources: RevisionSources, rules: Severi
             "preprocessing.malformed", CATEGORY, f"{path} cannot be parsed: {exc}; {library} cannot load the model",
             path=path, evidence={"error": str(exc)}), library=library)]
     try:
-        old = load(sources, "old", path)
+        old = load(inputs, "old", path)
     except JsonProblem:
         return []
     if old is None or new is None:

@@ -27,13 +27,14 @@ what it changes:
 * ``processor.malformed`` (high): the file no longer parses; loading the processor fails.
 
 Keys nested in a combined ``processor_config.json`` (``image_processor.size``) are
-judged by their last component. Pure: reads only through ``sources``.
+judged by their last component. Pure: reads only through ``inputs``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from tracker.core.findings import libraries as lib
 from tracker.core.findings.config import (
     JsonProblem,
     change_summary,
@@ -42,8 +43,10 @@ from tracker.core.findings.config import (
     json_value,
     load_json_object,
 )
+from tracker.core.findings.inputs import RevisionInputs
+from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
-from tracker.core.model import Finding, RevisionChange, RevisionSources
+from tracker.core.model import Finding, RevisionChange
 
 CATEGORY = "processor"
 PATHS = ("processor_config.json", "preprocessor_config.json", "video_preprocessor_config.json")
@@ -101,24 +104,25 @@ def code_for(dotted: str) -> str:
     return "processor.value_changed"
 
 
-def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
+@analyser(library=lib.TRANSFORMERS, order=110)
+def analyse(change: RevisionChange, inputs: RevisionInputs, rules: SeverityRules) -> list[Finding]:
     findings: list[Finding] = []
     for path in PATHS:
         if not file_changed(change, path):
             continue
-        new = _load(sources, "new", path, rules, findings)
+        new = _load(inputs, "new", path, rules, findings)
         if new is None or change.old is None:
             continue
-        old = _load(sources, "old", path, None, findings)
+        old = _load(inputs, "old", path, None, findings)
         if old is None:
             continue  # added now, or the old one was broken (reported then): nothing to compare
         findings += diff_processor(path, old, new, rules)
     return findings
 
 
-def _load(sources: RevisionSources, side: str, path: str, rules: SeverityRules | None,
+def _load(inputs: RevisionInputs, side: str, path: str, rules: SeverityRules | None,
           findings: list[Finding]) -> dict[str, Any] | None:
-    data = sources.text(side, path)
+    data = inputs.text(side, path)
     if data is None:
         return None
     try:

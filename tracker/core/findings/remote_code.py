@@ -16,7 +16,7 @@ is not. A file that does not parse is ``code.unparseable`` (loading it would
 fail), and a module ``auto_map`` still names but the revision deleted is
 ``code.remote_code_removed``.
 
-Pure: reads only through ``sources``.
+Pure: reads only through ``inputs``.
 """
 
 from __future__ import annotations
@@ -29,8 +29,10 @@ from typing import Any
 
 from tracker.core.bounded import loads_json
 from tracker.core.diff import text_diff
+from tracker.core.findings.inputs import RevisionInputs
+from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
-from tracker.core.model import FileEntry, Finding, RevisionChange, RevisionSources
+from tracker.core.model import FileEntry, Finding, RevisionChange
 
 CATEGORY = "code"
 
@@ -75,14 +77,14 @@ def _module_paths(reference: str) -> list[str]:
     return sorted({f"{module}.py", module.replace(".", "/") + ".py"})
 
 
-def auto_map_modules(change: RevisionChange, sources: RevisionSources) -> dict[str, list[str]]:
+def auto_map_modules(change: RevisionChange, inputs: RevisionInputs) -> dict[str, list[str]]:
     """``{module path: ["config.json:AutoModelForCausalLM", ...]}`` for the new revision's auto_maps."""
     present = change.new.by_path()
     refs: dict[str, list[str]] = {}
     for config in AUTO_MAP_FILES:
         if config not in present:
             continue
-        raw = sources.text("new", config)
+        raw = inputs.text("new", config)
         if raw is None or len(raw) > MAX_CONFIG_BYTES:
             continue
         try:
@@ -126,14 +128,14 @@ def _relative_imports(tree: ast.Module, path: str) -> set[str]:
 
 
 def loaded_modules(
-    direct: Mapping[str, list[str]], new: Mapping[str, FileEntry], sources: RevisionSources
+    direct: Mapping[str, list[str]], new: Mapping[str, FileEntry], inputs: RevisionInputs
 ) -> dict[str, list[str]]:
     """auto_map modules plus everything they import relatively, with who pulls each in."""
     loaded = {p: list(v) for p, v in direct.items() if p in new}
     queue = sorted(loaded)
     while queue:
         path = queue.pop(0)
-        raw = sources.text("new", path)
+        raw = inputs.text("new", path)
         if raw is None or len(raw) > MAX_SOURCE_BYTES:
             continue
         tree = _parse(_decode(raw) or "")
@@ -215,15 +217,16 @@ def _diff(old: str, new: str, path: str) -> tuple[str, int | None, int | None, b
     return text[:MAX_DIFF_CHARS], diff.added, diff.removed, truncated
 
 
-def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
+@analyser(library=None, order=120)
+def analyse(change: RevisionChange, inputs: RevisionInputs, rules: SeverityRules) -> list[Finding]:
     old = change.old.by_path() if change.old is not None else {}
     new = change.new.by_path()
     changed = [p for p in sorted(new) if p.endswith(".py") and (p not in old or old[p].content_id != new[p].content_id)]
     removed = [p for p in sorted(old) if p.endswith(".py") and p not in new]
     if not changed and not removed:
         return []
-    direct = auto_map_modules(change, sources)
-    loaded = loaded_modules(direct, new, sources)
+    direct = auto_map_modules(change, inputs)
+    loaded = loaded_modules(direct, new, inputs)
     out: list[Finding] = []
     for path in removed:
         if path in direct:
@@ -233,15 +236,15 @@ def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRul
                 path=path, before=old[path].content_id, evidence={"referenced_by": direct[path]},
             ))
     for path in changed:
-        out.extend(_one_file(path, path not in old, loaded.get(path), sources, rules))
+        out.extend(_one_file(path, path not in old, loaded.get(path), inputs, rules))
     return out
 
 
 def _one_file(
-    path: str, added: bool, referenced_by: list[str] | None, sources: RevisionSources, rules: SeverityRules
+    path: str, added: bool, referenced_by: list[str] | None, inputs: RevisionInputs, rules: SeverityRules
 ) -> list[Finding]:
-    new_text = _decode(sources.text("new", path))
-    old_text = "" if added else _decode(sources.text("old", path))
+    new_text = _decode(inputs.text("new", path))
+    old_text = "" if added else _decode(inputs.text("old", path))
     verb = "added" if added else "changed"
     evidence: dict[str, Any] = {"added": added, "referenced_by": referenced_by or []}
     stats = ""
@@ -250,7 +253,7 @@ def _one_file(
         evidence.update(diff=diff, lines_added=plus, lines_removed=minus, diff_truncated=truncated)
         stats = f" (+{plus} −{minus} lines)" if plus is not None else " (too large to diff)"
     else:
-        evidence["diff"] = None  # a side could not be read; the sources record why
+        evidence["diff"] = None  # a side could not be read; the reader recorded why
     out: list[Finding] = []
     new_tree: ast.Module | str | None = None
     if new_text is not None and len(new_text) <= MAX_SOURCE_BYTES:

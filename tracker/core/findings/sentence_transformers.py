@@ -22,7 +22,7 @@ Codes (category ``sentence_transformers``): ``modules_changed``, ``normalize_cha
 ``pooling_changed``, ``dense_changed``, ``max_seq_length_changed``, ``do_lower_case_changed``,
 ``do_lower_case_no_effect``, ``prompts_changed``, ``query_prompt_changed``, ``similarity_changed``,
 ``truncate_dim_changed``, ``schema_migrated``, ``malformed``.
-Every file read is bounded (bytes, JSON depth and elements, modules). Pure: reads through ``sources``.
+Every file read is bounded (bytes, JSON depth and elements, modules). Pure: reads through ``inputs``.
 """
 
 from __future__ import annotations
@@ -32,13 +32,16 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from tracker.core.findings import libraries as lib
 from tracker.core.findings import st_tokenization
 from tracker.core.findings.config import Unreadable, change_summary, fmt_value, read_side_json
+from tracker.core.findings.inputs import RevisionInputs
+from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.findings.tokenizer import TokenizerLoadError, drift_sample, encode_sample
 from tracker.core.findings.tokenizer_precedence import effective_tokenizer, lowercases
 from tracker.core.findings.weights import embedding_cause
-from tracker.core.model import Finding, RevisionChange, RevisionSources, Snapshot
+from tracker.core.model import Finding, RevisionChange, Snapshot
 
 CATEGORY = "sentence_transformers"
 MODULES = "modules.json"
@@ -95,8 +98,8 @@ def module_kind(type_path: str) -> str:
     return last
 
 
-def _json(sources: RevisionSources, snapshot: Snapshot, side: str, path: str, *, array: bool = False) -> Any:
-    return read_side_json(sources, snapshot, side, path, max_bytes=MAX_BYTES, array=array)
+def _json(inputs: RevisionInputs, snapshot: Snapshot, side: str, path: str, *, array: bool = False) -> Any:
+    return read_side_json(inputs, snapshot, side, path, max_bytes=MAX_BYTES, array=array)
 
 
 def _safe_folder(path: Any) -> str:
@@ -109,9 +112,9 @@ def _safe_folder(path: Any) -> str:
     return path.rstrip("/")
 
 
-def read_modules(sources: RevisionSources, snapshot: Snapshot, side: str) -> list[Module] | None:
+def read_modules(inputs: RevisionInputs, snapshot: Snapshot, side: str) -> list[Module] | None:
     """The pipeline ``modules.json`` lists, in order; None when the revision has none."""
-    value = _json(sources, snapshot, side, MODULES, array=True)
+    value = _json(inputs, snapshot, side, MODULES, array=True)
     if value is None:
         return None
     if not isinstance(value, list):
@@ -173,7 +176,7 @@ def _where(folder: str) -> str:
 class _Collect:
     rules: SeverityRules
     change: RevisionChange
-    sources: RevisionSources
+    inputs: RevisionInputs
     findings: list[Finding]
     reasons: list[str]
     migrated: list[str] = field(default_factory=list)
@@ -186,7 +189,7 @@ class _Collect:
         """The new side's effective tokenizer (read once), for measuring prompts."""
         if not self._tokenizer:
             self._tokenizer.append(None if self.transformer is None else
-                                   st_tokenization.read_side(self.sources, self.change.new, "new", self.transformer))
+                                   st_tokenization.read_side(self.inputs, self.change.new, "new", self.transformer))
         return self._tokenizer[0]
 
     def add(self, code: str, summary: str, path: str, before: Any = None, after: Any = None, *,
@@ -197,7 +200,7 @@ class _Collect:
             self.reasons.append(reason)
 
 
-def weight_causes(change: RevisionChange, sources: RevisionSources, old_folder: str, new_folder: str,
+def weight_causes(change: RevisionChange, inputs: RevisionInputs, old_folder: str, new_folder: str,
                   measured: dict[str, Any] | None = None) -> list[tuple[str, str]]:
     """Why a module's weights make stored vectors incomparable: (weight file, cause) for each cause of
     ``embeddings.incompatible``.
@@ -213,7 +216,7 @@ def weight_causes(change: RevisionChange, sources: RevisionSources, old_folder: 
         a, b = change.old.get(_join(old_folder, name)), change.new.get(path)
         if a is None or b is None or a.content_id == b.content_id:
             continue
-        cause = embedding_cause(change, sources, path)
+        cause = embedding_cause(change, inputs, path)
         if cause is None:
             continue
         if cause[1] and measured is not None:
@@ -244,21 +247,21 @@ def _compare_dense(old: Module, new: Module, a: dict[str, Any], b: dict[str, Any
             text = change_summary(key, a.get(key), b.get(key))
             out.add("sentence_transformers.dense_changed", f"{path}: {text}", path, a.get(key), b.get(key),
                     reason=f"Dense {text}", key=key)
-    for weights, cause in weight_causes(out.change, out.sources, old.path, new.path, out.weights):
+    for weights, cause in weight_causes(out.change, out.inputs, old.path, new.path, out.weights):
         out.add("sentence_transformers.dense_changed", f"{weights} re-uploaded: the Dense layer's weights changed",
                 weights, reason=cause)
 
 
 def _compare_module_configs(old: Module, new: Module, out: _Collect) -> None:
-    change, sources = out.change, out.sources
+    change, inputs = out.change, out.inputs
     assert change.old is not None
     if new.kind == "Transformer":
         compare_transformer(old, new, out)
         return
     if new.kind not in ("Pooling", "Dense"):
         return
-    a = _json(sources, change.old, "old", _join(old.path, "config.json")) or {}
-    b = _json(sources, change.new, "new", _join(new.path, "config.json")) or {}
+    a = _json(inputs, change.old, "old", _join(old.path, "config.json")) or {}
+    b = _json(inputs, change.new, "new", _join(new.path, "config.json")) or {}
     if new.kind == "Pooling":
         _compare_pooling(_join(new.path, "config.json"), a, b, out)
     else:
@@ -268,13 +271,13 @@ def _compare_module_configs(old: Module, new: Module, out: _Collect) -> None:
 def _tokenization_cause(old: Module, new: Module, out: _Collect, limits: tuple[Any, Any]) -> int | None:
     """The effective tokenization as a cause; the count of sample texts longer than the smaller
     ``max_seq_length`` (None when not measured)."""
-    change, sources = out.change, out.sources
+    change, inputs = out.change, out.inputs
     assert change.old is not None
     changed_files = st_tokenization.tokenizer_files_changed(change, old.path, new.path)
     if not changed_files and old.path == new.path:
         return None
-    side_a = st_tokenization.read_side(sources, change.old, "old", old.path)
-    side_b = st_tokenization.read_side(sources, change.new, "new", new.path)
+    side_a = st_tokenization.read_side(inputs, change.old, "old", old.path)
+    side_b = st_tokenization.read_side(inputs, change.new, "new", new.path)
     tokenizer_changed = [f for f in changed_files if not f.endswith(BERT_CONFIG)]
     if side_a is None or side_b is None:
         if tokenizer_changed:
@@ -298,7 +301,7 @@ def _do_lower_case(new: Module, cfg_a: dict[str, Any], cfg_b: dict[str, Any], ou
         return
     cfg_path = _join(new.path, BERT_CONFIG)
     text = change_summary("do_lower_case", cfg_a.get("do_lower_case"), cfg_b.get("do_lower_case"))
-    side = st_tokenization.read_side(out.sources, out.change.new, "new", new.path)
+    side = st_tokenization.read_side(out.inputs, out.change.new, "new", new.path)
     if side is not None and lowercases(effective_tokenizer(side.doc, side.config)):
         out.add("sentence_transformers.do_lower_case_no_effect",
                 f"{cfg_path}: {text}, with no effect: the tokenizer already lowercases "
@@ -326,10 +329,10 @@ def _folder_differs(change: RevisionChange, old_folder: str, new_folder: str) ->
 
 def compare_transformer(old: Module, new: Module, out: _Collect) -> None:
     """sentence_bert_config.json, the effective tokenization, the weights; a re-pointed module."""
-    change, sources = out.change, out.sources
+    change, inputs = out.change, out.inputs
     assert change.old is not None
-    cfg_a = _json(sources, change.old, "old", _join(old.path, BERT_CONFIG)) or {}
-    cfg_b = _json(sources, change.new, "new", _join(new.path, BERT_CONFIG)) or {}
+    cfg_a = _json(inputs, change.old, "old", _join(old.path, BERT_CONFIG)) or {}
+    cfg_b = _json(inputs, change.new, "new", _join(new.path, BERT_CONFIG)) or {}
     if old.path != new.path and _folder_differs(change, old.path, new.path):
         out.reasons.append(f"Transformer module re-pointed from {_where(old.path)} to {_where(new.path)}, "
                            "whose model files differ")
@@ -349,7 +352,7 @@ def compare_transformer(old: Module, new: Module, out: _Collect) -> None:
         out.add("sentence_transformers.max_seq_length_changed",
                 f"{cfg_path}: {text}" + ("" if reason else f" (no sample text is longer than {shorter} tokens)"),
                 cfg_path, limits[0], limits[1], reason=reason, key="max_seq_length", longer_sample_texts=longer)
-    out.reasons.extend(cause for _path, cause in weight_causes(change, sources, old.path, new.path, out.weights))
+    out.reasons.extend(cause for _path, cause in weight_causes(change, inputs, old.path, new.path, out.weights))
 
 
 def _compare_pipelines(old: list[Module], new: list[Module], out: _Collect) -> list[tuple[Module, Module]]:
@@ -464,10 +467,10 @@ def _compare_prompts(a: dict[str, Any], b: dict[str, Any], out: _Collect) -> Non
 
 
 def _compare_st_config(out: _Collect) -> None:
-    change, sources = out.change, out.sources
+    change, inputs = out.change, out.inputs
     assert change.old is not None
-    a = _json(sources, change.old, "old", ST_CONFIG) or {}
-    b = _json(sources, change.new, "new", ST_CONFIG) or {}
+    a = _json(inputs, change.old, "old", ST_CONFIG) or {}
+    b = _json(inputs, change.new, "new", ST_CONFIG) or {}
     _compare_prompts(a, b, out)
     if (a.get("similarity_fn_name") or "cosine") != (b.get("similarity_fn_name") or "cosine"):
         text = change_summary("similarity_fn_name", a.get("similarity_fn_name") or "cosine",
@@ -507,10 +510,11 @@ def _migration(out: _Collect) -> Finding:
         path=MODULES, evidence={"migrated": out.migrated})
 
 
-def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
-    out = _Collect(rules, change, sources, [], [])
+@analyser(library=lib.SENTENCE_TRANSFORMERS, order=150)
+def analyse(change: RevisionChange, inputs: RevisionInputs, rules: SeverityRules) -> list[Finding]:
+    out = _Collect(rules, change, inputs, [], [])
     try:
-        new_modules = read_modules(sources, change.new, "new")
+        new_modules = read_modules(inputs, change.new, "new")
     except Unreadable as exc:
         return [rules.finding("sentence_transformers.malformed", CATEGORY,
                               f"{exc}; sentence-transformers cannot load the model", path=MODULES,
@@ -518,7 +522,7 @@ def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRul
     if change.old is None or not _touched(change):
         return []
     try:
-        old_modules = read_modules(sources, change.old, "old")
+        old_modules = read_modules(inputs, change.old, "old")
     except Unreadable:
         return []  # reported at the revision that broke it
     if old_modules is None and new_modules is None:

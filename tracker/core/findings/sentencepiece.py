@@ -15,11 +15,14 @@ import hashlib
 import posixpath
 from typing import Any
 
+from tracker.core.findings import libraries as lib
 from tracker.core.findings.config import file_changed
+from tracker.core.findings.inputs import RevisionInputs
 from tracker.core.findings.protobuf import ProtobufError, as_text, fields
+from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.findings.tokenizer import CATEGORY, diff_vocab
-from tracker.core.model import Finding, RevisionChange, RevisionSources
+from tracker.core.model import Finding, RevisionChange
 
 NAMES = ("tokenizer.model", "spiece.model", "sentencepiece.bpe.model", "sentencepiece.model")
 MAX_BYTES = 32 * 1024 * 1024
@@ -82,7 +85,8 @@ def vocab_findings(old_data: bytes, new_data: bytes, rules: SeverityRules) -> li
     return found
 
 
-def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
+@analyser(library=lib.TRANSFORMERS, order=60)
+def analyse(change: RevisionChange, inputs: RevisionInputs, rules: SeverityRules) -> list[Finding]:
     if change.old is None or change.new.get("tokenizer.json") is not None:
         return []  # the fast tokenizer is what loads
     out: list[Finding] = []
@@ -97,8 +101,8 @@ def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRul
             out.append(rules.finding("tokenizer.too_large", CATEGORY, f"{path}: {entry.size:,} bytes, over the "
                                      f"{MAX_BYTES:,}-byte cap: not read or compared", path=path))
             continue
-        new_data = sources.text("new", path)
-        old_data = sources.text("old", path) if old_entry.size <= MAX_BYTES else None
+        new_data = inputs.text("new", path)
+        old_data = inputs.text("old", path) if old_entry.size <= MAX_BYTES else None
         if new_data is None:
             continue
         try:

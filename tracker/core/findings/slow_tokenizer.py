@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 
+from tracker.core.findings import libraries as lib
 from tracker.core.findings.config import file_changed
+from tracker.core.findings.inputs import RevisionInputs
+from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.findings.tokenizer import CATEGORY, diff_merges, diff_vocab
-from tracker.core.model import Finding, RevisionChange, RevisionSources
+from tracker.core.model import Finding, RevisionChange
 
 VOCAB = "vocab.txt"
 MERGES = "merges.txt"
@@ -44,7 +47,8 @@ def merges(data: bytes) -> list[str]:
     return [line for line in _lines(data, MERGES) if line.strip() and not line.startswith("#version")]
 
 
-def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
+@analyser(library=lib.TRANSFORMERS, order=50)
+def analyse(change: RevisionChange, inputs: RevisionInputs, rules: SeverityRules) -> list[Finding]:
     if change.old is None or change.new.get("tokenizer.json") is not None:
         return []  # the fast tokenizer is what loads; these files are unused then
     out: list[Finding] = []
@@ -61,7 +65,7 @@ def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRul
             continue
         if old_entry.size > MAX_BYTES:
             continue
-        old_data, new_data = sources.text("old", path), sources.text("new", path)
+        old_data, new_data = inputs.text("old", path), inputs.text("new", path)
         if old_data is None or new_data is None:
             continue
         try:

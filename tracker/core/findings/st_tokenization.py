@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracker.core.findings.config import JsonProblem, load_json_object
+from tracker.core.findings.inputs import RevisionInputs
 from tracker.core.findings.tokenizer import (
     DEFAULT_LIMITS,
     TokenizerLoadError,
@@ -31,7 +32,7 @@ from tracker.core.findings.tokenizer_precedence import (
     lowercases,
     precedence,
 )
-from tracker.core.model import RevisionChange, RevisionSources, Snapshot
+from tracker.core.model import RevisionChange, Snapshot
 
 ST_CONFIG = "sentence_bert_config.json"
 TOKENIZER_FILES = (TOKENIZER_JSON, TOKENIZER_CONFIG, "special_tokens_map.json", "added_tokens.json", "vocab.txt",
@@ -87,11 +88,11 @@ def tokenizer_files_changed(change: RevisionChange, old_folder: str, new_folder:
     return out
 
 
-def _config(sources: RevisionSources, snapshot: Snapshot, side: str, path: str) -> dict[str, Any]:
+def _config(inputs: RevisionInputs, snapshot: Snapshot, side: str, path: str) -> dict[str, Any]:
     entry = snapshot.get(path)
     if entry is None or entry.size > CONFIG_MAX_BYTES:
         return {}
-    data = sources.text(side, path)
+    data = inputs.text(side, path)
     if data is None:
         return {}
     try:
@@ -100,12 +101,12 @@ def _config(sources: RevisionSources, snapshot: Snapshot, side: str, path: str) 
         return {}
 
 
-def read_side(sources: RevisionSources, snapshot: Snapshot, side: str, folder: str) -> Side | None:
+def read_side(inputs: RevisionInputs, snapshot: Snapshot, side: str, folder: str) -> Side | None:
     """The module's effective tokenizer on one side; None without a readable tokenizer.json."""
     entry = snapshot.get(_join(folder, TOKENIZER_JSON))
     if entry is None or entry.size > DEFAULT_LIMITS.max_bytes:
         return None
-    data = sources.text(side, _join(folder, TOKENIZER_JSON))
+    data = inputs.text(side, _join(folder, TOKENIZER_JSON))
     if data is None:
         return None
     try:
@@ -113,8 +114,8 @@ def read_side(sources: RevisionSources, snapshot: Snapshot, side: str, folder: s
         model_parts(doc)
     except JsonProblem:
         return None
-    config = _config(sources, snapshot, side, _join(folder, TOKENIZER_CONFIG))
-    st_lower = _config(sources, snapshot, side, _join(folder, ST_CONFIG)).get("do_lower_case") is True
+    config = _config(inputs, snapshot, side, _join(folder, TOKENIZER_CONFIG))
+    st_lower = _config(inputs, snapshot, side, _join(folder, ST_CONFIG)).get("do_lower_case") is True
     effective = effective_tokenizer(doc, config, st_lower)
     return Side(doc=doc, config=config, st_lower=st_lower, effective=effective,
                 data=effective_bytes(data, doc, config, st_lower))

@@ -30,6 +30,7 @@ from typing import Any
 
 from tracker.core.bounded import MAX_JSON_ITEMS
 from tracker.core.errors import first_line
+from tracker.core.findings import libraries as lib
 from tracker.core.findings.config import (
     MISSING,
     JsonProblem,
@@ -41,9 +42,11 @@ from tracker.core.findings.config import (
     json_value,
     load_json_object,
 )
+from tracker.core.findings.inputs import RevisionInputs
+from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.findings.tokenizer_precedence import dumps, effective_tokenizer, precedence, tokenizer_class
-from tracker.core.model import Finding, RevisionChange, RevisionSources
+from tracker.core.model import Finding, RevisionChange
 
 CATEGORY = "tokenizer"
 TOKENIZER_JSON = "tokenizer.json"
@@ -812,11 +815,12 @@ def _added_tokens_json(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- the analyser
 
 
-def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules) -> list[Finding]:
-    return analyse_tokenizer(change, sources, rules, DEFAULT_LIMITS)
+@analyser(library=lib.TRANSFORMERS, order=40)
+def analyse(change: RevisionChange, inputs: RevisionInputs, rules: SeverityRules) -> list[Finding]:
+    return analyse_tokenizer(change, inputs, rules, DEFAULT_LIMITS)
 
 
-def analyse_tokenizer(change: RevisionChange, sources: RevisionSources, rules: SeverityRules,
+def analyse_tokenizer(change: RevisionChange, inputs: RevisionInputs, rules: SeverityRules,
                       limits: TokenizerLimits = DEFAULT_LIMITS) -> list[Finding]:
     """Findings for every tokenizer file that changed at this revision.
 
@@ -824,9 +828,9 @@ def analyse_tokenizer(change: RevisionChange, sources: RevisionSources, rules: S
     """
     findings: list[Finding] = []
     if file_changed(change, TOKENIZER_JSON):
-        findings.extend(_analyse_tokenizer_json(change, sources, rules, limits))
+        findings.extend(_analyse_tokenizer_json(change, inputs, rules, limits))
     if not any(f.code in ("tokenizer.malformed", "tokenizer.too_large") for f in findings):
-        findings.extend(_effective_drift(change, sources, rules, limits))
+        findings.extend(_effective_drift(change, inputs, rules, limits))
     side_files = (
         (TOKENIZER_CONFIG, _diff_tokenizer_config),
         (SPECIAL_TOKENS_MAP, lambda o, n, r, lim: _diff_special_tokens(o, n, SPECIAL_TOKENS_MAP, r)),
@@ -836,10 +840,10 @@ def analyse_tokenizer(change: RevisionChange, sources: RevisionSources, rules: S
     for path, differ in side_files:
         if not file_changed(change, path):
             continue
-        new = _load_side(sources, "new", path, cap=limits.config_max_bytes, rules=rules, findings=findings)
+        new = _load_side(inputs, "new", path, cap=limits.config_max_bytes, rules=rules, findings=findings)
         if new is None or change.old is None:
             continue
-        old = _load_side(sources, "old", path, cap=limits.config_max_bytes, rules=None, findings=findings)
+        old = _load_side(inputs, "old", path, cap=limits.config_max_bytes, rules=None, findings=findings)
         if old is None:
             old = {}  # added at this revision: everything in it is new
         findings.extend(differ(old, new, rules, limits))
@@ -862,9 +866,9 @@ def _dropped_with_tokenizer_json(finding: Finding, rules: SeverityRules) -> Find
     )
 
 
-def _load_side(sources: RevisionSources, side: str, path: str, *, cap: int, rules: SeverityRules | None,
+def _load_side(inputs: RevisionInputs, side: str, path: str, *, cap: int, rules: SeverityRules | None,
                findings: list[Finding]) -> dict[str, Any] | None:
-    data = sources.text(side, path)
+    data = inputs.text(side, path)
     if data is None:
         return None
     try:
@@ -905,14 +909,14 @@ def _too_many_items(rules: SeverityRules, exc: JsonTooLarge) -> Finding:
     return _too_large(rules, TOKENIZER_JSON, why, {"error": why, "limit": MAX_JSON_ITEMS})
 
 
-def _analyse_tokenizer_json(change: RevisionChange, sources: RevisionSources, rules: SeverityRules,
+def _analyse_tokenizer_json(change: RevisionChange, inputs: RevisionInputs, rules: SeverityRules,
                             limits: TokenizerLimits) -> list[Finding]:
     entry = change.new.get(TOKENIZER_JSON)
     if entry is None:
         return []  # removed: the files analyser reports it
     if entry.size > limits.max_bytes:
         return [_too_many_bytes(rules, entry.size, limits)]  # not even read
-    new_data = sources.text("new", TOKENIZER_JSON)
+    new_data = inputs.text("new", TOKENIZER_JSON)
     if new_data is None:
         return []
     if len(new_data) > limits.max_bytes:
@@ -929,7 +933,7 @@ def _analyse_tokenizer_json(change: RevisionChange, sources: RevisionSources, ru
     old_entry = change.old.get(TOKENIZER_JSON)
     if old_entry is None or old_entry.size > limits.max_bytes:
         return []
-    old_data = sources.text("old", TOKENIZER_JSON)
+    old_data = inputs.text("old", TOKENIZER_JSON)
     if old_data is None or len(old_data) > limits.max_bytes:
         return []
     try:
@@ -941,13 +945,13 @@ def _analyse_tokenizer_json(change: RevisionChange, sources: RevisionSources, ru
         findings = diff_tokenizer_json(old, new, rules, limits)
     except JsonProblem as exc:
         return [_malformed(rules, TOKENIZER_JSON, exc)]
-    configs = (_config_or_empty(sources, "old", limits), _config_or_empty(sources, "new", limits))
+    configs = (_config_or_empty(inputs, "old", limits), _config_or_empty(inputs, "new", limits))
     return [_ignored_if_overridden(f, configs, rules) for f in findings]
 
 
-def _config_or_empty(sources: RevisionSources, side: str, limits: TokenizerLimits) -> dict[str, Any]:
+def _config_or_empty(inputs: RevisionInputs, side: str, limits: TokenizerLimits) -> dict[str, Any]:
     """tokenizer_config.json of one side, or {} (its own problems are reported by its own diff)."""
-    data = sources.text(side, TOKENIZER_CONFIG)
+    data = inputs.text(side, TOKENIZER_CONFIG)
     if data is None:
         return {}
     try:
@@ -974,11 +978,11 @@ def _ignored_if_overridden(finding: Finding, configs: tuple[dict[str, Any], dict
     )
 
 
-def _tokenizer_doc(sources: RevisionSources, side: str, snapshot_size: int | None,
+def _tokenizer_doc(inputs: RevisionInputs, side: str, snapshot_size: int | None,
                    limits: TokenizerLimits) -> tuple[bytes, dict[str, Any]] | None:
     if snapshot_size is None or snapshot_size > limits.max_bytes:
         return None
-    data = sources.text(side, TOKENIZER_JSON)
+    data = inputs.text(side, TOKENIZER_JSON)
     if data is None or len(data) > limits.max_bytes:
         return None
     try:
@@ -995,17 +999,17 @@ def effective_bytes(data: bytes, doc: dict[str, Any], config: dict[str, Any], lo
     return data if effective == doc else dumps(effective)
 
 
-def _effective_drift(change: RevisionChange, sources: RevisionSources, rules: SeverityRules,
+def _effective_drift(change: RevisionChange, inputs: RevisionInputs, rules: SeverityRules,
                      limits: TokenizerLimits) -> list[Finding]:
     """Drift of the tokenizer the loader builds from tokenizer.json and tokenizer_config.json together."""
     if change.old is None or not (file_changed(change, TOKENIZER_JSON) or file_changed(change, TOKENIZER_CONFIG)):
         return []
     old_entry, new_entry = change.old.get(TOKENIZER_JSON), change.new.get(TOKENIZER_JSON)
-    new = _tokenizer_doc(sources, "new", new_entry.size if new_entry else None, limits)
-    old = _tokenizer_doc(sources, "old", old_entry.size if old_entry else None, limits)
+    new = _tokenizer_doc(inputs, "new", new_entry.size if new_entry else None, limits)
+    old = _tokenizer_doc(inputs, "old", old_entry.size if old_entry else None, limits)
     if new is None or old is None:
         return []
-    configs = (_config_or_empty(sources, "old", limits), _config_or_empty(sources, "new", limits))
+    configs = (_config_or_empty(inputs, "old", limits), _config_or_empty(inputs, "new", limits))
     old_bytes = effective_bytes(old[0], old[1], configs[0])
     new_bytes = effective_bytes(new[0], new[1], configs[1])
     if old_bytes == new_bytes:

@@ -24,14 +24,13 @@ windows inside the largest tensors at spread offsets (the middle, then the quart
 even the edges of every tensor do not fit, an evenly spread subset of the tensors is covered.
 Both revisions read the same elements, so a re-save, a conversion or a new order of tensors
 compares element for element. The plan depends only on the two headers and the budget, so two
-analysers that measure the same checkpoint ask for the same ranges (the sources serve the second
-from their cache).
+analysers that measure the same checkpoint ask for the same ranges (the reader's cache serves the second).
 
 **GGUF.** :func:`gguf_placements` places a GGUF file's tensors from its parsed header, counted in blocks
 of their quantization type; F32, F16, BF16 and Q8_0 are decoded, the other block formats compared block
 by block.
 
-Pure: reads only through ``sources``.
+Pure: reads only through ``inputs``.
 """
 
 from __future__ import annotations

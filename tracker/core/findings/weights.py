@@ -53,7 +53,7 @@ checkpoint, the globals its pickle would import (found statically by
   scanned prefix) never lowers what the scanned part showed: the finding says what was
   left unscanned.
 
-Severities come from ``severity/weights.toml``. Pure: reads only through ``sources``.
+Severities come from ``severity/weights.toml``. Pure: reads only through ``inputs``.
 """
 
 from __future__ import annotations
@@ -70,9 +70,11 @@ from tracker.core.bounded import loads_json
 from tracker.core.estimate.checkpoint import MAX_TENSOR_DIM, MAX_TENSOR_DIMS
 from tracker.core.findings import weight_delta
 from tracker.core.findings.files import renames
+from tracker.core.findings.inputs import RevisionInputs
 from tracker.core.findings.picklescan_zip import MAX_LEGACY_BYTES, UNKNOWN
+from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
-from tracker.core.model import FileEntry, Finding, RevisionChange, RevisionSources, Severity
+from tracker.core.model import FileEntry, Finding, RevisionChange, Severity
 
 CATEGORY = "weights"
 
@@ -354,19 +356,20 @@ def _params(tensors: Mapping[str, tuple[str, tuple[int, ...]]]) -> int:
 # ---------------------------------------------------------------------------- analyser
 
 
-def analyse(change: RevisionChange, sources: RevisionSources, rules: SeverityRules, *,
+@analyser(library=None, order=80)
+def analyse(change: RevisionChange, inputs: RevisionInputs, rules: SeverityRules, *,
             max_content_sniffs: int = MAX_CONTENT_SNIFFS) -> list[Finding]:
     """Weight-file findings; ``max_content_sniffs``: files judged by content (see :func:`content_sniffs_for`)."""
     old = change.old.by_path() if change.old is not None else {}
     new = change.new.by_path()
     baseline = change.old is None
     findings: list[Finding] = []
-    checkpoints = [] if baseline else _safetensors(old, new, sources, rules) + _ggufs(old, new, sources, rules)
+    checkpoints = [] if baseline else _safetensors(old, new, inputs, rules) + _ggufs(old, new, inputs, rules)
     findings += _without_explained(_file_set(old, new, baseline, rules), checkpoints, renames(old, new))
     if not baseline:
-        findings += _indexes(old, new, sources, rules)
+        findings += _indexes(old, new, inputs, rules)
         findings += checkpoints
-    findings += _pickles(old, new, sources, rules, max_content_sniffs)
+    findings += _pickles(old, new, inputs, rules, max_content_sniffs)
     return findings
 
 
@@ -427,8 +430,8 @@ def _file_set(
     return out
 
 
-def _load_index(sources: RevisionSources, side: str, path: str) -> dict[str, Any] | None | str:
-    raw = sources.text(side, path)
+def _load_index(inputs: RevisionInputs, side: str, path: str) -> dict[str, Any] | None | str:
+    raw = inputs.text(side, path)
     if raw is None:
         return None
     if len(raw) > MAX_INDEX_BYTES:
@@ -443,7 +446,7 @@ def _load_index(sources: RevisionSources, side: str, path: str) -> dict[str, Any
 
 
 def _indexes(
-    old: Mapping[str, FileEntry], new: Mapping[str, FileEntry], sources: RevisionSources, rules: SeverityRules
+    old: Mapping[str, FileEntry], new: Mapping[str, FileEntry], inputs: RevisionInputs, rules: SeverityRules
 ) -> list[Finding]:
     """Compare each sharded index's weight_map: tensors gained, lost, moved; total_size."""
     out: list[Finding] = []
@@ -451,8 +454,8 @@ def _indexes(
         a, b = old.get(path), new.get(path)
         if a is not None and b is not None and a.content_id == b.content_id:
             continue
-        before = _load_index(sources, "old", path) if a is not None else {"weight_map": {}, "metadata": {}}
-        after = _load_index(sources, "new", path) if b is not None else {"weight_map": {}, "metadata": {}}
+        before = _load_index(inputs, "old", path) if a is not None else {"weight_map": {}, "metadata": {}}
+        after = _load_index(inputs, "new", path) if b is not None else {"weight_map": {}, "metadata": {}}
         if isinstance(after, str) or isinstance(before, str):
             reason = after if isinstance(after, str) else before
             side = "new" if isinstance(after, str) else "old"
@@ -460,7 +463,7 @@ def _indexes(
                                      path=path, evidence={"side": side, "reason": reason}))
             continue
         if before is None or after is None:
-            continue  # the sources could not read it; they record why
+            continue  # it could not be read; the reader recorded why
         wa, wb = before["weight_map"], after["weight_map"]
         added = sorted(set(wb) - set(wa))
         removed = sorted(set(wa) - set(wb))
@@ -504,14 +507,14 @@ def _group(files: Mapping[str, FileEntry]) -> dict[str, dict[str, FileEntry]]:
 
 
 def _merged_tensors(
-    sources: RevisionSources, side: str, members: Mapping[str, FileEntry], rules: SeverityRules, out: list[Finding]
+    inputs: RevisionInputs, side: str, members: Mapping[str, FileEntry], rules: SeverityRules, out: list[Finding]
 ) -> tuple[dict[str, tuple[str, tuple[int, ...]]], dict[str, Any]] | None:
     tensors: dict[str, tuple[str, tuple[int, ...]]] = {}
     metadata: dict[str, Any] = {}
     for path in sorted(members):
-        header = sources.safetensors_header(side, path)
+        header = inputs.safetensors_header(side, path)
         if header is None:
-            return None  # unreadable: the sources record why; the file-level finding stands
+            return None  # unreadable: the reader recorded why; the file-level finding stands
         parsed = _tensors(header)
         if parsed is None:
             out.append(rules.finding("weights.header_invalid", CATEGORY,
@@ -565,17 +568,17 @@ def changed_checkpoints(
 
 
 def _safetensors(
-    old: Mapping[str, FileEntry], new: Mapping[str, FileEntry], sources: RevisionSources, rules: SeverityRules
+    old: Mapping[str, FileEntry], new: Mapping[str, FileEntry], inputs: RevisionInputs, rules: SeverityRules
 ) -> list[Finding]:
     out: list[Finding] = []
     changed, parts = changed_checkpoints(old, new), measured_parts(old, new)
     for key, (a, b) in changed.items():
-        ra = _merged_tensors(sources, "old", a, rules, out)
-        rb = _merged_tensors(sources, "new", b, rules, out)
+        ra = _merged_tensors(inputs, "old", a, rules, out)
+        rb = _merged_tensors(inputs, "new", b, rules, out)
         if ra is None or rb is None:
             continue
         ck = _Checkpoint(key, a, b, *ra, *rb)
-        out.extend(_checkpoint_changes(rules, ck, partial(measure_checkpoint, sources, a, b, parts)))
+        out.extend(_checkpoint_changes(rules, ck, partial(measure_checkpoint, inputs, a, b, parts)))
     return out
 
 
@@ -590,16 +593,16 @@ def measured_parts(old: Mapping[str, FileEntry], new: Mapping[str, FileEntry]) -
 
 
 def _ggufs(
-    old: Mapping[str, FileEntry], new: Mapping[str, FileEntry], sources: RevisionSources, rules: SeverityRules
+    old: Mapping[str, FileEntry], new: Mapping[str, FileEntry], inputs: RevisionInputs, rules: SeverityRules
 ) -> list[Finding]:
     """A replaced GGUF file whose tensors kept their names, shapes and quantization types, measured."""
     out: list[Finding] = []
     parts = measured_parts(old, new)
     for path in changed_ggufs(old, new):
-        before, after = sources.gguf_header("old", path), sources.gguf_header("new", path)
+        before, after = inputs.gguf_header("old", path), inputs.gguf_header("new", path)
         if before is None or after is None:
             continue
-        measured = _measure_gguf(sources, path, (before, old[path]), (after, new[path]), parts)
+        measured = _measure_gguf(inputs, path, (before, old[path]), (after, new[path]), parts)
         if measured is None:
             continue
         ta, tb = ({n: (t["type"], tuple(t["shape"])) for n, t in h["tensors"].items()} for h in (before, after))
@@ -609,7 +612,7 @@ def _ggufs(
     return out
 
 
-def _measure_gguf(sources: RevisionSources, path: str, old: tuple[Mapping[str, Any], FileEntry],
+def _measure_gguf(inputs: RevisionInputs, path: str, old: tuple[Mapping[str, Any], FileEntry],
                   new: tuple[Mapping[str, Any], FileEntry], parts: int) -> weight_delta.Measurement | None:
     """None when the tensor sets differ (gguf.py says how) or a quantization type changed
     (``weights.quantization_changed``): only the same tensors in the same types are compared."""
@@ -620,8 +623,8 @@ def _measure_gguf(sources: RevisionSources, path: str, old: tuple[Mapping[str, A
     pairs = {name: (placed_old[name], placed_new[name]) for name in placed_old}
     if not all(weight_delta.comparable(a, b) for a, b in pairs.values()):
         return None
-    requests, nbytes = sources.weight_budget()
-    return weight_delta.measure(pairs, weight_delta.Budget(requests, nbytes).share(parts), sources.read_ranges)
+    requests, nbytes = inputs.weight_budget()
+    return weight_delta.measure(pairs, weight_delta.Budget(requests, nbytes).share(parts), inputs.read_ranges)
 
 
 def _checkpoint_changes(rules: SeverityRules, ck: _Checkpoint,
@@ -742,7 +745,7 @@ def _parameter_count_change(rules: SeverityRules, ck: _Checkpoint) -> list[Findi
 # ---------------------------------------------------------------------------- measured deltas
 
 
-def measure_checkpoint(sources: RevisionSources, old: Mapping[str, FileEntry], new: Mapping[str, FileEntry],
+def measure_checkpoint(inputs: RevisionInputs, old: Mapping[str, FileEntry], new: Mapping[str, FileEntry],
                        parts: int) -> weight_delta.Measurement | None:
     """Sampled tensors of one checkpoint compared between the revisions, within its share of the budget.
 
@@ -750,20 +753,20 @@ def measure_checkpoint(sources: RevisionSources, old: Mapping[str, FileEntry], n
     both floating point), when a header does not place its data exactly, or when a read fails.
     ``parts`` is how many checkpoints of the revision share the budget (:func:`changed_checkpoints`).
     """
-    requests, nbytes = sources.weight_budget()
-    placed_old, placed_new = _placed(sources, "old", old), _placed(sources, "new", new)
+    requests, nbytes = inputs.weight_budget()
+    placed_old, placed_new = _placed(inputs, "old", old), _placed(inputs, "new", new)
     if placed_old is None or placed_new is None or set(placed_old) != set(placed_new):
         return None
     pairs = {name: (placed_old[name], placed_new[name]) for name in placed_old}
     if not all(weight_delta.comparable(a, b) for a, b in pairs.values()):
         return None
-    return weight_delta.measure(pairs, weight_delta.Budget(requests, nbytes).share(parts), sources.read_ranges)
+    return weight_delta.measure(pairs, weight_delta.Budget(requests, nbytes).share(parts), inputs.read_ranges)
 
 
-def _placed(sources: RevisionSources, side: str, members: Mapping[str, FileEntry]) -> dict[str, weight_delta.Placed] | None:
+def _placed(inputs: RevisionInputs, side: str, members: Mapping[str, FileEntry]) -> dict[str, weight_delta.Placed] | None:
     out: dict[str, weight_delta.Placed] = {}
     for path, entry in sorted(members.items()):
-        header = sources.safetensors_header(side, path)
+        header = inputs.safetensors_header(side, path)
         placed = weight_delta.placements(header, path, entry.size) if header is not None else None
         if placed is None:
             return None
@@ -824,35 +827,35 @@ def _what_differs(ck: _Checkpoint, m: weight_delta.Measurement) -> list[str]:
     return differs or ["header bytes"]
 
 
-def measure_path(change: RevisionChange, sources: RevisionSources, path: str) -> weight_delta.Measurement | None:
+def measure_path(change: RevisionChange, inputs: RevisionInputs, path: str) -> weight_delta.Measurement | None:
     """The measured delta of the checkpoint a changed ``.safetensors`` or ``.gguf`` file belongs to, as the weights
     analyser measured it (the same plan, so the reads come from the sources' cache); None when not measured."""
     old, new = (change.old.by_path() if change.old is not None else {}), change.new.by_path()
     parts = measured_parts(old, new)
     if path.lower().endswith(".gguf") and path in changed_ggufs(old, new):
-        before, after = sources.gguf_header("old", path), sources.gguf_header("new", path)
+        before, after = inputs.gguf_header("old", path), inputs.gguf_header("new", path)
         if before is None or after is None:
             return None
-        return _measure_gguf(sources, path, (before, old[path]), (after, new[path]), parts)
+        return _measure_gguf(inputs, path, (before, old[path]), (after, new[path]), parts)
     changed = changed_checkpoints(old, new)
     key = checkpoint_key(path) if path.lower().endswith(".safetensors") else None
-    return measure_checkpoint(sources, *changed[key], parts) if key is not None and key in changed else None
+    return measure_checkpoint(inputs, *changed[key], parts) if key is not None and key in changed else None
 
 
-def measured_resave(change: RevisionChange, sources: RevisionSources, path: str) -> bool:
+def measured_resave(change: RevisionChange, inputs: RevisionInputs, path: str) -> bool:
     """Whether a re-uploaded weight file was measured to hold the very same tensor values (``weights.resaved``)."""
-    measured = measure_path(change, sources, path)
+    measured = measure_path(change, inputs, path)
     return measured is not None and measured.identical and not measured.dtype_changes
 
 
-def embedding_cause(change: RevisionChange, sources: RevisionSources, path: str) -> tuple[str, dict[str, Any]] | None:
+def embedding_cause(change: RevisionChange, inputs: RevisionInputs, path: str) -> tuple[str, dict[str, Any]] | None:
     """Why a changed weight file of an embedding model makes stored vectors stale, with the measurement as
     evidence; None when the measured change is within numeric noise (:data:`weight_delta.EMBEDDING_NOISE_L2`).
 
     The one link from weights to ``embeddings.incompatible``: a file that is not measured (a pickle, another
     structure, no budget left) is a cause by its new hash alone.
     """
-    measured = measure_path(change, sources, path)
+    measured = measure_path(change, inputs, path)
     if measured is None:
         return f"{path} re-uploaded", {}
     if not weight_delta.moves_embeddings(measured):
@@ -862,7 +865,7 @@ def embedding_cause(change: RevisionChange, sources: RevisionSources, path: str)
 
 
 def _pickles(
-    old: Mapping[str, FileEntry], new: Mapping[str, FileEntry], sources: RevisionSources, rules: SeverityRules,
+    old: Mapping[str, FileEntry], new: Mapping[str, FileEntry], inputs: RevisionInputs, rules: SeverityRules,
     max_content_sniffs: int = MAX_CONTENT_SNIFFS,
 ) -> list[Finding]:
     out: list[Finding] = []
@@ -883,7 +886,7 @@ def _pickles(
             if sniffed > max_content_sniffs:
                 unjudged.append(path)
                 continue
-        finding = _pickle_finding(rules, sources, path, entry, kind=kind, added=before is None)
+        finding = _pickle_finding(rules, inputs, path, entry, kind=kind, added=before is None)
         if finding is not None:
             out.append(finding)
     return out + _not_scanned(rules, new, unjudged, max_content_sniffs)
@@ -909,10 +912,10 @@ def _not_scanned(rules: SeverityRules, new: Mapping[str, FileEntry], paths: list
 
 
 def _pickle_finding(
-    rules: SeverityRules, sources: RevisionSources, path: str, entry: FileEntry, *, kind: str, added: bool
+    rules: SeverityRules, inputs: RevisionInputs, path: str, entry: FileEntry, *, kind: str, added: bool
 ) -> Finding | None:
     """What a new or replaced pickle-bearing file would import when loaded, if worth saying."""
-    globals_ = sources.pickle_globals("new", path)
+    globals_ = inputs.pickle_globals("new", path)
     if globals_ is not None and not getattr(globals_, "holds_pickle", True):
         return None  # a numeric array, an archive without pickles: nothing to unpickle
     ambiguous: str | None = getattr(globals_, "ambiguous", None)
@@ -944,7 +947,7 @@ def _pickle_finding(
         )
     if ambiguous:
         return _ambiguous(rules, path, entry, evidence, verb=verb, critical=default_loader_unpickles(path, kind))
-    return _harmless_or_unknown(rules, sources, path, entry, classes=classes, evidence=evidence, verb=verb,
+    return _harmless_or_unknown(rules, inputs, path, entry, classes=classes, evidence=evidence, verb=verb,
                                 partly=partly)
 
 
@@ -966,7 +969,7 @@ def _ambiguous(rules: SeverityRules, path: str, entry: FileEntry, evidence: dict
     return finding
 
 
-def _harmless_or_unknown(rules: SeverityRules, sources: RevisionSources, path: str, entry: FileEntry, *,
+def _harmless_or_unknown(rules: SeverityRules, inputs: RevisionInputs, path: str, entry: FileEntry, *,
                          classes: dict[str, str], evidence: dict[str, Any], verb: str, partly: str) -> Finding | None:
     """The finding for a pickle whose scan is unambiguous and imports nothing dangerous."""
     added = verb == "added"
@@ -974,7 +977,7 @@ def _harmless_or_unknown(rules: SeverityRules, sources: RevisionSources, path: s
     unknown = sorted(g for g, c in classes.items() if c == "unknown")
     if unknown:
         if not added and not incomplete:
-            old_globals = sources.pickle_globals("old", path)
+            old_globals = inputs.pickle_globals("old", path)
             if old_globals is not None and set(unknown) <= {f"{m}.{n}" for m, n in old_globals}:
                 return None  # same non-rebuild imports as before: file_replaced says enough
         return rules.finding(

@@ -43,24 +43,28 @@ with limits a model user does not have:
   conversations never meet is still seen (status ``unsafe``).
 
 The worker speaks JSON lines on stdin/stdout and imports nothing but the
-standard library and jinja2, so it can run as a plain script in isolated mode.
+standard library, jinja2 and ``tracker/core/templates.py`` (standard library only), so it can run
+as a plain script in isolated mode. :class:`LeasedSandbox` is the :class:`~tracker.core.templates.TemplateRenderer`
+the analysis is handed: one per analyser run, on the process's shared warm worker when it is free.
 Rendering is deterministic: ``strftime_now`` reads a clock fixed by the caller,
 so an old and a new template rendered a second apart cannot differ by date.
 """
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
 import select
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from datetime import datetime
 from typing import Any, Self
 
@@ -70,53 +74,11 @@ from jinja2 import nodes
 from jinja2.exceptions import SecurityError, TemplateError, TemplateSyntaxError
 from jinja2.sandbox import MAX_RANGE, ImmutableSandboxedEnvironment, is_internal_attribute
 
+if __name__ == "__main__":  # the worker, run as a plain script in isolated mode: the package's root first
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from tracker.core.templates import Limits, Outcome
+
 # ----------------------------------------------------------------------------- shared types
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What one compile or render may use. Defaults suit real chat templates (a few KiB to ~30 KiB)."""
-
-    render_seconds: float = 2.0  # wall time per compile or render
-    output_chars: int = 1_000_000  # rendered characters per render
-    source_chars: int = 256 * 1024  # template characters; larger ones are not compiled at all
-    range_items: int = 1_000_000  # total items of all range() calls in one render
-    memory_bytes: int = 1 << 30  # address space of the worker process
-    startup_seconds: float = 20.0  # for the worker to start (interpreter + jinja2 import)
-    kill_grace_seconds: float = 1.0  # past render_seconds, before the parent kills the worker
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """The result of compiling or rendering one template.
-
-    ``status`` is one of ``ok``, ``syntax_error`` (does not compile), ``unsafe``
-    (reached for Python internals), ``error`` (raised while rendering, including
-    ``raise_exception``), ``limit`` (time, output, range, memory or size of an
-    operation) and ``too_large`` (source over the size limit; never parsed).
-    ``line`` is the template line the error points at, where known.
-    """
-
-    status: str
-    output: str | None = None
-    message: str | None = None
-    line: int | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Outcome:
-        return cls(
-            status=str(data["status"]),
-            output=data.get("output"),
-            message=data.get("message"),
-            line=data.get("line"),
-        )
 
 
 class InternalsAccessError(SecurityError):
@@ -717,6 +679,80 @@ class TemplateSandbox:
                     stream.close()
             except OSError:
                 pass
+
+
+
+
+# ----------------------------------------------------------------------------- the lease
+
+_shared_sandbox: TemplateSandbox | None = None
+_shared_lock = threading.Lock()
+
+
+class LeasedSandbox:
+    """A :class:`~tracker.core.templates.TemplateRenderer` for one analysis, a sandbox taken at its first request.
+
+    The process's shared sandbox when it is free (its worker stays warm: sharing saves a process
+    start, ~0.3 s, per analysed revision, and workers are stateless between requests so one revision
+    cannot affect another), else a private one; custom limits (tests) always get a private one.
+    ``close()`` gives it back. Outcomes are kept for the lease's life: an analysis run again over
+    more of its inputs (``tracker/pipeline/analysis.py``) renders nothing twice.
+    """
+
+    def __init__(self, limits: Limits | None = None) -> None:
+        self._custom = limits
+        self.limits = limits or Limits()
+        self._box: TemplateSandbox | None = None
+        self._shared = False
+        self._done: dict[tuple[str, ...], Any] = {}
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _sandbox(self) -> TemplateSandbox:
+        global _shared_sandbox
+        if self._box is not None:
+            return self._box
+        if self._custom is None and _shared_lock.acquire(blocking=False):
+            if _shared_sandbox is None:
+                _shared_sandbox = TemplateSandbox()
+                atexit.register(_shared_sandbox.close)
+            _shared_sandbox.forget_timeouts()
+            self._box, self._shared = _shared_sandbox, True
+        else:
+            self._box = TemplateSandbox(self._custom)
+        return self._box
+
+    def _once(self, key: tuple[str, ...], run: Callable[[TemplateSandbox], Any]) -> Any:
+        if key not in self._done:
+            self._done[key] = run(self._sandbox())
+        return self._done[key]
+
+    def check(self, source: str) -> Outcome:
+        outcome: Outcome = self._once(("check", source), lambda box: box.check(source))
+        return outcome
+
+    def features(self, source: str) -> dict[str, list[str]] | None:
+        found: dict[str, list[str]] | None = self._once(("features", source), lambda box: box.features(source))
+        return found
+
+    def render(self, source: str, variables: Mapping[str, Any], *, now: datetime | None = None) -> Outcome:
+        key = ("render", source, json.dumps(variables, sort_keys=True, default=str), str(now))
+        outcome: Outcome = self._once(key, lambda box: box.render(source, variables, now=now))
+        return outcome
+
+    def close(self) -> None:
+        box, self._box = self._box, None
+        if box is None:
+            return
+        if self._shared:
+            self._shared = False
+            _shared_lock.release()
+        else:
+            box.close()
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--worker"]:
