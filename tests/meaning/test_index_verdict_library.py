@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -83,7 +82,6 @@ def library(tmp_path_factory):
     """Which encodes moved between a scenario's two revisions, by the real library (each revision loaded once)."""
     from tracker.core.findings.tokenizer import drift_sample
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     texts = list(drift_sample())
     root = tmp_path_factory.mktemp("library")
 
@@ -95,7 +93,10 @@ def library(tmp_path_factory):
         out["document"] = any(out.pop(p) for p in DOCUMENT_PROMPTS)
         return out
 
-    return moved
+    # offline for this module only: the tests after it in this worker poll the stand-in
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HF_HUB_OFFLINE", "1")
+        yield moved
 
 
 @pytest.mark.parametrize("name", LIBRARY_SCENARIOS)
