@@ -14,7 +14,24 @@ from typing import Any
 from tracker.core.model import CommitSha, FileEntry, RepoId, RevisionChange, Snapshot
 
 
-class DictSources:
+class AnsweredAtOnce:
+    """What a RevisionInputs offers analysers besides reads, for tests that call an analyser on a reader
+    directly: every read is answered at once, so there is nothing to want ahead or to remember."""
+
+    def want(self, keys: Any) -> None:
+        list(keys)
+
+    def want_ranges(self, reads: Any) -> None:
+        return None
+
+    def file_key(self, kind: str, side: str, path: str) -> tuple[str, str, str] | None:
+        return (kind, side, path)
+
+    def remembered(self, key: Any, compute: Any) -> Any:
+        return compute()
+
+
+class DictSources(AnsweredAtOnce):
     """A reader (``tracker.pipeline.analysis.InputReader``) over two ``{path: bytes}`` dicts (``old`` and ``new``).
 
     ``text`` returns the bytes or None when the path is absent on that side.

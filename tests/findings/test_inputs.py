@@ -11,7 +11,7 @@ import pytest
 from tests.findings.sources import DictSources, make_change, snapshot
 from tracker.adapters.template_sandbox import LeasedSandbox
 from tracker.core.findings import analyse_revision
-from tracker.core.findings.inputs import NotRead, RevisionInputs, allows_key, text_key
+from tracker.core.findings.inputs import SAFETENSORS, NotRead, RevisionInputs, allows_key, text_key
 from tracker.pipeline import analysis
 from tracker.pipeline.analysis import Rounds, analyse_change
 
@@ -127,3 +127,69 @@ def test_chat_templates_are_rendered_by_the_renderer_handed_in_and_core_starts_n
             ("chat_template.rendered_prompt_changed", "high", "rendered prompt changed for 4 of 8 conversations "
              "(exactly those without the generation prompt); one user turn, no generation prompt: adds '<assistant>' "
              "at the end"), changed]
+
+
+class CountingReader(DictSources):
+    """A reader that records each key fetched, in order."""
+
+    def __init__(self, files: dict[str, bytes], headers: dict[str, dict]) -> None:
+        super().__init__({}, files, headers={"new": headers})
+        self.fetched: list[str] = []
+
+    def safetensors_header(self, side, path):
+        self.fetched.append(path)
+        return super().safetensors_header(side, path)
+
+
+SHARDS = {f"model-{i:02d}.safetensors": b"\0" * 8 for i in range(40)}
+SHARD_HEADERS = {path: {f"w{i}": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}
+                 for i, path in enumerate(SHARDS)}
+
+
+def test_what_an_analyser_wants_ahead_is_fetched_in_one_round_in_the_order_it_reads():
+    change, _ = make_change(None, SHARDS)
+    runs: list[int] = []
+
+    def reads_every_header(inputs: RevisionInputs, ahead: bool) -> list[str]:
+        runs.append(1)
+        if ahead:
+            inputs.want(inputs.file_key(SAFETENSORS, "new", path) for path in sorted(SHARDS))
+        return [next(iter(inputs.safetensors_header("new", path))) for path in sorted(SHARDS)]
+
+    for ahead, rounds in ((False, 41), (True, 2)):  # a round per header, or one for all of them
+        runs.clear()
+        reader = CountingReader(SHARDS, SHARD_HEADERS)
+        assert Rounds(change, reader, None).complete(lambda i, ahead=ahead: reads_every_header(i, ahead)) == \
+            [f"w{i}" for i in range(40)]
+        assert (len(runs), reader.fetched) == (rounds, sorted(SHARDS))
+
+
+def test_what_an_analyser_computed_in_an_earlier_round_is_remembered_for_its_later_ones():
+    change, _ = make_change(None, SHARDS)
+    computed: list[str] = []
+
+    def measure(inputs: RevisionInputs, path: str) -> str:
+        computed.append(path)
+        return next(iter(inputs.safetensors_header("new", path)))
+
+    def reads_one_by_one(inputs: RevisionInputs) -> list[str]:
+        return [inputs.remembered(("measure", path), lambda path=path: measure(inputs, path))
+                for path in sorted(SHARDS)]
+
+    assert Rounds(change, CountingReader(SHARDS, SHARD_HEADERS), None).complete(reads_one_by_one) == \
+        [f"w{i}" for i in range(40)]
+    # each completed once; the 40 measurements stopped by a header not yet read are not kept
+    assert sorted(set(computed)) == sorted(SHARDS) and len(computed) == 80
+
+
+def test_want_names_no_key_for_a_file_the_side_does_not_list_and_does_nothing_past_the_bound():
+    inputs = RevisionInputs.of_files(None, snapshot(SHARDS), new_files={})
+    assert inputs.file_key(SAFETENSORS, "new", "absent.safetensors") is None
+    inputs.want([None])  # nothing wanted
+    with pytest.raises(NotRead) as raised:
+        inputs.want(inputs.file_key(SAFETENSORS, "new", p) for p in ("model-00.safetensors", "model-01.safetensors"))
+    assert raised.value.keys == ((SAFETENSORS, "new", "model-00.safetensors"),
+                                 (SAFETENSORS, "new", "model-01.safetensors"))
+    lenient = RevisionInputs(inputs.sides, inputs.values, strict=False)
+    lenient.want([(SAFETENSORS, "new", "model-00.safetensors")])
+    assert lenient.unplanned == []

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tests.findings.sources import AnsweredAtOnce
 from tracker.core.model import CommitSha, FileEntry, RepoId, RevisionChange, Snapshot
 
 
@@ -49,7 +50,7 @@ def read_safetensors_header(path: Path) -> dict[str, Any]:
         return json.loads(f.read(length))
 
 
-class WeightsSources:
+class WeightsSources(AnsweredAtOnce):
     """Per-side dicts of text, safetensors headers and pickle globals; None when absent."""
 
     def __init__(

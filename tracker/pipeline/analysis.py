@@ -122,9 +122,11 @@ class Rounds:
     seen: dict[InputKey, Any] | None  # the union of every analyser's inputs, when kept (tests: it holds every header)
     budget: RevisionBudget | None = None  # the reader's: what one analyser's parsed GGUF headers may hold
 
-    def inputs(self, values: dict[InputKey, Any], *, strict: bool = True) -> RevisionInputs:
+    def inputs(self, values: dict[InputKey, Any], *, strict: bool = True,
+               memo: dict[Any, Any] | None = None) -> RevisionInputs:
         return RevisionInputs({"old": self.change.old, "new": self.change.new}, values,
-                              weight_compare=self.reader.weight_budget(), strict=strict)
+                              weight_compare=self.reader.weight_budget(), strict=strict,
+                              memo={} if memo is None else memo)
 
     def get(self, key: InputKey) -> Any:
         """``key`` fetched now (also kept for the revision's union of inputs)."""
@@ -142,14 +144,17 @@ class Rounds:
         """``run`` on inputs that grow, one wanted key per round, until it completes (see the module)."""
         values = {} if values is None else values
         held = [0]
+        memo: dict[Any, Any] = {}  # what the analyser computed in earlier rounds (RevisionInputs.remembered)
         for _ in range(round_bound(self.change)):
             try:
-                return run(self.inputs(values))
+                return run(self.inputs(values, memo=memo))
             except NotRead as missing:
-                if missing.key in values:
-                    raise  # it holds the key and still lacks it: a bug, never a loop
-                values[missing.key] = self.held(missing.key, self.get(missing.key), held)
-        inputs = self.inputs(values, strict=UNPLANNED_RAISES)
+                wanted = [key for key in missing.keys if key not in values]
+                if not wanted:
+                    raise  # it holds the keys and still lacks them: a bug, never a loop
+                for key in wanted:  # the one it lacked, then what it said it reads next (RevisionInputs.want)
+                    values[key] = self.held(key, self.get(key), held)
+        inputs = self.inputs(values, strict=UNPLANNED_RAISES, memo=memo)
         result = run(inputs)
         if inputs.unplanned:
             log.warning("%s@%s: past %d rounds of reads, %d more read as absent: %s", self.change.repo,

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tracker.core.findings import openvino_ir
+from tracker.core.findings.inputs import ONNX as ONNX_MODEL
 from tracker.core.findings.inputs import RevisionInputs
 from tracker.core.findings.libraries import ONNX, OPENVINO
 from tracker.core.findings.onnx_model import describe
@@ -85,6 +86,8 @@ def analyse(change: RevisionChange, inputs: RevisionInputs, rules: SeverityRules
                 "the two no longer give the same model",
                 path=exports_replaced[0], evidence={"format": fmt, "exports": exports_replaced[:50]}))
     replaced_onnx = [p for p in _replaced(change.old, change.new, lambda p: p.lower().endswith(".onnx"))]
+    inputs.want(inputs.file_key(ONNX_MODEL, side, path) for path in replaced_onnx[:MAX_ONNX_FILES]
+                for side in ("old", "new"))
     for path in replaced_onnx[:MAX_ONNX_FILES]:
         out += _onnx_findings(path, inputs.onnx_model("old", path), inputs.onnx_model("new", path), rules)
     replaced_ir = _replaced(change.old, change.new,

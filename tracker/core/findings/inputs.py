@@ -17,10 +17,10 @@ inputs are built with ``strict=False``: a missing key then reads as None and is 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from tracker.core.model import Snapshot
 
@@ -34,16 +34,21 @@ ALLOWS = "allows"
 FILE_KINDS = (TEXT, SAFETENSORS, PICKLE, GGUF, ONNX)  # (kind, side, path)
 SIDES = ("old", "new")
 
+T = TypeVar("T")
 InputKey = tuple[Any, ...]  # (kind, side, path) | (RANGES, side, path, ((start, length), ...)) | (ALLOWS, what)
 WEIGHT_BUDGET = (64, 16 * 1024 * 1024)  # [limits] weight_compare_requests and _bytes' defaults
 
 
 class NotRead(Exception):
-    """An analyser read ``key``, which its (strict) :class:`RevisionInputs` does not hold."""
+    """An analyser read ``key``, which its (strict) :class:`RevisionInputs` does not hold.
 
-    def __init__(self, key: InputKey) -> None:
+    ``keys``: ``key`` and what the analyser said it reads next (:meth:`RevisionInputs.want`), in order.
+    """
+
+    def __init__(self, key: InputKey, more: Sequence[InputKey] = ()) -> None:
         super().__init__(f"{key!r} was not read before the analysis")
         self.key = key
+        self.keys: tuple[InputKey, ...] = (key, *(k for k in more if k != key))
 
 
 def text_key(side: str, path: str) -> InputKey:
@@ -73,6 +78,8 @@ class RevisionInputs:
     strict: bool = True
     unplanned: list[InputKey] = field(default_factory=list, compare=False)
     prefix: str = ""  # a folder's view (see in_folder): its paths are under this prefix in ``values``
+    # Results of pure computations over these inputs (see remembered), shared by one analyser's rounds.
+    memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.values, MappingProxyType):
@@ -92,6 +99,45 @@ class RevisionInputs:
             values.update({text_key(side, path): data for path, data in files.items()})
         values.update(parsed or {})
         return cls({"old": old, "new": new}, values, weight_compare=weight_compare, cpu_budget=False)
+
+    def remembered(self, key: Any, compute: Callable[[], T]) -> T:
+        """``compute()``, once per analyser: kept under ``key`` for the analyser's later rounds.
+
+        Sound because a key's value never changes once read and the rounds only add keys: a
+        computation that completed read only keys it still holds. One stopped by :class:`NotRead`
+        is not kept. The cost it saves is a rerun's: without it, an analyser that reads N headers one
+        round at a time would measure its first checkpoint N times.
+        """
+        memo_key = (self.prefix, key)
+        if memo_key in self.memo:
+            value: T = self.memo[memo_key]
+            return value
+        computed = compute()
+        self.memo[memo_key] = computed
+        return computed
+
+    def want(self, keys: Iterable[InputKey | None]) -> None:
+        """Say what a loop reads next, in order (None: a file its side does not list, read without a key).
+
+        The pipeline then fetches them in one round rather than one round each, in this order, so the
+        budgets are spent as the loop would spend them; a read the loop then skips (it stopped at an
+        unreadable file) is the one difference. Nothing is read here; past the rounds' bound
+        (not strict) it does nothing.
+        """
+        if not self.strict:
+            return
+        missing = [key for key in keys if key is not None and key not in self.values]
+        if missing:
+            raise NotRead(missing[0], missing[1:])
+
+    def file_key(self, kind: str, side: str, path: str) -> InputKey | None:
+        """The key of one file's ``kind`` of input (e.g. :data:`SAFETENSORS`), None when ``side`` does not list it."""
+        return (kind, side, self.prefix + path) if self.listed(side, path) else None
+
+    def want_ranges(self, reads: Sequence[tuple[str, str, Sequence[tuple[int, int]]]]) -> None:
+        """:meth:`want` for the weight bytes at ``(side, path, ranges)``, in order."""
+        self.want(ranges_key(side, self.prefix + path, ranges) if self.listed(side, path) else None
+                  for side, path, ranges in reads)
 
     def has(self, key: InputKey) -> bool:
         return key in self.values

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracker.core.bounded import json_object
-from tracker.core.findings.inputs import RevisionInputs
+from tracker.core.findings.inputs import SAFETENSORS, RevisionInputs
 from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
 from tracker.core.findings.weights import SHARD_RE
@@ -156,6 +156,8 @@ def _check_headers(
     total = 0
     complete = True
     listed = {t: f for f, ts in by_file.items() for t in ts}
+    inputs.want(inputs.file_key(SAFETENSORS, side, resolved) for resolved in
+                (posixpath.normpath(posixpath.join(folder, target)) for target in sorted(by_file)) if resolved in files)
     for target, tensors in sorted(by_file.items()):
         resolved = posixpath.normpath(posixpath.join(folder, target))
         if resolved not in files:

@@ -941,8 +941,8 @@ def _analyse_tokenizer_json(change: RevisionChange, inputs: RevisionInputs, rule
         model_parts(old)
     except JsonProblem:
         return []  # nothing to compare against; the old revision's problem was reported then
-    try:
-        findings = diff_tokenizer_json(old, new, rules, limits)
+    try:  # once per analyser: a later round (it reads tokenizer_config.json next) keeps the diff
+        findings = inputs.remembered(("diff_tokenizer_json", limits), lambda: diff_tokenizer_json(old, new, rules, limits))
     except JsonProblem as exc:
         return [_malformed(rules, TOKENIZER_JSON, exc)]
     configs = (_config_or_empty(inputs, "old", limits), _config_or_empty(inputs, "new", limits))

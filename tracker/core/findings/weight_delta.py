@@ -457,6 +457,7 @@ def _byte_span(place: Placed, window: Window) -> tuple[int, int]:
 
 
 Reader = Callable[[str, str, Sequence[tuple[int, int]]], Sequence[bytes] | None]
+Wanted = Callable[[Sequence[tuple[str, str, Sequence[tuple[int, int]]]]], None]  # (side, path, ranges) read next
 """``(side, path, [(start, length), ...]) -> the bytes of each range``, None when they cannot be read."""
 
 
@@ -475,14 +476,20 @@ class _Side:
         return None
 
 
-def measure(pairs: Pairs, budget: Budget, read: Reader) -> Measurement | None:
-    """Read the planned windows on both sides and compare them; None when nothing could be compared."""
+def measure(pairs: Pairs, budget: Budget, read: Reader, want: Wanted | None = None) -> Measurement | None:
+    """Read the planned windows on both sides and compare them; None when nothing could be compared.
+
+    ``want``, when given, is told every read first, in the order they are then made (old side first).
+    """
     windows = plan(pairs, budget)
     if not windows:
         return None
     cap = budget.bytes // budget.requests
     sides = {label: _Side(coalesce(pairs, windows, index, max_length=cap))
              for index, label in enumerate(("old", "new"))}
+    if want is not None:
+        want([(label, path, [(r.start, r.length) for r in requests])
+              for label, side in sides.items() for path, requests in _by_path(side).items()])
     for label, side in sides.items():
         if not _read_side(label, side, read):
             return None
@@ -509,11 +516,15 @@ def moves_embeddings(m: Measurement) -> bool:
     return bool(m.undecoded_changed) or m.largest_relative_l2 > EMBEDDING_NOISE_L2
 
 
-def _read_side(label: str, side: _Side, read: Reader) -> bool:
+def _by_path(side: _Side) -> dict[str, list[Request]]:
     by_path: dict[str, list[Request]] = {}
     for request in side.requests:
         by_path.setdefault(request.path, []).append(request)
-    for path, requests in by_path.items():
+    return by_path
+
+
+def _read_side(label: str, side: _Side, read: Reader) -> bool:
+    for path, requests in _by_path(side).items():
         got = read(label, path, [(r.start, r.length) for r in requests])
         if got is None or len(got) != len(requests) or any(len(b) != r.length for b, r in zip(got, requests, strict=True)):
             return False

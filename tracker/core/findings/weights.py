@@ -70,7 +70,7 @@ from tracker.core.bounded import loads_json
 from tracker.core.estimate.checkpoint import MAX_TENSOR_DIM, MAX_TENSOR_DIMS
 from tracker.core.findings import weight_delta
 from tracker.core.findings.files import renames
-from tracker.core.findings.inputs import RevisionInputs
+from tracker.core.findings.inputs import SAFETENSORS, RevisionInputs
 from tracker.core.findings.picklescan_zip import MAX_LEGACY_BYTES, UNKNOWN
 from tracker.core.findings.registry import analyser
 from tracker.core.findings.rules import SeverityRules
@@ -511,6 +511,7 @@ def _merged_tensors(
 ) -> tuple[dict[str, tuple[str, tuple[int, ...]]], dict[str, Any]] | None:
     tensors: dict[str, tuple[str, tuple[int, ...]]] = {}
     metadata: dict[str, Any] = {}
+    inputs.want(inputs.file_key(SAFETENSORS, side, path) for path in sorted(members))
     for path in sorted(members):
         header = inputs.safetensors_header(side, path)
         if header is None:
@@ -615,7 +616,13 @@ def _ggufs(
 def _measure_gguf(inputs: RevisionInputs, path: str, old: tuple[Mapping[str, Any], FileEntry],
                   new: tuple[Mapping[str, Any], FileEntry], parts: int) -> weight_delta.Measurement | None:
     """None when the tensor sets differ (gguf.py says how) or a quantization type changed
-    (``weights.quantization_changed``): only the same tensors in the same types are compared."""
+    (``weights.quantization_changed``): only the same tensors in the same types are compared. Measured
+    once per analyser (``RevisionInputs.remembered``)."""
+    return inputs.remembered(("measure_gguf", path, parts), lambda: _measure_gguf_now(inputs, path, old, new, parts))
+
+
+def _measure_gguf_now(inputs: RevisionInputs, path: str, old: tuple[Mapping[str, Any], FileEntry],
+                      new: tuple[Mapping[str, Any], FileEntry], parts: int) -> weight_delta.Measurement | None:
     placed_old = weight_delta.gguf_placements(old[0], path, old[1].size)
     placed_new = weight_delta.gguf_placements(new[0], path, new[1].size)
     if placed_old is None or placed_new is None or set(placed_old) != set(placed_new):
@@ -624,7 +631,8 @@ def _measure_gguf(inputs: RevisionInputs, path: str, old: tuple[Mapping[str, Any
     if not all(weight_delta.comparable(a, b) for a, b in pairs.values()):
         return None
     requests, nbytes = inputs.weight_budget()
-    return weight_delta.measure(pairs, weight_delta.Budget(requests, nbytes).share(parts), inputs.read_ranges)
+    return weight_delta.measure(pairs, weight_delta.Budget(requests, nbytes).share(parts), inputs.read_ranges,
+                                inputs.want_ranges)
 
 
 def _checkpoint_changes(rules: SeverityRules, ck: _Checkpoint,
@@ -752,7 +760,14 @@ def measure_checkpoint(inputs: RevisionInputs, old: Mapping[str, FileEntry], new
     None when the checkpoints do not hold the same tensors (names and element counts; dtypes equal or
     both floating point), when a header does not place its data exactly, or when a read fails.
     ``parts`` is how many checkpoints of the revision share the budget (:func:`changed_checkpoints`).
+    Measured once per analyser, however many of its files or rounds ask (``RevisionInputs.remembered``).
     """
+    return inputs.remembered(("measure_checkpoint", tuple(sorted(old)), tuple(sorted(new)), parts),
+                             lambda: _measure_checkpoint(inputs, old, new, parts))
+
+
+def _measure_checkpoint(inputs: RevisionInputs, old: Mapping[str, FileEntry], new: Mapping[str, FileEntry],
+                        parts: int) -> weight_delta.Measurement | None:
     requests, nbytes = inputs.weight_budget()
     placed_old, placed_new = _placed(inputs, "old", old), _placed(inputs, "new", new)
     if placed_old is None or placed_new is None or set(placed_old) != set(placed_new):
@@ -760,11 +775,13 @@ def measure_checkpoint(inputs: RevisionInputs, old: Mapping[str, FileEntry], new
     pairs = {name: (placed_old[name], placed_new[name]) for name in placed_old}
     if not all(weight_delta.comparable(a, b) for a, b in pairs.values()):
         return None
-    return weight_delta.measure(pairs, weight_delta.Budget(requests, nbytes).share(parts), inputs.read_ranges)
+    return weight_delta.measure(pairs, weight_delta.Budget(requests, nbytes).share(parts), inputs.read_ranges,
+                                inputs.want_ranges)
 
 
 def _placed(inputs: RevisionInputs, side: str, members: Mapping[str, FileEntry]) -> dict[str, weight_delta.Placed] | None:
     out: dict[str, weight_delta.Placed] = {}
+    inputs.want(inputs.file_key(SAFETENSORS, side, path) for path in sorted(members))
     for path, entry in sorted(members.items()):
         header = inputs.safetensors_header(side, path)
         placed = weight_delta.placements(header, path, entry.size) if header is not None else None
