@@ -18,13 +18,19 @@ if TYPE_CHECKING:
     from tracker.app import Tracker
     from tracker.pipeline.analysis import Analysis, Side
 
-__all__ = ["Compared", "Reanalysed", "RevisionListing", "Revisions", "checked_revision"]
+__all__ = ["Compared", "Reanalysed", "RevisionListing", "Revisions", "checked_revision", "is_revision_name"]
+
+
+def is_revision_name(value: str) -> bool:
+    """Whether ``value`` can name a commit, branch or tag: not empty, at most 255 characters, no space or
+    control character."""
+    return bool(value) and len(value) <= 255 and not any(ord(ch) < 0x21 or ord(ch) == 0x7F for ch in value)
 
 
 def checked_revision(value: str, what: str) -> str:
-    """A commit id, branch or tag as typed, checked: ConfigError (naming ``what``) for one with spaces or
-    control characters, an empty one, or one over 255 characters."""
-    if not value or len(value) > 255 or any(ord(ch) < 0x21 or ord(ch) == 0x7F for ch in value):
+    """A commit id, branch or tag as typed, checked: ConfigError (naming ``what``) unless it
+    :func:`is_revision_name`."""
+    if not is_revision_name(value):
         raise ConfigError(f"invalid {what}: a commit id, branch or tag without spaces or control characters")
     return value
 

@@ -32,6 +32,7 @@ from tracker.core.errors import NotFound, NotWatched, RevisionUnresolved, Tracke
 from tracker.core.model import SHA_RE, validate_repo_id
 from tracker.pipeline.querying import LookupBudget
 from tracker.services import Advisories, ApiTokens, Watching
+from tracker.services.revisions import is_revision_name
 from tracker.surfaces.api_bodies import BodyGate
 from tracker.surfaces.api_deps import ApiState, OnDemandGate, StateDep, TrackerDep
 from tracker.surfaces.api_errors import BadRequest, WrongSecret, answer_of, install_error_handlers
@@ -98,7 +99,7 @@ def _revision_of(query: dict[str, Any]) -> str:
     revision = commit if commit is not None else version
     if not isinstance(revision, str) or not revision:
         raise BadRequest("a query needs a commit, or a package and a version")
-    if len(revision) > 255 or any(ord(ch) < 0x21 or ord(ch) == 0x7F for ch in revision):
+    if not is_revision_name(revision):
         raise BadRequest("invalid revision")
     return revision
 
