@@ -156,10 +156,10 @@ def _check_headers(
     total = 0
     complete = True
     listed = {t: f for f, ts in by_file.items() for t in ts}
-    inputs.want(inputs.file_key(SAFETENSORS, side, resolved) for resolved in
-                (posixpath.normpath(posixpath.join(folder, target)) for target in sorted(by_file)) if resolved in files)
+    shard_of = {target: posixpath.normpath(posixpath.join(folder, target)) for target in sorted(by_file)}
+    inputs.want(inputs.file_key(SAFETENSORS, side, shard) for shard in shard_of.values() if shard in files)
     for target, tensors in sorted(by_file.items()):
-        resolved = posixpath.normpath(posixpath.join(folder, target))
+        resolved = shard_of[target]
         if resolved not in files:
             complete = False
             continue
