@@ -79,3 +79,12 @@ def test_a_bad_page_token_is_an_invalid_argument(nan_history, token):
     client = TestClient(create_app(tracker))
     answer = client.post("/v1/query", json={"commit": first, "page_token": token})
     assert (answer.status_code, answer.json()) == (400, {"code": 3, "message": "invalid page_token"})
+
+
+@pytest.mark.parametrize("revision", ["a b", "main\x00", "tag\x7f", "x" * 256])
+def test_a_revision_no_commit_branch_or_tag_could_have_is_an_invalid_argument(nan_history, revision):
+    tracker, _, _ = nan_history
+    client = TestClient(create_app(tracker))
+    for body in ({"commit": revision}, {"package": {"name": REPO}, "version": revision}):
+        answer = client.post("/v1/query", json=body)
+        assert (answer.status_code, answer.json()) == (400, {"code": 3, "message": "invalid revision"})
